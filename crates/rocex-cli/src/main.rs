@@ -1,0 +1,28 @@
+//! `rocex`: the rocex command-line tool.
+
+mod dump;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// rocex: a software RoCE v2 NIC.
+#[derive(Parser)]
+#[command(name = "rocex", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the RoCE v2 frames of a pcap or pcapng capture, one line (or JSON object) each.
+    Dump(dump::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Dump(args) => dump::run(&args),
+    }
+}

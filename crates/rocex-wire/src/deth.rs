@@ -1,0 +1,86 @@
+//! Datagram Extended Transport Header (IBTA Vol. 1 §9.3.2): Q_Key and source QP of a UD
+//! packet.
+
+use core::fmt;
+
+use crate::field::{Field, header_view, set_u24, set_u32, u24_at, u32_at};
+use crate::{Error, ErrorKind, Layer};
+
+mod field {
+    use super::Field;
+    pub(super) const QKEY: Field = 0..4;
+    pub(super) const RESERVED: usize = 4;
+    pub(super) const SRC_QP: Field = 5..8;
+}
+
+/// The Q_Key that QP1 (the GSI, carrying CM MADs) uses.
+pub const GSI_QKEY: u32 = 0x8001_0000;
+
+header_view!("A zero-copy view of a DETH.", Layer::Deth, 8);
+
+impl<T: AsRef<[u8]>> Header<T> {
+    /// Queue key.
+    pub fn qkey(&self) -> u32 {
+        u32_at(self.buffer.as_ref(), field::QKEY)
+    }
+    /// The reserved byte.
+    pub fn reserved(&self) -> u8 {
+        self.buffer.as_ref()[field::RESERVED]
+    }
+    /// Source QP number (24 bits).
+    pub fn src_qp(&self) -> u32 {
+        u24_at(self.buffer.as_ref(), field::SRC_QP)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
+    /// Sets the queue key.
+    pub fn set_qkey(&mut self, v: u32) {
+        set_u32(self.buffer.as_mut(), field::QKEY, v);
+    }
+    /// Sets the reserved byte.
+    pub fn set_reserved(&mut self, v: u8) {
+        self.buffer.as_mut()[field::RESERVED] = v;
+    }
+    /// Sets the source QP (low 24 bits).
+    pub fn set_src_qp(&mut self, v: u32) {
+        set_u24(self.buffer.as_mut(), field::SRC_QP, v);
+    }
+}
+
+/// A DETH's fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Repr {
+    /// Queue key.
+    pub qkey: u32,
+    /// Source QP, 0..2^24.
+    pub src_qp: u32,
+    /// The reserved byte, kept so that emission reproduces the input.
+    pub reserved: u8,
+}
+
+impl Repr {
+    /// Reads a DETH.
+    pub fn parse<T: AsRef<[u8]>>(h: &Header<T>) -> crate::Result<Self> {
+        h.check_len()?;
+        Ok(Self { qkey: h.qkey(), src_qp: h.src_qp(), reserved: h.reserved() })
+    }
+
+    /// Writes the DETH.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, h: &mut Header<T>) -> crate::Result<()> {
+        if self.src_qp > 0xff_ffff {
+            return Err(Error::new(Layer::Deth, 0, ErrorKind::BadValue("the source QPN exceeds 24 bits")));
+        }
+        h.check_len()?;
+        h.set_qkey(self.qkey);
+        h.set_reserved(self.reserved);
+        h.set_src_qp(self.src_qp);
+        Ok(())
+    }
+}
+
+impl fmt::Display for Repr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "qkey={:#x} src_qp={:#x}", self.qkey, self.src_qp)
+    }
+}

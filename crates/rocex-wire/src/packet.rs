@@ -1,0 +1,232 @@
+//! A whole InfiniBand transport packet as RoCE v2 carries it in UDP: BTH, the extension
+//! headers the opcode table names, payload, pad and ICRC.
+
+use core::fmt;
+
+use crate::opcode::{Ext, ExtSet};
+use crate::{
+    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, CnpRepr, DethRepr, Error, ErrorKind, FethRepr,
+    IethRepr, ImmDtRepr, Layer, Opcode, OpcodeInfo, Result, RethRepr, aeth, atomic_ack_eth, atomic_eth, bth,
+    cnp, deth, feth, ieth, immdt, reth,
+};
+
+/// Length of the ICRC trailer.
+pub const ICRC_LEN: usize = 4;
+
+/// The pad count that aligns `payload_len` to 4 bytes.
+pub const fn pad_for(payload_len: usize) -> u8 {
+    (payload_len.wrapping_neg() & 3) as u8
+}
+
+/// A parsed transport packet. `payload` borrows from the parsed buffer and excludes the pad.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PacketRepr<'a> {
+    /// Base transport header.
+    pub bth: BthRepr,
+    /// Datagram ETH (UD).
+    pub deth: Option<DethRepr>,
+    /// Flush ETH.
+    pub feth: Option<FethRepr>,
+    /// RDMA ETH.
+    pub reth: Option<RethRepr>,
+    /// Atomic ETH.
+    pub atomic_eth: Option<AtomicEthRepr>,
+    /// ACK ETH.
+    pub aeth: Option<AethRepr>,
+    /// Atomic ACK ETH.
+    pub atomic_ack_eth: Option<AtomicAckEthRepr>,
+    /// Immediate data.
+    pub immdt: Option<ImmDtRepr>,
+    /// Invalidate ETH.
+    pub ieth: Option<IethRepr>,
+    /// CNP body.
+    pub cnp: Option<CnpRepr>,
+    /// Payload without pad.
+    pub payload: &'a [u8],
+}
+
+impl<'a> PacketRepr<'a> {
+    /// A packet with only a BTH; add the extension headers its opcode needs, then the payload.
+    pub const fn new(bth: BthRepr) -> Self {
+        Self {
+            bth,
+            deth: None,
+            feth: None,
+            reth: None,
+            atomic_eth: None,
+            aeth: None,
+            atomic_ack_eth: None,
+            immdt: None,
+            ieth: None,
+            cnp: None,
+            payload: &[],
+        }
+    }
+
+    /// The opcode's table entry.
+    pub fn info(&self) -> Result<&'static OpcodeInfo> {
+        self.bth.opcode.info().ok_or(Error::new(Layer::Bth, 0, ErrorKind::UnknownOpcode(self.bth.opcode.0)))
+    }
+
+    /// Parses a packet from the UDP payload `buf` (BTH through ICRC). Returns the packet and
+    /// the ICRC found on the wire, unchecked: checking it needs the IP and UDP headers.
+    pub fn parse(buf: &'a [u8]) -> Result<(Self, u32)> {
+        let bth = BthRepr::parse(&bth::Header::new_checked(buf)?)?;
+        let op = bth.opcode;
+        let info = op.info().ok_or(Error::new(Layer::Bth, 0, ErrorKind::UnknownOpcode(op.0)))?;
+        let mut p = Self::new(bth);
+        let mut at = bth::LEN;
+        for ext in info.exts.iter() {
+            let rest = &buf[at..];
+            p.parse_ext(ext, rest).map_err(|e| e.shifted(at))?;
+            at += ext.len();
+        }
+        let body = buf.len() - at;
+        if body < ICRC_LEN {
+            return Err(Error::truncated(Layer::Icrc, at, ICRC_LEN, body));
+        }
+        let with_pad = body - ICRC_LEN;
+        if usize::from(bth.pad) > with_pad {
+            return Err(Error::new(Layer::Payload, at, ErrorKind::PadTooLong { pad: bth.pad, payload: with_pad }));
+        }
+        if !info.payload && with_pad != 0 {
+            return Err(Error::new(Layer::Payload, at, ErrorKind::UnexpectedPayload(with_pad)));
+        }
+        p.payload = &buf[at..at + with_pad - usize::from(bth.pad)];
+        let mut icrc = [0; ICRC_LEN];
+        icrc.copy_from_slice(&buf[at + with_pad..]);
+        Ok((p, crate::icrc::from_wire(icrc)))
+    }
+
+    fn parse_ext(&mut self, ext: Ext, b: &[u8]) -> Result<()> {
+        match ext {
+            Ext::Deth => self.deth = Some(DethRepr::parse(&deth::Header::new_checked(b)?)?),
+            Ext::Feth => self.feth = Some(FethRepr::parse(&feth::Header::new_checked(b)?)?),
+            Ext::Reth => self.reth = Some(RethRepr::parse(&reth::Header::new_checked(b)?)?),
+            Ext::AtomicEth => self.atomic_eth = Some(AtomicEthRepr::parse(&atomic_eth::Header::new_checked(b)?)?),
+            Ext::Aeth => self.aeth = Some(AethRepr::parse(&aeth::Header::new_checked(b)?)?),
+            Ext::AtomicAckEth => {
+                self.atomic_ack_eth = Some(AtomicAckEthRepr::parse(&atomic_ack_eth::Header::new_checked(b)?)?);
+            }
+            Ext::ImmDt => self.immdt = Some(ImmDtRepr::parse(&immdt::Header::new_checked(b)?)?),
+            Ext::Ieth => self.ieth = Some(IethRepr::parse(&ieth::Header::new_checked(b)?)?),
+            Ext::Cnp => self.cnp = Some(CnpRepr::parse(&cnp::Header::new_checked(b)?)?),
+        }
+        Ok(())
+    }
+
+    /// The extension headers present in this representation.
+    pub fn exts(&self) -> ExtSet {
+        let present = [
+            (self.deth.is_some(), Ext::Deth),
+            (self.feth.is_some(), Ext::Feth),
+            (self.reth.is_some(), Ext::Reth),
+            (self.atomic_eth.is_some(), Ext::AtomicEth),
+            (self.aeth.is_some(), Ext::Aeth),
+            (self.atomic_ack_eth.is_some(), Ext::AtomicAckEth),
+            (self.immdt.is_some(), Ext::ImmDt),
+            (self.ieth.is_some(), Ext::Ieth),
+            (self.cnp.is_some(), Ext::Cnp),
+        ];
+        let mut set = [Ext::Deth; 9];
+        let mut n = 0;
+        for (on, e) in present {
+            if on {
+                set[n] = e;
+                n += 1;
+            }
+        }
+        ExtSet::of(&set[..n])
+    }
+
+    /// Length of BTH and extension headers.
+    pub fn header_len(&self) -> usize {
+        bth::LEN + self.exts().len()
+    }
+
+    /// Bytes the packet takes in a UDP payload: headers, payload, pad and ICRC.
+    pub fn buffer_len(&self) -> usize {
+        self.header_len() + self.payload.len() + usize::from(self.bth.pad) + ICRC_LEN
+    }
+
+    /// Sets the BTH pad count to what the payload needs.
+    #[must_use]
+    pub fn with_canonical_pad(mut self) -> Self {
+        self.bth.pad = pad_for(self.payload.len());
+        self
+    }
+
+    /// Checks that the headers present are the ones the opcode carries.
+    pub fn check(&self) -> Result<&'static OpcodeInfo> {
+        let info = self.info()?;
+        if self.exts() != info.exts {
+            return Err(Error::new(Layer::Bth, 0, ErrorKind::Inconsistent("the extension headers differ from the opcode's")));
+        }
+        if !info.payload && (!self.payload.is_empty() || self.bth.pad != 0) {
+            return Err(Error::new(Layer::Payload, self.header_len(), ErrorKind::UnexpectedPayload(self.payload.len())));
+        }
+        Ok(info)
+    }
+
+    /// Writes headers, payload and zero pad into `buf`, which must hold [`Self::buffer_len`]
+    /// bytes; the ICRC's four bytes are left for the frame layer, which knows the IP header.
+    /// Returns the length written, ICRC included.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        let info = self.check()?;
+        let len = self.buffer_len();
+        if buf.len() < len {
+            return Err(Error::new(Layer::Bth, 0, ErrorKind::BufferTooSmall { required: len, available: buf.len() }));
+        }
+        self.bth.emit(&mut bth::Header::new_unchecked(&mut buf[..]))?;
+        let mut at = bth::LEN;
+        for ext in info.exts.iter() {
+            self.emit_ext(ext, &mut buf[at..]).map_err(|e| e.shifted(at))?;
+            at += ext.len();
+        }
+        buf[at..at + self.payload.len()].copy_from_slice(self.payload);
+        at += self.payload.len();
+        buf[at..at + usize::from(self.bth.pad)].fill(0);
+        Ok(len)
+    }
+
+    fn emit_ext(&self, ext: Ext, b: &mut [u8]) -> Result<()> {
+        let missing = Error::new(Layer::Bth, 0, ErrorKind::Inconsistent("an extension header is missing"));
+        match ext {
+            Ext::Deth => self.deth.ok_or(missing)?.emit(&mut deth::Header::new_unchecked(b)),
+            Ext::Feth => self.feth.ok_or(missing)?.emit(&mut feth::Header::new_unchecked(b)),
+            Ext::Reth => self.reth.ok_or(missing)?.emit(&mut reth::Header::new_unchecked(b)),
+            Ext::AtomicEth => self.atomic_eth.ok_or(missing)?.emit(&mut atomic_eth::Header::new_unchecked(b)),
+            Ext::Aeth => self.aeth.ok_or(missing)?.emit(&mut aeth::Header::new_unchecked(b)),
+            Ext::AtomicAckEth => self.atomic_ack_eth.ok_or(missing)?.emit(&mut atomic_ack_eth::Header::new_unchecked(b)),
+            Ext::ImmDt => self.immdt.ok_or(missing)?.emit(&mut immdt::Header::new_unchecked(b)),
+            Ext::Ieth => self.ieth.ok_or(missing)?.emit(&mut ieth::Header::new_unchecked(b)),
+            Ext::Cnp => self.cnp.ok_or(missing)?.emit(&mut cnp::Header::new_unchecked(b)),
+        }
+    }
+
+    /// The opcode.
+    pub const fn opcode(&self) -> Opcode {
+        self.bth.opcode
+    }
+}
+
+impl fmt::Display for PacketRepr<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.bth)?;
+        let exts: [Option<&dyn fmt::Display>; 9] = [
+            self.deth.as_ref().map(|h| h as &dyn fmt::Display),
+            self.feth.as_ref().map(|h| h as &dyn fmt::Display),
+            self.reth.as_ref().map(|h| h as &dyn fmt::Display),
+            self.atomic_eth.as_ref().map(|h| h as &dyn fmt::Display),
+            self.aeth.as_ref().map(|h| h as &dyn fmt::Display),
+            self.atomic_ack_eth.as_ref().map(|h| h as &dyn fmt::Display),
+            self.immdt.as_ref().map(|h| h as &dyn fmt::Display),
+            self.ieth.as_ref().map(|h| h as &dyn fmt::Display),
+            None,
+        ];
+        for h in exts.into_iter().flatten() {
+            write!(f, " {h}")?;
+        }
+        write!(f, " payload={}", self.payload.len())
+    }
+}

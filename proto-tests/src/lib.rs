@@ -1,0 +1,1 @@
+//! Conformance tests over kernel rxe captures live in `tests/`.

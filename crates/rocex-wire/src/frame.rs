@@ -112,7 +112,8 @@ pub struct FrameRepr<'a> {
     pub udp: UdpHeader,
     /// Transport packet.
     pub packet: PacketRepr<'a>,
-    /// How [`FrameRepr::emit`] computes the ICRC.
+    /// How [`FrameRepr::emit`] computes the ICRC ([`IcrcForm::for_opcode`] after parse
+    /// and [`FrameRepr::finalize`]).
     pub icrc_form: IcrcForm,
     /// Bytes after the IP datagram (Ethernet padding of short frames), emitted as they are.
     pub trailer: &'a [u8],
@@ -167,7 +168,8 @@ impl<'a> Frame<'a> {
         let udp_range = at..at + UdpHeader::LEN;
         at += UdpHeader::LEN;
         let (packet, icrc) = PacketRepr::parse(&bytes[at..ip_end]).map_err(|e| e.shifted(at))?;
-        let repr = FrameRepr { link, ip, udp, packet, icrc_form: IcrcForm::Spec, trailer: &bytes[ip_end..] };
+        let icrc_form = IcrcForm::for_opcode(packet.opcode());
+        let repr = FrameRepr { link, ip, udp, packet, icrc_form, trailer: &bytes[ip_end..] };
         Ok(Self { repr, icrc, bytes, ip: ip_start..udp_range.start, udp: udp_range, transport: at..ip_end - ICRC_LEN })
     }
 
@@ -306,9 +308,7 @@ impl<'a> FrameRepr<'a> {
                 self.link.set_inner_ether_type(EtherType::IPV6);
             }
         }
-        if self.packet.opcode() == Opcode::RC_FLUSH {
-            self.icrc_form = IcrcForm::RxeFlush;
-        }
+        self.icrc_form = IcrcForm::for_opcode(self.packet.opcode());
         Ok(())
     }
 

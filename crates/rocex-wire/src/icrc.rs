@@ -29,6 +29,13 @@ pub enum IcrcForm {
     RxeFlush,
 }
 
+impl IcrcForm {
+    /// The form rocex emits for `opcode`: rxe's for FLUSH, so that rxe accepts it.
+    pub fn for_opcode(opcode: crate::Opcode) -> Self {
+        if opcode == crate::Opcode::RC_FLUSH { Self::RxeFlush } else { Self::Spec }
+    }
+}
+
 /// The masked pseudo-LRH: 8 bytes of 0xFF.
 const LRH_ONES: [u8; 8] = [0xff; 8];
 const IPV4_MAX: usize = 60;

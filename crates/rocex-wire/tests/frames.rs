@@ -1,0 +1,190 @@
+//! Whole frames against vectors this project did not compute.
+
+use etherparse::{IpDscp, IpEcn, SingleVlanHeader, VlanId, VlanPcp, EtherType};
+use rocex_wire::frame::{Frame, IcrcCheck};
+use rocex_wire::{
+    BthRepr, ErrorKind, FethRepr, FrameRepr, IcrcForm, IpRepr, Layer, Opcode, PacketRepr, Psn, RethRepr,
+};
+
+/// scapy's RoCE test (test/contrib/roce.uts): a UC SEND_ONLY that scapy builds and whose
+/// IPv4 checksum (0xb4d5), UDP checksum (0xaca2) and ICRC (wire bytes 78 f3 53 f3) it asserts.
+#[test]
+fn scapy_uc_send_only() {
+    let payload = b"F0\x81\x8b\xe2\x895\xd9\x0e\x9a\x95PT\x01\xbe\x88^P";
+    let mut bth = BthRepr::new(Opcode::UC_SEND_ONLY, 211, Psn::new(13_571_856));
+    bth.mig_req = true;
+    let mut packet = PacketRepr::new(bth);
+    packet.payload = payload;
+    let mac = [0x24, 0x8a, 0x07, 0xa8, 0xfa, 0x22];
+    let addr = [192, 168, 0, 7];
+    let mut f = FrameRepr::ipv4((mac, mac), (addr, addr), 49152, packet).unwrap();
+    let IpRepr::V4(ip) = &mut f.ip else { unreachable!() };
+    ip.dscp = IpDscp::ZERO;
+    ip.ecn = IpEcn::ONE;
+    ip.identification = 1144;
+    f.udp.checksum = 0xaca2;
+    f.finalize().unwrap();
+    let IpRepr::V4(ip) = &f.ip else { unreachable!() };
+    assert_eq!(ip.header_checksum, 0xb4d5);
+    assert_eq!(ip.total_len, 64);
+    assert_eq!(f.packet.bth.pad, 2);
+
+    let mut buf = [0u8; 128];
+    let n = f.emit(&mut buf).unwrap();
+    assert_eq!(n, 14 + 64);
+    assert_eq!(buf[n - 4..n], [0x78, 0xf3, 0x53, 0xf3]);
+    // etherparse's own UDP checksum over the emitted datagram agrees with scapy's.
+    let IpRepr::V4(ip) = &f.ip else { unreachable!() };
+    assert_eq!(f.udp.calc_checksum_ipv4(ip, &buf[42..n]).unwrap(), 0xaca2);
+
+    let parsed = Frame::parse(&buf[..n]).unwrap();
+    assert_eq!(parsed.check_icrc(), IcrcCheck::Valid(IcrcForm::Spec));
+    assert_eq!(parsed.repr, f);
+}
+
+/// A CNP captured from a ConnectX-4 Lx, published with scapy's RoCE tests.
+const CX4_CNP: [u8; 74] = [
+    0xe4, 0x1d, 0x2d, 0xab, 0x2b, 0xc2, 0x7c, 0xfe, 0x90, 0x64, 0x3b, 0x32, 0x08, 0x00, 0x45, 0xc2, 0x00,
+    0x3c, 0x71, 0x8c, 0x40, 0x00, 0x40, 0x11, 0x91, 0x61, 0x0a, 0x00, 0x11, 0x01, 0x0a, 0x00, 0x12, 0x01,
+    0x00, 0x00, 0x12, 0xb7, 0x00, 0x28, 0x00, 0x00, 0x81, 0x00, 0xff, 0xff, 0x40, 0x00, 0x01, 0x18, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x82, 0xfd, 0x00, 0x2a,
+];
+
+#[test]
+fn connectx4_cnp_parses_and_re_emits() {
+    let f = Frame::parse(&CX4_CNP).unwrap();
+    let b = f.repr.packet.bth;
+    assert_eq!(b.opcode, Opcode::CNP);
+    assert!(b.becn && !b.fecn && !b.ack_req);
+    assert_eq!(b.dest_qp, 0x118);
+    assert!(f.repr.packet.cnp.is_some());
+    assert!(f.repr.packet.payload.is_empty());
+    assert!(f.check_icrc().is_valid());
+    let mut out = [0u8; 74];
+    assert_eq!(f.repr.emit(&mut out).unwrap(), 74);
+    assert_eq!(out, CX4_CNP);
+}
+
+fn write_request(vlan: bool) -> Vec<u8> {
+    let mut bth = BthRepr::new(Opcode::RC_RDMA_WRITE_ONLY, 0x11, Psn::new(0xff_ffff));
+    bth.ack_req = true;
+    let mut p = PacketRepr::new(bth);
+    p.reth = Some(RethRepr { va: 0x1000, rkey: 0xabcd, dma_len: 5 });
+    p.payload = b"hello";
+    let mut f = FrameRepr::ipv4(([2; 6], [4; 6]), ([198, 18, 0, 1], [198, 18, 0, 2]), 0xc000, p).unwrap();
+    if vlan {
+        f.link.vlan = Some(SingleVlanHeader {
+            pcp: VlanPcp::try_new(3).unwrap(),
+            drop_eligible_indicator: false,
+            vlan_id: VlanId::try_new(42).unwrap(),
+            ether_type: EtherType::IPV4,
+        });
+        f.finalize().unwrap();
+    }
+    let mut buf = vec![0; f.buffer_len()];
+    f.emit(&mut buf).unwrap();
+    buf
+}
+
+#[test]
+fn vlan_tag_is_carried() {
+    let plain = write_request(false);
+    let tagged = write_request(true);
+    assert_eq!(tagged.len(), plain.len() + 4);
+    assert_eq!(tagged[12..14], [0x81, 0x00]);
+    let f = Frame::parse(&tagged).unwrap();
+    assert_eq!(f.repr.link.vlan.as_ref().unwrap().vlan_id.value(), 42);
+    assert!(f.check_icrc().is_valid());
+    // The ICRC does not cover the link layer.
+    assert_eq!(tagged[tagged.len() - 4..], plain[plain.len() - 4..]);
+}
+
+#[test]
+fn ipv6_frame_round_trips() {
+    let mut p = PacketRepr::new(BthRepr::new(Opcode::RC_SEND_ONLY, 0x12, Psn::new(7)));
+    p.payload = &[1, 2, 3];
+    let src = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    let dst = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+    let f = FrameRepr::ipv6(([2; 6], [4; 6]), (src, dst), 0xc001, p).unwrap();
+    let mut buf = vec![0; f.buffer_len()];
+    f.emit(&mut buf).unwrap();
+    let parsed = Frame::parse(&buf).unwrap();
+    assert_eq!(parsed.repr, f);
+    assert!(parsed.check_icrc().is_valid());
+    // Traffic class, flow label and hop limit are masked out of the ICRC.
+    let mut changed = buf.clone();
+    changed[14] |= 0x0f;
+    changed[15] = 0xab;
+    changed[21] = 3;
+    assert!(Frame::parse(&changed).unwrap().check_icrc().is_valid());
+    changed[30] ^= 1; // source address: covered
+    assert!(!Frame::parse(&changed).unwrap().check_icrc().is_valid());
+}
+
+#[test]
+fn flush_uses_rxes_icrc_form() {
+    let mut p = PacketRepr::new(BthRepr::new(Opcode::RC_FLUSH, 0x11, Psn::new(1)));
+    p.feth = Some(FethRepr { placement: 1, selectivity: 0, reserved: 0 });
+    p.reth = Some(RethRepr { va: 0x2000, rkey: 0x77, dma_len: 64 });
+    let f = FrameRepr::ipv4(([2; 6], [4; 6]), ([198, 18, 0, 1], [198, 18, 0, 2]), 0xc000, p).unwrap();
+    assert_eq!(f.icrc_form, IcrcForm::RxeFlush);
+    let mut buf = vec![0; f.buffer_len()];
+    f.emit(&mut buf).unwrap();
+    let parsed = Frame::parse(&buf).unwrap();
+    assert_eq!(parsed.check_icrc(), IcrcCheck::Valid(IcrcForm::RxeFlush));
+    assert_ne!(parsed.compute_icrc(IcrcForm::Spec), parsed.icrc);
+}
+
+#[test]
+fn corruption_is_caught_by_the_icrc() {
+    let buf = write_request(false);
+    for at in 42..buf.len() {
+        if at == 42 + 4 {
+            continue; // BTH byte 4 is masked
+        }
+        let mut bad = buf.clone();
+        bad[at] ^= 0x10;
+        if let Ok(f) = Frame::parse(&bad) {
+            assert!(!f.check_icrc().is_valid(), "flip at byte {at} went unnoticed");
+        }
+    }
+}
+
+#[test]
+fn errors_name_the_layer_and_offset() {
+    let buf = write_request(false);
+    let e = Frame::parse(&buf[..10]).unwrap_err();
+    assert_eq!((e.layer, e.offset), (Layer::Ethernet, 0));
+    // Cut inside the RETH: the IP length then disagrees with what is there.
+    let e = Frame::parse(&buf[..60]).unwrap_err();
+    assert_eq!(e.layer, Layer::Ipv4);
+    assert!(matches!(e.kind, ErrorKind::Truncated { .. }));
+
+    let mut bad = buf.clone();
+    bad[42] = 0x15; // a reserved opcode
+    let e = Frame::parse(&bad).unwrap_err();
+    assert_eq!((e.layer, e.offset, &e.kind), (Layer::Bth, 42, &ErrorKind::UnknownOpcode(0x15)));
+    assert_eq!(e.to_string(), "BTH at byte 42 has opcode 0x15, which is reserved or not supported.");
+
+    let mut bad = buf.clone();
+    bad[43] = 0x30; // pad 3 on a 5-byte payload with 3 pad bytes is fine; make the payload empty instead
+    bad[42] = Opcode::RC_RDMA_READ_REQUEST.0;
+    let e = Frame::parse(&bad).unwrap_err();
+    assert_eq!(e.layer, Layer::Payload);
+
+    let mut bad = buf;
+    bad[36] = 0x12; // UDP destination port 4791 -> 4786
+    bad[37] = 0xb2;
+    let e = Frame::parse(&bad).unwrap_err();
+    assert!(matches!(e.kind, ErrorKind::NotRoce(_)));
+}
+
+#[test]
+fn reth_truncation_points_at_the_reth() {
+    // A transport packet cut in its RETH, parsed alone.
+    let buf = write_request(false);
+    let e = PacketRepr::parse(&buf[42..42 + 12 + 10]).unwrap_err();
+    assert_eq!((e.layer, e.offset), (Layer::Reth, 12));
+    assert_eq!(e.kind, ErrorKind::Truncated { required: 16, available: 10 });
+}

@@ -28,7 +28,12 @@ fn every_capture_checks_clean() {
         assert!(tally.roce > 0, "{}: no RoCE frame", name(path));
         eprintln!("{}: {tally}", name(path));
     }
-    assert!(failures.is_empty(), "{} bad frames:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} bad frames:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -44,7 +49,11 @@ fn decoded_captures_match_snapshots() {
             if !a.summary.roce {
                 continue;
             }
-            let key = a.summary.opcode.clone().unwrap_or_else(|| "unparsed".into());
+            let key = a
+                .summary
+                .opcode
+                .clone()
+                .unwrap_or_else(|| "unparsed".into());
             *histogram.entry(key).or_default() += 1;
             if shown < SNAPSHOT_LINES {
                 // Times vary with the capture host; the snapshot keeps what the frame says.

@@ -57,30 +57,60 @@ fn json_number(frame: &Value, paths: &str, tshark_field: &str) -> Option<u64> {
         let v = path.split('.').try_fold(frame, |v, k| v.get(k))?;
         let n = v.as_u64().or_else(|| v.as_bool().map(u64::from))?;
         // tshark reads the ICRC's wire bytes as a big-endian number.
-        Some(if tshark_field.ends_with("invariant.crc") { u64::from((n as u32).swap_bytes()) } else { n })
+        Some(if tshark_field.ends_with("invariant.crc") {
+            u64::from((n as u32).swap_bytes())
+        } else {
+            n
+        })
     })
 }
 
 #[test]
 fn rocex_and_tshark_agree() {
-    let Some(tshark) = require_tool("tshark") else { return };
+    let Some(tshark) = require_tool("tshark") else {
+        return;
+    };
     let mut compared = 0usize;
     let mut mismatches = Vec::new();
     for path in captures() {
         let mut cmd = Command::new(&tshark);
         cmd.arg("-r").arg(&path);
-        cmd.args(["-d", "udp.port==4791,infiniband", "--disable-protocol", "rpcordma", "-Y", "infiniband.bth"]);
-        cmd.args(["-T", "fields", "-E", "separator=/t", "-E", "occurrence=f", "-e", "frame.number"]);
+        cmd.args([
+            "-d",
+            "udp.port==4791,infiniband",
+            "--disable-protocol",
+            "rpcordma",
+            "-Y",
+            "infiniband.bth",
+        ]);
+        cmd.args([
+            "-T",
+            "fields",
+            "-E",
+            "separator=/t",
+            "-E",
+            "occurrence=f",
+            "-e",
+            "frame.number",
+        ]);
         for (f, _) in FIELDS {
             cmd.args(["-e", f]);
         }
         let out = cmd.output().expect("tshark runs");
-        assert!(out.status.success(), "tshark failed on {}: {}", name(&path), String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "tshark failed on {}: {}",
+            name(&path),
+            String::from_utf8_lossy(&out.stderr)
+        );
         let rows: HashMap<u64, Vec<String>> = String::from_utf8_lossy(&out.stdout)
             .lines()
             .map(|l| {
                 let mut cols = l.split('\t').map(str::to_string);
-                (cols.next().and_then(|n| n.parse().ok()).unwrap_or(0), cols.collect())
+                (
+                    cols.next().and_then(|n| n.parse().ok()).unwrap_or(0),
+                    cols.collect(),
+                )
             })
             .collect();
 
@@ -95,23 +125,44 @@ fn rocex_and_tshark_agree() {
             roce += 1;
             let json = serde_json::to_value(&a.summary).unwrap();
             let Some(row) = rows.get(&n) else {
-                mismatches.push(format!("{} frame {n}: tshark does not decode it as InfiniBand", name(&path)));
+                mismatches.push(format!(
+                    "{} frame {n}: tshark does not decode it as InfiniBand",
+                    name(&path)
+                ));
                 continue;
             };
             for ((field, paths), value) in FIELDS.iter().zip(row) {
-                let (Some(theirs), Some(ours)) = (tshark_number(field, value), json_number(&json, paths, field))
-                else {
+                let (Some(theirs), Some(ours)) = (
+                    tshark_number(field, value),
+                    json_number(&json, paths, field),
+                ) else {
                     continue;
                 };
                 compared += 1;
                 if theirs != ours {
-                    mismatches.push(format!("{} frame {n}: {field}: tshark {theirs:#x}, rocex {ours:#x}", name(&path)));
+                    mismatches.push(format!(
+                        "{} frame {n}: {field}: tshark {theirs:#x}, rocex {ours:#x}",
+                        name(&path)
+                    ));
                 }
             }
         }
-        assert_eq!(rows.len(), roce, "{}: tshark and rocex count different RoCE frames", name(&path));
+        assert_eq!(
+            rows.len(),
+            roce,
+            "{}: tshark and rocex count different RoCE frames",
+            name(&path)
+        );
     }
     eprintln!("compared {compared} field values with tshark");
-    assert!(compared > 1000, "too few fields compared ({compared}): is tshark decoding RoCE?");
-    assert!(mismatches.is_empty(), "{} mismatches:\n{}", mismatches.len(), mismatches.join("\n"));
+    assert!(
+        compared > 1000,
+        "too few fields compared ({compared}): is tshark decoding RoCE?"
+    );
+    assert!(
+        mismatches.is_empty(),
+        "{} mismatches:\n{}",
+        mismatches.len(),
+        mismatches.join("\n")
+    );
 }

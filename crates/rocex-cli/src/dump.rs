@@ -39,11 +39,18 @@ pub(crate) fn run(args: &Args) -> ExitCode {
         tally.add(&a.verdict);
         let written = if args.check {
             match &a.verdict {
-                Verdict::Bad(why) => writeln!(out, "frame {}: {why}: {}", a.summary.frame, a.summary.line(t0)),
+                Verdict::Bad(why) => writeln!(
+                    out,
+                    "frame {}: {why}: {}",
+                    a.summary.frame,
+                    a.summary.line(t0)
+                ),
                 _ => Ok(()),
             }
         } else if args.json {
-            serde_json::to_writer(&mut out, &a.summary).map_err(io::Error::from).and_then(|()| writeln!(out))
+            serde_json::to_writer(&mut out, &a.summary)
+                .map_err(io::Error::from)
+                .and_then(|()| writeln!(out))
         } else {
             writeln!(out, "{}", a.summary.line(t0))
         };
@@ -56,5 +63,9 @@ pub(crate) fn run(args: &Args) -> ExitCode {
         let _ = writeln!(out, "{tally}");
     }
     let _ = out.flush();
-    if args.check && tally.bad > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    if args.check && tally.bad > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }

@@ -4,9 +4,9 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
 
+use pcap_file::DataLink;
 use pcap_file::pcap::PcapReader;
 use pcap_file::pcapng::{Block, PcapNgReader};
-use pcap_file::DataLink;
 
 /// One captured frame.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,7 +35,10 @@ impl std::fmt::Display for CaptureError {
         match self {
             Self::Io(e) => write!(f, "cannot read the capture: {e}"),
             Self::Format(e) => write!(f, "not a readable pcap or pcapng file: {e}"),
-            Self::LinkType(t) => write!(f, "link type {t} is not supported: capture on an Ethernet device"),
+            Self::LinkType(t) => write!(
+                f,
+                "link type {t} is not supported: capture on an Ethernet device"
+            ),
         }
     }
 }
@@ -47,7 +50,9 @@ const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
 /// Reads every frame of a pcap or pcapng file.
 pub fn read(path: &Path) -> Result<Vec<Captured>, CaptureError> {
     let mut bytes = Vec::new();
-    File::open(path).and_then(|f| BufReader::new(f).read_to_end(&mut bytes)).map_err(CaptureError::Io)?;
+    File::open(path)
+        .and_then(|f| BufReader::new(f).read_to_end(&mut bytes))
+        .map_err(CaptureError::Io)?;
     read_bytes(&bytes)
 }
 
@@ -73,7 +78,11 @@ fn read_pcap(bytes: &[u8]) -> Result<Vec<Captured>, CaptureError> {
     let mut out = Vec::new();
     while let Some(p) = r.next_packet() {
         let p = p.map_err(|e| CaptureError::Format(e.to_string()))?;
-        out.push(Captured { ts: p.timestamp.as_secs_f64(), orig_len: p.orig_len, data: p.data.into_owned() });
+        out.push(Captured {
+            ts: p.timestamp.as_secs_f64(),
+            orig_len: p.orig_len,
+            data: p.data.into_owned(),
+        });
     }
     Ok(out)
 }
@@ -90,12 +99,23 @@ fn read_pcapng(bytes: &[u8]) -> Result<Vec<Captured>, CaptureError> {
             }
             Block::EnhancedPacket(p) => {
                 if p.interface_id as usize >= links.len() {
-                    return Err(CaptureError::Format(format!("packet on undeclared interface {}", p.interface_id)));
+                    return Err(CaptureError::Format(format!(
+                        "packet on undeclared interface {}",
+                        p.interface_id
+                    )));
                 }
-                out.push(Captured { ts: p.timestamp.as_secs_f64(), orig_len: p.original_len, data: p.data.into_owned() });
+                out.push(Captured {
+                    ts: p.timestamp.as_secs_f64(),
+                    orig_len: p.original_len,
+                    data: p.data.into_owned(),
+                });
             }
             Block::SimplePacket(p) => {
-                out.push(Captured { ts: 0.0, orig_len: p.original_len, data: p.data.into_owned() });
+                out.push(Captured {
+                    ts: 0.0,
+                    orig_len: p.original_len,
+                    data: p.data.into_owned(),
+                });
             }
             _ => {}
         }

@@ -7,8 +7,8 @@
 pub mod capture;
 pub mod summary;
 
-use rocex_wire::frame::{Frame, IcrcCheck};
 use rocex_wire::ROCE_V2_PORT;
+use rocex_wire::frame::{Frame, IcrcCheck};
 
 pub use summary::FrameSummary;
 
@@ -59,23 +59,30 @@ pub struct Analysis {
 /// Parses a frame, checks its ICRC and that it re-emits to the identical bytes.
 pub fn analyze(index: u64, ts: f64, data: &[u8], ports: &Ports) -> Analysis {
     let mut summary = FrameSummary::outer(index, ts, data);
-    if !summary.dport.is_some_and(|p| ports.contains(p)) || summary.proto.as_deref() != Some("UDP") {
-        return Analysis { summary, verdict: Verdict::NotRoce };
+    if !summary.dport.is_some_and(|p| ports.contains(p)) || summary.proto.as_deref() != Some("UDP")
+    {
+        return Analysis {
+            summary,
+            verdict: Verdict::NotRoce,
+        };
     }
     summary.roce = true;
     let frame = match Frame::parse_with(data, |p| ports.contains(p)) {
         Ok(f) => f,
         Err(e) => {
             summary.error = Some(e.to_string());
-            return Analysis { summary, verdict: Verdict::Bad(e.to_string()) };
+            return Analysis {
+                summary,
+                verdict: Verdict::Bad(e.to_string()),
+            };
         }
     };
     let check = frame.check_icrc();
     summary.fill(&frame, check);
     let verdict = match check {
-        IcrcCheck::Invalid { computed, found } => {
-            Verdict::Bad(format!("ICRC mismatch: computed {computed:#010x}, found {found:#010x}"))
-        }
+        IcrcCheck::Invalid { computed, found } => Verdict::Bad(format!(
+            "ICRC mismatch: computed {computed:#010x}, found {found:#010x}"
+        )),
         IcrcCheck::Valid(form) => {
             let mut repr = frame.repr.clone();
             repr.icrc_form = form;
@@ -91,7 +98,11 @@ fn round_trip(repr: &rocex_wire::FrameRepr<'_>, data: &[u8]) -> Verdict {
         Err(e) => Verdict::Bad(format!("re-emit failed: {e}")),
         Ok(n) if out[..n] == *data => Verdict::Ok,
         Ok(n) => {
-            let at = out[..n].iter().zip(data).position(|(a, b)| a != b).unwrap_or(n.min(data.len()));
+            let at = out[..n]
+                .iter()
+                .zip(data)
+                .position(|(a, b)| a != b)
+                .unwrap_or(n.min(data.len()));
             Verdict::Bad(format!(
                 "re-emitted frame differs from the capture at byte {at} ({n} bytes emitted, {} captured)",
                 data.len()
@@ -133,6 +144,10 @@ impl Tally {
 
 impl std::fmt::Display for Tally {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "frames={} roce={} ok={} bad={}", self.frames, self.roce, self.ok, self.bad)
+        write!(
+            f,
+            "frames={} roce={} ok={} bad={}",
+            self.frames, self.roce, self.ok, self.bad
+        )
     }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use etherparse::{LaxSlicedPacket, LaxNetSlice, TransportSlice};
+use etherparse::{LaxNetSlice, LaxSlicedPacket, TransportSlice};
 use rocex_wire::frame::{Frame, IcrcCheck};
 use rocex_wire::{IcrcForm, Syndrome};
 use serde::Serialize;
@@ -171,7 +171,12 @@ pub struct FrameSummary {
 impl FrameSummary {
     /// The link, network and transport fields of any frame.
     pub fn outer(frame: u64, ts: f64, data: &[u8]) -> Self {
-        let mut s = Self { frame, ts, len: data.len(), ..Self::default() };
+        let mut s = Self {
+            frame,
+            ts,
+            len: data.len(),
+            ..Self::default()
+        };
         let Ok(p) = LaxSlicedPacket::from_ethernet(data) else {
             s.proto = Some("malformed".into());
             return s;
@@ -193,7 +198,11 @@ impl FrameSummary {
             }
             Some(LaxNetSlice::Arp(_)) => s.proto = Some("ARP".into()),
             None => {
-                s.proto = p.link.as_ref().and_then(|l| l.ether_payload()).map(|e| format!("{:?}", e.ether_type));
+                s.proto = p
+                    .link
+                    .as_ref()
+                    .and_then(|l| l.ether_payload())
+                    .map(|e| format!("{:?}", e.ether_type));
             }
         }
         match &p.transport {
@@ -226,7 +235,11 @@ impl FrameSummary {
         self.pad = Some(b.pad);
         self.tver = Some(b.tver);
         self.pkey = Some(b.pkey);
-        self.reth = p.reth.map(|r| Reth { va: r.va, rkey: r.rkey, len: r.dma_len });
+        self.reth = p.reth.map(|r| Reth {
+            va: r.va,
+            rkey: r.rkey,
+            len: r.dma_len,
+        });
         self.aeth = p.aeth.map(|a| {
             let (kind, value) = match a.syndrome {
                 Syndrome::Ack { credits } => ("ACK", credits),
@@ -234,15 +247,30 @@ impl FrameSummary {
                 Syndrome::Nak(code) => ("NAK", code.code()),
                 Syndrome::Reserved(b) => ("reserved", b),
             };
-            Aeth { syndrome: a.syndrome.to_byte(), kind, value, msn: a.msn }
+            Aeth {
+                syndrome: a.syndrome.to_byte(),
+                kind,
+                value,
+                msn: a.msn,
+            }
         });
         self.imm = p.immdt.map(|i| i.data);
         self.inv_rkey = p.ieth.map(|i| i.rkey);
-        self.atomic =
-            p.atomic_eth.map(|a| Atomic { va: a.va, rkey: a.rkey, swap_add: a.swap_add, compare: a.compare });
+        self.atomic = p.atomic_eth.map(|a| Atomic {
+            va: a.va,
+            rkey: a.rkey,
+            swap_add: a.swap_add,
+            compare: a.compare,
+        });
         self.atomic_orig = p.atomic_ack_eth.map(|a| a.orig);
-        self.deth = p.deth.map(|d| Deth { qkey: d.qkey, src_qp: d.src_qp });
-        self.feth = p.feth.map(|f| Feth { placement: f.placement, selectivity: f.selectivity });
+        self.deth = p.deth.map(|d| Deth {
+            qkey: d.qkey,
+            src_qp: d.src_qp,
+        });
+        self.feth = p.feth.map(|f| Feth {
+            placement: f.placement,
+            selectivity: f.selectivity,
+        });
         self.payload_len = Some(p.payload.len());
         self.icrc = Some(frame.icrc);
         self.icrc_status = Some(match check {
@@ -259,7 +287,8 @@ impl FrameSummary {
 }
 
 fn ip_proto(n: etherparse::IpNumber) -> String {
-    n.keyword_str().map_or_else(|| format!("ip-proto-{}", n.0), str::to_string)
+    n.keyword_str()
+        .map_or_else(|| format!("ip-proto-{}", n.0), str::to_string)
 }
 
 /// A frame summary printed like tcpdump.
@@ -285,7 +314,12 @@ impl fmt::Display for Line<'_> {
             write!(f, "vlan {v} ")?;
         }
         if s.src.is_some() {
-            write!(f, "{} > {} ", endpoint(s.src.as_ref(), s.sport), endpoint(s.dst.as_ref(), s.dport))?;
+            write!(
+                f,
+                "{} > {} ",
+                endpoint(s.src.as_ref(), s.sport),
+                endpoint(s.dst.as_ref(), s.dport)
+            )?;
         }
         let Some(op) = &s.opcode else {
             write!(f, "{} len={}", s.proto.as_deref().unwrap_or("?"), s.len)?;
@@ -294,8 +328,19 @@ impl fmt::Display for Line<'_> {
             }
             return Ok(());
         };
-        write!(f, "{op} qp={:#08x} psn={}", s.qpn.unwrap_or(0), s.psn.unwrap_or(0))?;
-        for (on, name) in [(s.ack_req, "ack"), (s.se, "se"), (s.mig_req, "mig"), (s.fecn, "fecn"), (s.becn, "becn")] {
+        write!(
+            f,
+            "{op} qp={:#08x} psn={}",
+            s.qpn.unwrap_or(0),
+            s.psn.unwrap_or(0)
+        )?;
+        for (on, name) in [
+            (s.ack_req, "ack"),
+            (s.se, "se"),
+            (s.mig_req, "mig"),
+            (s.fecn, "fecn"),
+            (s.becn, "becn"),
+        ] {
             if on == Some(true) {
                 write!(f, " {name}")?;
             }
@@ -310,16 +355,31 @@ impl fmt::Display for Line<'_> {
             write!(f, " qkey={:#x} src_qp={:#x}", d.qkey, d.src_qp)?;
         }
         if let Some(x) = &s.feth {
-            write!(f, " placement={:#x} selectivity={}", x.placement, x.selectivity)?;
+            write!(
+                f,
+                " placement={:#x} selectivity={}",
+                x.placement, x.selectivity
+            )?;
         }
         if let Some(r) = &s.reth {
             write!(f, " va={:#x} rkey={:#x} len={}", r.va, r.rkey, r.len)?;
         }
         if let Some(a) = &s.atomic {
-            write!(f, " va={:#x} rkey={:#x} swap_add={:#x} compare={:#x}", a.va, a.rkey, a.swap_add, a.compare)?;
+            write!(
+                f,
+                " va={:#x} rkey={:#x} swap_add={:#x} compare={:#x}",
+                a.va, a.rkey, a.swap_add, a.compare
+            )?;
         }
         if let Some(a) = &s.aeth {
-            write!(f, " {} {}={} msn={}", a.kind, aeth_value_name(a.kind), a.value, a.msn)?;
+            write!(
+                f,
+                " {} {}={} msn={}",
+                a.kind,
+                aeth_value_name(a.kind),
+                a.value,
+                a.msn
+            )?;
         }
         if let Some(o) = s.atomic_orig {
             write!(f, " orig={o:#x}")?;

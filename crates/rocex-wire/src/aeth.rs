@@ -103,7 +103,9 @@ pub const CREDITS_UNLIMITED: u8 = 0x1f;
 
 impl Syndrome {
     /// The syndrome an ACK with unlimited credit carries (0x1F).
-    pub const ACK: Self = Self::Ack { credits: CREDITS_UNLIMITED };
+    pub const ACK: Self = Self::Ack {
+        credits: CREDITS_UNLIMITED,
+    };
 
     /// Decodes a syndrome byte.
     pub const fn from_byte(b: u8) -> Self {
@@ -142,7 +144,9 @@ impl fmt::Display for Syndrome {
             Self::Nak(NakCode::PsnSequenceError) => f.write_str("NAK psn-sequence-error"),
             Self::Nak(NakCode::InvalidRequest) => f.write_str("NAK invalid-request"),
             Self::Nak(NakCode::RemoteAccessError) => f.write_str("NAK remote-access-error"),
-            Self::Nak(NakCode::RemoteOperationalError) => f.write_str("NAK remote-operational-error"),
+            Self::Nak(NakCode::RemoteOperationalError) => {
+                f.write_str("NAK remote-operational-error")
+            }
             Self::Nak(NakCode::InvalidRdRequest) => f.write_str("NAK invalid-rd-request"),
             Self::Nak(NakCode::Reserved(c)) => write!(f, "NAK reserved-code={c}"),
             Self::Reserved(b) => write!(f, "reserved-syndrome={b:#04x}"),
@@ -163,7 +167,10 @@ impl Repr {
     /// Reads an AETH.
     pub fn parse<T: AsRef<[u8]>>(h: &Header<T>) -> crate::Result<Self> {
         h.check_len()?;
-        Ok(Self { syndrome: Syndrome::from_byte(h.syndrome()), msn: h.msn() })
+        Ok(Self {
+            syndrome: Syndrome::from_byte(h.syndrome()),
+            msn: h.msn(),
+        })
     }
 
     /// Writes the AETH.
@@ -189,10 +196,22 @@ mod tests {
     fn syndromes_seen_from_rxe() {
         assert_eq!(Syndrome::from_byte(0x1f), Syndrome::ACK);
         assert_eq!(Syndrome::from_byte(0x2c), Syndrome::RnrNak { timer: 12 });
-        assert_eq!(Syndrome::from_byte(0x60), Syndrome::Nak(NakCode::PsnSequenceError));
-        assert_eq!(Syndrome::from_byte(0x61), Syndrome::Nak(NakCode::InvalidRequest));
-        assert_eq!(Syndrome::from_byte(0x62), Syndrome::Nak(NakCode::RemoteAccessError));
-        assert_eq!(Syndrome::from_byte(0x63), Syndrome::Nak(NakCode::RemoteOperationalError));
+        assert_eq!(
+            Syndrome::from_byte(0x60),
+            Syndrome::Nak(NakCode::PsnSequenceError)
+        );
+        assert_eq!(
+            Syndrome::from_byte(0x61),
+            Syndrome::Nak(NakCode::InvalidRequest)
+        );
+        assert_eq!(
+            Syndrome::from_byte(0x62),
+            Syndrome::Nak(NakCode::RemoteAccessError)
+        );
+        assert_eq!(
+            Syndrome::from_byte(0x63),
+            Syndrome::Nak(NakCode::RemoteOperationalError)
+        );
         assert_eq!(Syndrome::from_byte(0x40), Syndrome::Reserved(0x40));
     }
 
@@ -207,7 +226,13 @@ mod tests {
     fn round_trip() {
         let bytes = [0x1f, 0x00, 0x01, 0x02];
         let r = Repr::parse(&Header::new_checked(&bytes[..]).unwrap()).unwrap();
-        assert_eq!(r, Repr { syndrome: Syndrome::ACK, msn: 0x102 });
+        assert_eq!(
+            r,
+            Repr {
+                syndrome: Syndrome::ACK,
+                msn: 0x102
+            }
+        );
         let mut out = [0xa5u8; 4];
         r.emit(&mut Header::new_unchecked(&mut out[..])).unwrap();
         assert_eq!(out, bytes);

@@ -8,7 +8,11 @@ use crate::field::{Field, header_view, set_u64, u64_at};
 
 const ORIG: Field = 0..8;
 
-header_view!("A zero-copy view of an AtomicAckETH.", Layer::AtomicAckEth, 8);
+header_view!(
+    "A zero-copy view of an AtomicAckETH.",
+    Layer::AtomicAckEth,
+    8
+);
 
 impl<T: AsRef<[u8]>> Header<T> {
     /// The value at the target before the operation.

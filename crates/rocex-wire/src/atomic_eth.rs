@@ -71,7 +71,12 @@ impl Repr {
     /// Reads an AtomicETH.
     pub fn parse<T: AsRef<[u8]>>(h: &Header<T>) -> crate::Result<Self> {
         h.check_len()?;
-        Ok(Self { va: h.va(), rkey: h.rkey(), swap_add: h.swap_add(), compare: h.compare() })
+        Ok(Self {
+            va: h.va(),
+            rkey: h.rkey(),
+            swap_add: h.swap_add(),
+            compare: h.compare(),
+        })
     }
 
     /// Writes the AtomicETH.
@@ -101,13 +106,21 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let r = Repr { va: 0x7f00_0000_1008, rkey: 0x1234, swap_add: 5, compare: 0xdead_beef };
+        let r = Repr {
+            va: 0x7f00_0000_1008,
+            rkey: 0x1234,
+            swap_add: 5,
+            compare: 0xdead_beef,
+        };
         let mut out = [0xa5u8; LEN];
         r.emit(&mut Header::new_unchecked(&mut out[..])).unwrap();
         assert_eq!(&out[..8], &0x7f00_0000_1008u64.to_be_bytes());
         assert_eq!(&out[8..12], &0x1234u32.to_be_bytes());
         assert_eq!(&out[12..20], &5u64.to_be_bytes());
         assert_eq!(&out[20..], &0xdead_beefu64.to_be_bytes());
-        assert_eq!(Repr::parse(&Header::new_checked(&out[..]).unwrap()).unwrap(), r);
+        assert_eq!(
+            Repr::parse(&Header::new_checked(&out[..]).unwrap()).unwrap(),
+            r
+        );
     }
 }

@@ -104,8 +104,9 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
     }
     /// Sets FECN, BECN and the six reserved bits.
     pub fn set_ecn(&mut self, fecn: bool, becn: bool, reserved6: u8) {
-        self.buffer.as_mut()[field::ECN] =
-            (if fecn { FECN } else { 0 }) | (if becn { BECN } else { 0 }) | (reserved6 & RESV6A_MASK);
+        self.buffer.as_mut()[field::ECN] = (if fecn { FECN } else { 0 })
+            | (if becn { BECN } else { 0 })
+            | (reserved6 & RESV6A_MASK);
     }
     /// Sets the destination QP number (low 24 bits).
     pub fn set_dest_qp(&mut self, qpn: u32) {
@@ -113,7 +114,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
     }
     /// Sets AckReq and the seven reserved bits.
     pub fn set_ack_req(&mut self, ack_req: bool, reserved7: u8) {
-        self.buffer.as_mut()[field::ACK_REQ] = (if ack_req { ACK_REQ } else { 0 }) | (reserved7 & RESV7_MASK);
+        self.buffer.as_mut()[field::ACK_REQ] =
+            (if ack_req { ACK_REQ } else { 0 }) | (reserved7 & RESV7_MASK);
     }
     /// Sets the PSN.
     pub fn set_psn(&mut self, psn: Psn) {
@@ -197,11 +199,23 @@ impl Repr {
 
     /// Writes the BTH into the start of `h`'s buffer.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, h: &mut Header<T>) -> Result<()> {
-        if self.pad > 3 || self.tver > 15 || self.reserved6 > RESV6A_MASK || self.reserved7 > RESV7_MASK {
-            return Err(Error::new(Layer::Bth, 0, crate::ErrorKind::BadValue("a field exceeds its bit width")));
+        if self.pad > 3
+            || self.tver > 15
+            || self.reserved6 > RESV6A_MASK
+            || self.reserved7 > RESV7_MASK
+        {
+            return Err(Error::new(
+                Layer::Bth,
+                0,
+                crate::ErrorKind::BadValue("a field exceeds its bit width"),
+            ));
         }
         if self.dest_qp > Psn::MASK {
-            return Err(Error::new(Layer::Bth, 0, crate::ErrorKind::BadValue("the QPN exceeds 24 bits")));
+            return Err(Error::new(
+                Layer::Bth,
+                0,
+                crate::ErrorKind::BadValue("the QPN exceeds 24 bits"),
+            ));
         }
         h.check_len()?;
         h.set_opcode(self.opcode);
@@ -217,7 +231,11 @@ impl Repr {
 
 impl fmt::Display for Repr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} qp={:#08x} psn={}", self.opcode, self.dest_qp, self.psn)?;
+        write!(
+            f,
+            "{} qp={:#08x} psn={}",
+            self.opcode, self.dest_qp, self.psn
+        )?;
         for (on, name) in [
             (self.ack_req, " ack"),
             (self.solicited, " se"),
@@ -244,7 +262,9 @@ mod tests {
     use super::*;
 
     // RC_RDMA_WRITE_ONLY to QP 0x11, PSN 0x4567ab, AckReq, pad 2, from a kernel rxe capture.
-    static BYTES: [u8; 12] = [0x0a, 0x20, 0xff, 0xff, 0x00, 0x00, 0x00, 0x11, 0x80, 0x45, 0x67, 0xab];
+    static BYTES: [u8; 12] = [
+        0x0a, 0x20, 0xff, 0xff, 0x00, 0x00, 0x00, 0x11, 0x80, 0x45, 0x67, 0xab,
+    ];
 
     #[test]
     fn deconstruct() {
@@ -273,6 +293,12 @@ mod tests {
     fn short_buffer_is_an_error() {
         let e = Header::new_checked(&BYTES[..11]).unwrap_err();
         assert_eq!(e.layer, Layer::Bth);
-        assert_eq!(e.kind, crate::ErrorKind::Truncated { required: 12, available: 11 });
+        assert_eq!(
+            e.kind,
+            crate::ErrorKind::Truncated {
+                required: 12,
+                available: 11
+            }
+        );
     }
 }

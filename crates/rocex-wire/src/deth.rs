@@ -63,13 +63,21 @@ impl Repr {
     /// Reads a DETH.
     pub fn parse<T: AsRef<[u8]>>(h: &Header<T>) -> crate::Result<Self> {
         h.check_len()?;
-        Ok(Self { qkey: h.qkey(), src_qp: h.src_qp(), reserved: h.reserved() })
+        Ok(Self {
+            qkey: h.qkey(),
+            src_qp: h.src_qp(),
+            reserved: h.reserved(),
+        })
     }
 
     /// Writes the DETH.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, h: &mut Header<T>) -> crate::Result<()> {
         if self.src_qp > 0xff_ffff {
-            return Err(Error::new(Layer::Deth, 0, ErrorKind::BadValue("the source QPN exceeds 24 bits")));
+            return Err(Error::new(
+                Layer::Deth,
+                0,
+                ErrorKind::BadValue("the source QPN exceeds 24 bits"),
+            ));
         }
         h.check_len()?;
         h.set_qkey(self.qkey);

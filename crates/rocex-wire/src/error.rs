@@ -125,11 +125,27 @@ pub struct Error {
 
 impl Error {
     pub(crate) const fn new(layer: Layer, offset: usize, kind: ErrorKind) -> Self {
-        Self { layer, offset, kind }
+        Self {
+            layer,
+            offset,
+            kind,
+        }
     }
 
-    pub(crate) const fn truncated(layer: Layer, offset: usize, required: usize, available: usize) -> Self {
-        Self::new(layer, offset, ErrorKind::Truncated { required, available })
+    pub(crate) const fn truncated(
+        layer: Layer,
+        offset: usize,
+        required: usize,
+        available: usize,
+    ) -> Self {
+        Self::new(
+            layer,
+            offset,
+            ErrorKind::Truncated {
+                required,
+                available,
+            },
+        )
     }
 
     /// The same error, moved `by` bytes further into an enclosing buffer.
@@ -144,12 +160,18 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (layer, offset) = (self.layer, self.offset);
         match &self.kind {
-            ErrorKind::Truncated { required, available } => write!(
+            ErrorKind::Truncated {
+                required,
+                available,
+            } => write!(
                 f,
                 "{layer} at byte {offset} is truncated: it needs {required} bytes but only {available} remain."
             ),
             ErrorKind::UnknownOpcode(op) => {
-                write!(f, "{layer} at byte {offset} has opcode {op:#04x}, which is reserved or not supported.")
+                write!(
+                    f,
+                    "{layer} at byte {offset} has opcode {op:#04x}, which is reserved or not supported."
+                )
             }
             ErrorKind::UnexpectedPayload(n) => write!(
                 f,
@@ -160,11 +182,19 @@ impl fmt::Display for Error {
                 "{layer} at byte {offset} has a pad count of {pad}, more than its {payload} payload bytes."
             ),
             ErrorKind::NotRoce(why) => write!(f, "{layer} at byte {offset} is not RoCE v2: {why}."),
-            ErrorKind::BadValue(why) => write!(f, "{layer} at byte {offset} has a bad value: {why}."),
-            ErrorKind::Inconsistent(why) => {
-                write!(f, "{layer} at byte {offset} does not fit its opcode: {why}.")
+            ErrorKind::BadValue(why) => {
+                write!(f, "{layer} at byte {offset} has a bad value: {why}.")
             }
-            ErrorKind::BufferTooSmall { required, available } => write!(
+            ErrorKind::Inconsistent(why) => {
+                write!(
+                    f,
+                    "{layer} at byte {offset} does not fit its opcode: {why}."
+                )
+            }
+            ErrorKind::BufferTooSmall {
+                required,
+                available,
+            } => write!(
                 f,
                 "{layer} at byte {offset} cannot be written: it needs {required} bytes but the buffer has {available}."
             ),

@@ -59,7 +59,11 @@ impl Repr {
     /// Reads a FETH.
     pub fn parse<T: AsRef<[u8]>>(h: &Header<T>) -> crate::Result<Self> {
         h.check_len()?;
-        Ok(Self { placement: h.placement(), selectivity: h.selectivity(), reserved: h.word() >> 6 })
+        Ok(Self {
+            placement: h.placement(),
+            selectivity: h.selectivity(),
+            reserved: h.word() >> 6,
+        })
     }
 
     /// Writes the FETH.
@@ -76,7 +80,11 @@ impl Repr {
 
 impl fmt::Display for Repr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "placement={:#x} selectivity={}", self.placement, self.selectivity)
+        write!(
+            f,
+            "placement={:#x} selectivity={}",
+            self.placement, self.selectivity
+        )
     }
 }
 
@@ -89,7 +97,10 @@ mod tests {
         // rxe feth_init(level = 1, type = persistence): (1 << 4) | 2.
         let bytes = [0, 0, 0, 0x12];
         let r = Repr::parse(&Header::new_checked(&bytes[..]).unwrap()).unwrap();
-        assert_eq!((r.placement, r.selectivity, r.reserved), (PLT_PERSISTENCE, SEL_MEMORY_REGION, 0));
+        assert_eq!(
+            (r.placement, r.selectivity, r.reserved),
+            (PLT_PERSISTENCE, SEL_MEMORY_REGION, 0)
+        );
         let mut out = [0xa5u8; 4];
         r.emit(&mut Header::new_unchecked(&mut out[..])).unwrap();
         assert_eq!(out, bytes);

@@ -26,13 +26,15 @@ pub struct LinkRepr {
 
 impl LinkRepr {
     /// Length on the wire.
-    pub fn len(&self) -> usize {
+    pub fn header_len(&self) -> usize {
         Ethernet2Header::LEN + self.vlan.as_ref().map_or(0, |_| SingleVlanHeader::LEN)
     }
 
     /// The EtherType that names the network layer.
     pub fn inner_ether_type(&self) -> EtherType {
-        self.vlan.as_ref().map_or(self.eth.ether_type, |v| v.ether_type)
+        self.vlan
+            .as_ref()
+            .map_or(self.eth.ether_type, |v| v.ether_type)
     }
 
     fn set_inner_ether_type(&mut self, t: EtherType) {
@@ -135,12 +137,14 @@ pub struct Frame<'a> {
 impl<'a> Frame<'a> {
     /// Parses an Ethernet frame whose UDP destination port satisfies `is_roce_port`.
     pub fn parse_with(bytes: &'a [u8], is_roce_port: impl Fn(u16) -> bool) -> Result<Self> {
-        let (eth, rest) = Ethernet2Header::from_slice(bytes).map_err(|e| len_error(Layer::Ethernet, 0, &e))?;
+        let (eth, rest) =
+            Ethernet2Header::from_slice(bytes).map_err(|e| len_error(Layer::Ethernet, 0, &e))?;
         let mut at = Ethernet2Header::LEN;
         let mut link = LinkRepr { eth, vlan: None };
         let mut rest = rest;
         if link.eth.ether_type == EtherType::VLAN_TAGGED_FRAME {
-            let (vlan, r) = SingleVlanHeader::from_slice(rest).map_err(|e| len_error(Layer::Vlan, at, &e))?;
+            let (vlan, r) =
+                SingleVlanHeader::from_slice(rest).map_err(|e| len_error(Layer::Vlan, at, &e))?;
             link.vlan = Some(vlan);
             rest = r;
             at += SingleVlanHeader::LEN;
@@ -149,28 +153,62 @@ impl<'a> Frame<'a> {
         let ip = match link.inner_ether_type() {
             EtherType::IPV4 => IpRepr::V4(parse_ipv4(rest, at)?),
             EtherType::IPV6 => IpRepr::V6(parse_ipv6(rest, at)?),
-            _ => return Err(Error::new(Layer::Ethernet, 0, ErrorKind::NotRoce("the EtherType is neither IPv4 nor IPv6"))),
+            _ => {
+                return Err(Error::new(
+                    Layer::Ethernet,
+                    0,
+                    ErrorKind::NotRoce("the EtherType is neither IPv4 nor IPv6"),
+                ));
+            }
         };
         at += ip.header_len();
         let ip_payload_len = ip.payload_len();
         let available = bytes.len() - at;
         if ip_payload_len > available {
-            return Err(Error::truncated(ip.layer(), ip_start, ip.header_len() + ip_payload_len, ip.header_len() + available));
+            return Err(Error::truncated(
+                ip.layer(),
+                ip_start,
+                ip.header_len() + ip_payload_len,
+                ip.header_len() + available,
+            ));
         }
         let ip_end = at + ip_payload_len;
-        let (udp, _) = UdpHeader::from_slice(&bytes[at..ip_end]).map_err(|e| len_error(Layer::Udp, at, &e))?;
+        let (udp, _) =
+            UdpHeader::from_slice(&bytes[at..ip_end]).map_err(|e| len_error(Layer::Udp, at, &e))?;
         if usize::from(udp.length) != ip_payload_len {
-            return Err(Error::new(Layer::Udp, at, ErrorKind::BadValue("the UDP length disagrees with the IP length")));
+            return Err(Error::new(
+                Layer::Udp,
+                at,
+                ErrorKind::BadValue("the UDP length disagrees with the IP length"),
+            ));
         }
         if !is_roce_port(udp.destination_port) {
-            return Err(Error::new(Layer::Udp, at, ErrorKind::NotRoce("the destination port is not a RoCE port")));
+            return Err(Error::new(
+                Layer::Udp,
+                at,
+                ErrorKind::NotRoce("the destination port is not a RoCE port"),
+            ));
         }
         let udp_range = at..at + UdpHeader::LEN;
         at += UdpHeader::LEN;
         let (packet, icrc) = PacketRepr::parse(&bytes[at..ip_end]).map_err(|e| e.shifted(at))?;
         let icrc_form = IcrcForm::for_opcode(packet.opcode());
-        let repr = FrameRepr { link, ip, udp, packet, icrc_form, trailer: &bytes[ip_end..] };
-        Ok(Self { repr, icrc, bytes, ip: ip_start..udp_range.start, udp: udp_range, transport: at..ip_end - ICRC_LEN })
+        let repr = FrameRepr {
+            link,
+            ip,
+            udp,
+            packet,
+            icrc_form,
+            trailer: &bytes[ip_end..],
+        };
+        Ok(Self {
+            repr,
+            icrc,
+            bytes,
+            ip: ip_start..udp_range.start,
+            udp: udp_range,
+            transport: at..ip_end - ICRC_LEN,
+        })
     }
 
     /// Parses an Ethernet frame sent to UDP port 4791.
@@ -185,7 +223,11 @@ impl<'a> Frame<'a> {
 
     /// Computes the ICRC over the received bytes in `form`.
     pub fn compute_icrc(&self, form: IcrcForm) -> u32 {
-        let (ip, udp, t) = (&self.bytes[self.ip.clone()], &self.bytes[self.udp.clone()], &self.bytes[self.transport.clone()]);
+        let (ip, udp, t) = (
+            &self.bytes[self.ip.clone()],
+            &self.bytes[self.udp.clone()],
+            &self.bytes[self.transport.clone()],
+        );
         // The ranges come from a successful parse, so the header lengths are valid.
         icrc::compute(ip, udp, t, form).unwrap_or(!self.icrc)
     }
@@ -196,10 +238,15 @@ impl<'a> Frame<'a> {
         if computed == self.icrc {
             return IcrcCheck::Valid(IcrcForm::Spec);
         }
-        if self.repr.packet.opcode() == Opcode::RC_FLUSH && self.compute_icrc(IcrcForm::RxeFlush) == self.icrc {
+        if self.repr.packet.opcode() == Opcode::RC_FLUSH
+            && self.compute_icrc(IcrcForm::RxeFlush) == self.icrc
+        {
             return IcrcCheck::Valid(IcrcForm::RxeFlush);
         }
-        IcrcCheck::Invalid { computed, found: self.icrc }
+        IcrcCheck::Invalid {
+            computed,
+            found: self.icrc,
+        }
     }
 }
 
@@ -210,21 +257,37 @@ fn len_error(layer: Layer, offset: usize, e: &err::LenError) -> Error {
 fn parse_ipv4(b: &[u8], at: usize) -> Result<Ipv4Header> {
     let (h, _) = Ipv4Header::from_slice(b).map_err(|e| match e {
         err::ipv4::HeaderSliceError::Len(l) => len_error(Layer::Ipv4, at, &l),
-        err::ipv4::HeaderSliceError::Content(err::ipv4::HeaderError::UnexpectedVersion { .. }) => {
-            Error::new(Layer::Ipv4, at, ErrorKind::Link("the version is not 4"))
-        }
-        err::ipv4::HeaderSliceError::Content(err::ipv4::HeaderError::HeaderLengthSmallerThanHeader { .. }) => {
-            Error::new(Layer::Ipv4, at, ErrorKind::Link("the header length is below 20 bytes"))
-        }
+        err::ipv4::HeaderSliceError::Content(err::ipv4::HeaderError::UnexpectedVersion {
+            ..
+        }) => Error::new(Layer::Ipv4, at, ErrorKind::Link("the version is not 4")),
+        err::ipv4::HeaderSliceError::Content(
+            err::ipv4::HeaderError::HeaderLengthSmallerThanHeader { .. },
+        ) => Error::new(
+            Layer::Ipv4,
+            at,
+            ErrorKind::Link("the header length is below 20 bytes"),
+        ),
     })?;
     if usize::from(h.total_len) < h.header_len() {
-        return Err(Error::new(Layer::Ipv4, at, ErrorKind::Link("the total length is below the header length")));
+        return Err(Error::new(
+            Layer::Ipv4,
+            at,
+            ErrorKind::Link("the total length is below the header length"),
+        ));
     }
     if h.more_fragments || h.fragment_offset.value() != 0 {
-        return Err(Error::new(Layer::Ipv4, at, ErrorKind::NotRoce("it is a fragment")));
+        return Err(Error::new(
+            Layer::Ipv4,
+            at,
+            ErrorKind::NotRoce("it is a fragment"),
+        ));
     }
     if h.protocol != IpNumber::UDP {
-        return Err(Error::new(Layer::Ipv4, at, ErrorKind::NotRoce("the protocol is not UDP")));
+        return Err(Error::new(
+            Layer::Ipv4,
+            at,
+            ErrorKind::NotRoce("the protocol is not UDP"),
+        ));
     }
     Ok(h)
 }
@@ -232,10 +295,16 @@ fn parse_ipv4(b: &[u8], at: usize) -> Result<Ipv4Header> {
 fn parse_ipv6(b: &[u8], at: usize) -> Result<Ipv6Header> {
     let (h, _) = Ipv6Header::from_slice(b).map_err(|e| match e {
         err::ipv6::HeaderSliceError::Len(l) => len_error(Layer::Ipv6, at, &l),
-        err::ipv6::HeaderSliceError::Content(_) => Error::new(Layer::Ipv6, at, ErrorKind::Link("the version is not 6")),
+        err::ipv6::HeaderSliceError::Content(_) => {
+            Error::new(Layer::Ipv6, at, ErrorKind::Link("the version is not 6"))
+        }
     })?;
     if h.next_header != IpNumber::UDP {
-        return Err(Error::new(Layer::Ipv6, at, ErrorKind::NotRoce("the next header is not UDP")));
+        return Err(Error::new(
+            Layer::Ipv6,
+            at,
+            ErrorKind::NotRoce("the next header is not UDP"),
+        ));
     }
     Ok(h)
 }
@@ -249,8 +318,13 @@ impl<'a> FrameRepr<'a> {
         src_port: u16,
         packet: PacketRepr<'a>,
     ) -> Result<Self> {
-        let mut ip = Ipv4Header::new(0, 64, IpNumber::UDP, addrs.0, addrs.1)
-            .map_err(|_| Error::new(Layer::Ipv4, 0, ErrorKind::BadValue("the IPv4 header cannot be built")))?;
+        let mut ip = Ipv4Header::new(0, 64, IpNumber::UDP, addrs.0, addrs.1).map_err(|_| {
+            Error::new(
+                Layer::Ipv4,
+                0,
+                ErrorKind::BadValue("the IPv4 header cannot be built"),
+            )
+        })?;
         ip.dont_fragment = true;
         Self::build(macs, IpRepr::V4(ip), src_port, packet)
     }
@@ -274,9 +348,23 @@ impl<'a> FrameRepr<'a> {
         Self::build(macs, IpRepr::V6(ip), src_port, packet)
     }
 
-    fn build(macs: ([u8; 6], [u8; 6]), ip: IpRepr, src_port: u16, packet: PacketRepr<'a>) -> Result<Self> {
-        let eth = Ethernet2Header { source: macs.0, destination: macs.1, ether_type: EtherType::IPV4 };
-        let udp = UdpHeader { source_port: src_port, destination_port: ROCE_V2_PORT, length: 0, checksum: 0 };
+    fn build(
+        macs: ([u8; 6], [u8; 6]),
+        ip: IpRepr,
+        src_port: u16,
+        packet: PacketRepr<'a>,
+    ) -> Result<Self> {
+        let eth = Ethernet2Header {
+            source: macs.0,
+            destination: macs.1,
+            ether_type: EtherType::IPV4,
+        };
+        let udp = UdpHeader {
+            source_port: src_port,
+            destination_port: ROCE_V2_PORT,
+            length: 0,
+            checksum: 0,
+        };
         let mut f = Self {
             link: LinkRepr { eth, vlan: None },
             ip,
@@ -294,17 +382,30 @@ impl<'a> FrameRepr<'a> {
     pub fn finalize(&mut self) -> Result<()> {
         self.packet = self.packet.with_canonical_pad();
         let udp_len = UdpHeader::LEN + self.packet.buffer_len();
-        self.udp.length = u16::try_from(udp_len)
-            .map_err(|_| Error::new(Layer::Udp, 0, ErrorKind::BadValue("the datagram exceeds 65535 bytes")))?;
-        let too_big = |layer| Error::new(layer, 0, ErrorKind::BadValue("the datagram exceeds 65535 bytes"));
+        self.udp.length = u16::try_from(udp_len).map_err(|_| {
+            Error::new(
+                Layer::Udp,
+                0,
+                ErrorKind::BadValue("the datagram exceeds 65535 bytes"),
+            )
+        })?;
+        let too_big = |layer| {
+            Error::new(
+                layer,
+                0,
+                ErrorKind::BadValue("the datagram exceeds 65535 bytes"),
+            )
+        };
         match &mut self.ip {
             IpRepr::V4(h) => {
-                h.set_payload_len(udp_len).map_err(|_| too_big(Layer::Ipv4))?;
+                h.set_payload_len(udp_len)
+                    .map_err(|_| too_big(Layer::Ipv4))?;
                 h.header_checksum = h.calc_header_checksum();
                 self.link.set_inner_ether_type(EtherType::IPV4);
             }
             IpRepr::V6(h) => {
-                h.set_payload_length(udp_len).map_err(|_| too_big(Layer::Ipv6))?;
+                h.set_payload_length(udp_len)
+                    .map_err(|_| too_big(Layer::Ipv6))?;
                 self.link.set_inner_ether_type(EtherType::IPV6);
             }
         }
@@ -314,7 +415,11 @@ impl<'a> FrameRepr<'a> {
 
     /// Bytes the frame takes.
     pub fn buffer_len(&self) -> usize {
-        self.link.len() + self.ip.header_len() + UdpHeader::LEN + self.packet.buffer_len() + self.trailer.len()
+        self.link.header_len()
+            + self.ip.header_len()
+            + UdpHeader::LEN
+            + self.packet.buffer_len()
+            + self.trailer.len()
     }
 
     /// Writes the frame, ICRC included, into `buf`; returns its length. Lengths and
@@ -322,7 +427,14 @@ impl<'a> FrameRepr<'a> {
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
         let len = self.buffer_len();
         if buf.len() < len {
-            return Err(Error::new(Layer::Ethernet, 0, ErrorKind::BufferTooSmall { required: len, available: buf.len() }));
+            return Err(Error::new(
+                Layer::Ethernet,
+                0,
+                ErrorKind::BufferTooSmall {
+                    required: len,
+                    available: buf.len(),
+                },
+            ));
         }
         let mut at = 0;
         let mut put = |bytes: &[u8], at: &mut usize| {
@@ -341,7 +453,10 @@ impl<'a> FrameRepr<'a> {
         let udp_start = at;
         put(&self.udp.to_bytes(), &mut at);
         let transport_start = at;
-        let n = self.packet.emit(&mut buf[at..]).map_err(|e| e.shifted(at))?;
+        let n = self
+            .packet
+            .emit(&mut buf[at..])
+            .map_err(|e| e.shifted(at))?;
         at += n;
         let icrc_at = at - ICRC_LEN;
         let crc = icrc::compute(

@@ -40,7 +40,7 @@ pub mod packet;
 mod psn;
 pub mod reth;
 
-pub use aeth::{Repr as AethRepr, Syndrome, NakCode};
+pub use aeth::{NakCode, Repr as AethRepr, Syndrome};
 pub use atomic_ack_eth::Repr as AtomicAckEthRepr;
 pub use atomic_eth::Repr as AtomicEthRepr;
 pub use bth::Repr as BthRepr;

@@ -46,7 +46,7 @@ impl Ext {
     ];
 
     /// Length of the header in bytes.
-    pub const fn len(self) -> usize {
+    pub const fn header_len(self) -> usize {
         match self {
             Self::Deth | Self::AtomicAckEth => 8,
             Self::Feth | Self::Aeth | Self::ImmDt | Self::Ieth => 4,
@@ -85,12 +85,12 @@ impl ExtSet {
     }
 
     /// Total length of the headers in the set.
-    pub const fn len(self) -> usize {
+    pub const fn header_len(self) -> usize {
         let mut n = 0;
         let mut i = 0;
         while i < Ext::WIRE_ORDER.len() {
             if self.contains(Ext::WIRE_ORDER[i]) {
-                n += Ext::WIRE_ORDER[i].len();
+                n += Ext::WIRE_ORDER[i].header_len();
             }
             i += 1;
         }
@@ -104,7 +104,9 @@ impl ExtSet {
 
     /// The headers of the set in wire order.
     pub fn iter(self) -> impl Iterator<Item = Ext> {
-        Ext::WIRE_ORDER.into_iter().filter(move |e| self.contains(*e))
+        Ext::WIRE_ORDER
+            .into_iter()
+            .filter(move |e| self.contains(*e))
     }
 }
 
@@ -182,7 +184,10 @@ pub enum Operation {
 impl Operation {
     /// True for packets a responder sends (READ responses and acknowledgements).
     pub const fn is_response(self) -> bool {
-        matches!(self, Self::ReadResponse | Self::Acknowledge | Self::AtomicAcknowledge)
+        matches!(
+            self,
+            Self::ReadResponse | Self::Acknowledge | Self::AtomicAcknowledge
+        )
     }
 }
 
@@ -210,7 +215,7 @@ pub struct OpcodeInfo {
 impl OpcodeInfo {
     /// Length of BTH plus extension headers.
     pub const fn header_len(&self) -> usize {
-        crate::bth::LEN + self.exts.len()
+        crate::bth::LEN + self.exts.header_len()
     }
 }
 
@@ -332,15 +337,32 @@ mod tests {
         assert_eq!(w.header_len(), 12 + 16 + 4);
         assert!(w.immediate && w.payload && w.position == Position::Only);
         let ack = Opcode::RC_ATOMIC_ACKNOWLEDGE.info().unwrap();
-        assert_eq!(ack.exts.iter().collect::<Vec<_>>(), [Ext::Aeth, Ext::AtomicAckEth]);
+        assert_eq!(
+            ack.exts.iter().collect::<Vec<_>>(),
+            [Ext::Aeth, Ext::AtomicAckEth]
+        );
         assert!(ack.operation.is_response());
         let flush = Opcode::RC_FLUSH.info().unwrap();
-        assert_eq!(flush.exts.iter().collect::<Vec<_>>(), [Ext::Feth, Ext::Reth]);
+        assert_eq!(
+            flush.exts.iter().collect::<Vec<_>>(),
+            [Ext::Feth, Ext::Reth]
+        );
         assert!(!flush.payload);
         assert_eq!(Opcode::RC_COMPARE_SWAP.info().unwrap().header_len(), 40);
-        assert_eq!(Opcode::UD_SEND_ONLY_WITH_IMMEDIATE.info().unwrap().header_len(), 24);
+        assert_eq!(
+            Opcode::UD_SEND_ONLY_WITH_IMMEDIATE
+                .info()
+                .unwrap()
+                .header_len(),
+            24
+        );
         assert_eq!(Opcode::CNP.info().unwrap().header_len(), 28);
-        assert!(Opcode::RC_SEND_ONLY_WITH_INVALIDATE.info().unwrap().invalidate);
+        assert!(
+            Opcode::RC_SEND_ONLY_WITH_INVALIDATE
+                .info()
+                .unwrap()
+                .invalidate
+        );
     }
 
     #[test]
@@ -360,9 +382,44 @@ mod tests {
 
     #[test]
     fn reserved_codes_are_unknown() {
-        for code in [0x15, 0x18, 0x1b, 0x1e, 0x1f, 0x2c, 0x40, 0x60, 0x63, 0x66, 0x80, 0xff] {
+        for code in [
+            0x15, 0x18, 0x1b, 0x1e, 0x1f, 0x2c, 0x40, 0x60, 0x63, 0x66, 0x80, 0xff,
+        ] {
             assert!(Opcode(code).info().is_none(), "{code:#x}");
         }
         assert_eq!(Opcode::all().count(), 40);
     }
+}
+
+/// The opcode table as the Markdown table in `docs/wire.md`.
+pub fn markdown_table() -> String {
+    let mut s =
+        String::from("| code | name | service | message | headers after BTH | payload | kind |\n");
+    s.push_str("|---|---|---|---|---|---|---|\n");
+    for op in Opcode::all() {
+        let i = op.info().expect("all() yields known opcodes");
+        let exts: Vec<String> = i.exts.iter().map(|e| format!("{e:?}")).collect();
+        let kind = if i.operation == Operation::Cnp {
+            "notification"
+        } else if i.operation.is_response() {
+            "response"
+        } else {
+            "request"
+        };
+        s.push_str(&format!(
+            "| 0x{:02x} | {} | {:?} | {:?} | {} | {} | {} |\n",
+            op.0,
+            i.name,
+            i.service,
+            i.position,
+            if exts.is_empty() {
+                "-".to_string()
+            } else {
+                exts.join(", ")
+            },
+            if i.payload { "yes" } else { "no" },
+            kind
+        ));
+    }
+    s
 }

@@ -5,9 +5,9 @@ use core::fmt;
 
 use crate::opcode::{Ext, ExtSet};
 use crate::{
-    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, CnpRepr, DethRepr, Error, ErrorKind, FethRepr,
-    IethRepr, ImmDtRepr, Layer, Opcode, OpcodeInfo, Result, RethRepr, aeth, atomic_ack_eth, atomic_eth, bth,
-    cnp, deth, feth, ieth, immdt, reth,
+    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, CnpRepr, DethRepr, Error, ErrorKind,
+    FethRepr, IethRepr, ImmDtRepr, Layer, Opcode, OpcodeInfo, Result, RethRepr, aeth,
+    atomic_ack_eth, atomic_eth, bth, cnp, deth, feth, ieth, immdt, reth,
 };
 
 /// Length of the ICRC trailer.
@@ -65,7 +65,11 @@ impl<'a> PacketRepr<'a> {
 
     /// The opcode's table entry.
     pub fn info(&self) -> Result<&'static OpcodeInfo> {
-        self.bth.opcode.info().ok_or(Error::new(Layer::Bth, 0, ErrorKind::UnknownOpcode(self.bth.opcode.0)))
+        self.bth.opcode.info().ok_or(Error::new(
+            Layer::Bth,
+            0,
+            ErrorKind::UnknownOpcode(self.bth.opcode.0),
+        ))
     }
 
     /// Parses a packet from the UDP payload `buf` (BTH through ICRC). Returns the packet and
@@ -73,13 +77,15 @@ impl<'a> PacketRepr<'a> {
     pub fn parse(buf: &'a [u8]) -> Result<(Self, u32)> {
         let bth = BthRepr::parse(&bth::Header::new_checked(buf)?)?;
         let op = bth.opcode;
-        let info = op.info().ok_or(Error::new(Layer::Bth, 0, ErrorKind::UnknownOpcode(op.0)))?;
+        let info = op
+            .info()
+            .ok_or(Error::new(Layer::Bth, 0, ErrorKind::UnknownOpcode(op.0)))?;
         let mut p = Self::new(bth);
         let mut at = bth::LEN;
         for ext in info.exts.iter() {
             let rest = &buf[at..];
             p.parse_ext(ext, rest).map_err(|e| e.shifted(at))?;
-            at += ext.len();
+            at += ext.header_len();
         }
         let body = buf.len() - at;
         if body < ICRC_LEN {
@@ -87,10 +93,21 @@ impl<'a> PacketRepr<'a> {
         }
         let with_pad = body - ICRC_LEN;
         if usize::from(bth.pad) > with_pad {
-            return Err(Error::new(Layer::Payload, at, ErrorKind::PadTooLong { pad: bth.pad, payload: with_pad }));
+            return Err(Error::new(
+                Layer::Payload,
+                at,
+                ErrorKind::PadTooLong {
+                    pad: bth.pad,
+                    payload: with_pad,
+                },
+            ));
         }
         if !info.payload && with_pad != 0 {
-            return Err(Error::new(Layer::Payload, at, ErrorKind::UnexpectedPayload(with_pad)));
+            return Err(Error::new(
+                Layer::Payload,
+                at,
+                ErrorKind::UnexpectedPayload(with_pad),
+            ));
         }
         p.payload = &buf[at..at + with_pad - usize::from(bth.pad)];
         let mut icrc = [0; ICRC_LEN];
@@ -103,10 +120,14 @@ impl<'a> PacketRepr<'a> {
             Ext::Deth => self.deth = Some(DethRepr::parse(&deth::Header::new_checked(b)?)?),
             Ext::Feth => self.feth = Some(FethRepr::parse(&feth::Header::new_checked(b)?)?),
             Ext::Reth => self.reth = Some(RethRepr::parse(&reth::Header::new_checked(b)?)?),
-            Ext::AtomicEth => self.atomic_eth = Some(AtomicEthRepr::parse(&atomic_eth::Header::new_checked(b)?)?),
+            Ext::AtomicEth => {
+                self.atomic_eth = Some(AtomicEthRepr::parse(&atomic_eth::Header::new_checked(b)?)?)
+            }
             Ext::Aeth => self.aeth = Some(AethRepr::parse(&aeth::Header::new_checked(b)?)?),
             Ext::AtomicAckEth => {
-                self.atomic_ack_eth = Some(AtomicAckEthRepr::parse(&atomic_ack_eth::Header::new_checked(b)?)?);
+                self.atomic_ack_eth = Some(AtomicAckEthRepr::parse(
+                    &atomic_ack_eth::Header::new_checked(b)?,
+                )?);
             }
             Ext::ImmDt => self.immdt = Some(ImmDtRepr::parse(&immdt::Header::new_checked(b)?)?),
             Ext::Ieth => self.ieth = Some(IethRepr::parse(&ieth::Header::new_checked(b)?)?),
@@ -141,7 +162,7 @@ impl<'a> PacketRepr<'a> {
 
     /// Length of BTH and extension headers.
     pub fn header_len(&self) -> usize {
-        bth::LEN + self.exts().len()
+        bth::LEN + self.exts().header_len()
     }
 
     /// Bytes the packet takes in a UDP payload: headers, payload, pad and ICRC.
@@ -160,10 +181,18 @@ impl<'a> PacketRepr<'a> {
     pub fn check(&self) -> Result<&'static OpcodeInfo> {
         let info = self.info()?;
         if self.exts() != info.exts {
-            return Err(Error::new(Layer::Bth, 0, ErrorKind::Inconsistent("the extension headers differ from the opcode's")));
+            return Err(Error::new(
+                Layer::Bth,
+                0,
+                ErrorKind::Inconsistent("the extension headers differ from the opcode's"),
+            ));
         }
         if !info.payload && (!self.payload.is_empty() || self.bth.pad != 0) {
-            return Err(Error::new(Layer::Payload, self.header_len(), ErrorKind::UnexpectedPayload(self.payload.len())));
+            return Err(Error::new(
+                Layer::Payload,
+                self.header_len(),
+                ErrorKind::UnexpectedPayload(self.payload.len()),
+            ));
         }
         Ok(info)
     }
@@ -175,13 +204,22 @@ impl<'a> PacketRepr<'a> {
         let info = self.check()?;
         let len = self.buffer_len();
         if buf.len() < len {
-            return Err(Error::new(Layer::Bth, 0, ErrorKind::BufferTooSmall { required: len, available: buf.len() }));
+            return Err(Error::new(
+                Layer::Bth,
+                0,
+                ErrorKind::BufferTooSmall {
+                    required: len,
+                    available: buf.len(),
+                },
+            ));
         }
-        self.bth.emit(&mut bth::Header::new_unchecked(&mut buf[..]))?;
+        self.bth
+            .emit(&mut bth::Header::new_unchecked(&mut buf[..]))?;
         let mut at = bth::LEN;
         for ext in info.exts.iter() {
-            self.emit_ext(ext, &mut buf[at..]).map_err(|e| e.shifted(at))?;
-            at += ext.len();
+            self.emit_ext(ext, &mut buf[at..])
+                .map_err(|e| e.shifted(at))?;
+            at += ext.header_len();
         }
         buf[at..at + self.payload.len()].copy_from_slice(self.payload);
         at += self.payload.len();
@@ -190,17 +228,48 @@ impl<'a> PacketRepr<'a> {
     }
 
     fn emit_ext(&self, ext: Ext, b: &mut [u8]) -> Result<()> {
-        let missing = Error::new(Layer::Bth, 0, ErrorKind::Inconsistent("an extension header is missing"));
+        let missing = Error::new(
+            Layer::Bth,
+            0,
+            ErrorKind::Inconsistent("an extension header is missing"),
+        );
         match ext {
-            Ext::Deth => self.deth.ok_or(missing)?.emit(&mut deth::Header::new_unchecked(b)),
-            Ext::Feth => self.feth.ok_or(missing)?.emit(&mut feth::Header::new_unchecked(b)),
-            Ext::Reth => self.reth.ok_or(missing)?.emit(&mut reth::Header::new_unchecked(b)),
-            Ext::AtomicEth => self.atomic_eth.ok_or(missing)?.emit(&mut atomic_eth::Header::new_unchecked(b)),
-            Ext::Aeth => self.aeth.ok_or(missing)?.emit(&mut aeth::Header::new_unchecked(b)),
-            Ext::AtomicAckEth => self.atomic_ack_eth.ok_or(missing)?.emit(&mut atomic_ack_eth::Header::new_unchecked(b)),
-            Ext::ImmDt => self.immdt.ok_or(missing)?.emit(&mut immdt::Header::new_unchecked(b)),
-            Ext::Ieth => self.ieth.ok_or(missing)?.emit(&mut ieth::Header::new_unchecked(b)),
-            Ext::Cnp => self.cnp.ok_or(missing)?.emit(&mut cnp::Header::new_unchecked(b)),
+            Ext::Deth => self
+                .deth
+                .ok_or(missing)?
+                .emit(&mut deth::Header::new_unchecked(b)),
+            Ext::Feth => self
+                .feth
+                .ok_or(missing)?
+                .emit(&mut feth::Header::new_unchecked(b)),
+            Ext::Reth => self
+                .reth
+                .ok_or(missing)?
+                .emit(&mut reth::Header::new_unchecked(b)),
+            Ext::AtomicEth => self
+                .atomic_eth
+                .ok_or(missing)?
+                .emit(&mut atomic_eth::Header::new_unchecked(b)),
+            Ext::Aeth => self
+                .aeth
+                .ok_or(missing)?
+                .emit(&mut aeth::Header::new_unchecked(b)),
+            Ext::AtomicAckEth => self
+                .atomic_ack_eth
+                .ok_or(missing)?
+                .emit(&mut atomic_ack_eth::Header::new_unchecked(b)),
+            Ext::ImmDt => self
+                .immdt
+                .ok_or(missing)?
+                .emit(&mut immdt::Header::new_unchecked(b)),
+            Ext::Ieth => self
+                .ieth
+                .ok_or(missing)?
+                .emit(&mut ieth::Header::new_unchecked(b)),
+            Ext::Cnp => self
+                .cnp
+                .ok_or(missing)?
+                .emit(&mut cnp::Header::new_unchecked(b)),
         }
     }
 

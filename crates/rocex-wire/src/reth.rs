@@ -60,7 +60,11 @@ impl Repr {
     /// Reads a RETH.
     pub fn parse<T: AsRef<[u8]>>(h: &Header<T>) -> crate::Result<Self> {
         h.check_len()?;
-        Ok(Self { va: h.va(), rkey: h.rkey(), dma_len: h.dma_len() })
+        Ok(Self {
+            va: h.va(),
+            rkey: h.rkey(),
+            dma_len: h.dma_len(),
+        })
     }
 
     /// Writes the RETH.
@@ -75,7 +79,11 @@ impl Repr {
 
 impl fmt::Display for Repr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "va={:#x} rkey={:#x} len={}", self.va, self.rkey, self.dma_len)
+        write!(
+            f,
+            "va={:#x} rkey={:#x} len={}",
+            self.va, self.rkey, self.dma_len
+        )
     }
 }
 
@@ -84,14 +92,22 @@ mod tests {
     use super::*;
 
     static BYTES: [u8; 16] = [
-        0x00, 0x00, 0x55, 0x5d, 0x4c, 0x2e, 0x10, 0x00, 0x00, 0x00, 0x06, 0x3a, 0x00, 0x00, 0x00, 0x40,
+        0x00, 0x00, 0x55, 0x5d, 0x4c, 0x2e, 0x10, 0x00, 0x00, 0x00, 0x06, 0x3a, 0x00, 0x00, 0x00,
+        0x40,
     ];
 
     #[test]
     fn round_trip() {
         let h = Header::new_checked(&BYTES[..]).unwrap();
         let r = Repr::parse(&h).unwrap();
-        assert_eq!(r, Repr { va: 0x555d_4c2e_1000, rkey: 0x63a, dma_len: 64 });
+        assert_eq!(
+            r,
+            Repr {
+                va: 0x555d_4c2e_1000,
+                rkey: 0x63a,
+                dma_len: 64
+            }
+        );
         let mut out = [0xa5u8; 16];
         r.emit(&mut Header::new_unchecked(&mut out[..])).unwrap();
         assert_eq!(out, BYTES);

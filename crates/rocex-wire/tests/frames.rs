@@ -1,9 +1,10 @@
 //! Whole frames against vectors this project did not compute.
 
-use etherparse::{IpDscp, IpEcn, SingleVlanHeader, VlanId, VlanPcp, EtherType};
+use etherparse::{EtherType, IpDscp, IpEcn, SingleVlanHeader, VlanId, VlanPcp};
 use rocex_wire::frame::{Frame, IcrcCheck};
 use rocex_wire::{
-    BthRepr, ErrorKind, FethRepr, FrameRepr, IcrcForm, IpRepr, Layer, Opcode, PacketRepr, Psn, RethRepr,
+    BthRepr, ErrorKind, FethRepr, FrameRepr, IcrcForm, IpRepr, Layer, Opcode, PacketRepr, Psn,
+    RethRepr,
 };
 
 /// scapy's RoCE test (test/contrib/roce.uts): a UC SEND_ONLY that scapy builds and whose
@@ -18,13 +19,17 @@ fn scapy_uc_send_only() {
     let mac = [0x24, 0x8a, 0x07, 0xa8, 0xfa, 0x22];
     let addr = [192, 168, 0, 7];
     let mut f = FrameRepr::ipv4((mac, mac), (addr, addr), 49152, packet).unwrap();
-    let IpRepr::V4(ip) = &mut f.ip else { unreachable!() };
+    let IpRepr::V4(ip) = &mut f.ip else {
+        unreachable!()
+    };
     ip.dscp = IpDscp::ZERO;
     ip.ecn = IpEcn::ONE;
     ip.identification = 1144;
     f.udp.checksum = 0xaca2;
     f.finalize().unwrap();
-    let IpRepr::V4(ip) = &f.ip else { unreachable!() };
+    let IpRepr::V4(ip) = &f.ip else {
+        unreachable!()
+    };
     assert_eq!(ip.header_checksum, 0xb4d5);
     assert_eq!(ip.total_len, 64);
     assert_eq!(f.packet.bth.pad, 2);
@@ -34,7 +39,9 @@ fn scapy_uc_send_only() {
     assert_eq!(n, 14 + 64);
     assert_eq!(buf[n - 4..n], [0x78, 0xf3, 0x53, 0xf3]);
     // etherparse's own UDP checksum over the emitted datagram agrees with scapy's.
-    let IpRepr::V4(ip) = &f.ip else { unreachable!() };
+    let IpRepr::V4(ip) = &f.ip else {
+        unreachable!()
+    };
     assert_eq!(f.udp.calc_checksum_ipv4(ip, &buf[42..n]).unwrap(), 0xaca2);
 
     let parsed = Frame::parse(&buf[..n]).unwrap();
@@ -44,11 +51,11 @@ fn scapy_uc_send_only() {
 
 /// A CNP captured from a ConnectX-4 Lx, published with scapy's RoCE tests.
 const CX4_CNP: [u8; 74] = [
-    0xe4, 0x1d, 0x2d, 0xab, 0x2b, 0xc2, 0x7c, 0xfe, 0x90, 0x64, 0x3b, 0x32, 0x08, 0x00, 0x45, 0xc2, 0x00,
-    0x3c, 0x71, 0x8c, 0x40, 0x00, 0x40, 0x11, 0x91, 0x61, 0x0a, 0x00, 0x11, 0x01, 0x0a, 0x00, 0x12, 0x01,
-    0x00, 0x00, 0x12, 0xb7, 0x00, 0x28, 0x00, 0x00, 0x81, 0x00, 0xff, 0xff, 0x40, 0x00, 0x01, 0x18, 0x00,
-    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-    0x00, 0x00, 0x82, 0xfd, 0x00, 0x2a,
+    0xe4, 0x1d, 0x2d, 0xab, 0x2b, 0xc2, 0x7c, 0xfe, 0x90, 0x64, 0x3b, 0x32, 0x08, 0x00, 0x45, 0xc2,
+    0x00, 0x3c, 0x71, 0x8c, 0x40, 0x00, 0x40, 0x11, 0x91, 0x61, 0x0a, 0x00, 0x11, 0x01, 0x0a, 0x00,
+    0x12, 0x01, 0x00, 0x00, 0x12, 0xb7, 0x00, 0x28, 0x00, 0x00, 0x81, 0x00, 0xff, 0xff, 0x40, 0x00,
+    0x01, 0x18, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x82, 0xfd, 0x00, 0x2a,
 ];
 
 #[test]
@@ -70,9 +77,19 @@ fn write_request(vlan: bool) -> Vec<u8> {
     let mut bth = BthRepr::new(Opcode::RC_RDMA_WRITE_ONLY, 0x11, Psn::new(0xff_ffff));
     bth.ack_req = true;
     let mut p = PacketRepr::new(bth);
-    p.reth = Some(RethRepr { va: 0x1000, rkey: 0xabcd, dma_len: 5 });
+    p.reth = Some(RethRepr {
+        va: 0x1000,
+        rkey: 0xabcd,
+        dma_len: 5,
+    });
     p.payload = b"hello";
-    let mut f = FrameRepr::ipv4(([2; 6], [4; 6]), ([198, 18, 0, 1], [198, 18, 0, 2]), 0xc000, p).unwrap();
+    let mut f = FrameRepr::ipv4(
+        ([2; 6], [4; 6]),
+        ([198, 18, 0, 1], [198, 18, 0, 2]),
+        0xc000,
+        p,
+    )
+    .unwrap();
     if vlan {
         f.link.vlan = Some(SingleVlanHeader {
             pcp: VlanPcp::try_new(3).unwrap(),
@@ -125,9 +142,23 @@ fn ipv6_frame_round_trips() {
 #[test]
 fn flush_uses_rxes_icrc_form() {
     let mut p = PacketRepr::new(BthRepr::new(Opcode::RC_FLUSH, 0x11, Psn::new(1)));
-    p.feth = Some(FethRepr { placement: 1, selectivity: 0, reserved: 0 });
-    p.reth = Some(RethRepr { va: 0x2000, rkey: 0x77, dma_len: 64 });
-    let f = FrameRepr::ipv4(([2; 6], [4; 6]), ([198, 18, 0, 1], [198, 18, 0, 2]), 0xc000, p).unwrap();
+    p.feth = Some(FethRepr {
+        placement: 1,
+        selectivity: 0,
+        reserved: 0,
+    });
+    p.reth = Some(RethRepr {
+        va: 0x2000,
+        rkey: 0x77,
+        dma_len: 64,
+    });
+    let f = FrameRepr::ipv4(
+        ([2; 6], [4; 6]),
+        ([198, 18, 0, 1], [198, 18, 0, 2]),
+        0xc000,
+        p,
+    )
+    .unwrap();
     assert_eq!(f.icrc_form, IcrcForm::RxeFlush);
     let mut buf = vec![0; f.buffer_len()];
     f.emit(&mut buf).unwrap();
@@ -146,7 +177,10 @@ fn corruption_is_caught_by_the_icrc() {
         let mut bad = buf.clone();
         bad[at] ^= 0x10;
         if let Ok(f) = Frame::parse(&bad) {
-            assert!(!f.check_icrc().is_valid(), "flip at byte {at} went unnoticed");
+            assert!(
+                !f.check_icrc().is_valid(),
+                "flip at byte {at} went unnoticed"
+            );
         }
     }
 }
@@ -164,8 +198,14 @@ fn errors_name_the_layer_and_offset() {
     let mut bad = buf.clone();
     bad[42] = 0x15; // a reserved opcode
     let e = Frame::parse(&bad).unwrap_err();
-    assert_eq!((e.layer, e.offset, &e.kind), (Layer::Bth, 42, &ErrorKind::UnknownOpcode(0x15)));
-    assert_eq!(e.to_string(), "BTH at byte 42 has opcode 0x15, which is reserved or not supported.");
+    assert_eq!(
+        (e.layer, e.offset, &e.kind),
+        (Layer::Bth, 42, &ErrorKind::UnknownOpcode(0x15))
+    );
+    assert_eq!(
+        e.to_string(),
+        "BTH at byte 42 has opcode 0x15, which is reserved or not supported."
+    );
 
     let mut bad = buf.clone();
     bad[43] = 0x30; // pad 3 on a 5-byte payload with 3 pad bytes is fine; make the payload empty instead
@@ -186,5 +226,22 @@ fn reth_truncation_points_at_the_reth() {
     let buf = write_request(false);
     let e = PacketRepr::parse(&buf[42..42 + 12 + 10]).unwrap_err();
     assert_eq!((e.layer, e.offset), (Layer::Reth, 12));
-    assert_eq!(e.kind, ErrorKind::Truncated { required: 16, available: 10 });
+    assert_eq!(
+        e.kind,
+        ErrorKind::Truncated {
+            required: 16,
+            available: 10
+        }
+    );
+}
+
+#[test]
+fn docs_carry_the_opcode_table() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/wire.md"))
+        .unwrap();
+    let table = rocex_wire::opcode::markdown_table();
+    assert!(
+        doc.contains(&table),
+        "docs/wire.md's opcode table is stale; it should read:\n{table}"
+    );
 }

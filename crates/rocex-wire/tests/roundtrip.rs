@@ -5,13 +5,21 @@ use proptest::prelude::*;
 use rocex_wire::frame::Frame;
 use rocex_wire::opcode::Ext;
 use rocex_wire::{
-    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, CnpRepr, DethRepr, FethRepr, FrameRepr, IethRepr,
-    ImmDtRepr, Opcode, PacketRepr, Psn, RethRepr, Syndrome,
+    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, CnpRepr, DethRepr, FethRepr, FrameRepr,
+    IethRepr, ImmDtRepr, Opcode, PacketRepr, Psn, RethRepr, Syndrome,
 };
 
 fn bth(op: Opcode) -> impl Strategy<Value = BthRepr> {
-    (any::<[bool; 5]>(), 0u8..16, any::<u16>(), 0u8..64, 0u32..1 << 24, 0u8..128, 0u32..1 << 24).prop_map(
-        move |(flags, tver, pkey, r6, qp, r7, psn)| BthRepr {
+    (
+        any::<[bool; 5]>(),
+        0u8..16,
+        any::<u16>(),
+        0u8..64,
+        0u32..1 << 24,
+        0u8..128,
+        0u32..1 << 24,
+    )
+        .prop_map(move |(flags, tver, pkey, r6, qp, r7, psn)| BthRepr {
             opcode: op,
             solicited: flags[0],
             mig_req: flags[1],
@@ -25,28 +33,60 @@ fn bth(op: Opcode) -> impl Strategy<Value = BthRepr> {
             ack_req: flags[4],
             reserved7: r7,
             psn: Psn::new(psn),
-        },
-    )
+        })
 }
 
 /// A packet of `op` with random header fields; the payload is a prefix of `data`.
 fn packet(op: Opcode, data: &[u8]) -> impl Strategy<Value = PacketRepr<'_>> {
     let info = op.info().unwrap();
     let max = if info.payload { data.len() } else { 0 };
-    (bth(op), any::<[u64; 4]>(), any::<[u32; 4]>(), any::<u8>(), 0..=max, any::<[u8; 16]>()).prop_map(
-        move |(bth, w, d, b, len, cnp)| {
+    (
+        bth(op),
+        any::<[u64; 4]>(),
+        any::<[u32; 4]>(),
+        any::<u8>(),
+        0..=max,
+        any::<[u8; 16]>(),
+    )
+        .prop_map(move |(bth, w, d, b, len, cnp)| {
             let mut p = PacketRepr::new(bth);
             for ext in info.exts.iter() {
                 match ext {
-                    Ext::Deth => p.deth = Some(DethRepr { qkey: d[0], src_qp: d[1] & 0xff_ffff, reserved: b }),
+                    Ext::Deth => {
+                        p.deth = Some(DethRepr {
+                            qkey: d[0],
+                            src_qp: d[1] & 0xff_ffff,
+                            reserved: b,
+                        })
+                    }
                     Ext::Feth => {
-                        p.feth = Some(FethRepr { placement: b & 0xf, selectivity: (b >> 4) & 3, reserved: d[2] >> 6 })
+                        p.feth = Some(FethRepr {
+                            placement: b & 0xf,
+                            selectivity: (b >> 4) & 3,
+                            reserved: d[2] >> 6,
+                        })
                     }
-                    Ext::Reth => p.reth = Some(RethRepr { va: w[0], rkey: d[0], dma_len: d[1] }),
+                    Ext::Reth => {
+                        p.reth = Some(RethRepr {
+                            va: w[0],
+                            rkey: d[0],
+                            dma_len: d[1],
+                        })
+                    }
                     Ext::AtomicEth => {
-                        p.atomic_eth = Some(AtomicEthRepr { va: w[0], rkey: d[0], swap_add: w[1], compare: w[2] })
+                        p.atomic_eth = Some(AtomicEthRepr {
+                            va: w[0],
+                            rkey: d[0],
+                            swap_add: w[1],
+                            compare: w[2],
+                        })
                     }
-                    Ext::Aeth => p.aeth = Some(AethRepr { syndrome: Syndrome::from_byte(b), msn: d[3] & 0xff_ffff }),
+                    Ext::Aeth => {
+                        p.aeth = Some(AethRepr {
+                            syndrome: Syndrome::from_byte(b),
+                            msn: d[3] & 0xff_ffff,
+                        })
+                    }
                     Ext::AtomicAckEth => p.atomic_ack_eth = Some(AtomicAckEthRepr { orig: w[3] }),
                     Ext::ImmDt => p.immdt = Some(ImmDtRepr { data: d[2] }),
                     Ext::Ieth => p.ieth = Some(IethRepr { rkey: d[3] }),
@@ -55,8 +95,7 @@ fn packet(op: Opcode, data: &[u8]) -> impl Strategy<Value = PacketRepr<'_>> {
             }
             p.payload = &data[..len];
             p.with_canonical_pad()
-        },
-    )
+        })
 }
 
 static DATA: [u8; 4200] = {
@@ -132,7 +171,11 @@ fn a_missing_header_is_an_error_not_a_panic() {
     let mut p = PacketRepr::new(BthRepr::new(Opcode::RC_RDMA_WRITE_FIRST, 1, Psn::new(0)));
     let mut buf = [0u8; 64];
     assert!(p.emit(&mut buf).is_err());
-    p.reth = Some(RethRepr { va: 0, rkey: 0, dma_len: 0 });
+    p.reth = Some(RethRepr {
+        va: 0,
+        rkey: 0,
+        dma_len: 0,
+    });
     p.immdt = Some(ImmDtRepr { data: 0 });
     assert!(p.emit(&mut buf).is_err(), "an extra ImmDt must be refused");
 }

@@ -1,0 +1,47 @@
+# rocex tasks. `just` lists them.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+import? 'proto-tests/rxe-lab/lab.just'
+
+# List the recipes.
+default:
+    @just --list
+
+# The main job: decode and check the kernel rxe captures in pcaps/.
+demo:
+    cargo build --release -q -p rocex-cli
+    for f in pcaps/*.pcap; do echo "== $f"; ./target/release/rocex dump --check "$f"; done
+    ./target/release/rocex dump pcaps/rxe61-rc_pingpong.pcap | grep -m 12 RC_
+
+# Every test: unit, property, capture conformance and the tshark cross-check.
+test:
+    cargo test --workspace --all-targets
+
+# Install what the tests need on Debian (tshark, tcpdump).
+deps:
+    .ci/install-deps.sh
+
+# Print a capture like tcpdump (`just dump FILE --json`, `just dump FILE --check`).
+dump FILE *ARGS:
+    cargo run -q --release -p rocex-cli -- dump "{{FILE}}" {{ARGS}}
+
+# Accept new or changed decoded-capture snapshots after reviewing them.
+snapshots:
+    INSTA_UPDATE=always cargo test -p rocex-proto-tests --test pcap_conformance
+    git status --short proto-tests/tests/snapshots
+
+# Criterion benchmarks of the hot paths.
+bench *ARGS:
+    cargo bench -p rocex-wire {{ARGS}}
+
+# Fuzz a target (`just fuzz frame -- -max_total_time=60`); the corpus is seeded from pcaps/.
+fuzz TARGET *ARGS:
+    command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+    proto-tests/fuzz/seed.sh
+    cd proto-tests/fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run {{TARGET}} corpus/{{TARGET}} {{ARGS}}
+
+# Lints: formatting and clippy, warnings as errors.
+lint:
+    cargo fmt --all --check
+    cargo clippy --workspace --all-targets -- -D warnings

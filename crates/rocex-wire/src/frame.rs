@@ -15,6 +15,18 @@ use crate::{Error, ErrorKind, Layer, Opcode, PacketRepr, Result};
 /// The UDP destination port of RoCE v2 (IANA).
 pub const ROCE_V2_PORT: u16 = 4791;
 
+/// The UDP source port of a connected QP: the kernel's `rdma_get_udp_sport` with flow
+/// label 0, which rxe uses. The flow label is derived from the product of both QPNs, so
+/// both ends of a connection use the same port (0x11 <-> 0x12 gives 49458 in rxe captures).
+pub const fn udp_source_port(local_qpn: u32, remote_qpn: u32) -> u16 {
+    let mut v = local_qpn as u64 * remote_qpn as u64;
+    v ^= v >> 20;
+    v ^= v >> 40;
+    let label = (v & 0xf_ffff) as u32;
+    let low = (label & 0x3fff) ^ ((label & 0xf_c000) >> 14);
+    (low | 0xc000) as u16
+}
+
 /// Ethernet II header and an optional 802.1Q tag.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkRepr {

@@ -64,6 +64,51 @@ pub fn compute(ip: &[u8], udp: &[u8], transport: &[u8], form: IcrcForm) -> Resul
     Ok(h.finalize())
 }
 
+/// Computes the ICRC of a transport packet that travels in a UDP datagram from `src` to
+/// `dst` with the IP header rocex's senders produce: IPv4 with DF and identification 0
+/// (an unconnected UDP socket with path MTU discovery on gives exactly that), or IPv6.
+/// Fields the ICRC masks (TOS, TTL, checksums, flow label) do not matter.
+pub fn compute_for(
+    src: core::net::IpAddr,
+    dst: core::net::IpAddr,
+    sport: u16,
+    dport: u16,
+    transport: &[u8],
+    form: IcrcForm,
+) -> Result<u32> {
+    use core::net::IpAddr;
+    let udp_len = UDP_LEN + transport.len() + crate::packet::ICRC_LEN;
+    let too_big = |layer| Error::new(layer, 0, ErrorKind::BadValue("the datagram exceeds 65535 bytes"));
+    let udp_len16 = u16::try_from(udp_len).map_err(|_| too_big(Layer::Udp))?;
+    let mut udp = [0u8; UDP_LEN];
+    udp[0..2].copy_from_slice(&sport.to_be_bytes());
+    udp[2..4].copy_from_slice(&dport.to_be_bytes());
+    udp[4..6].copy_from_slice(&udp_len16.to_be_bytes());
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let mut ip = [0u8; 20];
+            ip[0] = 0x45;
+            let total = u16::try_from(20 + udp_len).map_err(|_| too_big(Layer::Ipv4))?;
+            ip[2..4].copy_from_slice(&total.to_be_bytes());
+            ip[6] = 0x40; // DF, identification 0
+            ip[9] = 17;
+            ip[12..16].copy_from_slice(&s.octets());
+            ip[16..20].copy_from_slice(&d.octets());
+            compute(&ip, &udp, transport, form)
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            let mut ip = [0u8; IPV6_LEN];
+            ip[0] = 0x60;
+            ip[4..6].copy_from_slice(&udp_len16.to_be_bytes());
+            ip[6] = 17;
+            ip[8..24].copy_from_slice(&s.octets());
+            ip[24..40].copy_from_slice(&d.octets());
+            compute(&ip, &udp, transport, form)
+        }
+        _ => Err(Error::new(Layer::Ipv4, 0, ErrorKind::BadValue("source and destination differ in IP version"))),
+    }
+}
+
 /// The ICRC's four bytes as they stand on the wire.
 pub const fn to_wire(icrc: u32) -> [u8; 4] {
     icrc.to_le_bytes()

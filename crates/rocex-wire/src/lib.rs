@@ -48,7 +48,7 @@ pub use cnp::Repr as CnpRepr;
 pub use deth::Repr as DethRepr;
 pub use error::{Error, ErrorKind, Layer};
 pub use feth::Repr as FethRepr;
-pub use frame::{FrameRepr, IpRepr, LinkRepr, ROCE_V2_PORT};
+pub use frame::{FrameRepr, IpRepr, LinkRepr, ROCE_V2_PORT, udp_source_port};
 pub use icrc::IcrcForm;
 pub use ieth::Repr as IethRepr;
 pub use immdt::Repr as ImmDtRepr;

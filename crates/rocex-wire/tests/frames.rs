@@ -245,3 +245,20 @@ fn docs_carry_the_opcode_table() {
         "docs/wire.md's opcode table is stale; it should read:\n{table}"
     );
 }
+
+#[test]
+fn source_port_matches_rxe_captures() {
+    // rc_pingpong between QPs 0x11 and 0x12, and perftest between two QPs 0x11.
+    assert_eq!(rocex_wire::udp_source_port(0x11, 0x12), 49458);
+    assert_eq!(rocex_wire::udp_source_port(0x12, 0x11), 49458);
+    assert_eq!(rocex_wire::udp_source_port(0x11, 0x11), 49441);
+}
+
+#[test]
+fn icrc_for_addresses_matches_the_emitted_frame() {
+    let buf = write_request(false);
+    let f = Frame::parse(&buf).unwrap();
+    let (src, dst) = ("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap());
+    let crc = rocex_wire::icrc::compute_for(src, dst, 0xc000, 4791, &buf[42..buf.len() - 4], IcrcForm::Spec);
+    assert_eq!(crc.unwrap(), f.icrc);
+}

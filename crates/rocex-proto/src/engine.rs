@@ -1,0 +1,606 @@
+//! The device: tables of PDs, MRs, CQs and QPs, and the sans-IO interface around them.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use rand_chacha::ChaCha20Rng;
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+use rocex_mem::{Access, Keys, MemError, MemTable, PdId, Region};
+use rocex_wire::opcode::Service;
+use rocex_wire::{IcrcForm, Opcode, PacketRepr, Psn, ROCE_V2_PORT, icrc, udp_source_port};
+
+use crate::counters::Counters;
+use crate::cq::{Cq, NotifyOn};
+use crate::qp::state::{self, TransitionError};
+use crate::qp::{Qp, SendWqe};
+use crate::time::Instant;
+use crate::verbs::{
+    AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendData, SendOp, SendWr, WorkCompletion,
+};
+
+/// Engine configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Seed of the CSPRNG behind QPNs, keys and initial PSNs.
+    pub rng_seed: [u8; 32],
+    /// The device's IP address (its RoCE v2 GID).
+    pub local: IpAddr,
+    /// The port's active MTU: the size of UD packets and the largest path MTU.
+    pub port_mtu: Mtu,
+    /// Most QPs the device holds.
+    pub max_qp: usize,
+    /// Deepest CQ.
+    pub max_cqe: usize,
+}
+
+impl Config {
+    /// A configuration for `local` with a seed, MTU 1024 (a 1500-byte Ethernet MTU) and
+    /// rxe's limits.
+    pub fn new(local: IpAddr, rng_seed: [u8; 32]) -> Self {
+        Self { rng_seed, local, port_mtu: Mtu::M1024, max_qp: 0x10000, max_cqe: 1 << 15 }
+    }
+}
+
+/// Whether the caller checked a received packet's ICRC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IcrcStatus {
+    /// Checked and valid.
+    Valid,
+    /// Checked and wrong: the packet is dropped and counted.
+    Invalid,
+    /// Not checked: the I/O path cannot see the IP header (a UDP socket).
+    Unchecked,
+}
+
+/// A packet [`Engine::poll_transmit`] wrote: a UDP payload from the device's address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// Destination address; the UDP destination port is 4791.
+    pub dest: IpAddr,
+    /// UDP source port.
+    pub src_port: u16,
+    /// Bytes written (BTH through ICRC).
+    pub len: usize,
+}
+
+/// Something the application should hear about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// A completion arrived on an armed CQ.
+    CqNotify(u32),
+    /// A CQ overflowed and lost a completion (an asynchronous error).
+    CqOverrun(u32),
+}
+
+/// How a QP is created.
+#[derive(Debug, Clone, Copy)]
+pub struct QpInit {
+    /// Transport.
+    pub qp_type: QpType,
+    /// Protection domain.
+    pub pd: PdId,
+    /// CQ for send completions.
+    pub send_cq: u32,
+    /// CQ for receive completions.
+    pub recv_cq: u32,
+    /// Queue sizes.
+    pub cap: QpCap,
+}
+
+/// Why a verbs call failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum VerbsError {
+    /// No QP has this number.
+    NoSuchQp(u32),
+    /// No CQ has this number.
+    NoSuchCq(u32),
+    /// A CQ still has QPs attached.
+    CqBusy(u32),
+    /// The memory layer refused.
+    Mem(MemError),
+    /// The QP cannot make this transition.
+    Transition(TransitionError),
+    /// The QP's state does not allow the call.
+    InvalidState(QpState),
+    /// The queue is full.
+    QueueFull,
+    /// More SGEs than the QP was created for.
+    TooManySge,
+    /// More inline data than the QP was created for.
+    InlineTooLong,
+    /// The operation is not available on this QP type, or its operands are wrong.
+    BadRequest(&'static str),
+    /// The message exceeds what the transport can carry.
+    MessageTooLong,
+    /// A device limit (QPs, CQ depth) is reached.
+    Limit(&'static str),
+    /// An attribute value is out of range.
+    BadAttribute(&'static str),
+}
+
+impl std::fmt::Display for VerbsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoSuchQp(q) => write!(f, "no QP has number {q:#x}"),
+            Self::NoSuchCq(c) => write!(f, "no CQ has number {c}"),
+            Self::CqBusy(c) => write!(f, "CQ {c} still has QPs attached"),
+            Self::Mem(e) => write!(f, "{e}"),
+            Self::Transition(e) => write!(f, "{e}"),
+            Self::InvalidState(s) => write!(f, "the QP is in state {s:?}, which does not allow this"),
+            Self::QueueFull => write!(f, "the work queue is full"),
+            Self::TooManySge => write!(f, "the work request has more SGEs than the QP allows"),
+            Self::InlineTooLong => write!(f, "the inline data is longer than the QP allows"),
+            Self::BadRequest(why) => write!(f, "bad work request: {why}"),
+            Self::MessageTooLong => write!(f, "the message is longer than the transport carries"),
+            Self::Limit(what) => write!(f, "device limit reached: {what}"),
+            Self::BadAttribute(what) => write!(f, "bad attribute: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for VerbsError {}
+
+impl From<MemError> for VerbsError {
+    fn from(e: MemError) -> Self {
+        Self::Mem(e)
+    }
+}
+
+/// What a QP handed `poll_transmit`.
+pub(crate) struct Outgoing {
+    pub(crate) len: usize,
+    pub(crate) dest: IpAddr,
+    pub(crate) local_qpn: u32,
+    pub(crate) dest_qpn: u32,
+}
+
+/// What the per-QP engines may touch besides their QP.
+pub(crate) struct Ctx<'a> {
+    pub(crate) now: Instant,
+    pub(crate) mem: &'a mut MemTable,
+    pub(crate) cqs: &'a mut HashMap<u32, Cq>,
+    pub(crate) counters: &'a mut Counters,
+    pub(crate) events: &'a mut VecDeque<Event>,
+    pub(crate) port_mtu: u32,
+}
+
+impl Ctx<'_> {
+    /// Delivers a completion to a CQ.
+    pub(crate) fn complete(&mut self, cq: u32, wc: WorkCompletion, solicited: bool) {
+        let Some(q) = self.cqs.get_mut(&cq) else { return };
+        match q.push(wc, solicited) {
+            Ok(true) => self.events.push_back(Event::CqNotify(cq)),
+            Ok(false) => {}
+            Err(_) => self.events.push_back(Event::CqOverrun(cq)),
+        }
+    }
+}
+
+/// One RDMA device.
+#[derive(Debug)]
+pub struct Engine {
+    config: Config,
+    rng: ChaCha20Rng,
+    mem: MemTable,
+    cqs: HashMap<u32, Cq>,
+    next_cq: u32,
+    qps: HashMap<u32, Qp>,
+    /// QPs that may have a packet to send, in turn.
+    ready: VecDeque<u32>,
+    /// Each QP's registered deadline, and the same ordered by time.
+    deadlines: HashMap<u32, Instant>,
+    timers: BTreeSet<(Instant, u32)>,
+    counters: Counters,
+    events: VecDeque<Event>,
+    scratch: Vec<u8>,
+}
+
+impl Engine {
+    /// A device with no objects.
+    pub fn new(config: Config) -> Self {
+        let mut rng = ChaCha20Rng::from_seed(config.rng_seed);
+        let mut mem_seed = [0u8; 32];
+        rng.fill_bytes(&mut mem_seed);
+        Self {
+            config,
+            rng,
+            mem: MemTable::new(mem_seed),
+            cqs: HashMap::new(),
+            next_cq: 1,
+            qps: HashMap::new(),
+            ready: VecDeque::new(),
+            deadlines: HashMap::new(),
+            timers: BTreeSet::new(),
+            counters: Counters::default(),
+            events: VecDeque::new(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The memory table (PDs, MRs, MWs).
+    pub fn mem(&self) -> &MemTable {
+        &self.mem
+    }
+
+    /// A PSN to start a QP with, from the CSPRNG (so that an off-path attacker cannot
+    /// guess it, as ReDMArk shows one can for predictable PSNs).
+    pub fn random_psn(&mut self) -> u32 {
+        self.rng.next_u32() & Psn::MASK
+    }
+
+    /// Allocates a protection domain.
+    pub fn alloc_pd(&mut self) -> PdId {
+        self.mem.alloc_pd()
+    }
+
+    /// Frees a protection domain that holds no MR, MW or QP.
+    pub fn dealloc_pd(&mut self, pd: PdId) -> Result<(), VerbsError> {
+        if self.qps.values().any(|q| q.pd == pd) {
+            return Err(VerbsError::Mem(MemError::Busy));
+        }
+        Ok(self.mem.dealloc_pd(pd)?)
+    }
+
+    /// Registers `len` bytes of `region` at application address `iova`.
+    pub fn reg_mr(&mut self, pd: PdId, iova: u64, len: u64, access: Access, region: Arc<dyn Region>) -> Result<Keys, VerbsError> {
+        Ok(self.mem.reg_mr(pd, iova, len, access, region)?)
+    }
+
+    /// Deregisters a memory region.
+    pub fn dereg_mr(&mut self, lkey: u32) -> Result<(), VerbsError> {
+        Ok(self.mem.dereg_mr(lkey)?)
+    }
+
+    /// Allocates a type-2 memory window.
+    pub fn alloc_mw(&mut self, pd: PdId) -> Result<u32, VerbsError> {
+        Ok(self.mem.alloc_mw(pd)?)
+    }
+
+    /// Binds a type-2 window to part of an MR; returns the window's new rkey.
+    pub fn bind_mw(&mut self, pd: PdId, mw_rkey: u32, mr_lkey: u32, addr: u64, len: u64, access: Access) -> Result<u32, VerbsError> {
+        Ok(self.mem.bind_mw(pd, mw_rkey, mr_lkey, addr, len, access)?)
+    }
+
+    /// Creates a completion queue of `cqe` entries.
+    pub fn create_cq(&mut self, cqe: usize) -> Result<u32, VerbsError> {
+        if cqe == 0 || cqe > self.config.max_cqe {
+            return Err(VerbsError::Limit("CQ depth"));
+        }
+        let id = self.next_cq;
+        self.next_cq += 1;
+        self.cqs.insert(id, Cq::new(cqe));
+        Ok(id)
+    }
+
+    /// Destroys a CQ no QP uses.
+    pub fn destroy_cq(&mut self, cq: u32) -> Result<(), VerbsError> {
+        if !self.cqs.contains_key(&cq) {
+            return Err(VerbsError::NoSuchCq(cq));
+        }
+        if self.qps.values().any(|q| q.send_cq == cq || q.recv_cq == cq) {
+            return Err(VerbsError::CqBusy(cq));
+        }
+        self.cqs.remove(&cq);
+        Ok(())
+    }
+
+    /// Takes the oldest completion of a CQ.
+    pub fn poll_cq(&mut self, cq: u32) -> Option<WorkCompletion> {
+        self.cqs.get_mut(&cq)?.pop()
+    }
+
+    /// Completions waiting on a CQ.
+    pub fn cq_len(&self, cq: u32) -> usize {
+        self.cqs.get(&cq).map_or(0, Cq::len)
+    }
+
+    /// Arms a CQ: the next completion (or solicited one) raises [`Event::CqNotify`].
+    pub fn req_notify_cq(&mut self, cq: u32, on: NotifyOn) -> Result<(), VerbsError> {
+        self.cqs.get_mut(&cq).ok_or(VerbsError::NoSuchCq(cq))?.arm(on);
+        Ok(())
+    }
+
+    /// Takes the next event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Creates a QP in RESET with an unpredictable QP number.
+    pub fn create_qp(&mut self, init: QpInit) -> Result<u32, VerbsError> {
+        if self.qps.len() >= self.config.max_qp {
+            return Err(VerbsError::Limit("QPs"));
+        }
+        for cq in [init.send_cq, init.recv_cq] {
+            if !self.cqs.contains_key(&cq) {
+                return Err(VerbsError::NoSuchCq(cq));
+            }
+        }
+        if self.mem.pd_count() == 0 {
+            return Err(VerbsError::Mem(MemError::UnknownPd { pd: init.pd }));
+        }
+        let qpn = loop {
+            let n = self.rng.next_u32() & Psn::MASK;
+            if n >= 0x10 && !self.qps.contains_key(&n) {
+                break n;
+            }
+        };
+        self.qps.insert(qpn, Qp::new(qpn, init.qp_type, init.pd, init.send_cq, init.recv_cq, init.cap));
+        Ok(qpn)
+    }
+
+    /// Modifies a QP: checks the transition and its attributes, then applies them.
+    pub fn modify_qp(&mut self, qpn: u32, attr: &QpAttr, mask: AttrMask) -> Result<(), VerbsError> {
+        let port_mtu = self.config.port_mtu;
+        let qp = self.qps.get(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        let to = if mask.contains(AttrMask::STATE) { attr.qp_state } else { qp.state };
+        let mut full = mask;
+        if !mask.contains(AttrMask::STATE) {
+            full = mask | AttrMask::STATE;
+        }
+        state::check(qp.qp_type, qp.state, to, full).map_err(VerbsError::Transition)?;
+        if mask.contains(AttrMask::PATH_MTU) && attr.path_mtu > port_mtu {
+            return Err(VerbsError::BadAttribute("path_mtu exceeds the port's active MTU"));
+        }
+        if mask.contains(AttrMask::PORT) && attr.port_num != 1 {
+            return Err(VerbsError::BadAttribute("the device has one port, number 1"));
+        }
+        if mask.contains(AttrMask::PKEY_INDEX) && attr.pkey_index != 0 {
+            return Err(VerbsError::BadAttribute("the device has one P_Key, at index 0"));
+        }
+        if mask.contains(AttrMask::AV) {
+            let av = attr.ah_attr.ok_or(VerbsError::BadAttribute("ah_attr is missing"))?;
+            if av.dest.is_ipv4() != self.config.local.is_ipv4() {
+                return Err(VerbsError::BadAttribute("the destination's IP version differs from the device's"));
+            }
+        }
+        self.with_qp(qpn, Instant::ZERO, |qp, ctx| qp.apply(attr, mask, ctx));
+        Ok(())
+    }
+
+    /// A QP's attributes and capabilities.
+    pub fn query_qp(&self, qpn: u32) -> Result<(QpAttr, QpCap), VerbsError> {
+        let qp = self.qps.get(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        let mut attr = qp.attr;
+        attr.qp_state = qp.state;
+        attr.sq_psn = qp.req.psn.value();
+        attr.rq_psn = qp.resp.psn.value();
+        Ok((attr, qp.cap))
+    }
+
+    /// Destroys a QP; its outstanding work requests are dropped without completions.
+    pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
+        self.qps.remove(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        if let Some(t) = self.deadlines.remove(&qpn) {
+            self.timers.remove(&(t, qpn));
+        }
+        Ok(())
+    }
+
+    /// Posts a send work request.
+    pub fn post_send(&mut self, now: Instant, qpn: u32, wr: SendWr) -> Result<(), VerbsError> {
+        let port_mtu = self.config.port_mtu.bytes();
+        let qp = self.qps.get(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        validate_send(qp, &wr, port_mtu)?;
+        let len = match wr.op {
+            SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } | SendOp::AtomicWrite { .. } => 8,
+            SendOp::Flush { .. } => 0,
+            _ => wr.length(),
+        };
+        let wqe = SendWqe { wr, len, first_psn: Psn::default(), npkts: 0, started: false };
+        self.with_qp(qpn, now, |qp, ctx| {
+            qp.sq.push_back(wqe);
+            if qp.state == QpState::Err {
+                qp.enter_error(ctx);
+            }
+        });
+        Ok(())
+    }
+
+    /// Posts a receive work request.
+    pub fn post_recv(&mut self, now: Instant, qpn: u32, wr: RecvWr) -> Result<(), VerbsError> {
+        let qp = self.qps.get(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        if qp.state == QpState::Reset {
+            return Err(VerbsError::InvalidState(qp.state));
+        }
+        if qp.rq.len() >= qp.cap.max_recv_wr as usize {
+            return Err(VerbsError::QueueFull);
+        }
+        if wr.sges.len() > qp.cap.max_recv_sge as usize {
+            return Err(VerbsError::TooManySge);
+        }
+        self.with_qp(qpn, now, |qp, ctx| {
+            qp.rq.push_back(wr);
+            if qp.state == QpState::Err {
+                qp.enter_error(ctx);
+            }
+        });
+        Ok(())
+    }
+
+    /// Checks the ICRC of a packet from a sender that builds IP headers as rocex does
+    /// (IPv4 identification 0): lets a UDP-socket path check packets from rocex peers.
+    pub fn check_icrc_from_rocex(src: SocketAddr, dst: IpAddr, payload: &[u8]) -> IcrcStatus {
+        let Some(body) = payload.len().checked_sub(4) else { return IcrcStatus::Invalid };
+        let form = IcrcForm::for_opcode(Opcode(payload.first().copied().unwrap_or(0)));
+        let found = icrc::from_wire(payload[body..].try_into().expect("four bytes"));
+        match icrc::compute_for(src.ip(), dst, src.port(), ROCE_V2_PORT, &payload[..body], form) {
+            Ok(c) if c == found => IcrcStatus::Valid,
+            _ => IcrcStatus::Invalid,
+        }
+    }
+
+    /// Handles a received UDP payload (BTH through ICRC) from `src` to `dst`.
+    pub fn handle_packet(&mut self, now: Instant, src: SocketAddr, dst: IpAddr, payload: &[u8], icrc: IcrcStatus) {
+        let Ok((pkt, _)) = PacketRepr::parse(payload) else {
+            self.counters.drop_malformed += 1;
+            return;
+        };
+        if icrc == IcrcStatus::Invalid {
+            self.counters.drop_icrc += 1;
+            return;
+        }
+        self.counters.rcvd_pkts += 1;
+        let info = pkt.info().expect("parsed opcodes are in the table");
+        let qpn = pkt.bth.dest_qp;
+        let Some(qp) = self.qps.get(&qpn) else {
+            self.counters.drop_no_qp += 1;
+            return;
+        };
+        let transport_ok = matches!(
+            (info.service, qp.qp_type),
+            (Service::Rc, QpType::Rc) | (Service::Uc, QpType::Uc) | (Service::Ud, QpType::Ud)
+        );
+        if !transport_ok {
+            self.counters.drop_wrong_transport += 1;
+            return;
+        }
+        if qp.qp_type != QpType::Ud && qp.attr.ah_attr.is_none_or(|av| av.dest != src.ip()) {
+            self.counters.drop_wrong_source += 1;
+            return;
+        }
+        let response = info.operation.is_response();
+        self.with_qp(qpn, now, |qp, ctx| {
+            if response {
+                if matches!(qp.state, QpState::Rts | QpState::Sqd) {
+                    qp.handle_response(ctx, &pkt);
+                } else {
+                    ctx.counters.drop_qp_state += 1;
+                }
+            } else {
+                qp.handle_request(ctx, &pkt, src.ip(), dst);
+            }
+        });
+    }
+
+    /// Writes the next packet to send into `buf` (which must hold a packet of the path
+    /// MTU plus 80 bytes), or returns `None` when nothing is ready. Call again until `None`.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        while let Some(qpn) = self.ready.pop_front() {
+            let local = self.config.local;
+            let mut scratch = std::mem::take(&mut self.scratch);
+            let out = self.with_qp(qpn, now, |qp, ctx| {
+                if qp.resp.has_output() {
+                    let len = qp.next_reply(buf, &mut scratch)?;
+                    let dest = qp.attr.ah_attr?.dest;
+                    return Some(Outgoing { len, dest, local_qpn: qp.qpn, dest_qpn: qp.attr.dest_qp_num });
+                }
+                qp.next_request(ctx, buf)
+            });
+            self.scratch = scratch;
+            let Some(Some(out)) = out else { continue };
+            let body = out.len - 4;
+            let src_port = udp_source_port(out.local_qpn, out.dest_qpn);
+            let form = IcrcForm::for_opcode(Opcode(buf[0]));
+            let Ok(crc) = icrc::compute_for(local, out.dest, src_port, ROCE_V2_PORT, &buf[..body], form) else {
+                continue;
+            };
+            buf[body..out.len].copy_from_slice(&icrc::to_wire(crc));
+            self.counters.sent_pkts += 1;
+            return Some(Transmit { dest: out.dest, src_port, len: out.len });
+        }
+        None
+    }
+
+    /// The earliest time [`Engine::handle_timeout`] has work.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.first().map(|(t, _)| *t)
+    }
+
+    /// Runs the timers due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(&(t, qpn)) = self.timers.first() {
+            if t > now {
+                break;
+            }
+            self.timers.pop_first();
+            self.deadlines.remove(&qpn);
+            self.with_qp(qpn, now, |qp, ctx| qp.handle_timer(ctx));
+        }
+    }
+
+    /// Runs `f` on a QP with the context it needs, then reschedules the QP.
+    fn with_qp<R>(&mut self, qpn: u32, now: Instant, f: impl FnOnce(&mut Qp, &mut Ctx<'_>) -> R) -> Option<R> {
+        let qp = self.qps.get_mut(&qpn)?;
+        let mut ctx = Ctx {
+            now,
+            mem: &mut self.mem,
+            cqs: &mut self.cqs,
+            counters: &mut self.counters,
+            events: &mut self.events,
+            port_mtu: self.config.port_mtu.bytes(),
+        };
+        let r = f(qp, &mut ctx);
+        let deadline = qp.deadline();
+        let wants = qp.wants_to_send();
+        if self.deadlines.get(&qpn) != deadline.as_ref() {
+            if let Some(old) = self.deadlines.remove(&qpn) {
+                self.timers.remove(&(old, qpn));
+            }
+            if let Some(t) = deadline {
+                self.deadlines.insert(qpn, t);
+                self.timers.insert((t, qpn));
+            }
+        }
+        if wants && !self.ready.contains(&qpn) {
+            self.ready.push_back(qpn);
+        }
+        Some(r)
+    }
+}
+
+/// The checks `ibv_post_send` makes before a request is queued.
+fn validate_send(qp: &Qp, wr: &SendWr, port_mtu: u32) -> Result<(), VerbsError> {
+    if matches!(qp.state, QpState::Reset | QpState::Init | QpState::Rtr) {
+        return Err(VerbsError::InvalidState(qp.state));
+    }
+    if qp.sq.len() >= qp.cap.max_send_wr as usize {
+        return Err(VerbsError::QueueFull);
+    }
+    match &wr.data {
+        SendData::Sges(s) if s.len() > qp.cap.max_send_sge as usize => return Err(VerbsError::TooManySge),
+        SendData::Inline(d) if d.len() > qp.cap.max_inline_data as usize => return Err(VerbsError::InlineTooLong),
+        _ => {}
+    }
+    let allowed = match qp.qp_type {
+        QpType::Rc => true,
+        QpType::Uc => matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_) | SendOp::Write(_) | SendOp::WriteWithImm(..)),
+        QpType::Ud => matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)),
+    };
+    if !allowed {
+        return Err(VerbsError::BadRequest("the operation is not available on this QP type"));
+    }
+    if qp.qp_type == QpType::Ud && wr.ud.is_none() {
+        return Err(VerbsError::BadRequest("a UD send needs a destination"));
+    }
+    let len = wr.length();
+    match wr.op {
+        SendOp::CompareSwap { remote, .. } | SendOp::FetchAdd { remote, .. } => {
+            if len != 8 || matches!(wr.data, SendData::Inline(_)) {
+                return Err(VerbsError::BadRequest("an atomic needs 8 bytes of registered local buffer"));
+            }
+            if remote.addr % 8 != 0 {
+                return Err(VerbsError::BadRequest("an atomic's remote address must be 8-byte aligned"));
+            }
+        }
+        SendOp::Read(_) if matches!(wr.data, SendData::Inline(_)) => {
+            return Err(VerbsError::BadRequest("a READ cannot land in inline data"));
+        }
+        _ => {}
+    }
+    if len > 1 << 31 || (qp.qp_type == QpType::Ud && len > u64::from(port_mtu)) {
+        return Err(VerbsError::MessageTooLong);
+    }
+    Ok(())
+}

@@ -1,0 +1,31 @@
+/*! The RoCE v2 transport engine, without I/O.
+
+An [`Engine`] is one RDMA device: protection domains and memory regions (through
+`rocex-mem`), completion queues and queue pairs. It owns no socket, clock, thread or
+mapping: the caller hands it packets ([`Engine::handle_packet`]), time
+([`Engine::handle_timeout`]) and verbs calls (`post_send`, `modify_qp`, ...), and takes out
+packets ([`Engine::poll_transmit`]), completions ([`Engine::poll_cq`]), events and the next
+deadline ([`Engine::poll_timeout`]). Randomness (QPNs, keys, initial PSNs) comes from a
+seed in [`Config`], so a run is reproducible to the last retransmission.
+
+The transport follows the IBTA spec and, where the spec leaves room, Linux rxe, so that
+rocex and rxe answer the same request stream with the same packets (`qp` module docs).
+*/
+#![forbid(unsafe_code)]
+
+mod counters;
+mod cq;
+mod engine;
+mod qp;
+pub mod time;
+pub mod verbs;
+
+pub use counters::Counters;
+pub use cq::NotifyOn;
+pub use engine::{Config, Engine, Event, IcrcStatus, QpInit, Transmit, VerbsError};
+pub use qp::state::TransitionError;
+pub use qp::{GRH_LEN, MAX_PKT_PER_ACK, MAX_UNACKED_PSNS};
+pub use rocex_mem::{Access, Keys, MemError, PdId, Region, VecRegion};
+pub use time::Instant;
+
+pub(crate) use engine::{Ctx, Outgoing};

@@ -1,0 +1,308 @@
+//! The completer: acknowledgements, NAKs and responses to completions, retries and
+//! timers (IBTA §9.7.5; rxe `rxe_comp.c`).
+//!
+//! One ACK acknowledges every PSN up to its own. A READ or atomic that such an ACK covers
+//! before its response came lost that response: an implied NAK, retried like a sequence
+//! NAK. Retries go back to the oldest unacknowledged PSN (go-back-N), resuming a message
+//! at that packet, a READ at the bytes already received. `retry_cnt` counts retries after
+//! timeouts and sequence NAKs, `rnr_retry` after RNR NAKs; both are restored by progress,
+//! and 7 means "forever" for both, as in rxe.
+
+use rocex_mem::Access;
+use rocex_wire::{NakCode, PacketRepr, Psn, Syndrome};
+
+use super::Qp;
+use crate::Ctx;
+use crate::time::{Instant, ack_timeout, rnr_delay};
+use crate::verbs::{SendData, SendOp, WcStatus};
+
+/// Completer state of a QP.
+#[derive(Debug, Default)]
+pub(crate) struct Completer {
+    /// The oldest PSN not yet acknowledged (or answered).
+    pub(crate) psn: Psn,
+    /// Retries left after timeouts and sequence NAKs.
+    pub(crate) retry_left: u8,
+    /// Retries left after RNR NAKs.
+    pub(crate) rnr_left: u8,
+    /// When the retransmit timer fires.
+    pub(crate) timer: Option<Instant>,
+    /// Until when an RNR NAK holds the requester back.
+    pub(crate) rnr_until: Option<Instant>,
+}
+
+/// Retry counts of 7 never run out.
+const INFINITE: u8 = 7;
+
+impl Qp {
+    /// Handles a response packet (ACK, NAK, READ response, atomic ACK) on an RC QP.
+    pub(crate) fn handle_response(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>) {
+        let psn = pkt.bth.psn;
+        let aeth = pkt.aeth;
+        match aeth.map(|a| a.syndrome) {
+            Some(Syndrome::RnrNak { timer }) => return self.on_rnr_nak(ctx, psn, timer),
+            Some(Syndrome::Nak(code)) => return self.on_nak(ctx, psn, code),
+            Some(Syndrome::Reserved(_)) => {
+                ctx.counters.drop_unexpected_response += 1;
+                return;
+            }
+            _ => {}
+        }
+        if pkt.opcode() == rocex_wire::Opcode::RC_ACKNOWLEDGE {
+            return self.on_ack(ctx, psn);
+        }
+        self.on_data_response(ctx, pkt);
+    }
+
+    /// Whether `psn` names a PSN sent and not yet acknowledged.
+    fn outstanding(&self, psn: Psn) -> bool {
+        psn.diff(self.comp.psn) >= 0 && psn.is_before(self.req.high_psn)
+    }
+
+    fn on_ack(&mut self, ctx: &mut Ctx<'_>, psn: Psn) {
+        if psn.is_before(self.comp.psn) {
+            ctx.counters.drop_duplicate_ack += 1;
+            return;
+        }
+        if !psn.is_before(self.req.high_psn) {
+            ctx.counters.drop_ghost_ack += 1;
+            return;
+        }
+        self.ack_through(ctx, psn);
+    }
+
+    /// Acknowledges every PSN up to and including `psn`.
+    fn ack_through(&mut self, ctx: &mut Ctx<'_>, psn: Psn) {
+        let mut progressed = false;
+        while let Some(w) = self.sq.front() {
+            if !w.started || w.last_psn().is_after(psn) {
+                break;
+            }
+            if w.needs_response() {
+                // Acknowledged past a READ or atomic whose response never came.
+                if progressed {
+                    self.progress(ctx);
+                }
+                return self.retry(ctx, self.comp.psn);
+            }
+            self.comp.psn = w.last_psn().add(1);
+            self.complete_head(ctx, WcStatus::Success);
+            progressed = true;
+        }
+        if psn.add(1).is_after(self.comp.psn) {
+            self.comp.psn = psn.add(1);
+            progressed = true;
+        }
+        if progressed {
+            self.progress(ctx);
+        }
+    }
+
+    /// Forward progress: retry counts restored, the timer restarted or stopped, and the
+    /// requester moved past anything acknowledged while it was going back.
+    fn progress(&mut self, ctx: &mut Ctx<'_>) {
+        self.comp.retry_left = self.attr.retry_cnt;
+        self.comp.rnr_left = self.attr.rnr_retry;
+        self.comp.timer = if self.comp.psn.is_before(self.req.high_psn) {
+            ack_timeout(self.attr.timeout).map(|t| ctx.now + t)
+        } else {
+            None
+        };
+        if self.req.psn.is_before(self.comp.psn) {
+            self.go_back(self.comp.psn);
+        }
+    }
+
+    fn on_rnr_nak(&mut self, ctx: &mut Ctx<'_>, psn: Psn, timer: u8) {
+        if !self.outstanding(psn) {
+            ctx.counters.drop_ghost_ack += 1;
+            return;
+        }
+        ctx.counters.rcvd_rnr_err += 1;
+        if psn != self.comp.psn {
+            self.ack_through(ctx, psn.sub(1));
+            if self.comp.psn != psn {
+                return; // an implied NAK took over
+            }
+        }
+        if self.comp.rnr_left == 0 {
+            ctx.counters.retry_rnr_exceeded_err += 1;
+            return self.complete_head(ctx, WcStatus::RnrRetryExcErr);
+        }
+        if self.comp.rnr_left != INFINITE {
+            self.comp.rnr_left -= 1;
+        }
+        self.comp.timer = None;
+        self.comp.rnr_until = Some(ctx.now + rnr_delay(timer));
+        self.go_back(psn);
+    }
+
+    fn on_nak(&mut self, ctx: &mut Ctx<'_>, psn: Psn, code: NakCode) {
+        let in_range = self.outstanding(psn) || (code == NakCode::PsnSequenceError && psn == self.req.high_psn);
+        if !in_range {
+            ctx.counters.drop_ghost_ack += 1;
+            return;
+        }
+        if psn != self.comp.psn {
+            self.ack_through(ctx, psn.sub(1));
+            if self.comp.psn != psn {
+                return;
+            }
+        }
+        let status = match code {
+            NakCode::PsnSequenceError => {
+                ctx.counters.rcvd_seq_err += 1;
+                return self.retry(ctx, psn);
+            }
+            NakCode::InvalidRequest => WcStatus::RemInvReqErr,
+            NakCode::RemoteAccessError => WcStatus::RemAccessErr,
+            NakCode::RemoteOperationalError | NakCode::Reserved(_) => WcStatus::RemOpErr,
+            NakCode::InvalidRdRequest => WcStatus::RemInvRdReqErr,
+        };
+        self.complete_head(ctx, status);
+    }
+
+    /// A READ response, an atomic ACK, or the empty READ response that answers ATOMIC_WRITE
+    /// and FLUSH.
+    fn on_data_response(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>) {
+        let psn = pkt.bth.psn;
+        if psn.is_before(self.comp.psn) {
+            ctx.counters.drop_duplicate_ack += 1;
+            return;
+        }
+        if !psn.is_before(self.req.high_psn) {
+            ctx.counters.drop_ghost_ack += 1;
+            return;
+        }
+        if psn != self.comp.psn {
+            // Responses before this one were lost.
+            return self.retry(ctx, self.comp.psn);
+        }
+        // Everything before the response's request is acknowledged by it.
+        while let Some(w) = self.sq.front() {
+            if !w.started || w.holds(psn) || !w.last_psn().is_before(psn) || w.needs_response() {
+                break;
+            }
+            self.complete_head(ctx, WcStatus::Success);
+        }
+        let mtu = self.mtu();
+        let Some(w) = self.sq.front().filter(|w| w.holds(psn) && w.needs_response()) else {
+            ctx.counters.drop_unexpected_response += 1;
+            return;
+        };
+        let idx = psn.diff(w.first_psn) as u32;
+        let info = pkt.bth.opcode.info().expect("parsed opcodes are in the table");
+        let op = pkt.opcode();
+        use rocex_wire::Opcode as O;
+        let result = match w.wr.op {
+            SendOp::Read(_) if op != O::RC_ATOMIC_ACKNOWLEDGE => {
+                let last = idx + 1 == w.npkts;
+                let at = u64::from(idx) * u64::from(mtu);
+                let expected = (w.len - at).min(u64::from(mtu));
+                if info.position.starts() != (idx == 0) || info.position.ends() != last || pkt.payload.len() as u64 != expected {
+                    Err(WcStatus::BadRespErr)
+                } else {
+                    scatter(ctx, self.pd, &w.wr.data, at, pkt.payload).map(|()| last)
+                }
+            }
+            SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } if op == O::RC_ATOMIC_ACKNOWLEDGE => {
+                let orig = pkt.atomic_ack_eth.map_or(0, |a| a.orig);
+                scatter(ctx, self.pd, &w.wr.data, 0, &orig.to_ne_bytes()).map(|()| true)
+            }
+            SendOp::AtomicWrite { .. } | SendOp::Flush { .. }
+                if op == O::RC_RDMA_READ_RESPONSE_ONLY && pkt.payload.is_empty() =>
+            {
+                Ok(true)
+            }
+            _ => Err(WcStatus::BadRespErr),
+        };
+        match result {
+            Err(status) => {
+                if status == WcStatus::BadRespErr {
+                    ctx.counters.drop_unexpected_response += 1;
+                }
+                self.complete_head(ctx, status);
+            }
+            Ok(done) => {
+                self.comp.psn = psn.add(1);
+                if done {
+                    self.complete_head(ctx, WcStatus::Success);
+                }
+                self.progress(ctx);
+            }
+        }
+    }
+
+    /// The retransmit timer or the RNR wait has run out.
+    pub(crate) fn handle_timer(&mut self, ctx: &mut Ctx<'_>) {
+        if self.comp.rnr_until.is_some_and(|t| t <= ctx.now) {
+            self.comp.rnr_until = None;
+            self.comp.timer = ack_timeout(self.attr.timeout).map(|t| ctx.now + t);
+        }
+        if self.comp.timer.is_some_and(|t| t <= ctx.now) {
+            self.comp.timer = None;
+            if self.comp.psn.is_before(self.req.high_psn) {
+                self.retry(ctx, self.comp.psn);
+            }
+        }
+    }
+
+    /// Counts a retry and goes back to `from`, or fails the oldest request when none is left.
+    fn retry(&mut self, ctx: &mut Ctx<'_>, from: Psn) {
+        ctx.counters.completer_retry_err += 1;
+        if self.comp.retry_left == 0 {
+            ctx.counters.retry_exceeded_err += 1;
+            return self.complete_head(ctx, WcStatus::RetryExcErr);
+        }
+        if self.comp.retry_left != INFINITE {
+            self.comp.retry_left -= 1;
+        }
+        self.go_back(from);
+        self.comp.timer = ack_timeout(self.attr.timeout).map(|t| ctx.now + t);
+    }
+
+    /// Points the requester at `from`: the request holding it, at the packet it starts.
+    pub(crate) fn go_back(&mut self, from: Psn) {
+        let mtu = u64::from(self.mtu());
+        self.req.psn = from;
+        let i = self.sq.iter().position(|w| !w.started || !w.last_psn().is_before(from)).unwrap_or(self.sq.len());
+        self.req.next = i;
+        self.req.offset = match self.sq.get(i) {
+            Some(w) if w.holds(from) => match w.wr.op {
+                SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } | SendOp::AtomicWrite { .. } | SendOp::Flush { .. } => 0,
+                _ => u64::from(from.diff(w.first_psn) as u32) * mtu,
+            },
+            _ => 0,
+        };
+        for w in self.sq.iter_mut().skip(i + 1) {
+            w.started = false;
+        }
+        if let Some(w) = self.sq.get_mut(i).filter(|w| !w.holds(from)) {
+            w.started = false;
+        }
+    }
+}
+
+/// Copies response data into the request's local buffers at `offset`.
+fn scatter(ctx: &mut Ctx<'_>, pd: rocex_mem::PdId, data: &SendData, offset: u64, bytes: &[u8]) -> Result<(), WcStatus> {
+    let SendData::Sges(sges) = data else { return Err(WcStatus::LocProtErr) };
+    let mut skip = offset;
+    let mut at = 0usize;
+    for sge in sges {
+        if at == bytes.len() {
+            break;
+        }
+        let sl = u64::from(sge.length);
+        if skip >= sl {
+            skip -= sl;
+            continue;
+        }
+        let n = ((sl - skip) as usize).min(bytes.len() - at);
+        let addr = sge.addr.checked_add(skip).ok_or(WcStatus::LocProtErr)?;
+        let t = ctx.mem.check_lkey(pd, sge.lkey, addr, n as u64, Access::LOCAL_WRITE).map_err(|_| WcStatus::LocProtErr)?;
+        t.write_at(0, &bytes[at..at + n]).map_err(|_| WcStatus::LocProtErr)?;
+        at += n;
+        skip = 0;
+    }
+    if at == bytes.len() { Ok(()) } else { Err(WcStatus::LocLenErr) }
+}

@@ -1,0 +1,367 @@
+//! The requester: send work requests to request packets (IBTA §9.7; rxe `rxe_req.c`).
+//!
+//! Messages are cut at the path MTU; every packet takes the next PSN, a READ takes one PSN
+//! per response packet it asks for. AckReq is set on the last packet of a message and at
+//! least every [`MAX_PKT_PER_ACK`] packets; at most [`MAX_UNACKED_PSNS`] PSNs are in flight,
+//! and at most `max_rd_atomic` READ and atomic requests.
+
+use core::net::IpAddr;
+
+use rocex_mem::Access;
+use rocex_wire::opcode::Position;
+use rocex_wire::{
+    AtomicEthRepr, BthRepr, DethRepr, FethRepr, IethRepr, ImmDtRepr, Opcode, PacketRepr, Psn, RethRepr,
+};
+
+use super::{MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, Qp, SendWqe};
+use crate::verbs::{QpState, QpType, SendData, SendOp, WcStatus};
+use crate::{Ctx, Outgoing};
+
+/// Requester state of a QP.
+#[derive(Debug, Default)]
+pub(crate) struct Requester {
+    /// PSN of the next packet.
+    pub(crate) psn: Psn,
+    /// One past the highest PSN ever sent: PSNs before it and from `psn` on are resent.
+    pub(crate) high_psn: Psn,
+    /// Index in the send queue of the request being sent.
+    pub(crate) next: usize,
+    /// Bytes of that request already sent (READ: already received).
+    pub(crate) offset: u64,
+    noack_pkts: u32,
+    scratch: Vec<u8>,
+}
+
+/// Packets a message spans at `mtu`: at least one.
+pub(crate) fn packets(len: u64, mtu: u32) -> u32 {
+    len.div_ceil(u64::from(mtu)).max(1) as u32
+}
+
+fn opcode(qp_type: QpType, op: &SendOp, pos: Position) -> Opcode {
+    use Position::*;
+    let uc = qp_type == QpType::Uc;
+    let pick = |rc: [Opcode; 4], ucs: [Opcode; 4]| {
+        let t = if uc { ucs } else { rc };
+        match pos {
+            First => t[0],
+            Middle => t[1],
+            Last => t[2],
+            Only => t[3],
+        }
+    };
+    match op {
+        SendOp::Send => pick(
+            [Opcode::RC_SEND_FIRST, Opcode::RC_SEND_MIDDLE, Opcode::RC_SEND_LAST, Opcode::RC_SEND_ONLY],
+            [Opcode::UC_SEND_FIRST, Opcode::UC_SEND_MIDDLE, Opcode::UC_SEND_LAST, Opcode::UC_SEND_ONLY],
+        ),
+        SendOp::SendWithImm(_) => pick(
+            [
+                Opcode::RC_SEND_FIRST,
+                Opcode::RC_SEND_MIDDLE,
+                Opcode::RC_SEND_LAST_WITH_IMMEDIATE,
+                Opcode::RC_SEND_ONLY_WITH_IMMEDIATE,
+            ],
+            [
+                Opcode::UC_SEND_FIRST,
+                Opcode::UC_SEND_MIDDLE,
+                Opcode::UC_SEND_LAST_WITH_IMMEDIATE,
+                Opcode::UC_SEND_ONLY_WITH_IMMEDIATE,
+            ],
+        ),
+        SendOp::SendWithInv(_) => pick(
+            [
+                Opcode::RC_SEND_FIRST,
+                Opcode::RC_SEND_MIDDLE,
+                Opcode::RC_SEND_LAST_WITH_INVALIDATE,
+                Opcode::RC_SEND_ONLY_WITH_INVALIDATE,
+            ],
+            [Opcode::UC_SEND_FIRST, Opcode::UC_SEND_MIDDLE, Opcode::UC_SEND_LAST, Opcode::UC_SEND_ONLY],
+        ),
+        SendOp::Write(_) => pick(
+            [
+                Opcode::RC_RDMA_WRITE_FIRST,
+                Opcode::RC_RDMA_WRITE_MIDDLE,
+                Opcode::RC_RDMA_WRITE_LAST,
+                Opcode::RC_RDMA_WRITE_ONLY,
+            ],
+            [
+                Opcode::UC_RDMA_WRITE_FIRST,
+                Opcode::UC_RDMA_WRITE_MIDDLE,
+                Opcode::UC_RDMA_WRITE_LAST,
+                Opcode::UC_RDMA_WRITE_ONLY,
+            ],
+        ),
+        SendOp::WriteWithImm(..) => pick(
+            [
+                Opcode::RC_RDMA_WRITE_FIRST,
+                Opcode::RC_RDMA_WRITE_MIDDLE,
+                Opcode::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE,
+                Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE,
+            ],
+            [
+                Opcode::UC_RDMA_WRITE_FIRST,
+                Opcode::UC_RDMA_WRITE_MIDDLE,
+                Opcode::UC_RDMA_WRITE_LAST_WITH_IMMEDIATE,
+                Opcode::UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE,
+            ],
+        ),
+        SendOp::Read(_) => Opcode::RC_RDMA_READ_REQUEST,
+        SendOp::CompareSwap { .. } => Opcode::RC_COMPARE_SWAP,
+        SendOp::FetchAdd { .. } => Opcode::RC_FETCH_ADD,
+        SendOp::AtomicWrite { .. } => Opcode::RC_ATOMIC_WRITE,
+        SendOp::Flush { .. } => Opcode::RC_FLUSH,
+    }
+}
+
+impl Qp {
+    /// READ and atomic requests sent and not yet answered.
+    fn rd_atomic_outstanding(&self) -> usize {
+        self.sq.iter().take(self.req.next).filter(|w| w.is_rd_atomic()).count()
+    }
+
+    /// Whether the requester can send a packet now.
+    pub(crate) fn requester_ready(&self) -> bool {
+        if self.state != QpState::Rts || self.comp.rnr_until.is_some() {
+            return false;
+        }
+        let Some(wqe) = self.sq.get(self.req.next) else { return false };
+        if self.qp_type != QpType::Rc {
+            return true;
+        }
+        if self.req.psn.diff(self.comp.psn) >= MAX_UNACKED_PSNS as i32 {
+            return false;
+        }
+        if self.req.offset == 0 {
+            let outstanding = self.rd_atomic_outstanding();
+            if wqe.is_rd_atomic() && outstanding >= usize::from(self.attr.max_rd_atomic) {
+                return false;
+            }
+            if wqe.wr.flags.fence && outstanding > 0 {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Writes the next request packet (BTH to ICRC, the ICRC left to the caller) into `buf`.
+    pub(crate) fn next_request(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<Outgoing> {
+        if !self.requester_ready() {
+            return None;
+        }
+        let mtu = if self.qp_type == QpType::Ud { ctx.port_mtu } else { self.mtu() };
+        let i = self.req.next;
+        let psn = self.req.psn;
+        let (qp_type, qpn) = (self.qp_type, self.qpn);
+        let wqe = &mut self.sq[i];
+        if !wqe.started {
+            wqe.started = true;
+            wqe.first_psn = psn;
+            wqe.npkts = match wqe.wr.op {
+                SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } | SendOp::AtomicWrite { .. } | SendOp::Flush { .. } => 1,
+                _ => packets(wqe.len, mtu),
+            };
+        }
+        let mut scratch = core::mem::take(&mut self.req.scratch);
+        let built = build(wqe, qp_type, qpn, psn, self.req.offset, mtu, self.attr.dest_qp_num, &mut scratch, ctx, self.pd);
+        let (mut packet, consumed, bytes, done) = match built {
+            Ok(b) => b,
+            Err(status) => {
+                self.req.scratch = scratch;
+                self.fail_from(ctx, i, status);
+                return None;
+            }
+        };
+        if qp_type == QpType::Rc {
+            self.req.noack_pkts += 1;
+            if packet.bth.ack_req || self.req.noack_pkts > MAX_PKT_PER_ACK {
+                packet.bth.ack_req = true;
+                self.req.noack_pkts = 0;
+            }
+        }
+        let dest = match (&self.sq[i].wr.ud, self.attr.ah_attr) {
+            (Some(ud), _) if qp_type == QpType::Ud => ud.dest,
+            (_, Some(av)) => av.dest,
+            _ => IpAddr::from([0, 0, 0, 0]),
+        };
+        let dest_qpn = packet.bth.dest_qp;
+        let len = packet.emit(buf).ok();
+        self.req.scratch = scratch;
+        let len = len?;
+        if psn.is_before(self.req.high_psn) {
+            ctx.counters.retransmitted_pkts += 1;
+        }
+        self.req.psn = psn.add(consumed);
+        if self.req.psn.is_after(self.req.high_psn) {
+            self.req.high_psn = self.req.psn;
+        }
+        if done {
+            self.req.next += 1;
+            self.req.offset = 0;
+        } else {
+            self.req.offset += bytes;
+        }
+        match qp_type {
+            QpType::Rc => {
+                if self.comp.timer.is_none() {
+                    self.comp.timer = crate::time::ack_timeout(self.attr.timeout).map(|t| ctx.now + t);
+                }
+            }
+            // Unreliable: a request is complete once its last packet is out.
+            QpType::Uc | QpType::Ud => {
+                if done {
+                    self.complete_head(ctx, WcStatus::Success);
+                }
+            }
+        }
+        if matches!(self.sq.get(i).map(|w| &w.wr.op), Some(SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_))) && done {
+            ctx.counters.rdma_sends += 1;
+        }
+        Some(Outgoing { len, dest, local_qpn: self.qpn, dest_qpn })
+    }
+
+    /// Completes requests before `i` with WR_FLUSH_ERR, request `i` with `status`, and
+    /// moves the QP to ERROR, which flushes the rest.
+    pub(crate) fn fail_from(&mut self, ctx: &mut Ctx<'_>, i: usize, status: WcStatus) {
+        for _ in 0..i {
+            self.complete_head(ctx, WcStatus::WrFlushErr);
+        }
+        self.complete_head(ctx, status);
+    }
+}
+
+/// The packet for the request at `offset` bytes into `wqe`: returns it, the PSNs it takes,
+/// the bytes it carries and whether it ends the request.
+#[allow(clippy::too_many_arguments)]
+fn build<'a>(
+    wqe: &SendWqe,
+    qp_type: QpType,
+    qpn: u32,
+    psn: Psn,
+    offset: u64,
+    mtu: u32,
+    dest_qpn: u32,
+    scratch: &'a mut Vec<u8>,
+    ctx: &mut Ctx<'_>,
+    pd: rocex_mem::PdId,
+) -> Result<(PacketRepr<'a>, u32, u64, bool), WcStatus> {
+    let wr = &wqe.wr;
+    let dest = if qp_type == QpType::Ud { wr.ud.map_or(0, |u| u.remote_qpn) } else { dest_qpn };
+    let mut bth = BthRepr::new(Opcode::RC_SEND_ONLY, dest, psn);
+    let mut p;
+    match wr.op {
+        SendOp::Read(remote) => {
+            bth.opcode = Opcode::RC_RDMA_READ_REQUEST;
+            bth.ack_req = true;
+            p = PacketRepr::new(bth);
+            let rest = wqe.len - offset;
+            p.reth = Some(RethRepr { va: remote.addr.wrapping_add(offset), rkey: remote.rkey, dma_len: rest as u32 });
+            return Ok((p, packets(rest, mtu), rest, true));
+        }
+        SendOp::CompareSwap { remote, compare, swap } => {
+            bth.opcode = Opcode::RC_COMPARE_SWAP;
+            bth.ack_req = true;
+            p = PacketRepr::new(bth);
+            p.atomic_eth = Some(AtomicEthRepr { va: remote.addr, rkey: remote.rkey, swap_add: swap, compare });
+            return Ok((p, 1, 8, true));
+        }
+        SendOp::FetchAdd { remote, add } => {
+            bth.opcode = Opcode::RC_FETCH_ADD;
+            bth.ack_req = true;
+            p = PacketRepr::new(bth);
+            p.atomic_eth = Some(AtomicEthRepr { va: remote.addr, rkey: remote.rkey, swap_add: add, compare: 0 });
+            return Ok((p, 1, 8, true));
+        }
+        SendOp::AtomicWrite { remote, value } => {
+            bth.opcode = Opcode::RC_ATOMIC_WRITE;
+            bth.ack_req = true;
+            scratch.clear();
+            scratch.extend_from_slice(&value.to_be_bytes());
+            p = PacketRepr::new(bth);
+            p.reth = Some(RethRepr { va: remote.addr, rkey: remote.rkey, dma_len: 8 });
+            p.payload = scratch;
+            return Ok((p.with_canonical_pad(), 1, 8, true));
+        }
+        SendOp::Flush { remote, len, placement, selectivity } => {
+            bth.opcode = Opcode::RC_FLUSH;
+            bth.ack_req = true;
+            p = PacketRepr::new(bth);
+            p.feth = Some(FethRepr { placement, selectivity, reserved: 0 });
+            p.reth = Some(RethRepr { va: remote.addr, rkey: remote.rkey, dma_len: len });
+            return Ok((p, 1, 0, true));
+        }
+        _ => {}
+    }
+    let chunk = (wqe.len - offset).min(u64::from(mtu));
+    let first = offset == 0;
+    let last = offset + chunk >= wqe.len;
+    let pos = match (first, last) {
+        (true, true) => Position::Only,
+        (true, false) => Position::First,
+        (false, true) => Position::Last,
+        (false, false) => Position::Middle,
+    };
+    bth.opcode = if qp_type == QpType::Ud {
+        if matches!(wr.op, SendOp::SendWithImm(_)) { Opcode::UD_SEND_ONLY_WITH_IMMEDIATE } else { Opcode::UD_SEND_ONLY }
+    } else {
+        opcode(qp_type, &wr.op, pos)
+    };
+    bth.ack_req = last && qp_type == QpType::Rc;
+    bth.solicited = last && wr.flags.solicited;
+    gather(wqe, offset, chunk as usize, scratch, ctx, pd)?;
+    p = PacketRepr::new(bth);
+    if let Some(ud) = wr.ud.filter(|_| qp_type == QpType::Ud) {
+        p.deth = Some(DethRepr { qkey: ud.remote_qkey, src_qp: qpn, reserved: 0 });
+    }
+    let info = bth.opcode.info().expect("requester opcodes are in the table");
+    if info.exts.contains(rocex_wire::Ext::Reth) {
+        if let SendOp::Write(r) | SendOp::WriteWithImm(r, _) = wr.op {
+            p.reth = Some(RethRepr { va: r.addr, rkey: r.rkey, dma_len: wqe.len as u32 });
+        }
+    }
+    if info.immediate {
+        if let SendOp::SendWithImm(imm) | SendOp::WriteWithImm(_, imm) = wr.op {
+            p.immdt = Some(ImmDtRepr { data: imm });
+        }
+    }
+    if let (true, SendOp::SendWithInv(rkey)) = (info.invalidate, wr.op) {
+        p.ieth = Some(IethRepr { rkey });
+    }
+    p.payload = scratch;
+    Ok((p.with_canonical_pad(), 1, chunk, last))
+}
+
+/// Copies `len` bytes of the request's data, from `offset`, into `out`.
+fn gather(wqe: &SendWqe, offset: u64, len: usize, out: &mut Vec<u8>, ctx: &mut Ctx<'_>, pd: rocex_mem::PdId) -> Result<(), WcStatus> {
+    out.clear();
+    out.resize(len, 0);
+    match &wqe.wr.data {
+        SendData::Inline(data) => {
+            let start = offset as usize;
+            out.copy_from_slice(data.get(start..start + len).ok_or(WcStatus::LocLenErr)?);
+        }
+        SendData::Sges(sges) => {
+            let mut skip = offset;
+            let mut at = 0usize;
+            for sge in sges {
+                if at == len {
+                    break;
+                }
+                let sl = u64::from(sge.length);
+                if skip >= sl {
+                    skip -= sl;
+                    continue;
+                }
+                let n = ((sl - skip) as usize).min(len - at);
+                let addr = sge.addr.checked_add(skip).ok_or(WcStatus::LocProtErr)?;
+                let target = ctx.mem.check_lkey(pd, sge.lkey, addr, n as u64, Access::empty()).map_err(|_| WcStatus::LocProtErr)?;
+                target.read_at(0, &mut out[at..at + n]).map_err(|_| WcStatus::LocProtErr)?;
+                at += n;
+                skip = 0;
+            }
+            if at != len {
+                return Err(WcStatus::LocLenErr);
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,630 @@
+//! The responder: requests to execution, acknowledgements and READ responses (IBTA §9.7.4
+//! and §9.7.5.1; rxe `rxe_resp.c`), with rxe's choices where the spec leaves room:
+//!
+//! * an ACK only for a request with AckReq set, carrying that request's PSN and the MSN;
+//! * one PSN-sequence NAK per gap, then silence until the expected PSN comes;
+//! * a duplicate SEND or WRITE is answered with an ACK of the last PSN accepted;
+//! * a duplicate READ is replayed from the PSN it asks for, from a ring of
+//!   `max_dest_rd_atomic` saved requests; a duplicate atomic gets its saved original value
+//!   and is never executed twice;
+//! * invalid request, remote access and remote operational errors are NAKed with the
+//!   request's PSN, and move the QP to ERROR (class C errors, §9.9.3.1.2).
+//!
+//! UC drops instead of NAKing and resynchronizes at the next first packet; UD takes single
+//! packet SENDs whose Q_Key matches.
+
+use std::collections::VecDeque;
+use core::net::IpAddr;
+
+use rocex_mem::{Access, Target};
+use rocex_wire::opcode::{Operation, Position};
+use rocex_wire::{
+    AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, OpcodeInfo, PacketRepr, Psn, Syndrome,
+};
+
+use super::Qp;
+use super::requester::packets;
+use crate::Ctx;
+use crate::verbs::{QpState, QpType, RecvWr, WcOpcode, WcStatus, WorkCompletion};
+
+/// Bytes of the GRH that UD receive buffers start with (rxe writes the IP header there).
+pub const GRH_LEN: usize = 40;
+
+/// What the responder has to send.
+#[derive(Debug)]
+enum Reply {
+    /// ACK, RNR NAK or NAK.
+    Ack { psn: Psn, syndrome: Syndrome, msn: u32 },
+    /// Atomic acknowledge with the original value.
+    AtomicAck { psn: Psn, msn: u32, orig: u64 },
+    /// READ responses, from packet `next` of a READ of `npkts` packets.
+    Read(ReadJob),
+}
+
+#[derive(Debug)]
+struct ReadJob {
+    /// PSN of the READ's first response packet.
+    first: Psn,
+    npkts: u32,
+    next: u32,
+    /// The bytes read, from the READ's first byte.
+    target: Target,
+    msn: u32,
+}
+
+/// A saved READ or atomic, for answering its duplicates.
+#[derive(Debug, Clone)]
+struct Resource {
+    first: Psn,
+    npkts: u32,
+    kind: ResourceKind,
+}
+
+#[derive(Debug, Clone)]
+enum ResourceKind {
+    Read { va: u64, rkey: u32, len: u32 },
+    Atomic { orig: u64 },
+    /// ATOMIC_WRITE and FLUSH, answered by an empty READ response.
+    Empty,
+}
+
+/// A SEND or WRITE message being received.
+#[derive(Debug)]
+enum InMsg {
+    Send { wr: RecvWr, offset: u64 },
+    Write { target: Target, offset: u64, recv: Option<RecvWr> },
+}
+
+/// Responder state of a QP.
+#[derive(Debug, Default)]
+pub(crate) struct Responder {
+    /// The expected PSN.
+    pub(crate) psn: Psn,
+    /// Messages completed (24 bits on the wire).
+    pub(crate) msn: u32,
+    sent_psn_nak: bool,
+    msg: Option<InMsg>,
+    resources: VecDeque<Resource>,
+    out: VecDeque<Reply>,
+    /// UC: a packet was lost; drop until the next first packet.
+    uc_resync: bool,
+}
+
+impl Responder {
+    pub(crate) fn has_output(&self) -> bool {
+        !self.out.is_empty()
+    }
+
+    /// Drops the message in progress (the QP is going to ERROR); returns its receive WQE.
+    pub(crate) fn clear_in_progress(&mut self) {
+        if let Some(InMsg::Write { recv: None, .. }) = &self.msg {
+            self.msg = None;
+        }
+    }
+
+    /// Takes the receive WQE of the message in progress, if any.
+    pub(crate) fn take_recv(&mut self) -> Option<RecvWr> {
+        match self.msg.take() {
+            Some(InMsg::Send { wr, .. }) | Some(InMsg::Write { recv: Some(wr), .. }) => Some(wr),
+            _ => None,
+        }
+    }
+
+    fn queue_ack(&mut self, psn: Psn, syndrome: Syndrome) {
+        self.out.push_back(Reply::Ack { psn, syndrome, msn: self.msn });
+    }
+
+    fn save(&mut self, limit: u8, r: Resource) {
+        while self.resources.len() >= usize::from(limit.max(1)) {
+            self.resources.pop_front();
+        }
+        self.resources.push_back(r);
+    }
+}
+
+/// Why a request is refused, with the NAK it gets (RC) and the receive status (if a
+/// receive WQE is involved).
+#[derive(Debug, Clone, Copy)]
+struct Refusal {
+    nak: NakCode,
+    recv_status: WcStatus,
+}
+
+const INVALID: Refusal = Refusal { nak: NakCode::InvalidRequest, recv_status: WcStatus::RemInvReqErr };
+const ACCESS: Refusal = Refusal { nak: NakCode::RemoteAccessError, recv_status: WcStatus::RemAccessErr };
+const LENGTH: Refusal = Refusal { nak: NakCode::InvalidRequest, recv_status: WcStatus::LocLenErr };
+const MALFORMED_WQE: Refusal = Refusal { nak: NakCode::RemoteOperationalError, recv_status: WcStatus::LocQpOpErr };
+
+impl Qp {
+    /// Handles a request packet from `src` to `dst`.
+    pub(crate) fn handle_request(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>, src: IpAddr, dst: IpAddr) {
+        if !matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
+            ctx.counters.drop_qp_state += 1;
+            return;
+        }
+        let info = pkt.bth.opcode.info().expect("parsed opcodes are in the table");
+        match self.qp_type {
+            QpType::Rc => self.rc_request(ctx, pkt, info),
+            QpType::Uc => self.uc_request(ctx, pkt, info),
+            QpType::Ud => self.ud_request(ctx, pkt, src, dst),
+        }
+    }
+
+    fn rc_request(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>, info: &OpcodeInfo) {
+        let psn = pkt.bth.psn;
+        let d = psn.diff(self.resp.psn);
+        if d > 0 {
+            ctx.counters.out_of_seq_request += 1;
+            if self.resp.sent_psn_nak {
+                ctx.counters.drop_out_of_seq += 1;
+            } else {
+                self.resp.sent_psn_nak = true;
+                ctx.counters.nak_psn_sequence += 1;
+                let expected = self.resp.psn;
+                self.resp.queue_ack(expected, Syndrome::Nak(NakCode::PsnSequenceError));
+            }
+            return;
+        }
+        if d < 0 {
+            ctx.counters.duplicate_request += 1;
+            return self.duplicate(ctx, pkt, info);
+        }
+        self.resp.sent_psn_nak = false;
+        if let Err(r) = self.rc_execute(ctx, pkt, info) {
+            self.refuse(ctx, psn, r);
+        }
+    }
+
+    /// Checks and executes an in-sequence RC request; `Err` is the NAK it earns.
+    fn rc_execute(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>, info: &OpcodeInfo) -> Result<(), Refusal> {
+        let psn = pkt.bth.psn;
+        self.check_sequence(info)?;
+        self.check_access(info)?;
+        if matches!(info.operation, Operation::ReadRequest | Operation::CompareSwap | Operation::FetchAdd)
+            && self.attr.max_dest_rd_atomic == 0
+        {
+            return Err(INVALID);
+        }
+        // A message that needs a receive WQE waits for one: RNR NAK (C9-146).
+        let needs_recv = match info.operation {
+            Operation::Send => info.position.starts(),
+            Operation::Write => info.immediate,
+            _ => false,
+        };
+        if needs_recv && self.rq.is_empty() && !matches!(self.resp.msg, Some(InMsg::Send { .. })) {
+            ctx.counters.send_rnr_err += 1;
+            let timer = self.attr.min_rnr_timer;
+            self.resp.queue_ack(psn, Syndrome::RnrNak { timer });
+            return Ok(());
+        }
+        self.check_length(pkt, info)?;
+        match info.operation {
+            Operation::Send => self.exec_send(ctx, pkt, info)?,
+            Operation::Write => self.exec_write(ctx, pkt, info)?,
+            Operation::ReadRequest => return self.exec_read(ctx, pkt),
+            Operation::CompareSwap | Operation::FetchAdd => return self.exec_atomic(ctx, pkt, info),
+            Operation::AtomicWrite | Operation::Flush => return self.exec_placement(ctx, pkt, info),
+            _ => return Err(INVALID),
+        }
+        self.resp.psn = psn.add(1);
+        if pkt.bth.ack_req {
+            self.resp.queue_ack(psn, Syndrome::ACK);
+        }
+        Ok(())
+    }
+
+    /// Opcode sequence (C9-91..C9-94): a message in progress continues, otherwise one starts.
+    fn check_sequence(&self, info: &OpcodeInfo) -> Result<(), Refusal> {
+        let continuing = matches!(info.position, Position::Middle | Position::Last);
+        let ok = match &self.resp.msg {
+            Some(InMsg::Send { .. }) => continuing && info.operation == Operation::Send,
+            Some(InMsg::Write { .. }) => continuing && info.operation == Operation::Write,
+            None => !continuing,
+        };
+        if ok { Ok(()) } else { Err(INVALID) }
+    }
+
+    /// The QP's access flags allow the operation (C9-35).
+    fn check_access(&self, info: &OpcodeInfo) -> Result<(), Refusal> {
+        let flags = self.attr.qp_access_flags;
+        let need = match info.operation {
+            Operation::Write | Operation::AtomicWrite => Access::REMOTE_WRITE,
+            Operation::ReadRequest => Access::REMOTE_READ,
+            Operation::CompareSwap | Operation::FetchAdd => Access::REMOTE_ATOMIC,
+            _ => return Ok(()),
+        };
+        if flags.contains(need) { Ok(()) } else { Err(INVALID) }
+    }
+
+    /// Payload lengths against the path MTU (C9-100..C9-101) and the RETH length limit.
+    fn check_length(&self, pkt: &PacketRepr<'_>, info: &OpcodeInfo) -> Result<(), Refusal> {
+        let mtu = self.mtu() as usize;
+        let n = pkt.payload.len();
+        let ok = match info.position {
+            Position::Only => n <= mtu,
+            Position::First | Position::Middle => n == mtu,
+            Position::Last => n > 0 && n <= mtu,
+        };
+        let reth_ok = pkt.reth.is_none_or(|r| r.dma_len <= 1 << 31);
+        if (ok || !info.payload) && reth_ok { Ok(()) } else { Err(INVALID) }
+    }
+
+    fn exec_send(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>, info: &OpcodeInfo) -> Result<(), Refusal> {
+        if info.position.starts() {
+            let wr = self.rq.pop_front().expect("checked before");
+            self.resp.msg = Some(InMsg::Send { wr, offset: 0 });
+        }
+        let Some(InMsg::Send { wr, offset }) = &mut self.resp.msg else { return Err(INVALID) };
+        place(ctx, self.pd, wr, *offset, pkt.payload)?;
+        *offset += pkt.payload.len() as u64;
+        if !info.position.ends() {
+            return Ok(());
+        }
+        let Some(InMsg::Send { wr, offset }) = self.resp.msg.take() else { unreachable!() };
+        let mut wc = self.recv_wc(wr.wr_id, WcOpcode::Recv, offset);
+        wc.imm_data = pkt.immdt.map(|i| i.data);
+        if let Some(ieth) = pkt.ieth {
+            if ctx.mem.invalidate(self.pd, ieth.rkey).is_err() {
+                // rxe: the message is acknowledged without advancing the MSN, the receive
+                // completes in error and the QP moves to ERROR.
+                wc.status = WcStatus::RemInvReqErr;
+                ctx.complete(self.recv_cq, wc, pkt.bth.solicited);
+                self.resp.psn = pkt.bth.psn.add(1);
+                if pkt.bth.ack_req {
+                    self.resp.queue_ack(pkt.bth.psn, Syndrome::ACK);
+                }
+                self.enter_error(ctx);
+                return Err(Refusal { nak: NakCode::Reserved(0xff), recv_status: WcStatus::RemInvReqErr });
+            }
+            wc.invalidated_rkey = Some(ieth.rkey);
+        }
+        self.resp.msn = (self.resp.msn + 1) & Psn::MASK;
+        ctx.counters.rdma_recvs += 1;
+        ctx.complete(self.recv_cq, wc, pkt.bth.solicited);
+        Ok(())
+    }
+
+    fn exec_write(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>, info: &OpcodeInfo) -> Result<(), Refusal> {
+        if let Some(reth) = pkt.reth {
+            let target = ctx
+                .mem
+                .check_rkey(self.pd, reth.rkey, reth.va, u64::from(reth.dma_len), Access::REMOTE_WRITE)
+                .map_err(|_| ACCESS)?;
+            self.resp.msg = Some(InMsg::Write { target, offset: 0, recv: None });
+        }
+        let Some(InMsg::Write { target, offset, .. }) = &mut self.resp.msg else { return Err(INVALID) };
+        target.write_at(*offset, pkt.payload).map_err(|_| LENGTH)?;
+        *offset += pkt.payload.len() as u64;
+        if !info.position.ends() {
+            return Ok(());
+        }
+        let Some(InMsg::Write { target, offset, .. }) = self.resp.msg.take() else { unreachable!() };
+        if offset != target.len() {
+            return Err(INVALID);
+        }
+        self.resp.msn = (self.resp.msn + 1) & Psn::MASK;
+        if let Some(imm) = pkt.immdt {
+            let wr = self.rq.pop_front().expect("checked before");
+            let mut wc = self.recv_wc(wr.wr_id, WcOpcode::RecvRdmaWithImm, offset);
+            wc.imm_data = Some(imm.data);
+            ctx.complete(self.recv_cq, wc, pkt.bth.solicited);
+        }
+        Ok(())
+    }
+
+    fn exec_read(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>) -> Result<(), Refusal> {
+        let reth = pkt.reth.ok_or(INVALID)?;
+        let target = ctx
+            .mem
+            .check_rkey(self.pd, reth.rkey, reth.va, u64::from(reth.dma_len), Access::REMOTE_READ)
+            .map_err(|_| ACCESS)?;
+        let psn = pkt.bth.psn;
+        let npkts = packets(u64::from(reth.dma_len), self.mtu());
+        let kind = ResourceKind::Read { va: reth.va, rkey: reth.rkey, len: reth.dma_len };
+        self.resp.save(self.attr.max_dest_rd_atomic, Resource { first: psn, npkts, kind });
+        self.resp.msn = (self.resp.msn + 1) & Psn::MASK;
+        let msn = self.resp.msn;
+        self.resp.out.push_back(Reply::Read(ReadJob { first: psn, npkts, next: 0, target, msn }));
+        self.resp.psn = psn.add(npkts);
+        Ok(())
+    }
+
+    fn exec_atomic(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>, info: &OpcodeInfo) -> Result<(), Refusal> {
+        let a = pkt.atomic_eth.ok_or(INVALID)?;
+        if a.va % 8 != 0 {
+            return Err(INVALID);
+        }
+        let target = ctx.mem.check_rkey(self.pd, a.rkey, a.va, 8, Access::REMOTE_ATOMIC).map_err(|_| ACCESS)?;
+        let orig = if info.operation == Operation::CompareSwap {
+            target.compare_swap(0, a.compare, a.swap_add)
+        } else {
+            target.fetch_add(0, a.swap_add)
+        }
+        .map_err(|_| ACCESS)?;
+        let psn = pkt.bth.psn;
+        self.resp.save(self.attr.max_dest_rd_atomic, Resource { first: psn, npkts: 1, kind: ResourceKind::Atomic { orig } });
+        self.resp.msn = (self.resp.msn + 1) & Psn::MASK;
+        self.resp.out.push_back(Reply::AtomicAck { psn, msn: self.resp.msn, orig });
+        self.resp.psn = psn.add(1);
+        Ok(())
+    }
+
+    /// ATOMIC_WRITE and FLUSH: executed, saved, answered by an empty READ response.
+    fn exec_placement(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>, info: &OpcodeInfo) -> Result<(), Refusal> {
+        let reth = pkt.reth.ok_or(INVALID)?;
+        if info.operation == Operation::AtomicWrite {
+            let value: [u8; 8] = pkt.payload.try_into().map_err(|_| INVALID)?;
+            if reth.va % 8 != 0 || reth.dma_len != 8 {
+                return Err(INVALID);
+            }
+            let target = ctx.mem.check_rkey(self.pd, reth.rkey, reth.va, 8, Access::REMOTE_WRITE).map_err(|_| ACCESS)?;
+            target.atomic_write(0, u64::from_be_bytes(value)).map_err(|_| ACCESS)?;
+        } else {
+            let feth = pkt.feth.ok_or(INVALID)?;
+            let persistent = feth.placement & rocex_wire::feth::PLT_PERSISTENCE != 0;
+            let need = if persistent { Access::FLUSH_PERSISTENT } else { Access::FLUSH_GLOBAL };
+            let target =
+                ctx.mem.check_rkey(self.pd, reth.rkey, reth.va, u64::from(reth.dma_len), need).map_err(|_| ACCESS)?;
+            target.flush(persistent).map_err(|_| ACCESS)?;
+        }
+        let psn = pkt.bth.psn;
+        self.resp.save(self.attr.max_dest_rd_atomic, Resource { first: psn, npkts: 1, kind: ResourceKind::Empty });
+        self.resp.msn = (self.resp.msn + 1) & Psn::MASK;
+        self.queue_empty_read_response(psn);
+        self.resp.psn = psn.add(1);
+        Ok(())
+    }
+
+    fn queue_empty_read_response(&mut self, psn: Psn) {
+        let job = ReadJob { first: psn, npkts: 1, next: 0, target: Target::default(), msn: self.resp.msn };
+        self.resp.out.push_back(Reply::Read(job));
+    }
+
+    /// A request with a PSN before the expected one (C9-105..C9-107).
+    fn duplicate(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>, info: &OpcodeInfo) {
+        let psn = pkt.bth.psn;
+        match info.operation {
+            Operation::Send | Operation::Write => {
+                let last = self.resp.psn.sub(1);
+                self.resp.queue_ack(last, Syndrome::ACK);
+            }
+            Operation::ReadRequest => {
+                let Some(reth) = pkt.reth else { return };
+                let mtu = u64::from(self.mtu());
+                let found = self.resp.resources.iter().rev().find_map(|r| match r.kind {
+                    ResourceKind::Read { va, rkey, len } if psn.in_window(r.first, r.npkts) => {
+                        Some((r.first, r.npkts, va, rkey, len))
+                    }
+                    _ => None,
+                });
+                let Some((first, npkts, va, rkey, len)) = found else {
+                    ctx.counters.drop_no_resource += 1;
+                    return;
+                };
+                // The retried request must ask for the rest of the original, from its PSN.
+                let skip = u64::from(psn.diff(first) as u32) * mtu;
+                if reth.rkey != rkey || reth.va != va.wrapping_add(skip) || u64::from(reth.dma_len) + skip != u64::from(len) {
+                    ctx.counters.drop_no_resource += 1;
+                    return;
+                }
+                let Ok(target) = ctx.mem.check_rkey(self.pd, rkey, va, u64::from(len), Access::REMOTE_READ) else {
+                    ctx.counters.drop_no_resource += 1;
+                    return;
+                };
+                let next = psn.diff(first) as u32;
+                let msn = self.resp.msn;
+                self.resp.out.push_back(Reply::Read(ReadJob { first, npkts, next, target, msn }));
+            }
+            Operation::CompareSwap | Operation::FetchAdd | Operation::AtomicWrite | Operation::Flush => {
+                let saved = self.resp.resources.iter().rev().find(|r| r.first == psn).map(|r| r.kind.clone());
+                match saved {
+                    Some(ResourceKind::Atomic { orig }) => {
+                        self.resp.out.push_back(Reply::AtomicAck { psn, msn: self.resp.msn, orig });
+                    }
+                    Some(ResourceKind::Empty) => self.queue_empty_read_response(psn),
+                    _ => ctx.counters.drop_no_resource += 1,
+                }
+            }
+            _ => ctx.counters.drop_no_resource += 1,
+        }
+    }
+
+    /// Refuses an RC request: NAK with its PSN, the receive in progress completed in
+    /// error, the QP to ERROR.
+    fn refuse(&mut self, ctx: &mut Ctx<'_>, psn: Psn, r: Refusal) {
+        if let NakCode::Reserved(_) = r.nak {
+            return; // already handled
+        }
+        match r.nak {
+            NakCode::InvalidRequest => ctx.counters.nak_invalid_request += 1,
+            NakCode::RemoteAccessError => ctx.counters.nak_remote_access += 1,
+            _ => ctx.counters.nak_remote_operation += 1,
+        }
+        self.resp.queue_ack(psn, Syndrome::Nak(r.nak));
+        if let Some(wr) = self.resp.take_recv() {
+            let mut wc = self.recv_wc(wr.wr_id, WcOpcode::Recv, 0);
+            wc.status = r.recv_status;
+            ctx.complete(self.recv_cq, wc, false);
+        }
+        self.enter_error(ctx);
+    }
+
+    fn uc_request(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>, info: &OpcodeInfo) {
+        let psn = pkt.bth.psn;
+        if info.position.starts() {
+            // A first packet resynchronizes; a message cut short is dropped (C9-116).
+            if let Some(wr) = self.resp.take_recv() {
+                self.rq.push_front(wr);
+            }
+            self.resp.uc_resync = false;
+            self.resp.psn = psn;
+        } else if self.resp.uc_resync || psn != self.resp.psn {
+            if let Some(wr) = self.resp.take_recv() {
+                self.rq.push_front(wr);
+            }
+            self.resp.uc_resync = true;
+            ctx.counters.drop_unreliable += 1;
+            return;
+        }
+        let ok = self.check_sequence(info).is_ok()
+            && self.check_access(info).is_ok()
+            && self.check_length(pkt, info).is_ok()
+            && !((info.position.starts() || info.immediate) && self.rq.is_empty() && self.resp.msg.is_none());
+        let done = ok
+            && match info.operation {
+                Operation::Send => self.exec_send(ctx, pkt, info).is_ok(),
+                Operation::Write => self.exec_write(ctx, pkt, info).is_ok(),
+                _ => false,
+            };
+        if done {
+            self.resp.psn = psn.add(1);
+        } else {
+            ctx.counters.drop_unreliable += 1;
+            if let Some(wr) = self.resp.take_recv() {
+                self.rq.push_front(wr);
+            }
+            self.resp.msg = None;
+            self.resp.uc_resync = true;
+        }
+    }
+
+    fn ud_request(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>, src: IpAddr, dst: IpAddr) {
+        let Some(deth) = pkt.deth else {
+            ctx.counters.drop_wrong_transport += 1;
+            return;
+        };
+        if deth.qkey != self.attr.qkey {
+            ctx.counters.drop_bad_qkey += 1;
+            return;
+        }
+        let Some(wr) = self.rq.pop_front() else {
+            ctx.counters.drop_unreliable += 1;
+            return;
+        };
+        let grh = grh(src, dst, pkt.payload.len());
+        let placed = place(ctx, self.pd, &wr, 0, &grh).and_then(|()| place(ctx, self.pd, &wr, GRH_LEN as u64, pkt.payload));
+        let mut wc = self.recv_wc(wr.wr_id, WcOpcode::Recv, (GRH_LEN + pkt.payload.len()) as u64);
+        wc.src_qp = deth.src_qp;
+        wc.imm_data = pkt.immdt.map(|i| i.data);
+        if let Err(r) = placed {
+            wc.status = r.recv_status;
+        }
+        ctx.counters.rdma_recvs += 1;
+        ctx.complete(self.recv_cq, wc, pkt.bth.solicited);
+    }
+
+    fn recv_wc(&self, wr_id: u64, opcode: WcOpcode, byte_len: u64) -> WorkCompletion {
+        WorkCompletion {
+            wr_id,
+            status: WcStatus::Success,
+            opcode,
+            byte_len: byte_len as u32,
+            imm_data: None,
+            invalidated_rkey: None,
+            qp_num: self.qpn,
+            src_qp: self.attr.dest_qp_num,
+        }
+    }
+
+    /// Writes the next responder packet (BTH to ICRC, ICRC left to the caller) into `buf`.
+    pub(crate) fn next_reply(&mut self, buf: &mut [u8], scratch: &mut Vec<u8>) -> Option<usize> {
+        let dest = self.attr.dest_qp_num;
+        let mtu = self.mtu();
+        let reply = self.resp.out.front_mut()?;
+        let mut done = true;
+        let packet = match reply {
+            Reply::Ack { psn, syndrome, msn } => {
+                let mut p = PacketRepr::new(BthRepr::new(Opcode::RC_ACKNOWLEDGE, dest, *psn));
+                p.aeth = Some(AethRepr { syndrome: *syndrome, msn: *msn });
+                p
+            }
+            Reply::AtomicAck { psn, msn, orig } => {
+                let mut p = PacketRepr::new(BthRepr::new(Opcode::RC_ATOMIC_ACKNOWLEDGE, dest, *psn));
+                p.aeth = Some(AethRepr { syndrome: Syndrome::ACK, msn: *msn });
+                p.atomic_ack_eth = Some(AtomicAckEthRepr { orig: *orig });
+                p
+            }
+            Reply::Read(job) => {
+                let i = job.next;
+                let (first, last) = (i == 0, i + 1 >= job.npkts);
+                let op = match (first, last) {
+                    (true, true) => Opcode::RC_RDMA_READ_RESPONSE_ONLY,
+                    (true, false) => Opcode::RC_RDMA_READ_RESPONSE_FIRST,
+                    (false, true) => Opcode::RC_RDMA_READ_RESPONSE_LAST,
+                    (false, false) => Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
+                };
+                let at = u64::from(i) * u64::from(mtu);
+                let n = job.target.len().saturating_sub(at).min(u64::from(mtu)) as usize;
+                scratch.clear();
+                scratch.resize(n, 0);
+                if job.target.read_at(at, scratch).is_err() {
+                    scratch.fill(0);
+                }
+                let mut p = PacketRepr::new(BthRepr::new(op, dest, job.first.add(i)));
+                if first || last {
+                    p.aeth = Some(AethRepr { syndrome: Syndrome::ACK, msn: job.msn });
+                }
+                p.payload = scratch;
+                job.next += 1;
+                done = job.next >= job.npkts;
+                p.with_canonical_pad()
+            }
+        };
+        let len = packet.emit(buf).ok();
+        if done {
+            self.resp.out.pop_front();
+        }
+        len
+    }
+}
+
+/// Copies `bytes` into a receive WQE's buffers at `offset`.
+fn place(ctx: &mut Ctx<'_>, pd: rocex_mem::PdId, wr: &RecvWr, offset: u64, bytes: &[u8]) -> Result<(), Refusal> {
+    let mut skip = offset;
+    let mut at = 0usize;
+    for sge in &wr.sges {
+        if at == bytes.len() {
+            break;
+        }
+        let sl = u64::from(sge.length);
+        if skip >= sl {
+            skip -= sl;
+            continue;
+        }
+        let n = ((sl - skip) as usize).min(bytes.len() - at);
+        let addr = sge.addr.checked_add(skip).ok_or(MALFORMED_WQE)?;
+        let t = ctx.mem.check_lkey(pd, sge.lkey, addr, n as u64, Access::LOCAL_WRITE).map_err(|_| MALFORMED_WQE)?;
+        t.write_at(0, &bytes[at..at + n]).map_err(|_| MALFORMED_WQE)?;
+        at += n;
+        skip = 0;
+    }
+    if at == bytes.len() { Ok(()) } else { Err(LENGTH) }
+}
+
+/// The 40 bytes a UD receive buffer starts with: for IPv4, 20 bytes of zero and the IPv4
+/// header; for IPv6, the IPv6 header (rxe `rxe_resp.c: execute`).
+fn grh(src: IpAddr, dst: IpAddr, payload: usize) -> [u8; GRH_LEN] {
+    let mut g = [0u8; GRH_LEN];
+    let udp_len = 8 + 12 + 8 + payload + 4;
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let h = &mut g[20..];
+            h[0] = 0x45;
+            h[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
+            h[8] = 64;
+            h[9] = 17;
+            h[12..16].copy_from_slice(&s.octets());
+            h[16..20].copy_from_slice(&d.octets());
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            g[0] = 0x60;
+            g[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+            g[6] = 17;
+            g[7] = 64;
+            g[8..24].copy_from_slice(&s.octets());
+            g[24..40].copy_from_slice(&d.octets());
+        }
+        _ => {}
+    }
+    g
+}

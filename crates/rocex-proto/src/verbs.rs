@@ -1,0 +1,449 @@
+//! The verbs vocabulary: QP types, states and attributes, work requests and completions,
+//! with libibverbs' numbering where libibverbs has one, so that the shared-memory ABI and
+//! the verbs library can pass them through unchanged.
+
+use core::net::IpAddr;
+
+pub use rocex_mem::Access;
+
+/// Queue pair transport type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QpType {
+    /// Reliable Connected.
+    Rc,
+    /// Unreliable Connected.
+    Uc,
+    /// Unreliable Datagram.
+    Ud,
+}
+
+/// Queue pair state (IBTA §10.3.1; `enum ibv_qp_state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QpState {
+    /// Reset: no work is processed.
+    Reset = 0,
+    /// Initialized: receives may be posted; nothing is processed.
+    Init = 1,
+    /// Ready to receive.
+    Rtr = 2,
+    /// Ready to send.
+    Rts = 3,
+    /// Send queue drained.
+    Sqd = 4,
+    /// Send queue error.
+    Sqe = 5,
+    /// Error: every work request completes with a flush error.
+    Err = 6,
+}
+
+/// Path MTU (`enum ibv_mtu`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mtu {
+    /// 256 bytes.
+    M256 = 1,
+    /// 512 bytes.
+    M512 = 2,
+    /// 1024 bytes.
+    M1024 = 3,
+    /// 2048 bytes.
+    M2048 = 4,
+    /// 4096 bytes.
+    M4096 = 5,
+}
+
+impl Mtu {
+    /// Payload bytes per packet.
+    pub const fn bytes(self) -> u32 {
+        128 << self as u32
+    }
+
+    /// The MTU of libibverbs' enum value.
+    pub const fn from_ibv(v: u8) -> Option<Self> {
+        match v {
+            1 => Some(Self::M256),
+            2 => Some(Self::M512),
+            3 => Some(Self::M1024),
+            4 => Some(Self::M2048),
+            5 => Some(Self::M4096),
+            _ => None,
+        }
+    }
+
+    /// The largest IB MTU whose packets fit an Ethernet MTU, as rxe chooses its port MTU
+    /// (`eth_mtu_int_to_enum`: the netdev MTU less 80 bytes of headers).
+    pub fn for_ethernet(eth_mtu: u32) -> Option<Self> {
+        let room = eth_mtu.checked_sub(80)?;
+        [Self::M4096, Self::M2048, Self::M1024, Self::M512, Self::M256].into_iter().find(|m| m.bytes() <= room)
+    }
+}
+
+/// Which fields of [`QpAttr`] a modify sets (`enum ibv_qp_attr_mask`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct AttrMask(pub u32);
+
+impl AttrMask {
+    /// `qp_state`.
+    pub const STATE: Self = Self(1);
+    /// `cur_qp_state`.
+    pub const CUR_STATE: Self = Self(1 << 1);
+    /// `en_sqd_async_notify`.
+    pub const EN_SQD_ASYNC_NOTIFY: Self = Self(1 << 2);
+    /// `qp_access_flags`.
+    pub const ACCESS_FLAGS: Self = Self(1 << 3);
+    /// `pkey_index`.
+    pub const PKEY_INDEX: Self = Self(1 << 4);
+    /// `port_num`.
+    pub const PORT: Self = Self(1 << 5);
+    /// `qkey`.
+    pub const QKEY: Self = Self(1 << 6);
+    /// `ah_attr`.
+    pub const AV: Self = Self(1 << 7);
+    /// `path_mtu`.
+    pub const PATH_MTU: Self = Self(1 << 8);
+    /// `timeout`.
+    pub const TIMEOUT: Self = Self(1 << 9);
+    /// `retry_cnt`.
+    pub const RETRY_CNT: Self = Self(1 << 10);
+    /// `rnr_retry`.
+    pub const RNR_RETRY: Self = Self(1 << 11);
+    /// `rq_psn`.
+    pub const RQ_PSN: Self = Self(1 << 12);
+    /// `max_rd_atomic`.
+    pub const MAX_QP_RD_ATOMIC: Self = Self(1 << 13);
+    /// `alt_ah_attr`.
+    pub const ALT_PATH: Self = Self(1 << 14);
+    /// `min_rnr_timer`.
+    pub const MIN_RNR_TIMER: Self = Self(1 << 15);
+    /// `sq_psn`.
+    pub const SQ_PSN: Self = Self(1 << 16);
+    /// `max_dest_rd_atomic`.
+    pub const MAX_DEST_RD_ATOMIC: Self = Self(1 << 17);
+    /// `path_mig_state`.
+    pub const PATH_MIG_STATE: Self = Self(1 << 18);
+    /// `cap`.
+    pub const CAP: Self = Self(1 << 19);
+    /// `dest_qp_num`.
+    pub const DEST_QPN: Self = Self(1 << 20);
+
+    /// True when every bit of `other` is set.
+    pub const fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl core::ops::BitOr for AttrMask {
+    type Output = Self;
+    fn bitor(self, rhs: Self) -> Self {
+        Self(self.0 | rhs.0)
+    }
+}
+
+/// Where a connected QP's packets go: the remote GID as an IP address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AddressVector {
+    /// The peer's IP address (its RoCE v2 GID).
+    pub dest: IpAddr,
+}
+
+/// Queue pair attributes (`struct ibv_qp_attr`); a modify reads those its mask names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpAttr {
+    /// Target state.
+    pub qp_state: QpState,
+    /// Remote access the QP allows as a responder.
+    pub qp_access_flags: Access,
+    /// P_Key index (only index 0, P_Key 0xFFFF, exists).
+    pub pkey_index: u16,
+    /// Port (only port 1 exists).
+    pub port_num: u8,
+    /// Q_Key (UD).
+    pub qkey: u32,
+    /// The peer (RC, UC).
+    pub ah_attr: Option<AddressVector>,
+    /// Path MTU.
+    pub path_mtu: Mtu,
+    /// Local ACK timeout exponent (0 = no timeout).
+    pub timeout: u8,
+    /// Retries after a timeout or sequence NAK (7 is infinite in rxe).
+    pub retry_cnt: u8,
+    /// Retries after an RNR NAK (7 is infinite).
+    pub rnr_retry: u8,
+    /// First PSN expected by the responder.
+    pub rq_psn: u32,
+    /// First PSN sent by the requester.
+    pub sq_psn: u32,
+    /// READ and atomic requests outstanding as requester.
+    pub max_rd_atomic: u8,
+    /// READ and atomic requests accepted as responder.
+    pub max_dest_rd_atomic: u8,
+    /// RNR NAK timer code the responder sends.
+    pub min_rnr_timer: u8,
+    /// The peer QP number.
+    pub dest_qp_num: u32,
+}
+
+impl Default for QpAttr {
+    fn default() -> Self {
+        Self {
+            qp_state: QpState::Reset,
+            qp_access_flags: Access::empty(),
+            pkey_index: 0,
+            port_num: 1,
+            qkey: 0,
+            ah_attr: None,
+            path_mtu: Mtu::M256,
+            timeout: 0,
+            retry_cnt: 0,
+            rnr_retry: 0,
+            rq_psn: 0,
+            sq_psn: 0,
+            max_rd_atomic: 0,
+            max_dest_rd_atomic: 0,
+            min_rnr_timer: 0,
+            dest_qp_num: 0,
+        }
+    }
+}
+
+/// Queue sizes (`struct ibv_qp_cap`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpCap {
+    /// Send queue depth.
+    pub max_send_wr: u32,
+    /// Receive queue depth.
+    pub max_recv_wr: u32,
+    /// Scatter/gather entries per send WR.
+    pub max_send_sge: u32,
+    /// Scatter/gather entries per receive WR.
+    pub max_recv_sge: u32,
+    /// Inline data bytes per send WR.
+    pub max_inline_data: u32,
+}
+
+impl Default for QpCap {
+    fn default() -> Self {
+        Self { max_send_wr: 256, max_recv_wr: 256, max_send_sge: 4, max_recv_sge: 4, max_inline_data: 256 }
+    }
+}
+
+/// A scatter/gather entry (`struct ibv_sge`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Sge {
+    /// Local virtual address.
+    pub addr: u64,
+    /// Length in bytes.
+    pub length: u32,
+    /// Local key of the memory region.
+    pub lkey: u32,
+}
+
+/// A remote buffer: address and R_Key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Remote {
+    /// Remote virtual address.
+    pub addr: u64,
+    /// Remote key.
+    pub rkey: u32,
+}
+
+/// A send work request's operation (`enum ibv_wr_opcode` with its operands).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SendOp {
+    /// SEND.
+    Send,
+    /// SEND with immediate data.
+    SendWithImm(u32),
+    /// SEND that invalidates the peer's R_Key.
+    SendWithInv(u32),
+    /// RDMA WRITE.
+    Write(Remote),
+    /// RDMA WRITE with immediate data.
+    WriteWithImm(Remote, u32),
+    /// RDMA READ into the local SGEs.
+    Read(Remote),
+    /// Atomic compare and swap of 8 bytes; the original lands in the local SGE.
+    CompareSwap {
+        /// Target.
+        remote: Remote,
+        /// Value compared with.
+        compare: u64,
+        /// Value stored when equal.
+        swap: u64,
+    },
+    /// Atomic fetch and add of 8 bytes; the original lands in the local SGE.
+    FetchAdd {
+        /// Target.
+        remote: Remote,
+        /// Addend.
+        add: u64,
+    },
+    /// ATOMIC WRITE of 8 bytes (IBTA 1.5).
+    AtomicWrite {
+        /// Target.
+        remote: Remote,
+        /// Value written.
+        value: u64,
+    },
+    /// FLUSH (IBTA 1.5): make a remote range visible or persistent.
+    Flush {
+        /// Start of the range.
+        remote: Remote,
+        /// Length of the range.
+        len: u32,
+        /// Placement type bits (1 global visibility, 2 persistence).
+        placement: u8,
+        /// Selectivity (0 the range, 1 the whole MR).
+        selectivity: u8,
+    },
+}
+
+/// Send flags (`enum ibv_send_flags`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct SendFlags {
+    /// Wait for earlier READs and atomics before this request.
+    pub fence: bool,
+    /// Generate a completion on success.
+    pub signaled: bool,
+    /// Set the Solicited Event bit.
+    pub solicited: bool,
+}
+
+/// The destination of a UD send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UdDest {
+    /// Peer address.
+    pub dest: IpAddr,
+    /// Peer QP.
+    pub remote_qpn: u32,
+    /// Peer Q_Key.
+    pub remote_qkey: u32,
+}
+
+/// Where a send's data comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum SendData {
+    /// Gathered from registered memory.
+    Sges(Vec<Sge>),
+    /// Copied at post time (`IBV_SEND_INLINE`).
+    Inline(Vec<u8>),
+}
+
+/// A send work request.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SendWr {
+    /// Caller's identifier, returned in the completion.
+    pub wr_id: u64,
+    /// Operation.
+    pub op: SendOp,
+    /// Local data: the source of SEND and WRITE, the destination of READ and atomics.
+    pub data: SendData,
+    /// Flags.
+    pub flags: SendFlags,
+    /// UD destination.
+    pub ud: Option<UdDest>,
+}
+
+impl SendWr {
+    /// A signaled request with SGEs.
+    pub fn new(wr_id: u64, op: SendOp, sges: Vec<Sge>) -> Self {
+        Self { wr_id, op, data: SendData::Sges(sges), flags: SendFlags { signaled: true, ..SendFlags::default() }, ud: None }
+    }
+
+    /// Bytes the request moves (for atomics, the 8 bytes of the result).
+    pub fn length(&self) -> u64 {
+        match &self.data {
+            SendData::Sges(s) => s.iter().map(|s| u64::from(s.length)).sum(),
+            SendData::Inline(d) => d.len() as u64,
+        }
+    }
+}
+
+/// A receive work request.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RecvWr {
+    /// Caller's identifier.
+    pub wr_id: u64,
+    /// Where received data goes.
+    pub sges: Vec<Sge>,
+}
+
+/// Completion status (`enum ibv_wc_status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum WcStatus {
+    Success = 0,
+    LocLenErr = 1,
+    LocQpOpErr = 2,
+    LocEecOpErr = 3,
+    LocProtErr = 4,
+    WrFlushErr = 5,
+    MwBindErr = 6,
+    BadRespErr = 7,
+    LocAccessErr = 8,
+    RemInvReqErr = 9,
+    RemAccessErr = 10,
+    RemOpErr = 11,
+    RetryExcErr = 12,
+    RnrRetryExcErr = 13,
+    LocRddViolErr = 14,
+    RemInvRdReqErr = 15,
+    RemAbortErr = 16,
+    InvEecnErr = 17,
+    InvEecStateErr = 18,
+    FatalErr = 19,
+    RespTimeoutErr = 20,
+    GeneralErr = 21,
+}
+
+/// Completion opcode (`enum ibv_wc_opcode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum WcOpcode {
+    Send = 0,
+    RdmaWrite = 1,
+    RdmaRead = 2,
+    CompSwap = 3,
+    FetchAdd = 4,
+    BindMw = 5,
+    LocalInv = 6,
+    Flush = 8,
+    AtomicWrite = 9,
+    Recv = 128,
+    RecvRdmaWithImm = 129,
+}
+
+impl WcOpcode {
+    /// The completion opcode of a send operation.
+    pub const fn of(op: &SendOp) -> Self {
+        match op {
+            SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_) => Self::Send,
+            SendOp::Write(_) | SendOp::WriteWithImm(..) => Self::RdmaWrite,
+            SendOp::Read(_) => Self::RdmaRead,
+            SendOp::CompareSwap { .. } => Self::CompSwap,
+            SendOp::FetchAdd { .. } => Self::FetchAdd,
+            SendOp::AtomicWrite { .. } => Self::AtomicWrite,
+            SendOp::Flush { .. } => Self::Flush,
+        }
+    }
+}
+
+/// A work completion (`struct ibv_wc`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WorkCompletion {
+    /// The work request's identifier.
+    pub wr_id: u64,
+    /// Outcome.
+    pub status: WcStatus,
+    /// What completed.
+    pub opcode: WcOpcode,
+    /// Bytes received (receive completions) or moved.
+    pub byte_len: u32,
+    /// Immediate data of the message, if any.
+    pub imm_data: Option<u32>,
+    /// The R_Key a SEND_WITH_INV invalidated.
+    pub invalidated_rkey: Option<u32>,
+    /// The local QP.
+    pub qp_num: u32,
+    /// The sender's QP (UD receives).
+    pub src_qp: u32,
+}

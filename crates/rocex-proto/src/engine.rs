@@ -487,7 +487,14 @@ impl Engine {
     /// Writes the next packet to send into `buf` (which must hold a packet of the path
     /// MTU plus 80 bytes), or returns `None` when nothing is ready. Call again until `None`.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        // Each QP gets a turn or two; one that keeps failing to produce cannot spin us.
+        let mut turns = self.ready.len() * 2;
         while let Some(qpn) = self.ready.pop_front() {
+            if turns == 0 {
+                self.ready.push_front(qpn);
+                return None;
+            }
+            turns -= 1;
             let local = self.config.local;
             let mut scratch = std::mem::take(&mut self.scratch);
             let out = self.with_qp(qpn, now, |qp, ctx| {

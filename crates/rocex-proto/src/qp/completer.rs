@@ -29,6 +29,9 @@ pub(crate) struct Completer {
     pub(crate) timer: Option<Instant>,
     /// Until when an RNR NAK holds the requester back.
     pub(crate) rnr_until: Option<Instant>,
+    /// The PSN a retry went back to, until progress: further signs of the same loss
+    /// (out-of-order responses, repeated ACKs) do not start another retry.
+    retrying_from: Option<Psn>,
 }
 
 /// Retry counts of 7 never run out.
@@ -101,6 +104,7 @@ impl Qp {
     /// Forward progress: retry counts restored, the timer restarted or stopped, and the
     /// requester moved past anything acknowledged while it was going back.
     fn progress(&mut self, ctx: &mut Ctx<'_>) {
+        self.comp.retrying_from = None;
         self.comp.retry_left = self.attr.retry_cnt;
         self.comp.rnr_left = self.attr.rnr_retry;
         self.comp.timer = if self.comp.psn.is_before(self.req.high_psn) {
@@ -241,6 +245,7 @@ impl Qp {
         }
         if self.comp.timer.is_some_and(|t| t <= ctx.now) {
             self.comp.timer = None;
+            self.comp.retrying_from = None;
             if self.comp.psn.is_before(self.req.high_psn) {
                 self.retry(ctx, self.comp.psn);
             }
@@ -249,6 +254,10 @@ impl Qp {
 
     /// Counts a retry and goes back to `from`, or fails the oldest request when none is left.
     fn retry(&mut self, ctx: &mut Ctx<'_>, from: Psn) {
+        if self.comp.retrying_from == Some(from) {
+            return;
+        }
+        self.comp.retrying_from = Some(from);
         ctx.counters.completer_retry_err += 1;
         if self.comp.retry_left == 0 {
             ctx.counters.retry_exceeded_err += 1;
@@ -262,23 +271,24 @@ impl Qp {
     }
 
     /// Points the requester at `from`: the request holding it, at the packet it starts.
+    /// Requests keep the PSNs they were first given, so a resent packet has its old PSN.
     pub(crate) fn go_back(&mut self, from: Psn) {
         let mtu = u64::from(self.mtu());
-        self.req.psn = from;
         let i = self.sq.iter().position(|w| !w.started || !w.last_psn().is_before(from)).unwrap_or(self.sq.len());
         self.req.next = i;
-        self.req.offset = match self.sq.get(i) {
-            Some(w) if w.holds(from) => match w.wr.op {
-                SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } | SendOp::AtomicWrite { .. } | SendOp::Flush { .. } => 0,
-                _ => u64::from(from.diff(w.first_psn) as u32) * mtu,
-            },
-            _ => 0,
-        };
-        for w in self.sq.iter_mut().skip(i + 1) {
-            w.started = false;
-        }
-        if let Some(w) = self.sq.get_mut(i).filter(|w| !w.holds(from)) {
-            w.started = false;
+        self.req.psn = from;
+        self.req.offset = 0;
+        if let Some(w) = self.sq.get(i).filter(|w| w.started) {
+            if w.holds(from) {
+                if !matches!(
+                    w.wr.op,
+                    SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } | SendOp::AtomicWrite { .. } | SendOp::Flush { .. }
+                ) {
+                    self.req.offset = u64::from(from.diff(w.first_psn) as u32) * mtu;
+                }
+            } else {
+                self.req.psn = w.first_psn;
+            }
         }
     }
 }

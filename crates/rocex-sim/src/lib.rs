@@ -1,0 +1,228 @@
+/*! A simulated fabric for rocex engines: virtual time, and per-link loss, duplication,
+reordering, corruption and delay drawn from a seeded generator, so every run replays
+exactly.
+
+The fabric carries what [`Engine::poll_transmit`] produces, as a UDP socket would, and
+checks each delivered packet's ICRC the way a rocex receiver of rocex traffic can
+([`Engine::check_icrc_from_rocex`]); a corrupted packet is therefore dropped and counted
+by the receiving engine, never delivered.
+*/
+#![forbid(unsafe_code)]
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use rand_chacha::ChaCha8Rng;
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+use rocex_proto::{Engine, Instant};
+
+/// What a link does to the packets it carries. Probabilities are in `0.0..=1.0`.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Link {
+    /// One-way delay.
+    pub delay: Duration,
+    /// Extra delay, uniform in `0..jitter`, which reorders packets when it exceeds their spacing.
+    pub jitter: Duration,
+    /// Chance a packet is lost.
+    pub loss: f64,
+    /// Chance a packet is delivered twice.
+    pub duplicate: f64,
+    /// Chance a packet is held back by up to `reorder_by`, arriving after later ones.
+    pub reorder: f64,
+    /// How long a reordered packet is held back at most.
+    pub reorder_by: Duration,
+    /// Chance one bit of a packet is flipped.
+    pub corrupt: f64,
+}
+
+impl Link {
+    /// A perfect link with a delay.
+    pub fn with_delay(delay: Duration) -> Self {
+        Self { delay, ..Self::default() }
+    }
+}
+
+/// What the fabric did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stats {
+    /// Packets engines sent.
+    pub sent: u64,
+    /// Packets lost.
+    pub lost: u64,
+    /// Extra copies delivered.
+    pub duplicated: u64,
+    /// Packets held back.
+    pub reordered: u64,
+    /// Packets with a flipped bit.
+    pub corrupted: u64,
+    /// Packets delivered.
+    pub delivered: u64,
+}
+
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Delivery {
+    at: Instant,
+    seq: u64,
+    to: usize,
+    src: SocketAddr,
+    dst: IpAddr,
+    bytes: Vec<u8>,
+}
+
+/// A function that sees each packet sent (source node, destination node, bytes) and
+/// returns false to drop it.
+pub type Interceptor = Box<dyn FnMut(usize, usize, &mut Vec<u8>) -> bool>;
+
+/// Engines joined by simulated links.
+pub struct Fabric {
+    nodes: Vec<Engine>,
+    now: Instant,
+    rng: ChaCha8Rng,
+    queue: BinaryHeap<Reverse<Delivery>>,
+    seq: u64,
+    links: HashMap<(usize, usize), Link>,
+    default_link: Link,
+    interceptor: Option<Interceptor>,
+    /// Counts of what the links did.
+    pub stats: Stats,
+    buf: Vec<u8>,
+}
+
+impl Fabric {
+    /// An empty fabric whose impairments draw from `seed`; links default to `link`.
+    pub fn new(seed: u64, link: Link) -> Self {
+        Self {
+            nodes: Vec::new(),
+            now: Instant::ZERO,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            queue: BinaryHeap::new(),
+            seq: 0,
+            links: HashMap::new(),
+            default_link: link,
+            interceptor: None,
+            stats: Stats::default(),
+            buf: vec![0; 9000],
+        }
+    }
+
+    /// Adds an engine; returns its index.
+    pub fn add(&mut self, engine: Engine) -> usize {
+        self.nodes.push(engine);
+        self.nodes.len() - 1
+    }
+
+    /// Sets the link from node `from` to node `to`.
+    pub fn set_link(&mut self, from: usize, to: usize, link: Link) {
+        self.links.insert((from, to), link);
+    }
+
+    /// Installs a function that sees every packet as it is sent (source and destination
+    /// node, bytes) and returns false to drop it.
+    pub fn intercept(&mut self, f: impl FnMut(usize, usize, &mut Vec<u8>) -> bool + 'static) {
+        self.interceptor = Some(Box::new(f));
+    }
+
+    /// The current virtual time.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// A node's engine.
+    pub fn node(&mut self, i: usize) -> &mut Engine {
+        &mut self.nodes[i]
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && (self.rng.next_u64() as f64 / u64::MAX as f64) < p
+    }
+
+    fn up_to(&mut self, d: Duration) -> Duration {
+        let n = d.as_nanos() as u64;
+        if n == 0 { Duration::ZERO } else { Duration::from_nanos(self.rng.next_u64() % n) }
+    }
+
+    /// Moves every packet the engines have to send onto the links.
+    fn pump(&mut self) {
+        for from in 0..self.nodes.len() {
+            loop {
+                let mut buf = std::mem::take(&mut self.buf);
+                let sent = self.nodes[from].poll_transmit(self.now, &mut buf);
+                let bytes = sent.map(|t| (t, buf[..t.len].to_vec()));
+                self.buf = buf;
+                let Some((t, mut bytes)) = bytes else { break };
+                self.stats.sent += 1;
+                let Some(to) = self.nodes.iter().position(|n| n.config().local == t.dest) else {
+                    self.stats.lost += 1;
+                    continue;
+                };
+                if let Some(f) = &mut self.interceptor {
+                    if !f(from, to, &mut bytes) {
+                        self.stats.lost += 1;
+                        continue;
+                    }
+                }
+                let link = self.links.get(&(from, to)).copied().unwrap_or(self.default_link);
+                if self.chance(link.loss) {
+                    self.stats.lost += 1;
+                    continue;
+                }
+                if self.chance(link.corrupt) {
+                    let bit = self.rng.next_u64() as usize % (bytes.len() * 8);
+                    bytes[bit / 8] ^= 1 << (bit % 8);
+                    self.stats.corrupted += 1;
+                }
+                let copies = if self.chance(link.duplicate) { 2 } else { 1 };
+                self.stats.duplicated += copies - 1;
+                for _ in 0..copies {
+                    let mut delay = link.delay + self.up_to(link.jitter);
+                    if self.chance(link.reorder) {
+                        delay += self.up_to(link.reorder_by);
+                        self.stats.reordered += 1;
+                    }
+                    let src = SocketAddr::new(self.nodes[from].config().local, t.src_port);
+                    self.seq += 1;
+                    let d = Delivery { at: self.now + delay, seq: self.seq, to, src, dst: t.dest, bytes: bytes.clone() };
+                    self.queue.push(Reverse(d));
+                }
+            }
+        }
+    }
+
+    /// Runs until the next event (a delivery or a timer), handles everything due then, and
+    /// sends what follows. Returns false when nothing is left to happen.
+    pub fn step(&mut self) -> bool {
+        self.pump();
+        let next_delivery = self.queue.peek().map(|Reverse(d)| d.at);
+        let next_timer = self.nodes.iter().filter_map(Engine::poll_timeout).min();
+        let Some(at) = [next_delivery, next_timer].into_iter().flatten().min() else { return false };
+        self.now = self.now.max(at);
+        while self.queue.peek().is_some_and(|Reverse(d)| d.at <= self.now) {
+            let Reverse(d) = self.queue.pop().expect("peeked");
+            self.stats.delivered += 1;
+            let status = Engine::check_icrc_from_rocex(d.src, d.dst, &d.bytes);
+            self.nodes[d.to].handle_packet(self.now, d.src, d.dst, &d.bytes, status);
+        }
+        for n in &mut self.nodes {
+            if n.poll_timeout().is_some_and(|t| t <= self.now) {
+                n.handle_timeout(self.now);
+            }
+        }
+        self.pump();
+        true
+    }
+
+    /// Steps until `done` holds (true), nothing is left to do, or virtual time passes
+    /// `limit` (false).
+    pub fn run_until(&mut self, limit: Instant, mut done: impl FnMut(&mut Self) -> bool) -> bool {
+        loop {
+            if done(self) {
+                return true;
+            }
+            if self.now > limit || !self.step() {
+                return done(self);
+            }
+        }
+    }
+}

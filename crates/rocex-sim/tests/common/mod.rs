@@ -1,0 +1,212 @@
+//! Two connected RC engines on a simulated fabric, with a registered buffer each.
+#![allow(dead_code, unreachable_pub)]
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rocex_proto::verbs::{
+    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, Remote, SendOp, SendWr, Sge, WcStatus,
+    WorkCompletion,
+};
+use rocex_proto::{Access, Config, Engine, Instant, Keys, PdId, QpInit, VecRegion};
+use rocex_sim::{Fabric, Link};
+
+/// One side: its engine index, QP, CQ, PD and buffer.
+#[derive(Clone)]
+pub struct Side {
+    pub node: usize,
+    pub addr: IpAddr,
+    pub pd: PdId,
+    pub cq: u32,
+    pub qpn: u32,
+    pub buf: Arc<VecRegion>,
+    pub keys: Keys,
+    pub base: u64,
+}
+
+pub struct Pair {
+    pub fabric: Fabric,
+    pub a: Side,
+    pub b: Side,
+}
+
+/// Connection parameters.
+#[derive(Clone, Copy)]
+pub struct Params {
+    pub mtu: Mtu,
+    pub buf_len: usize,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub min_rnr_timer: u8,
+    pub psn_a: u32,
+    pub psn_b: u32,
+    pub max_rd_atomic: u8,
+    pub qp_type: QpType,
+    pub access: Access,
+    pub depth: u32,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Self {
+            mtu: Mtu::M1024,
+            buf_len: 1 << 20,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 1,
+            psn_a: 100,
+            psn_b: 5000,
+            max_rd_atomic: 16,
+            qp_type: QpType::Rc,
+            access: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC,
+            depth: 1024,
+        }
+    }
+}
+
+const BASE_A: u64 = 0x7f00_0000_0000;
+const BASE_B: u64 = 0x5500_0000_0000;
+
+fn side(fabric: &mut Fabric, i: u8, p: &Params, base: u64) -> Side {
+    let addr: IpAddr = [198, 18, 0, i].into();
+    let mut config = Config::new(addr, [i; 32]);
+    config.port_mtu = Mtu::M4096;
+    let mut e = Engine::new(config);
+    let pd = e.alloc_pd();
+    let cq = e.create_cq(1 << 15).unwrap();
+    let cap = QpCap { max_send_wr: p.depth, max_recv_wr: p.depth, max_send_sge: 4, max_recv_sge: 4, max_inline_data: 256 };
+    let qpn = e.create_qp(QpInit { qp_type: p.qp_type, pd, send_cq: cq, recv_cq: cq, cap }).unwrap();
+    let buf = Arc::new(VecRegion::new(p.buf_len));
+    let keys = e.reg_mr(pd, base, p.buf_len as u64, p.access | Access::LOCAL_WRITE, buf.clone()).unwrap();
+    let node = fabric.add(e);
+    Side { node, addr, pd, cq, qpn, buf, keys, base }
+}
+
+fn connect(fabric: &mut Fabric, me: &Side, peer: &Side, p: &Params, my_psn: u32, peer_psn: u32) {
+    let e = fabric.node(me.node);
+    let mut attr = QpAttr { qp_state: QpState::Init, qp_access_flags: p.access, port_num: 1, ..QpAttr::default() };
+    e.modify_qp(me.qpn, &attr, AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS).unwrap();
+    attr.qp_state = QpState::Rtr;
+    attr.ah_attr = Some(AddressVector { dest: peer.addr });
+    attr.path_mtu = p.mtu;
+    attr.dest_qp_num = peer.qpn;
+    attr.rq_psn = peer_psn;
+    attr.max_dest_rd_atomic = 16;
+    attr.min_rnr_timer = p.min_rnr_timer;
+    let mut mask = AttrMask::STATE | AttrMask::AV | AttrMask::PATH_MTU | AttrMask::DEST_QPN | AttrMask::RQ_PSN;
+    if p.qp_type == QpType::Rc {
+        mask = mask | AttrMask::MAX_DEST_RD_ATOMIC | AttrMask::MIN_RNR_TIMER;
+    }
+    e.modify_qp(me.qpn, &attr, mask).unwrap();
+    attr.qp_state = QpState::Rts;
+    attr.sq_psn = my_psn;
+    attr.timeout = p.timeout;
+    attr.retry_cnt = p.retry_cnt;
+    attr.rnr_retry = p.rnr_retry;
+    attr.max_rd_atomic = p.max_rd_atomic;
+    let mut mask = AttrMask::STATE | AttrMask::SQ_PSN;
+    if p.qp_type == QpType::Rc {
+        mask = mask | AttrMask::TIMEOUT | AttrMask::RETRY_CNT | AttrMask::RNR_RETRY | AttrMask::MAX_QP_RD_ATOMIC;
+    }
+    e.modify_qp(me.qpn, &attr, mask).unwrap();
+}
+
+impl Pair {
+    pub fn new(seed: u64, link: Link, p: Params) -> Self {
+        let mut fabric = Fabric::new(seed, link);
+        let a = side(&mut fabric, 1, &p, BASE_A);
+        let b = side(&mut fabric, 2, &p, BASE_B);
+        connect(&mut fabric, &a, &b, &p, p.psn_a, p.psn_b);
+        connect(&mut fabric, &b, &a, &p, p.psn_b, p.psn_a);
+        Self { fabric, a, b }
+    }
+
+    pub fn side(&self, which: char) -> Side {
+        if which == 'a' { self.a.clone() } else { self.b.clone() }
+    }
+
+    pub fn now(&self) -> Instant {
+        self.fabric.now()
+    }
+
+    pub fn post_send(&mut self, from: &Side, wr: SendWr) {
+        let now = self.fabric.now();
+        self.fabric.node(from.node).post_send(now, from.qpn, wr).unwrap();
+    }
+
+    pub fn post_recv(&mut self, on: &Side, wr_id: u64, offset: u64, len: u32) {
+        let now = self.fabric.now();
+        let wr = RecvWr { wr_id, sges: vec![Sge { addr: on.base + offset, length: len, lkey: on.keys.lkey }] };
+        self.fabric.node(on.node).post_recv(now, on.qpn, wr).unwrap();
+    }
+
+    /// Runs until `n` completions arrived on `side`'s CQ or `limit` of virtual time passed.
+    pub fn completions(&mut self, side: &Side, n: usize, limit: Duration) -> Vec<WorkCompletion> {
+        let deadline = self.fabric.now() + limit;
+        let mut got = Vec::new();
+        let (node, cq) = (side.node, side.cq);
+        self.fabric.run_until(deadline, |f| {
+            while let Some(wc) = f.node(node).poll_cq(cq) {
+                got.push(wc);
+            }
+            got.len() >= n
+        });
+        got
+    }
+
+    /// Runs until nothing is left to do or `limit` passes.
+    pub fn settle(&mut self, limit: Duration) {
+        let deadline = self.fabric.now() + limit;
+        self.fabric.run_until(deadline, |_| false);
+    }
+
+    pub fn qp_state(&mut self, side: &Side) -> QpState {
+        self.fabric.node(side.node).query_qp(side.qpn).unwrap().0.qp_state
+    }
+}
+
+pub fn sge(side: &Side, offset: u64, len: u32) -> Sge {
+    Sge { addr: side.base + offset, length: len, lkey: side.keys.lkey }
+}
+
+pub fn remote(side: &Side, offset: u64) -> Remote {
+    Remote { addr: side.base + offset, rkey: side.keys.rkey }
+}
+
+pub fn wr(id: u64, op: SendOp, sges: Vec<Sge>) -> SendWr {
+    SendWr::new(id, op, sges)
+}
+
+/// Deterministic bytes for a message.
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+pub fn write_bytes(side: &Side, offset: u64, data: &[u8]) {
+    use rocex_proto::Region;
+    side.buf.write(offset, data);
+}
+
+pub fn read_bytes(side: &Side, offset: u64, len: usize) -> Vec<u8> {
+    use rocex_proto::Region;
+    let mut out = vec![0; len];
+    side.buf.read(offset, &mut out);
+    out
+}
+
+pub fn assert_ok(wcs: &[WorkCompletion]) {
+    for wc in wcs {
+        assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+    }
+}

@@ -2,7 +2,7 @@
 
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
-import? 'proto-tests/rxe-lab/lab.just'
+import 'proto-tests/rxe-lab/lab.just'
 
 # List the recipes.
 default:

@@ -144,7 +144,7 @@ detect_accel() {
   if [[ -r /dev/kvm && -w /dev/kvm ]]; then
     log "trying KVM (once per host boot)"
     local log=$TMP/kvmtest.log
-    timeout 20 qemu-system-x86_64 -accel kvm -cpu host -m 256 -smp 1 -nodefaults -no-user-config \
+    timeout 12 qemu-system-x86_64 -accel kvm -cpu host -m 256 -smp 1 -nodefaults -no-user-config \
       -display none -serial "file:$log" -no-reboot -kernel "$RXE_LAB_VMLINUX" \
       -append "console=ttyS0 quiet panic=-1 rxelab_accel_test rdinit=/init" \
       -initrd "$RXE_LAB_INITRD" >/dev/null 2>&1 || true
@@ -177,7 +177,7 @@ nsx ip -6 addr add "$HOST6/64" dev br0 nodad 2>/dev/null || true
 
 # Capture ---------------------------------------------------------------------
 rm -f "$OUT"
-nsx tcpdump -i br0 -w "$OUT" --immediate-mode -B 131072 -U -n 2>"$TMP/tcpdump.err" &
+ip netns exec "$NS" tcpdump -i br0 -w "$OUT" --immediate-mode -B 131072 -U -n 2>"$TMP/tcpdump.err" &
 TDPID=$!
 for _ in $(seq 1 50); do grep -q 'listening on' "$TMP/tcpdump.err" 2>/dev/null && break; sleep 0.1; done
 grep -q 'listening on' "$TMP/tcpdump.err" || die "tcpdump did not start: $(cat "$TMP/tcpdump.err")"
@@ -213,7 +213,7 @@ log "scenario $SCENARIO: ${#roles[@]} guest(s) [${roles[*]}], accel $ACCEL, mtu 
 for i in $(seq 1 ${#roles[@]}); do
   mkscenario "$i" "${roles[$((i - 1))]}"
   : >"$TMP/g$i.log"
-  nsx qemu-system-x86_64 "${ACCEL_ARGS[@]}" -m "$MEM" -smp 1 -nodefaults -no-user-config \
+  ip netns exec "$NS" qemu-system-x86_64 "${ACCEL_ARGS[@]}" -m "$MEM" -smp 1 -nodefaults -no-user-config \
     -display none -serial "file:$TMP/g$i.log" -no-reboot \
     -kernel "$RXE_LAB_VMLINUX" -initrd "$TMP/g$i.initrd" \
     -append "console=ttyS0 quiet loglevel=3 panic=-1 mitigations=off rdinit=/init" \
@@ -235,7 +235,7 @@ while :; do
     RXE_LAB_GUEST_IP6=$( ((IPV6)) && echo "${G_IP6[0]}") RXE_LAB_HOST_IP6=$( ((IPV6)) && echo "$HOST6") \
     RXE_LAB_BRIDGE=br0 RXE_LAB_NETNS=$NS RXE_LAB_GUEST_ROLE=$GUEST_ROLE RXE_LAB_SCENARIO=$SCENARIO \
     RXE_LAB_IPV6=$IPV6 \
-      nsx bash -c "$HOST_CMD" > >(sed -u 's/^/[host] /') 2>&1 &
+      ip netns exec "$NS" bash -c "$HOST_CMD" > >(sed -u 's/^/[host] /') 2>&1 &
     HPID=$!
   fi
   if [[ -n $HPID ]] && ! kill -0 "$HPID" 2>/dev/null; then

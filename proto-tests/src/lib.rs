@@ -21,7 +21,9 @@ pub fn captures() -> Vec<PathBuf> {
 
 /// The file name of a capture, for messages and snapshot names.
 pub fn name(p: &Path) -> String {
-    p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// Whether this run is CI, where a missing external tool fails instead of skipping.

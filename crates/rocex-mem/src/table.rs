@@ -561,6 +561,91 @@ impl MemTable {
             Some(KeyRef::MrLocal) | None => Err(unknown),
         }
     }
+
+    /// Registers a memory region under keys the caller chooses, for reproducing captures:
+    /// a replay of another device's traffic must accept the rkeys that device handed out.
+    ///
+    /// Same rules as [`MemTable::reg_mr`]; in addition both keys must be non-zero, differ
+    /// from each other and from every live key ([`MemError::InvalidAccess`] otherwise).
+    /// Never use this for real traffic: chosen keys are guessable.
+    pub fn reg_mr_with_keys(
+        &mut self,
+        pd: PdId,
+        iova: u64,
+        len: u64,
+        access: Access,
+        region: Arc<dyn Region>,
+        keys: Keys,
+    ) -> Result<Keys, MemError> {
+        self.use_pd(pd)?;
+        if keys.lkey == 0 || keys.rkey == 0 || keys.lkey == keys.rkey {
+            return Err(MemError::InvalidAccess(
+                "chosen keys must be non-zero and distinct",
+            ));
+        }
+        if self.index.contains_key(&keys.lkey) || self.index.contains_key(&keys.rkey) {
+            return Err(MemError::InvalidAccess("a chosen key is already in use"));
+        }
+        if access.intersects(Access::REMOTE_WRITE | Access::REMOTE_ATOMIC)
+            && !access.contains(Access::LOCAL_WRITE)
+        {
+            return Err(MemError::InvalidAccess(
+                "remote write and remote atomic access need local write",
+            ));
+        }
+        if access.contains(Access::FLUSH_PERSISTENT) && !region.persistent() {
+            return Err(MemError::InvalidAccess(
+                "persistent flush needs memory that can persist",
+            ));
+        }
+        iova.checked_add(len).ok_or(MemError::Overflow)?;
+        let available = region.len();
+        if len > available {
+            return Err(MemError::RegionTooShort { len, available });
+        }
+        self.index.insert(keys.lkey, KeyRef::MrLocal);
+        self.index.insert(keys.rkey, KeyRef::MrRemote(keys.lkey));
+        self.mrs.insert(
+            keys.lkey,
+            Mr {
+                pd,
+                keys,
+                iova,
+                len,
+                access,
+                region,
+                bound_mws: 0,
+            },
+        );
+        *self.use_pd(pd)? += 1;
+        Ok(keys)
+    }
+
+    /// Allocates an unbound type-2 memory window whose rkey the caller chooses, for
+    /// reproducing captures (a SEND_WITH_INV naming another device's window must find it).
+    ///
+    /// The key must be non-zero and not live ([`MemError::InvalidAccess`] otherwise).
+    pub fn alloc_mw_with_key(&mut self, pd: PdId, rkey: u32) -> Result<u32, MemError> {
+        self.use_pd(pd)?;
+        if rkey == 0 || self.index.contains_key(&rkey) {
+            return Err(MemError::InvalidAccess(
+                "a chosen key must be non-zero and unused",
+            ));
+        }
+        let id = self.next_mw;
+        self.next_mw = self.next_mw.wrapping_add(1);
+        self.mws.insert(
+            id,
+            Mw {
+                pd,
+                rkey,
+                binding: None,
+            },
+        );
+        self.index.insert(rkey, KeyRef::Mw(id));
+        *self.use_pd(pd)? += 1;
+        Ok(rkey)
+    }
 }
 
 /// The offset of `[addr, addr + len)` from `base` if it lies inside `[base, base + span)`.

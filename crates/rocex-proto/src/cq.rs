@@ -26,11 +26,20 @@ pub enum NotifyOn {
 
 impl Cq {
     pub(crate) fn new(capacity: usize) -> Self {
-        Self { entries: VecDeque::with_capacity(capacity.min(4096)), capacity, armed: None, overrun: false }
+        Self {
+            entries: VecDeque::with_capacity(capacity.min(4096)),
+            capacity,
+            armed: None,
+            overrun: false,
+        }
     }
 
     /// Adds a completion; returns whether a notification is due.
-    pub(crate) fn push(&mut self, wc: WorkCompletion, solicited: bool) -> Result<bool, WorkCompletion> {
+    pub(crate) fn push(
+        &mut self,
+        wc: WorkCompletion,
+        solicited: bool,
+    ) -> Result<bool, WorkCompletion> {
         if self.entries.len() >= self.capacity {
             self.overrun = true;
             return Err(wc);

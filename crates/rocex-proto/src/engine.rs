@@ -38,7 +38,13 @@ impl Config {
     /// A configuration for `local` with a seed, MTU 1024 (a 1500-byte Ethernet MTU) and
     /// rxe's limits.
     pub fn new(local: IpAddr, rng_seed: [u8; 32]) -> Self {
-        Self { rng_seed, local, port_mtu: Mtu::M1024, max_qp: 0x10000, max_cqe: 1 << 15 }
+        Self {
+            rng_seed,
+            local,
+            port_mtu: Mtu::M1024,
+            max_qp: 0x10000,
+            max_cqe: 1 << 15,
+        }
     }
 }
 
@@ -128,7 +134,9 @@ impl std::fmt::Display for VerbsError {
             Self::CqBusy(c) => write!(f, "CQ {c} still has QPs attached"),
             Self::Mem(e) => write!(f, "{e}"),
             Self::Transition(e) => write!(f, "{e}"),
-            Self::InvalidState(s) => write!(f, "the QP is in state {s:?}, which does not allow this"),
+            Self::InvalidState(s) => {
+                write!(f, "the QP is in state {s:?}, which does not allow this")
+            }
             Self::QueueFull => write!(f, "the work queue is full"),
             Self::TooManySge => write!(f, "the work request has more SGEs than the QP allows"),
             Self::InlineTooLong => write!(f, "the inline data is longer than the QP allows"),
@@ -169,7 +177,9 @@ pub(crate) struct Ctx<'a> {
 impl Ctx<'_> {
     /// Delivers a completion to a CQ.
     pub(crate) fn complete(&mut self, cq: u32, wc: WorkCompletion, solicited: bool) {
-        let Some(q) = self.cqs.get_mut(&cq) else { return };
+        let Some(q) = self.cqs.get_mut(&cq) else {
+            return;
+        };
         match q.push(wc, solicited) {
             Ok(true) => self.events.push_back(Event::CqNotify(cq)),
             Ok(false) => {}
@@ -254,7 +264,14 @@ impl Engine {
     }
 
     /// Registers `len` bytes of `region` at application address `iova`.
-    pub fn reg_mr(&mut self, pd: PdId, iova: u64, len: u64, access: Access, region: Arc<dyn Region>) -> Result<Keys, VerbsError> {
+    pub fn reg_mr(
+        &mut self,
+        pd: PdId,
+        iova: u64,
+        len: u64,
+        access: Access,
+        region: Arc<dyn Region>,
+    ) -> Result<Keys, VerbsError> {
         Ok(self.mem.reg_mr(pd, iova, len, access, region)?)
     }
 
@@ -269,7 +286,15 @@ impl Engine {
     }
 
     /// Binds a type-2 window to part of an MR; returns the window's new rkey.
-    pub fn bind_mw(&mut self, pd: PdId, mw_rkey: u32, mr_lkey: u32, addr: u64, len: u64, access: Access) -> Result<u32, VerbsError> {
+    pub fn bind_mw(
+        &mut self,
+        pd: PdId,
+        mw_rkey: u32,
+        mr_lkey: u32,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<u32, VerbsError> {
         Ok(self.mem.bind_mw(pd, mw_rkey, mr_lkey, addr, len, access)?)
     }
 
@@ -289,7 +314,11 @@ impl Engine {
         if !self.cqs.contains_key(&cq) {
             return Err(VerbsError::NoSuchCq(cq));
         }
-        if self.qps.values().any(|q| q.send_cq == cq || q.recv_cq == cq) {
+        if self
+            .qps
+            .values()
+            .any(|q| q.send_cq == cq || q.recv_cq == cq)
+        {
             return Err(VerbsError::CqBusy(cq));
         }
         self.cqs.remove(&cq);
@@ -308,7 +337,10 @@ impl Engine {
 
     /// Arms a CQ: the next completion (or solicited one) raises [`Event::CqNotify`].
     pub fn req_notify_cq(&mut self, cq: u32, on: NotifyOn) -> Result<(), VerbsError> {
-        self.cqs.get_mut(&cq).ok_or(VerbsError::NoSuchCq(cq))?.arm(on);
+        self.cqs
+            .get_mut(&cq)
+            .ok_or(VerbsError::NoSuchCq(cq))?
+            .arm(on);
         Ok(())
     }
 
@@ -336,7 +368,17 @@ impl Engine {
                 break n;
             }
         };
-        self.qps.insert(qpn, Qp::new(qpn, init.qp_type, init.pd, init.send_cq, init.recv_cq, init.cap));
+        self.qps.insert(
+            qpn,
+            Qp::new(
+                qpn,
+                init.qp_type,
+                init.pd,
+                init.send_cq,
+                init.recv_cq,
+                init.cap,
+            ),
+        );
         Ok(qpn)
     }
 
@@ -344,25 +386,39 @@ impl Engine {
     pub fn modify_qp(&mut self, qpn: u32, attr: &QpAttr, mask: AttrMask) -> Result<(), VerbsError> {
         let port_mtu = self.config.port_mtu;
         let qp = self.qps.get(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
-        let to = if mask.contains(AttrMask::STATE) { attr.qp_state } else { qp.state };
+        let to = if mask.contains(AttrMask::STATE) {
+            attr.qp_state
+        } else {
+            qp.state
+        };
         let mut full = mask;
         if !mask.contains(AttrMask::STATE) {
             full = mask | AttrMask::STATE;
         }
         state::check(qp.qp_type, qp.state, to, full).map_err(VerbsError::Transition)?;
         if mask.contains(AttrMask::PATH_MTU) && attr.path_mtu > port_mtu {
-            return Err(VerbsError::BadAttribute("path_mtu exceeds the port's active MTU"));
+            return Err(VerbsError::BadAttribute(
+                "path_mtu exceeds the port's active MTU",
+            ));
         }
         if mask.contains(AttrMask::PORT) && attr.port_num != 1 {
-            return Err(VerbsError::BadAttribute("the device has one port, number 1"));
+            return Err(VerbsError::BadAttribute(
+                "the device has one port, number 1",
+            ));
         }
         if mask.contains(AttrMask::PKEY_INDEX) && attr.pkey_index != 0 {
-            return Err(VerbsError::BadAttribute("the device has one P_Key, at index 0"));
+            return Err(VerbsError::BadAttribute(
+                "the device has one P_Key, at index 0",
+            ));
         }
         if mask.contains(AttrMask::AV) {
-            let av = attr.ah_attr.ok_or(VerbsError::BadAttribute("ah_attr is missing"))?;
+            let av = attr
+                .ah_attr
+                .ok_or(VerbsError::BadAttribute("ah_attr is missing"))?;
             if av.dest.is_ipv4() != self.config.local.is_ipv4() {
-                return Err(VerbsError::BadAttribute("the destination's IP version differs from the device's"));
+                return Err(VerbsError::BadAttribute(
+                    "the destination's IP version differs from the device's",
+                ));
             }
         }
         self.with_qp(qpn, Instant::ZERO, |qp, ctx| qp.apply(attr, mask, ctx));
@@ -398,7 +454,13 @@ impl Engine {
             SendOp::Flush { .. } => 0,
             _ => wr.length(),
         };
-        let wqe = SendWqe { wr, len, first_psn: Psn::default(), npkts: 0, started: false };
+        let wqe = SendWqe {
+            wr,
+            len,
+            first_psn: Psn::default(),
+            npkts: 0,
+            started: false,
+        };
         self.with_qp(qpn, now, |qp, ctx| {
             qp.sq.push_back(wqe);
             if qp.state == QpState::Err {
@@ -432,17 +494,33 @@ impl Engine {
     /// Checks the ICRC of a packet from a sender that builds IP headers as rocex does
     /// (IPv4 identification 0): lets a UDP-socket path check packets from rocex peers.
     pub fn check_icrc_from_rocex(src: SocketAddr, dst: IpAddr, payload: &[u8]) -> IcrcStatus {
-        let Some(body) = payload.len().checked_sub(4) else { return IcrcStatus::Invalid };
+        let Some(body) = payload.len().checked_sub(4) else {
+            return IcrcStatus::Invalid;
+        };
         let form = IcrcForm::for_opcode(Opcode(payload.first().copied().unwrap_or(0)));
         let found = icrc::from_wire(payload[body..].try_into().expect("four bytes"));
-        match icrc::compute_for(src.ip(), dst, src.port(), ROCE_V2_PORT, &payload[..body], form) {
+        match icrc::compute_for(
+            src.ip(),
+            dst,
+            src.port(),
+            ROCE_V2_PORT,
+            &payload[..body],
+            form,
+        ) {
             Ok(c) if c == found => IcrcStatus::Valid,
             _ => IcrcStatus::Invalid,
         }
     }
 
     /// Handles a received UDP payload (BTH through ICRC) from `src` to `dst`.
-    pub fn handle_packet(&mut self, now: Instant, src: SocketAddr, dst: IpAddr, payload: &[u8], icrc: IcrcStatus) {
+    pub fn handle_packet(
+        &mut self,
+        now: Instant,
+        src: SocketAddr,
+        dst: IpAddr,
+        payload: &[u8],
+        icrc: IcrcStatus,
+    ) {
         let Ok((pkt, _)) = PacketRepr::parse(payload) else {
             self.counters.drop_malformed += 1;
             return;
@@ -501,7 +579,12 @@ impl Engine {
                 if qp.resp.has_output() {
                     let len = qp.next_reply(buf, &mut scratch)?;
                     let dest = qp.attr.ah_attr?.dest;
-                    return Some(Outgoing { len, dest, local_qpn: qp.qpn, dest_qpn: qp.attr.dest_qp_num });
+                    return Some(Outgoing {
+                        len,
+                        dest,
+                        local_qpn: qp.qpn,
+                        dest_qpn: qp.attr.dest_qp_num,
+                    });
                 }
                 qp.next_request(ctx, buf)
             });
@@ -510,12 +593,18 @@ impl Engine {
             let body = out.len - 4;
             let src_port = udp_source_port(out.local_qpn, out.dest_qpn);
             let form = IcrcForm::for_opcode(Opcode(buf[0]));
-            let Ok(crc) = icrc::compute_for(local, out.dest, src_port, ROCE_V2_PORT, &buf[..body], form) else {
+            let Ok(crc) =
+                icrc::compute_for(local, out.dest, src_port, ROCE_V2_PORT, &buf[..body], form)
+            else {
                 continue;
             };
             buf[body..out.len].copy_from_slice(&icrc::to_wire(crc));
             self.counters.sent_pkts += 1;
-            return Some(Transmit { dest: out.dest, src_port, len: out.len });
+            return Some(Transmit {
+                dest: out.dest,
+                src_port,
+                len: out.len,
+            });
         }
         None
     }
@@ -538,7 +627,12 @@ impl Engine {
     }
 
     /// Runs `f` on a QP with the context it needs, then reschedules the QP.
-    fn with_qp<R>(&mut self, qpn: u32, now: Instant, f: impl FnOnce(&mut Qp, &mut Ctx<'_>) -> R) -> Option<R> {
+    fn with_qp<R>(
+        &mut self,
+        qpn: u32,
+        now: Instant,
+        f: impl FnOnce(&mut Qp, &mut Ctx<'_>) -> R,
+    ) -> Option<R> {
         let qp = self.qps.get_mut(&qpn)?;
         let mut ctx = Ctx {
             now,
@@ -565,6 +659,68 @@ impl Engine {
         }
         Some(r)
     }
+
+    /// Creates a QP in RESET with a QP number the caller chooses, for reproducing captures
+    /// (`rocex conform replay` answers requests addressed to the captured QPN).
+    ///
+    /// The number must lie in `0x10..=0xFFFFFF` (below 0x10 are rxe's special QPs) and be
+    /// unused ([`VerbsError::BadAttribute`] otherwise). Real QPs use [`Engine::create_qp`],
+    /// whose numbers are unpredictable.
+    pub fn create_qp_with_qpn(&mut self, init: QpInit, qpn: u32) -> Result<u32, VerbsError> {
+        if !(0x10..=Psn::MASK).contains(&qpn) {
+            return Err(VerbsError::BadAttribute(
+                "a chosen QPN must lie in 0x10..=0xffffff",
+            ));
+        }
+        if self.qps.contains_key(&qpn) {
+            return Err(VerbsError::BadAttribute("the chosen QPN is in use"));
+        }
+        if self.qps.len() >= self.config.max_qp {
+            return Err(VerbsError::Limit("QPs"));
+        }
+        for cq in [init.send_cq, init.recv_cq] {
+            if !self.cqs.contains_key(&cq) {
+                return Err(VerbsError::NoSuchCq(cq));
+            }
+        }
+        if self.mem.pd_count() == 0 {
+            return Err(VerbsError::Mem(MemError::UnknownPd { pd: init.pd }));
+        }
+        self.qps.insert(
+            qpn,
+            Qp::new(
+                qpn,
+                init.qp_type,
+                init.pd,
+                init.send_cq,
+                init.recv_cq,
+                init.cap,
+            ),
+        );
+        Ok(qpn)
+    }
+
+    /// Registers a memory region under chosen keys, for reproducing captures (see
+    /// [`MemTable::reg_mr_with_keys`]: keys must be non-zero, distinct and unused).
+    pub fn reg_mr_with_keys(
+        &mut self,
+        pd: PdId,
+        iova: u64,
+        len: u64,
+        access: Access,
+        region: Arc<dyn Region>,
+        keys: Keys,
+    ) -> Result<Keys, VerbsError> {
+        Ok(self
+            .mem
+            .reg_mr_with_keys(pd, iova, len, access, region, keys)?)
+    }
+
+    /// Allocates an unbound type-2 memory window under a chosen rkey, for reproducing
+    /// captures (see [`MemTable::alloc_mw_with_key`]).
+    pub fn alloc_mw_with_key(&mut self, pd: PdId, rkey: u32) -> Result<u32, VerbsError> {
+        Ok(self.mem.alloc_mw_with_key(pd, rkey)?)
+    }
 }
 
 /// The checks `ibv_post_send` makes before a request is queued.
@@ -576,17 +732,26 @@ fn validate_send(qp: &Qp, wr: &SendWr, port_mtu: u32) -> Result<(), VerbsError> 
         return Err(VerbsError::QueueFull);
     }
     match &wr.data {
-        SendData::Sges(s) if s.len() > qp.cap.max_send_sge as usize => return Err(VerbsError::TooManySge),
-        SendData::Inline(d) if d.len() > qp.cap.max_inline_data as usize => return Err(VerbsError::InlineTooLong),
+        SendData::Sges(s) if s.len() > qp.cap.max_send_sge as usize => {
+            return Err(VerbsError::TooManySge);
+        }
+        SendData::Inline(d) if d.len() > qp.cap.max_inline_data as usize => {
+            return Err(VerbsError::InlineTooLong);
+        }
         _ => {}
     }
     let allowed = match qp.qp_type {
         QpType::Rc => true,
-        QpType::Uc => matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_) | SendOp::Write(_) | SendOp::WriteWithImm(..)),
+        QpType::Uc => matches!(
+            wr.op,
+            SendOp::Send | SendOp::SendWithImm(_) | SendOp::Write(_) | SendOp::WriteWithImm(..)
+        ),
         QpType::Ud => matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)),
     };
     if !allowed {
-        return Err(VerbsError::BadRequest("the operation is not available on this QP type"));
+        return Err(VerbsError::BadRequest(
+            "the operation is not available on this QP type",
+        ));
     }
     if qp.qp_type == QpType::Ud && wr.ud.is_none() {
         return Err(VerbsError::BadRequest("a UD send needs a destination"));
@@ -595,10 +760,14 @@ fn validate_send(qp: &Qp, wr: &SendWr, port_mtu: u32) -> Result<(), VerbsError> 
     match wr.op {
         SendOp::CompareSwap { remote, .. } | SendOp::FetchAdd { remote, .. } => {
             if len != 8 || matches!(wr.data, SendData::Inline(_)) {
-                return Err(VerbsError::BadRequest("an atomic needs 8 bytes of registered local buffer"));
+                return Err(VerbsError::BadRequest(
+                    "an atomic needs 8 bytes of registered local buffer",
+                ));
             }
             if remote.addr % 8 != 0 {
-                return Err(VerbsError::BadRequest("an atomic's remote address must be 8-byte aligned"));
+                return Err(VerbsError::BadRequest(
+                    "an atomic's remote address must be 8-byte aligned",
+                ));
             }
         }
         SendOp::Read(_) if matches!(wr.data, SendData::Inline(_)) => {

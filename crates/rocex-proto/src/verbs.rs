@@ -73,7 +73,15 @@ impl Mtu {
     /// (`eth_mtu_int_to_enum`: the netdev MTU less 80 bytes of headers).
     pub fn for_ethernet(eth_mtu: u32) -> Option<Self> {
         let room = eth_mtu.checked_sub(80)?;
-        [Self::M4096, Self::M2048, Self::M1024, Self::M512, Self::M256].into_iter().find(|m| m.bytes() <= room)
+        [
+            Self::M4096,
+            Self::M2048,
+            Self::M1024,
+            Self::M512,
+            Self::M256,
+        ]
+        .into_iter()
+        .find(|m| m.bytes() <= room)
     }
 }
 
@@ -222,7 +230,13 @@ pub struct QpCap {
 
 impl Default for QpCap {
     fn default() -> Self {
-        Self { max_send_wr: 256, max_recv_wr: 256, max_send_sge: 4, max_recv_sge: 4, max_inline_data: 256 }
+        Self {
+            max_send_wr: 256,
+            max_recv_wr: 256,
+            max_send_sge: 4,
+            max_recv_sge: 4,
+            max_inline_data: 256,
+        }
     }
 }
 
@@ -346,7 +360,16 @@ pub struct SendWr {
 impl SendWr {
     /// A signaled request with SGEs.
     pub fn new(wr_id: u64, op: SendOp, sges: Vec<Sge>) -> Self {
-        Self { wr_id, op, data: SendData::Sges(sges), flags: SendFlags { signaled: true, ..SendFlags::default() }, ud: None }
+        Self {
+            wr_id,
+            op,
+            data: SendData::Sges(sges),
+            flags: SendFlags {
+                signaled: true,
+                ..SendFlags::default()
+            },
+            ud: None,
+        }
     }
 
     /// Bytes the request moves (for atomics, the 8 bytes of the result).

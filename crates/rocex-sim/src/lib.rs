@@ -40,7 +40,10 @@ pub struct Link {
 impl Link {
     /// A perfect link with a delay.
     pub fn with_delay(delay: Duration) -> Self {
-        Self { delay, ..Self::default() }
+        Self {
+            delay,
+            ..Self::default()
+        }
     }
 }
 
@@ -140,7 +143,11 @@ impl Fabric {
 
     fn up_to(&mut self, d: Duration) -> Duration {
         let n = d.as_nanos() as u64;
-        if n == 0 { Duration::ZERO } else { Duration::from_nanos(self.rng.next_u64() % n) }
+        if n == 0 {
+            Duration::ZERO
+        } else {
+            Duration::from_nanos(self.rng.next_u64() % n)
+        }
     }
 
     /// Moves every packet the engines have to send onto the links.
@@ -163,7 +170,11 @@ impl Fabric {
                         continue;
                     }
                 }
-                let link = self.links.get(&(from, to)).copied().unwrap_or(self.default_link);
+                let link = self
+                    .links
+                    .get(&(from, to))
+                    .copied()
+                    .unwrap_or(self.default_link);
                 if self.chance(link.loss) {
                     self.stats.lost += 1;
                     continue;
@@ -183,7 +194,14 @@ impl Fabric {
                     }
                     let src = SocketAddr::new(self.nodes[from].config().local, t.src_port);
                     self.seq += 1;
-                    let d = Delivery { at: self.now + delay, seq: self.seq, to, src, dst: t.dest, bytes: bytes.clone() };
+                    let d = Delivery {
+                        at: self.now + delay,
+                        seq: self.seq,
+                        to,
+                        src,
+                        dst: t.dest,
+                        bytes: bytes.clone(),
+                    };
                     self.queue.push(Reverse(d));
                 }
             }
@@ -196,7 +214,9 @@ impl Fabric {
         self.pump();
         let next_delivery = self.queue.peek().map(|Reverse(d)| d.at);
         let next_timer = self.nodes.iter().filter_map(Engine::poll_timeout).min();
-        let Some(at) = [next_delivery, next_timer].into_iter().flatten().min() else { return false };
+        let Some(at) = [next_delivery, next_timer].into_iter().flatten().min() else {
+            return false;
+        };
         self.now = self.now.max(at);
         while self.queue.peek().is_some_and(|Reverse(d)| d.at <= self.now) {
             let Reverse(d) = self.queue.pop().expect("peeked");

@@ -16,7 +16,12 @@ const SLOT: u64 = 8192;
 const SLOTS: u64 = 256;
 
 fn len_of(i: u64) -> usize {
-    (pattern(i ^ 0xabc, 2).iter().map(|b| *b as usize).sum::<usize>() * 13) % 6000
+    (pattern(i ^ 0xabc, 2)
+        .iter()
+        .map(|b| *b as usize)
+        .sum::<usize>()
+        * 13)
+        % 6000
 }
 
 #[test]
@@ -30,7 +35,12 @@ fn mixed_messages_survive_a_bad_link() {
         reorder_by: Duration::from_micros(60),
         corrupt: 0.01,
     };
-    let params = Params { mtu: Mtu::M1024, buf_len: 8 << 20, timeout: 8, ..Params::default() };
+    let params = Params {
+        mtu: Mtu::M1024,
+        buf_len: 8 << 20,
+        timeout: 8,
+        ..Params::default()
+    };
     let mut p = Pair::new(0x5eed, link, params);
     let (a, b) = (p.side('a'), p.side('b'));
     let trace = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
@@ -68,35 +78,67 @@ fn mixed_messages_survive_a_bad_link() {
                 0 => {
                     write_bytes(&a, slot, &pattern(i, len));
                     expect_recv.push_back(i);
-                    (SendOp::SendWithImm(i as u32), vec![sge(&a, slot, len as u32)])
+                    (
+                        SendOp::SendWithImm(i as u32),
+                        vec![sge(&a, slot, len as u32)],
+                    )
                 }
                 1 => {
                     write_bytes(&a, slot, &pattern(i, len));
                     expect_recv.push_back(i);
-                    (SendOp::WriteWithImm(remote(&b, (1 << 20) + (i % 64) * SLOT), i as u32), vec![sge(&a, slot, len as u32)])
+                    (
+                        SendOp::WriteWithImm(remote(&b, (1 << 20) + (i % 64) * SLOT), i as u32),
+                        vec![sge(&a, slot, len as u32)],
+                    )
                 }
-                2 => (SendOp::Read(remote(&b, 2 << 20)), vec![sge(&a, slot, len as u32)]),
-                _ => (SendOp::FetchAdd { remote: remote(&b, counter_at), add: 1 }, vec![sge(&a, slot, 8)]),
+                2 => (
+                    SendOp::Read(remote(&b, 2 << 20)),
+                    vec![sge(&a, slot, len as u32)],
+                ),
+                _ => (
+                    SendOp::FetchAdd {
+                        remote: remote(&b, counter_at),
+                        add: 1,
+                    },
+                    vec![sge(&a, slot, 8)],
+                ),
             };
             p.post_send(&a, wr(i, op, sges));
             outstanding.push_back(i);
             posted += 1;
         }
-        assert!(p.now() < deadline, "stalled at {sender_done} of {MESSAGES}: {:?}", p.fabric.node(a.node).counters());
+        assert!(
+            p.now() < deadline,
+            "stalled at {sender_done} of {MESSAGES}: {:?}",
+            p.fabric.node(a.node).counters()
+        );
         p.fabric.step();
         while let Some(wc) = p.fabric.node(a.node).poll_cq(a.cq) {
-            let i = outstanding.pop_front().expect("a completion for a posted request");
-            assert_eq!((wc.wr_id, wc.status), (i, WcStatus::Success), "sender, in order");
+            let i = outstanding
+                .pop_front()
+                .expect("a completion for a posted request");
+            assert_eq!(
+                (wc.wr_id, wc.status),
+                (i, WcStatus::Success),
+                "sender, in order"
+            );
             let slot = (i % SLOTS) * SLOT;
             match i % 4 {
-                2 => assert!(read_bytes(&a, slot, len_of(i)) == read_src[..len_of(i)], "READ {i} data"),
-                3 => fetch_origs.push(u64::from_ne_bytes(read_bytes(&a, slot, 8).try_into().unwrap())),
+                2 => assert!(
+                    read_bytes(&a, slot, len_of(i)) == read_src[..len_of(i)],
+                    "READ {i} data"
+                ),
+                3 => fetch_origs.push(u64::from_ne_bytes(
+                    read_bytes(&a, slot, 8).try_into().unwrap(),
+                )),
                 _ => {}
             }
             sender_done += 1;
         }
         while let Some(wc) = p.fabric.node(b.node).poll_cq(b.cq) {
-            let i = expect_recv.pop_front().expect("a receive for a sent message");
+            let i = expect_recv
+                .pop_front()
+                .expect("a receive for a sent message");
             if wc.imm_data != Some(i as u32) {
                 for l in trace.borrow().iter().rev().take(300).rev() {
                     eprintln!("{l}");
@@ -113,9 +155,18 @@ fn mixed_messages_survive_a_bad_link() {
                 assert_eq!(wc.opcode, WcOpcode::RecvRdmaWithImm);
                 read_bytes(&b, (1 << 20) + (i % 64) * SLOT, len)
             };
-            assert_eq!(crc32fast::hash(&data), crc32fast::hash(&pattern(i, len)), "message {i} bytes");
+            assert_eq!(
+                crc32fast::hash(&data),
+                crc32fast::hash(&pattern(i, len)),
+                "message {i} bytes"
+            );
             received += 1;
-            p.post_recv(&b, next_recv, recv_base + (next_recv % SLOTS) * SLOT, SLOT as u32);
+            p.post_recv(
+                &b,
+                next_recv,
+                recv_base + (next_recv % SLOTS) * SLOT,
+                SLOT as u32,
+            );
             next_recv += 1;
         }
     }
@@ -123,16 +174,36 @@ fn mixed_messages_survive_a_bad_link() {
     assert_eq!(received, MESSAGES / 2);
     assert!(expect_recv.is_empty());
     let counter = u64::from_ne_bytes(read_bytes(&b, counter_at, 8).try_into().unwrap());
-    assert_eq!(counter, MESSAGES / 4, "every FETCH_ADD applied exactly once");
+    assert_eq!(
+        counter,
+        MESSAGES / 4,
+        "every FETCH_ADD applied exactly once"
+    );
     fetch_origs.sort_unstable();
-    assert_eq!(fetch_origs, (0..MESSAGES / 4).collect::<Vec<_>>(), "each FETCH_ADD saw a distinct value");
-    let (ca, cb) = (p.fabric.node(a.node).counters().clone(), p.fabric.node(b.node).counters().clone());
+    assert_eq!(
+        fetch_origs,
+        (0..MESSAGES / 4).collect::<Vec<_>>(),
+        "each FETCH_ADD saw a distinct value"
+    );
+    let (ca, cb) = (
+        p.fabric.node(a.node).counters().clone(),
+        p.fabric.node(b.node).counters().clone(),
+    );
     let stats = p.fabric.stats;
     eprintln!(
         "fabric {stats:?}\nretransmitted A={} B={}, retries A={}, duplicate requests at B={}, icrc drops A={} B={}, virtual time {:?}",
-        ca.retransmitted_pkts, cb.retransmitted_pkts, ca.completer_retry_err, cb.duplicate_request, ca.drop_icrc, cb.drop_icrc, p.now()
+        ca.retransmitted_pkts,
+        cb.retransmitted_pkts,
+        ca.completer_retry_err,
+        cb.duplicate_request,
+        ca.drop_icrc,
+        cb.drop_icrc,
+        p.now()
     );
-    assert!(stats.lost > 1000 && stats.duplicated > 500 && stats.corrupted > 50, "the link did impair: {stats:?}");
+    assert!(
+        stats.lost > 1000 && stats.duplicated > 500 && stats.corrupted > 50,
+        "the link did impair: {stats:?}"
+    );
     assert!(ca.retransmitted_pkts > 0 && cb.duplicate_request > 0);
     // Every corrupted packet that arrived was dropped by its ICRC (the data checks above
     // would catch one that was not).

@@ -12,7 +12,12 @@ use rocex_sim::Link;
 const SIZES: [usize; 8] = [0, 1, 255, 256, 257, 1000, 4097, 65536];
 
 fn pair(mtu: Mtu, psn: u32) -> Pair {
-    let p = Params { mtu, psn_a: psn, psn_b: psn ^ 0x5555, ..Params::default() };
+    let p = Params {
+        mtu,
+        psn_a: psn,
+        psn_b: psn ^ 0x5555,
+        ..Params::default()
+    };
     Pair::new(1, Link::with_delay(Duration::from_micros(5)), p)
 }
 
@@ -21,10 +26,20 @@ fn check_write(mtu: Mtu, len: usize, psn: u32) {
     let (a, b) = (p.side('a'), p.side('b'));
     let data = pattern(len as u64, len);
     write_bytes(&a, 0, &data);
-    p.post_send(&a, wr(7, SendOp::Write(remote(&b, 4096)), vec![sge(&a, 0, len as u32)]));
+    p.post_send(
+        &a,
+        wr(
+            7,
+            SendOp::Write(remote(&b, 4096)),
+            vec![sge(&a, 0, len as u32)],
+        ),
+    );
     let wcs = p.completions(&a, 1, Duration::from_secs(1));
     assert_eq!(wcs.len(), 1, "WRITE {len} at {mtu:?}");
-    assert_eq!((wcs[0].wr_id, wcs[0].status, wcs[0].opcode), (7, WcStatus::Success, WcOpcode::RdmaWrite));
+    assert_eq!(
+        (wcs[0].wr_id, wcs[0].status, wcs[0].opcode),
+        (7, WcStatus::Success, WcOpcode::RdmaWrite)
+    );
     assert_eq!(read_bytes(&b, 4096, len), data, "WRITE {len} at {mtu:?}");
 }
 
@@ -46,13 +61,22 @@ fn send_every_size_and_mtu() {
             let data = pattern(len as u64 + 1, len);
             write_bytes(&a, 0, &data);
             p.post_recv(&b, 42, 8192, 1 << 17);
-            p.post_send(&a, wr(9, SendOp::SendWithImm(0xabcd), vec![sge(&a, 0, len as u32)]));
+            p.post_send(
+                &a,
+                wr(9, SendOp::SendWithImm(0xabcd), vec![sge(&a, 0, len as u32)]),
+            );
             let sent = p.completions(&a, 1, Duration::from_secs(1));
             assert_ok(&sent);
             let got = p.completions(&b, 1, Duration::from_secs(1));
             assert_eq!(got.len(), 1);
-            assert_eq!((got[0].wr_id, got[0].status, got[0].opcode), (42, WcStatus::Success, WcOpcode::Recv));
-            assert_eq!((got[0].byte_len as usize, got[0].imm_data), (len, Some(0xabcd)));
+            assert_eq!(
+                (got[0].wr_id, got[0].status, got[0].opcode),
+                (42, WcStatus::Success, WcOpcode::Recv)
+            );
+            assert_eq!(
+                (got[0].byte_len as usize, got[0].imm_data),
+                (len, Some(0xabcd))
+            );
             assert_eq!(read_bytes(&b, 8192, len), data);
         }
     }
@@ -66,10 +90,20 @@ fn read_every_size_and_mtu() {
             let (a, b) = (p.side('a'), p.side('b'));
             let data = pattern(len as u64 + 2, len);
             write_bytes(&b, 100, &data);
-            p.post_send(&a, wr(3, SendOp::Read(remote(&b, 100)), vec![sge(&a, 0, len as u32)]));
+            p.post_send(
+                &a,
+                wr(
+                    3,
+                    SendOp::Read(remote(&b, 100)),
+                    vec![sge(&a, 0, len as u32)],
+                ),
+            );
             let wcs = p.completions(&a, 1, Duration::from_secs(1));
             assert_eq!(wcs.len(), 1, "READ {len} at {mtu:?}");
-            assert_eq!((wcs[0].status, wcs[0].opcode, wcs[0].byte_len as usize), (WcStatus::Success, WcOpcode::RdmaRead, len));
+            assert_eq!(
+                (wcs[0].status, wcs[0].opcode, wcs[0].byte_len as usize),
+                (WcStatus::Success, WcOpcode::RdmaRead, len)
+            );
             assert_eq!(read_bytes(&a, 0, len), data, "READ {len} at {mtu:?}");
         }
     }
@@ -81,10 +115,20 @@ fn write_with_immediate_consumes_a_receive() {
     let (a, b) = (p.side('a'), p.side('b'));
     write_bytes(&a, 0, &pattern(5, 3000));
     p.post_recv(&b, 1, 0, 16);
-    p.post_send(&a, wr(2, SendOp::WriteWithImm(remote(&b, 1000), 0x1234_5678), vec![sge(&a, 0, 3000)]));
+    p.post_send(
+        &a,
+        wr(
+            2,
+            SendOp::WriteWithImm(remote(&b, 1000), 0x1234_5678),
+            vec![sge(&a, 0, 3000)],
+        ),
+    );
     assert_ok(&p.completions(&a, 1, Duration::from_secs(1)));
     let got = p.completions(&b, 1, Duration::from_secs(1));
-    assert_eq!((got[0].opcode, got[0].imm_data, got[0].byte_len), (WcOpcode::RecvRdmaWithImm, Some(0x1234_5678), 3000));
+    assert_eq!(
+        (got[0].opcode, got[0].imm_data, got[0].byte_len),
+        (WcOpcode::RecvRdmaWithImm, Some(0x1234_5678), 3000)
+    );
     assert_eq!(read_bytes(&b, 1000, 3000), pattern(5, 3000));
 }
 
@@ -93,28 +137,97 @@ fn atomics_return_the_original_and_apply_once() {
     let mut p = pair(Mtu::M1024, 1);
     let (a, b) = (p.side('a'), p.side('b'));
     write_bytes(&b, 64, &41u64.to_ne_bytes());
-    p.post_send(&a, wr(1, SendOp::FetchAdd { remote: remote(&b, 64), add: 1 }, vec![sge(&a, 0, 8)]));
-    p.post_send(&a, wr(2, SendOp::CompareSwap { remote: remote(&b, 64), compare: 42, swap: 7 }, vec![sge(&a, 8, 8)]));
-    p.post_send(&a, wr(3, SendOp::CompareSwap { remote: remote(&b, 64), compare: 42, swap: 9 }, vec![sge(&a, 16, 8)]));
+    p.post_send(
+        &a,
+        wr(
+            1,
+            SendOp::FetchAdd {
+                remote: remote(&b, 64),
+                add: 1,
+            },
+            vec![sge(&a, 0, 8)],
+        ),
+    );
+    p.post_send(
+        &a,
+        wr(
+            2,
+            SendOp::CompareSwap {
+                remote: remote(&b, 64),
+                compare: 42,
+                swap: 7,
+            },
+            vec![sge(&a, 8, 8)],
+        ),
+    );
+    p.post_send(
+        &a,
+        wr(
+            3,
+            SendOp::CompareSwap {
+                remote: remote(&b, 64),
+                compare: 42,
+                swap: 9,
+            },
+            vec![sge(&a, 16, 8)],
+        ),
+    );
     let wcs = p.completions(&a, 3, Duration::from_secs(1));
     assert_ok(&wcs);
-    assert_eq!(wcs.iter().map(|w| w.opcode).collect::<Vec<_>>(), [WcOpcode::FetchAdd, WcOpcode::CompSwap, WcOpcode::CompSwap]);
+    assert_eq!(
+        wcs.iter().map(|w| w.opcode).collect::<Vec<_>>(),
+        [WcOpcode::FetchAdd, WcOpcode::CompSwap, WcOpcode::CompSwap]
+    );
     let orig = |off| u64::from_ne_bytes(read_bytes(&a, off, 8).try_into().unwrap());
     assert_eq!((orig(0), orig(8), orig(16)), (41, 42, 7));
-    assert_eq!(u64::from_ne_bytes(read_bytes(&b, 64, 8).try_into().unwrap()), 7);
+    assert_eq!(
+        u64::from_ne_bytes(read_bytes(&b, 64, 8).try_into().unwrap()),
+        7
+    );
 }
 
 #[test]
 fn atomic_write_and_flush() {
-    let params = Params { access: Params::default().access | Access::FLUSH_GLOBAL, ..Params::default() };
+    let params = Params {
+        access: Params::default().access | Access::FLUSH_GLOBAL,
+        ..Params::default()
+    };
     let mut p = Pair::new(1, Link::with_delay(Duration::from_micros(5)), params);
     let (a, b) = (p.side('a'), p.side('b'));
-    p.post_send(&a, wr(1, SendOp::AtomicWrite { remote: remote(&b, 128), value: 0x0102_0304_0506_0708 }, vec![]));
-    p.post_send(&a, wr(2, SendOp::Flush { remote: remote(&b, 0), len: 4096, placement: 1, selectivity: 0 }, vec![]));
+    p.post_send(
+        &a,
+        wr(
+            1,
+            SendOp::AtomicWrite {
+                remote: remote(&b, 128),
+                value: 0x0102_0304_0506_0708,
+            },
+            vec![],
+        ),
+    );
+    p.post_send(
+        &a,
+        wr(
+            2,
+            SendOp::Flush {
+                remote: remote(&b, 0),
+                len: 4096,
+                placement: 1,
+                selectivity: 0,
+            },
+            vec![],
+        ),
+    );
     let wcs = p.completions(&a, 2, Duration::from_secs(1));
     assert_ok(&wcs);
-    assert_eq!((wcs[0].opcode, wcs[1].opcode), (WcOpcode::AtomicWrite, WcOpcode::Flush));
-    assert_eq!(u64::from_ne_bytes(read_bytes(&b, 128, 8).try_into().unwrap()), 0x0102_0304_0506_0708);
+    assert_eq!(
+        (wcs[0].opcode, wcs[1].opcode),
+        (WcOpcode::AtomicWrite, WcOpcode::Flush)
+    );
+    assert_eq!(
+        u64::from_ne_bytes(read_bytes(&b, 128, 8).try_into().unwrap()),
+        0x0102_0304_0506_0708
+    );
 }
 
 #[test]
@@ -124,7 +237,19 @@ fn flush_without_the_access_right_is_a_remote_access_error() {
     for placement in [1, 2] {
         let mut p = pair(Mtu::M1024, 1);
         let (a, b) = (p.side('a'), p.side('b'));
-        p.post_send(&a, wr(1, SendOp::Flush { remote: remote(&b, 0), len: 64, placement, selectivity: 0 }, vec![]));
+        p.post_send(
+            &a,
+            wr(
+                1,
+                SendOp::Flush {
+                    remote: remote(&b, 0),
+                    len: 64,
+                    placement,
+                    selectivity: 0,
+                },
+                vec![],
+            ),
+        );
         let wcs = p.completions(&a, 1, Duration::from_secs(1));
         assert_eq!(wcs[0].status, WcStatus::RemAccessErr);
         assert_eq!(p.qp_state(&b), QpState::Err);
@@ -134,12 +259,23 @@ fn flush_without_the_access_right_is_a_remote_access_error() {
 #[test]
 fn eight_mib_write() {
     let len = 8 << 20;
-    let p = Params { mtu: Mtu::M4096, buf_len: len + 4096, ..Params::default() };
+    let p = Params {
+        mtu: Mtu::M4096,
+        buf_len: len + 4096,
+        ..Params::default()
+    };
     let mut p = Pair::new(3, Link::with_delay(Duration::from_micros(5)), p);
     let (a, b) = (p.side('a'), p.side('b'));
     let data = pattern(8, len);
     write_bytes(&a, 0, &data);
-    p.post_send(&a, wr(1, SendOp::Write(remote(&b, 0)), vec![sge(&a, 0, len as u32)]));
+    p.post_send(
+        &a,
+        wr(
+            1,
+            SendOp::Write(remote(&b, 0)),
+            vec![sge(&a, 0, len as u32)],
+        ),
+    );
     assert_ok(&p.completions(&a, 1, Duration::from_secs(10)));
     assert!(read_bytes(&b, 0, len) == data);
 }

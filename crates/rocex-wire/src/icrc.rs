@@ -78,7 +78,13 @@ pub fn compute_for(
 ) -> Result<u32> {
     use core::net::IpAddr;
     let udp_len = UDP_LEN + transport.len() + crate::packet::ICRC_LEN;
-    let too_big = |layer| Error::new(layer, 0, ErrorKind::BadValue("the datagram exceeds 65535 bytes"));
+    let too_big = |layer| {
+        Error::new(
+            layer,
+            0,
+            ErrorKind::BadValue("the datagram exceeds 65535 bytes"),
+        )
+    };
     let udp_len16 = u16::try_from(udp_len).map_err(|_| too_big(Layer::Udp))?;
     let mut udp = [0u8; UDP_LEN];
     udp[0..2].copy_from_slice(&sport.to_be_bytes());
@@ -105,7 +111,11 @@ pub fn compute_for(
             ip[24..40].copy_from_slice(&d.octets());
             compute(&ip, &udp, transport, form)
         }
-        _ => Err(Error::new(Layer::Ipv4, 0, ErrorKind::BadValue("source and destination differ in IP version"))),
+        _ => Err(Error::new(
+            Layer::Ipv4,
+            0,
+            ErrorKind::BadValue("source and destination differ in IP version"),
+        )),
     }
 }
 

@@ -326,6 +326,39 @@ impl fmt::Display for Opcode {
     }
 }
 
+/// The opcode table as the Markdown table in `docs/wire.md`.
+pub fn markdown_table() -> String {
+    let mut s =
+        String::from("| code | name | service | message | headers after BTH | payload | kind |\n");
+    s.push_str("|---|---|---|---|---|---|---|\n");
+    for op in Opcode::all() {
+        let i = op.info().expect("all() yields known opcodes");
+        let exts: Vec<String> = i.exts.iter().map(|e| format!("{e:?}")).collect();
+        let kind = if i.operation == Operation::Cnp {
+            "notification"
+        } else if i.operation.is_response() {
+            "response"
+        } else {
+            "request"
+        };
+        s.push_str(&format!(
+            "| 0x{:02x} | {} | {:?} | {:?} | {} | {} | {} |\n",
+            op.0,
+            i.name,
+            i.service,
+            i.position,
+            if exts.is_empty() {
+                "-".to_string()
+            } else {
+                exts.join(", ")
+            },
+            if i.payload { "yes" } else { "no" },
+            kind
+        ));
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -389,37 +422,4 @@ mod tests {
         }
         assert_eq!(Opcode::all().count(), 40);
     }
-}
-
-/// The opcode table as the Markdown table in `docs/wire.md`.
-pub fn markdown_table() -> String {
-    let mut s =
-        String::from("| code | name | service | message | headers after BTH | payload | kind |\n");
-    s.push_str("|---|---|---|---|---|---|---|\n");
-    for op in Opcode::all() {
-        let i = op.info().expect("all() yields known opcodes");
-        let exts: Vec<String> = i.exts.iter().map(|e| format!("{e:?}")).collect();
-        let kind = if i.operation == Operation::Cnp {
-            "notification"
-        } else if i.operation.is_response() {
-            "response"
-        } else {
-            "request"
-        };
-        s.push_str(&format!(
-            "| 0x{:02x} | {} | {:?} | {:?} | {} | {} | {} |\n",
-            op.0,
-            i.name,
-            i.service,
-            i.position,
-            if exts.is_empty() {
-                "-".to_string()
-            } else {
-                exts.join(", ")
-            },
-            if i.payload { "yes" } else { "no" },
-            kind
-        ));
-    }
-    s
 }

@@ -259,6 +259,13 @@ fn icrc_for_addresses_matches_the_emitted_frame() {
     let buf = write_request(false);
     let f = Frame::parse(&buf).unwrap();
     let (src, dst) = ("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap());
-    let crc = rocex_wire::icrc::compute_for(src, dst, 0xc000, 4791, &buf[42..buf.len() - 4], IcrcForm::Spec);
+    let crc = rocex_wire::icrc::compute_for(
+        src,
+        dst,
+        0xc000,
+        4791,
+        &buf[42..buf.len() - 4],
+        IcrcForm::Spec,
+    );
     assert_eq!(crc.unwrap(), f.icrc);
 }

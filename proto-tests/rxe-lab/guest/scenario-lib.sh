@@ -75,3 +75,8 @@ lab_counters() {
 		$TC -s qdisc show dev eth0 | grep -E 'qdisc netem|dropped' | sed 's/^/  /'
 	fi
 }
+
+# The rxe lab probe (probe/probe.c): the server is the responder, the client
+# (requester) tells it the plan over TCP.
+probe_server() { rxe-probe server -d rxe0 -g "$GID" "$@"; }
+probe_client() { rxe-probe client "$PEER" -d rxe0 -g "$GID" --mtu "$MTU" "$@"; }

@@ -6,7 +6,8 @@
 //! NAK. Retries go back to the oldest unacknowledged PSN (go-back-N), resuming a message
 //! at that packet, a READ at the bytes already received. `retry_cnt` counts retries after
 //! timeouts and sequence NAKs, `rnr_retry` after RNR NAKs; both are restored by progress,
-//! and 7 means "forever" for both, as in rxe.
+//! and 7 means "forever" for both, as in rxe. A READ response after a gap is dropped and
+//! left to the timer, as rxe does.
 
 use rocex_mem::Access;
 use rocex_wire::{NakCode, PacketRepr, Psn, Syndrome};
@@ -29,9 +30,10 @@ pub(crate) struct Completer {
     pub(crate) timer: Option<Instant>,
     /// Until when an RNR NAK holds the requester back.
     pub(crate) rnr_until: Option<Instant>,
-    /// The PSN a retry went back to, until progress: further signs of the same loss
-    /// (out-of-order responses, repeated ACKs) do not start another retry.
-    retrying_from: Option<Psn>,
+    /// A retry has started and no progress followed: until it does, only a timeout
+    /// starts another (rxe `started_retry`), so one loss does not set off a retry for
+    /// every sign of it (repeated ACKs and NAKs).
+    started_retry: bool,
 }
 
 /// Retry counts of 7 never run out.
@@ -104,7 +106,7 @@ impl Qp {
     /// Forward progress: retry counts restored, the timer restarted or stopped, and the
     /// requester moved past anything acknowledged while it was going back.
     fn progress(&mut self, ctx: &mut Ctx<'_>) {
-        self.comp.retrying_from = None;
+        self.comp.started_retry = false;
         self.comp.retry_left = self.attr.retry_cnt;
         self.comp.rnr_left = self.attr.rnr_retry;
         self.comp.timer = if self.comp.psn.is_before(self.req.high_psn) {
@@ -142,7 +144,8 @@ impl Qp {
     }
 
     fn on_nak(&mut self, ctx: &mut Ctx<'_>, psn: Psn, code: NakCode) {
-        let in_range = self.outstanding(psn) || (code == NakCode::PsnSequenceError && psn == self.req.high_psn);
+        let in_range = self.outstanding(psn)
+            || (code == NakCode::PsnSequenceError && psn == self.req.high_psn);
         if !in_range {
             ctx.counters.drop_ghost_ack += 1;
             return;
@@ -179,8 +182,10 @@ impl Qp {
             return;
         }
         if psn != self.comp.psn {
-            // Responses before this one were lost.
-            return self.retry(ctx, self.comp.psn);
+            // Responses before this one were lost: as rxe, wait for the timer, which
+            // resends from the first missing one.
+            ctx.counters.drop_out_of_seq += 1;
+            return;
         }
         // Everything before the response's request is acknowledged by it.
         while let Some(w) = self.sq.front() {
@@ -190,12 +195,20 @@ impl Qp {
             self.complete_head(ctx, WcStatus::Success);
         }
         let mtu = self.mtu();
-        let Some(w) = self.sq.front().filter(|w| w.holds(psn) && w.needs_response()) else {
+        let Some(w) = self
+            .sq
+            .front()
+            .filter(|w| w.holds(psn) && w.needs_response())
+        else {
             ctx.counters.drop_unexpected_response += 1;
             return;
         };
         let idx = psn.diff(w.first_psn) as u32;
-        let info = pkt.bth.opcode.info().expect("parsed opcodes are in the table");
+        let info = pkt
+            .bth
+            .opcode
+            .info()
+            .expect("parsed opcodes are in the table");
         let op = pkt.opcode();
         use rocex_wire::Opcode as O;
         let result = match w.wr.op {
@@ -203,13 +216,18 @@ impl Qp {
                 let last = idx + 1 == w.npkts;
                 let at = u64::from(idx) * u64::from(mtu);
                 let expected = (w.len - at).min(u64::from(mtu));
-                if info.position.starts() != (idx == 0) || info.position.ends() != last || pkt.payload.len() as u64 != expected {
+                if info.position.starts() != (idx == 0)
+                    || info.position.ends() != last
+                    || pkt.payload.len() as u64 != expected
+                {
                     Err(WcStatus::BadRespErr)
                 } else {
                     scatter(ctx, self.pd, &w.wr.data, at, pkt.payload).map(|()| last)
                 }
             }
-            SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } if op == O::RC_ATOMIC_ACKNOWLEDGE => {
+            SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
+                if op == O::RC_ATOMIC_ACKNOWLEDGE =>
+            {
                 let orig = pkt.atomic_ack_eth.map_or(0, |a| a.orig);
                 scatter(ctx, self.pd, &w.wr.data, 0, &orig.to_ne_bytes()).map(|()| true)
             }
@@ -245,8 +263,8 @@ impl Qp {
         }
         if self.comp.timer.is_some_and(|t| t <= ctx.now) {
             self.comp.timer = None;
-            self.comp.retrying_from = None;
             if self.comp.psn.is_before(self.req.high_psn) {
+                self.comp.started_retry = false;
                 self.retry(ctx, self.comp.psn);
             }
         }
@@ -254,15 +272,15 @@ impl Qp {
 
     /// Counts a retry and goes back to `from`, or fails the oldest request when none is left.
     fn retry(&mut self, ctx: &mut Ctx<'_>, from: Psn) {
-        if self.comp.retrying_from == Some(from) {
+        if self.comp.started_retry {
             return;
         }
-        self.comp.retrying_from = Some(from);
-        ctx.counters.completer_retry_err += 1;
+        self.comp.started_retry = true;
         if self.comp.retry_left == 0 {
             ctx.counters.retry_exceeded_err += 1;
             return self.complete_head(ctx, WcStatus::RetryExcErr);
         }
+        ctx.counters.completer_retry_err += 1;
         if self.comp.retry_left != INFINITE {
             self.comp.retry_left -= 1;
         }
@@ -274,7 +292,11 @@ impl Qp {
     /// Requests keep the PSNs they were first given, so a resent packet has its old PSN.
     pub(crate) fn go_back(&mut self, from: Psn) {
         let mtu = u64::from(self.mtu());
-        let i = self.sq.iter().position(|w| !w.started || !w.last_psn().is_before(from)).unwrap_or(self.sq.len());
+        let i = self
+            .sq
+            .iter()
+            .position(|w| !w.started || !w.last_psn().is_before(from))
+            .unwrap_or(self.sq.len());
         self.req.next = i;
         self.req.psn = from;
         self.req.offset = 0;
@@ -282,7 +304,10 @@ impl Qp {
             if w.holds(from) {
                 if !matches!(
                     w.wr.op,
-                    SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } | SendOp::AtomicWrite { .. } | SendOp::Flush { .. }
+                    SendOp::CompareSwap { .. }
+                        | SendOp::FetchAdd { .. }
+                        | SendOp::AtomicWrite { .. }
+                        | SendOp::Flush { .. }
                 ) {
                     self.req.offset = u64::from(from.diff(w.first_psn) as u32) * mtu;
                 }
@@ -294,8 +319,16 @@ impl Qp {
 }
 
 /// Copies response data into the request's local buffers at `offset`.
-fn scatter(ctx: &mut Ctx<'_>, pd: rocex_mem::PdId, data: &SendData, offset: u64, bytes: &[u8]) -> Result<(), WcStatus> {
-    let SendData::Sges(sges) = data else { return Err(WcStatus::LocProtErr) };
+fn scatter(
+    ctx: &mut Ctx<'_>,
+    pd: rocex_mem::PdId,
+    data: &SendData,
+    offset: u64,
+    bytes: &[u8],
+) -> Result<(), WcStatus> {
+    let SendData::Sges(sges) = data else {
+        return Err(WcStatus::LocProtErr);
+    };
     let mut skip = offset;
     let mut at = 0usize;
     for sge in sges {
@@ -309,10 +342,18 @@ fn scatter(ctx: &mut Ctx<'_>, pd: rocex_mem::PdId, data: &SendData, offset: u64,
         }
         let n = ((sl - skip) as usize).min(bytes.len() - at);
         let addr = sge.addr.checked_add(skip).ok_or(WcStatus::LocProtErr)?;
-        let t = ctx.mem.check_lkey(pd, sge.lkey, addr, n as u64, Access::LOCAL_WRITE).map_err(|_| WcStatus::LocProtErr)?;
-        t.write_at(0, &bytes[at..at + n]).map_err(|_| WcStatus::LocProtErr)?;
+        let t = ctx
+            .mem
+            .check_lkey(pd, sge.lkey, addr, n as u64, Access::LOCAL_WRITE)
+            .map_err(|_| WcStatus::LocProtErr)?;
+        t.write_at(0, &bytes[at..at + n])
+            .map_err(|_| WcStatus::LocProtErr)?;
         at += n;
         skip = 0;
     }
-    if at == bytes.len() { Ok(()) } else { Err(WcStatus::LocLenErr) }
+    if at == bytes.len() {
+        Ok(())
+    } else {
+        Err(WcStatus::LocLenErr)
+    }
 }

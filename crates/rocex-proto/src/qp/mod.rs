@@ -14,12 +14,14 @@ use rocex_wire::Psn;
 
 use crate::Ctx;
 use crate::time::Instant;
-use crate::verbs::{QpAttr, QpCap, QpState, QpType, RecvWr, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion};
+use crate::verbs::{
+    QpAttr, QpCap, QpState, QpType, RecvWr, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion,
+};
 
-pub(crate) use requester::Requester;
-pub(crate) use responder::Responder;
 pub(crate) use completer::Completer;
+pub(crate) use requester::Requester;
 pub use responder::GRH_LEN;
+pub(crate) use responder::Responder;
 
 /// The most PSNs a requester sends beyond the oldest unacknowledged one (rxe
 /// `RXE_MAX_UNACKED_PSNS`).
@@ -88,7 +90,14 @@ pub(crate) struct Qp {
 }
 
 impl Qp {
-    pub(crate) fn new(qpn: u32, qp_type: QpType, pd: PdId, send_cq: u32, recv_cq: u32, cap: QpCap) -> Self {
+    pub(crate) fn new(
+        qpn: u32,
+        qp_type: QpType,
+        pd: PdId,
+        send_cq: u32,
+        recv_cq: u32,
+        cap: QpCap,
+    ) -> Self {
         Self {
             qpn,
             qp_type,
@@ -220,7 +229,13 @@ impl Qp {
     }
 
     /// Reports a send work request's outcome: always on error, on success only if signaled.
-    pub(crate) fn push_send_completion(&self, ctx: &mut Ctx<'_>, wqe: &SendWqe, status: WcStatus, byte_len: u32) {
+    pub(crate) fn push_send_completion(
+        &self,
+        ctx: &mut Ctx<'_>,
+        wqe: &SendWqe,
+        status: WcStatus,
+        byte_len: u32,
+    ) {
         if status != WcStatus::Success {
             ctx.counters.send_err += 1;
         } else if !wqe.wr.flags.signaled {
@@ -241,7 +256,9 @@ impl Qp {
 
     /// Completes the head of the send queue with `status`; on error the QP moves to ERROR.
     pub(crate) fn complete_head(&mut self, ctx: &mut Ctx<'_>, status: WcStatus) {
-        let Some(wqe) = self.sq.pop_front() else { return };
+        let Some(wqe) = self.sq.pop_front() else {
+            return;
+        };
         if self.req.next == 0 {
             self.req.offset = 0;
         } else {

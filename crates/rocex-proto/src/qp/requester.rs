@@ -10,7 +10,8 @@ use core::net::IpAddr;
 use rocex_mem::Access;
 use rocex_wire::opcode::Position;
 use rocex_wire::{
-    AtomicEthRepr, BthRepr, DethRepr, FethRepr, IethRepr, ImmDtRepr, Opcode, PacketRepr, Psn, RethRepr,
+    AtomicEthRepr, BthRepr, DethRepr, FethRepr, IethRepr, ImmDtRepr, Opcode, PacketRepr, Psn,
+    RethRepr,
 };
 
 use super::{MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, Qp, SendWqe};
@@ -51,8 +52,18 @@ fn opcode(qp_type: QpType, op: &SendOp, pos: Position) -> Opcode {
     };
     match op {
         SendOp::Send => pick(
-            [Opcode::RC_SEND_FIRST, Opcode::RC_SEND_MIDDLE, Opcode::RC_SEND_LAST, Opcode::RC_SEND_ONLY],
-            [Opcode::UC_SEND_FIRST, Opcode::UC_SEND_MIDDLE, Opcode::UC_SEND_LAST, Opcode::UC_SEND_ONLY],
+            [
+                Opcode::RC_SEND_FIRST,
+                Opcode::RC_SEND_MIDDLE,
+                Opcode::RC_SEND_LAST,
+                Opcode::RC_SEND_ONLY,
+            ],
+            [
+                Opcode::UC_SEND_FIRST,
+                Opcode::UC_SEND_MIDDLE,
+                Opcode::UC_SEND_LAST,
+                Opcode::UC_SEND_ONLY,
+            ],
         ),
         SendOp::SendWithImm(_) => pick(
             [
@@ -75,7 +86,12 @@ fn opcode(qp_type: QpType, op: &SendOp, pos: Position) -> Opcode {
                 Opcode::RC_SEND_LAST_WITH_INVALIDATE,
                 Opcode::RC_SEND_ONLY_WITH_INVALIDATE,
             ],
-            [Opcode::UC_SEND_FIRST, Opcode::UC_SEND_MIDDLE, Opcode::UC_SEND_LAST, Opcode::UC_SEND_ONLY],
+            [
+                Opcode::UC_SEND_FIRST,
+                Opcode::UC_SEND_MIDDLE,
+                Opcode::UC_SEND_LAST,
+                Opcode::UC_SEND_ONLY,
+            ],
         ),
         SendOp::Write(_) => pick(
             [
@@ -116,7 +132,11 @@ fn opcode(qp_type: QpType, op: &SendOp, pos: Position) -> Opcode {
 impl Qp {
     /// READ and atomic requests sent and not yet answered.
     fn rd_atomic_outstanding(&self) -> usize {
-        self.sq.iter().take(self.req.next).filter(|w| w.is_rd_atomic()).count()
+        self.sq
+            .iter()
+            .take(self.req.next)
+            .filter(|w| w.is_rd_atomic())
+            .count()
     }
 
     /// Whether the requester can send a packet now.
@@ -124,7 +144,9 @@ impl Qp {
         if self.state != QpState::Rts || self.comp.rnr_until.is_some() {
             return false;
         }
-        let Some(wqe) = self.sq.get(self.req.next) else { return false };
+        let Some(wqe) = self.sq.get(self.req.next) else {
+            return false;
+        };
         if self.qp_type != QpType::Rc {
             return true;
         }
@@ -148,7 +170,11 @@ impl Qp {
         if !self.requester_ready() {
             return None;
         }
-        let mtu = if self.qp_type == QpType::Ud { ctx.port_mtu } else { self.mtu() };
+        let mtu = if self.qp_type == QpType::Ud {
+            ctx.port_mtu
+        } else {
+            self.mtu()
+        };
         let i = self.req.next;
         let psn = self.req.psn;
         let (qp_type, qpn) = (self.qp_type, self.qpn);
@@ -157,12 +183,26 @@ impl Qp {
             wqe.started = true;
             wqe.first_psn = psn;
             wqe.npkts = match wqe.wr.op {
-                SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } | SendOp::AtomicWrite { .. } | SendOp::Flush { .. } => 1,
+                SendOp::CompareSwap { .. }
+                | SendOp::FetchAdd { .. }
+                | SendOp::AtomicWrite { .. }
+                | SendOp::Flush { .. } => 1,
                 _ => packets(wqe.len, mtu),
             };
         }
         let mut scratch = core::mem::take(&mut self.req.scratch);
-        let built = build(wqe, qp_type, qpn, psn, self.req.offset, mtu, self.attr.dest_qp_num, &mut scratch, ctx, self.pd);
+        let built = build(
+            wqe,
+            qp_type,
+            qpn,
+            psn,
+            self.req.offset,
+            mtu,
+            self.attr.dest_qp_num,
+            &mut scratch,
+            ctx,
+            self.pd,
+        );
         let (mut packet, consumed, bytes, done) = match built {
             Ok(b) => b,
             Err(status) => {
@@ -203,7 +243,8 @@ impl Qp {
         match qp_type {
             QpType::Rc => {
                 if self.comp.timer.is_none() {
-                    self.comp.timer = crate::time::ack_timeout(self.attr.timeout).map(|t| ctx.now + t);
+                    self.comp.timer =
+                        crate::time::ack_timeout(self.attr.timeout).map(|t| ctx.now + t);
                 }
             }
             // Unreliable: a request is complete once its last packet is out.
@@ -213,10 +254,19 @@ impl Qp {
                 }
             }
         }
-        if matches!(self.sq.get(i).map(|w| &w.wr.op), Some(SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_))) && done {
+        if matches!(
+            self.sq.get(i).map(|w| &w.wr.op),
+            Some(SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_))
+        ) && done
+        {
             ctx.counters.rdma_sends += 1;
         }
-        Some(Outgoing { len, dest, local_qpn: self.qpn, dest_qpn })
+        Some(Outgoing {
+            len,
+            dest,
+            local_qpn: self.qpn,
+            dest_qpn,
+        })
     }
 
     /// Completes requests before `i` with WR_FLUSH_ERR, request `i` with `status`, and
@@ -245,7 +295,11 @@ fn build<'a>(
     pd: rocex_mem::PdId,
 ) -> Result<(PacketRepr<'a>, u32, u64, bool), WcStatus> {
     let wr = &wqe.wr;
-    let dest = if qp_type == QpType::Ud { wr.ud.map_or(0, |u| u.remote_qpn) } else { dest_qpn };
+    let dest = if qp_type == QpType::Ud {
+        wr.ud.map_or(0, |u| u.remote_qpn)
+    } else {
+        dest_qpn
+    };
     let mut bth = BthRepr::new(Opcode::RC_SEND_ONLY, dest, psn);
     let mut p;
     match wr.op {
@@ -254,21 +308,39 @@ fn build<'a>(
             bth.ack_req = true;
             p = PacketRepr::new(bth);
             let rest = wqe.len - offset;
-            p.reth = Some(RethRepr { va: remote.addr.wrapping_add(offset), rkey: remote.rkey, dma_len: rest as u32 });
+            p.reth = Some(RethRepr {
+                va: remote.addr.wrapping_add(offset),
+                rkey: remote.rkey,
+                dma_len: rest as u32,
+            });
             return Ok((p, packets(rest, mtu), rest, true));
         }
-        SendOp::CompareSwap { remote, compare, swap } => {
+        SendOp::CompareSwap {
+            remote,
+            compare,
+            swap,
+        } => {
             bth.opcode = Opcode::RC_COMPARE_SWAP;
             bth.ack_req = true;
             p = PacketRepr::new(bth);
-            p.atomic_eth = Some(AtomicEthRepr { va: remote.addr, rkey: remote.rkey, swap_add: swap, compare });
+            p.atomic_eth = Some(AtomicEthRepr {
+                va: remote.addr,
+                rkey: remote.rkey,
+                swap_add: swap,
+                compare,
+            });
             return Ok((p, 1, 8, true));
         }
         SendOp::FetchAdd { remote, add } => {
             bth.opcode = Opcode::RC_FETCH_ADD;
             bth.ack_req = true;
             p = PacketRepr::new(bth);
-            p.atomic_eth = Some(AtomicEthRepr { va: remote.addr, rkey: remote.rkey, swap_add: add, compare: 0 });
+            p.atomic_eth = Some(AtomicEthRepr {
+                va: remote.addr,
+                rkey: remote.rkey,
+                swap_add: add,
+                compare: 0,
+            });
             return Ok((p, 1, 8, true));
         }
         SendOp::AtomicWrite { remote, value } => {
@@ -277,16 +349,33 @@ fn build<'a>(
             scratch.clear();
             scratch.extend_from_slice(&value.to_be_bytes());
             p = PacketRepr::new(bth);
-            p.reth = Some(RethRepr { va: remote.addr, rkey: remote.rkey, dma_len: 8 });
+            p.reth = Some(RethRepr {
+                va: remote.addr,
+                rkey: remote.rkey,
+                dma_len: 8,
+            });
             p.payload = scratch;
             return Ok((p.with_canonical_pad(), 1, 8, true));
         }
-        SendOp::Flush { remote, len, placement, selectivity } => {
+        SendOp::Flush {
+            remote,
+            len,
+            placement,
+            selectivity,
+        } => {
             bth.opcode = Opcode::RC_FLUSH;
             bth.ack_req = true;
             p = PacketRepr::new(bth);
-            p.feth = Some(FethRepr { placement, selectivity, reserved: 0 });
-            p.reth = Some(RethRepr { va: remote.addr, rkey: remote.rkey, dma_len: len });
+            p.feth = Some(FethRepr {
+                placement,
+                selectivity,
+                reserved: 0,
+            });
+            p.reth = Some(RethRepr {
+                va: remote.addr,
+                rkey: remote.rkey,
+                dma_len: len,
+            });
             return Ok((p, 1, 0, true));
         }
         _ => {}
@@ -301,7 +390,11 @@ fn build<'a>(
         (false, false) => Position::Middle,
     };
     bth.opcode = if qp_type == QpType::Ud {
-        if matches!(wr.op, SendOp::SendWithImm(_)) { Opcode::UD_SEND_ONLY_WITH_IMMEDIATE } else { Opcode::UD_SEND_ONLY }
+        if matches!(wr.op, SendOp::SendWithImm(_)) {
+            Opcode::UD_SEND_ONLY_WITH_IMMEDIATE
+        } else {
+            Opcode::UD_SEND_ONLY
+        }
     } else {
         opcode(qp_type, &wr.op, pos)
     };
@@ -310,12 +403,23 @@ fn build<'a>(
     gather(wqe, offset, chunk as usize, scratch, ctx, pd)?;
     p = PacketRepr::new(bth);
     if let Some(ud) = wr.ud.filter(|_| qp_type == QpType::Ud) {
-        p.deth = Some(DethRepr { qkey: ud.remote_qkey, src_qp: qpn, reserved: 0 });
+        p.deth = Some(DethRepr {
+            qkey: ud.remote_qkey,
+            src_qp: qpn,
+            reserved: 0,
+        });
     }
-    let info = bth.opcode.info().expect("requester opcodes are in the table");
+    let info = bth
+        .opcode
+        .info()
+        .expect("requester opcodes are in the table");
     if info.exts.contains(rocex_wire::Ext::Reth) {
         if let SendOp::Write(r) | SendOp::WriteWithImm(r, _) = wr.op {
-            p.reth = Some(RethRepr { va: r.addr, rkey: r.rkey, dma_len: wqe.len as u32 });
+            p.reth = Some(RethRepr {
+                va: r.addr,
+                rkey: r.rkey,
+                dma_len: wqe.len as u32,
+            });
         }
     }
     if info.immediate {
@@ -331,7 +435,14 @@ fn build<'a>(
 }
 
 /// Copies `len` bytes of the request's data, from `offset`, into `out`.
-fn gather(wqe: &SendWqe, offset: u64, len: usize, out: &mut Vec<u8>, ctx: &mut Ctx<'_>, pd: rocex_mem::PdId) -> Result<(), WcStatus> {
+fn gather(
+    wqe: &SendWqe,
+    offset: u64,
+    len: usize,
+    out: &mut Vec<u8>,
+    ctx: &mut Ctx<'_>,
+    pd: rocex_mem::PdId,
+) -> Result<(), WcStatus> {
     out.clear();
     out.resize(len, 0);
     match &wqe.wr.data {
@@ -353,8 +464,13 @@ fn gather(wqe: &SendWqe, offset: u64, len: usize, out: &mut Vec<u8>, ctx: &mut C
                 }
                 let n = ((sl - skip) as usize).min(len - at);
                 let addr = sge.addr.checked_add(skip).ok_or(WcStatus::LocProtErr)?;
-                let target = ctx.mem.check_lkey(pd, sge.lkey, addr, n as u64, Access::empty()).map_err(|_| WcStatus::LocProtErr)?;
-                target.read_at(0, &mut out[at..at + n]).map_err(|_| WcStatus::LocProtErr)?;
+                let target = ctx
+                    .mem
+                    .check_lkey(pd, sge.lkey, addr, n as u64, Access::empty())
+                    .map_err(|_| WcStatus::LocProtErr)?;
+                target
+                    .read_at(0, &mut out[at..at + n])
+                    .map_err(|_| WcStatus::LocProtErr)?;
                 at += n;
                 skip = 0;
             }

@@ -13,8 +13,8 @@
 //! UC drops instead of NAKing and resynchronizes at the next first packet; UD takes single
 //! packet SENDs whose Q_Key matches.
 
-use std::collections::VecDeque;
 use core::net::IpAddr;
+use std::collections::VecDeque;
 
 use rocex_mem::{Access, Target};
 use rocex_wire::opcode::{Operation, Position};
@@ -34,7 +34,11 @@ pub const GRH_LEN: usize = 40;
 #[derive(Debug)]
 enum Reply {
     /// ACK, RNR NAK or NAK.
-    Ack { psn: Psn, syndrome: Syndrome, msn: u32 },
+    Ack {
+        psn: Psn,
+        syndrome: Syndrome,
+        msn: u32,
+    },
     /// Atomic acknowledge with the original value.
     AtomicAck { psn: Psn, msn: u32, orig: u64 },
     /// READ responses, from packet `next` of a READ of `npkts` packets.
@@ -62,8 +66,14 @@ struct Resource {
 
 #[derive(Debug, Clone)]
 enum ResourceKind {
-    Read { va: u64, rkey: u32, len: u32 },
-    Atomic { orig: u64 },
+    Read {
+        va: u64,
+        rkey: u32,
+        len: u32,
+    },
+    Atomic {
+        orig: u64,
+    },
     /// ATOMIC_WRITE and FLUSH, answered by an empty READ response.
     Empty,
 }
@@ -71,8 +81,15 @@ enum ResourceKind {
 /// A SEND or WRITE message being received.
 #[derive(Debug)]
 enum InMsg {
-    Send { wr: RecvWr, offset: u64 },
-    Write { target: Target, offset: u64, recv: Option<RecvWr> },
+    Send {
+        wr: RecvWr,
+        offset: u64,
+    },
+    Write {
+        target: Target,
+        offset: u64,
+        recv: Option<RecvWr>,
+    },
 }
 
 /// Responder state of a QP.
@@ -111,7 +128,11 @@ impl Responder {
     }
 
     fn queue_ack(&mut self, psn: Psn, syndrome: Syndrome) {
-        self.out.push_back(Reply::Ack { psn, syndrome, msn: self.msn });
+        self.out.push_back(Reply::Ack {
+            psn,
+            syndrome,
+            msn: self.msn,
+        });
     }
 
     fn save(&mut self, limit: u8, r: Resource) {
@@ -130,19 +151,41 @@ struct Refusal {
     recv_status: WcStatus,
 }
 
-const INVALID: Refusal = Refusal { nak: NakCode::InvalidRequest, recv_status: WcStatus::RemInvReqErr };
-const ACCESS: Refusal = Refusal { nak: NakCode::RemoteAccessError, recv_status: WcStatus::RemAccessErr };
-const LENGTH: Refusal = Refusal { nak: NakCode::InvalidRequest, recv_status: WcStatus::LocLenErr };
-const MALFORMED_WQE: Refusal = Refusal { nak: NakCode::RemoteOperationalError, recv_status: WcStatus::LocQpOpErr };
+const INVALID: Refusal = Refusal {
+    nak: NakCode::InvalidRequest,
+    recv_status: WcStatus::RemInvReqErr,
+};
+const ACCESS: Refusal = Refusal {
+    nak: NakCode::RemoteAccessError,
+    recv_status: WcStatus::RemAccessErr,
+};
+const LENGTH: Refusal = Refusal {
+    nak: NakCode::InvalidRequest,
+    recv_status: WcStatus::LocLenErr,
+};
+const MALFORMED_WQE: Refusal = Refusal {
+    nak: NakCode::RemoteOperationalError,
+    recv_status: WcStatus::LocQpOpErr,
+};
 
 impl Qp {
     /// Handles a request packet from `src` to `dst`.
-    pub(crate) fn handle_request(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>, src: IpAddr, dst: IpAddr) {
+    pub(crate) fn handle_request(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        pkt: &PacketRepr<'_>,
+        src: IpAddr,
+        dst: IpAddr,
+    ) {
         if !matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
             ctx.counters.drop_qp_state += 1;
             return;
         }
-        let info = pkt.bth.opcode.info().expect("parsed opcodes are in the table");
+        let info = pkt
+            .bth
+            .opcode
+            .info()
+            .expect("parsed opcodes are in the table");
         match self.qp_type {
             QpType::Rc => self.rc_request(ctx, pkt, info),
             QpType::Uc => self.uc_request(ctx, pkt, info),
@@ -161,7 +204,8 @@ impl Qp {
                 self.resp.sent_psn_nak = true;
                 ctx.counters.nak_psn_sequence += 1;
                 let expected = self.resp.psn;
-                self.resp.queue_ack(expected, Syndrome::Nak(NakCode::PsnSequenceError));
+                self.resp
+                    .queue_ack(expected, Syndrome::Nak(NakCode::PsnSequenceError));
             }
             return;
         }
@@ -176,12 +220,19 @@ impl Qp {
     }
 
     /// Checks and executes an in-sequence RC request; `Err` is the NAK it earns.
-    fn rc_execute(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>, info: &OpcodeInfo) -> Result<(), Refusal> {
+    fn rc_execute(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        pkt: &PacketRepr<'_>,
+        info: &OpcodeInfo,
+    ) -> Result<(), Refusal> {
         let psn = pkt.bth.psn;
         self.check_sequence(info)?;
         self.check_access(info)?;
-        if matches!(info.operation, Operation::ReadRequest | Operation::CompareSwap | Operation::FetchAdd)
-            && self.attr.max_dest_rd_atomic == 0
+        if matches!(
+            info.operation,
+            Operation::ReadRequest | Operation::CompareSwap | Operation::FetchAdd
+        ) && self.attr.max_dest_rd_atomic == 0
         {
             return Err(INVALID);
         }
@@ -202,8 +253,12 @@ impl Qp {
             Operation::Send => self.exec_send(ctx, pkt, info)?,
             Operation::Write => self.exec_write(ctx, pkt, info)?,
             Operation::ReadRequest => return self.exec_read(ctx, pkt),
-            Operation::CompareSwap | Operation::FetchAdd => return self.exec_atomic(ctx, pkt, info),
-            Operation::AtomicWrite | Operation::Flush => return self.exec_placement(ctx, pkt, info),
+            Operation::CompareSwap | Operation::FetchAdd => {
+                return self.exec_atomic(ctx, pkt, info);
+            }
+            Operation::AtomicWrite | Operation::Flush => {
+                return self.exec_placement(ctx, pkt, info);
+            }
             _ => return Err(INVALID),
         }
         self.resp.psn = psn.add(1);
@@ -233,7 +288,11 @@ impl Qp {
             Operation::CompareSwap | Operation::FetchAdd => Access::REMOTE_ATOMIC,
             _ => return Ok(()),
         };
-        if flags.contains(need) { Ok(()) } else { Err(INVALID) }
+        if flags.contains(need) {
+            Ok(())
+        } else {
+            Err(INVALID)
+        }
     }
 
     /// Payload lengths against the path MTU (C9-100..C9-101) and the RETH length limit.
@@ -246,21 +305,34 @@ impl Qp {
             Position::Last => n > 0 && n <= mtu,
         };
         let reth_ok = pkt.reth.is_none_or(|r| r.dma_len <= 1 << 31);
-        if (ok || !info.payload) && reth_ok { Ok(()) } else { Err(INVALID) }
+        if (ok || !info.payload) && reth_ok {
+            Ok(())
+        } else {
+            Err(INVALID)
+        }
     }
 
-    fn exec_send(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>, info: &OpcodeInfo) -> Result<(), Refusal> {
+    fn exec_send(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        pkt: &PacketRepr<'_>,
+        info: &OpcodeInfo,
+    ) -> Result<(), Refusal> {
         if info.position.starts() {
             let wr = self.rq.pop_front().expect("checked before");
             self.resp.msg = Some(InMsg::Send { wr, offset: 0 });
         }
-        let Some(InMsg::Send { wr, offset }) = &mut self.resp.msg else { return Err(INVALID) };
+        let Some(InMsg::Send { wr, offset }) = &mut self.resp.msg else {
+            return Err(INVALID);
+        };
         place(ctx, self.pd, wr, *offset, pkt.payload)?;
         *offset += pkt.payload.len() as u64;
         if !info.position.ends() {
             return Ok(());
         }
-        let Some(InMsg::Send { wr, offset }) = self.resp.msg.take() else { unreachable!() };
+        let Some(InMsg::Send { wr, offset }) = self.resp.msg.take() else {
+            unreachable!()
+        };
         let mut wc = self.recv_wc(wr.wr_id, WcOpcode::Recv, offset);
         wc.imm_data = pkt.immdt.map(|i| i.data);
         if let Some(ieth) = pkt.ieth {
@@ -274,7 +346,10 @@ impl Qp {
                     self.resp.queue_ack(pkt.bth.psn, Syndrome::ACK);
                 }
                 self.enter_error(ctx);
-                return Err(Refusal { nak: NakCode::Reserved(0xff), recv_status: WcStatus::RemInvReqErr });
+                return Err(Refusal {
+                    nak: NakCode::Reserved(0xff),
+                    recv_status: WcStatus::RemInvReqErr,
+                });
             }
             wc.invalidated_rkey = Some(ieth.rkey);
         }
@@ -284,21 +359,40 @@ impl Qp {
         Ok(())
     }
 
-    fn exec_write(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>, info: &OpcodeInfo) -> Result<(), Refusal> {
+    fn exec_write(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        pkt: &PacketRepr<'_>,
+        info: &OpcodeInfo,
+    ) -> Result<(), Refusal> {
         if let Some(reth) = pkt.reth {
             let target = ctx
                 .mem
-                .check_rkey(self.pd, reth.rkey, reth.va, u64::from(reth.dma_len), Access::REMOTE_WRITE)
+                .check_rkey(
+                    self.pd,
+                    reth.rkey,
+                    reth.va,
+                    u64::from(reth.dma_len),
+                    Access::REMOTE_WRITE,
+                )
                 .map_err(|_| ACCESS)?;
-            self.resp.msg = Some(InMsg::Write { target, offset: 0, recv: None });
+            self.resp.msg = Some(InMsg::Write {
+                target,
+                offset: 0,
+                recv: None,
+            });
         }
-        let Some(InMsg::Write { target, offset, .. }) = &mut self.resp.msg else { return Err(INVALID) };
+        let Some(InMsg::Write { target, offset, .. }) = &mut self.resp.msg else {
+            return Err(INVALID);
+        };
         target.write_at(*offset, pkt.payload).map_err(|_| LENGTH)?;
         *offset += pkt.payload.len() as u64;
         if !info.position.ends() {
             return Ok(());
         }
-        let Some(InMsg::Write { target, offset, .. }) = self.resp.msg.take() else { unreachable!() };
+        let Some(InMsg::Write { target, offset, .. }) = self.resp.msg.take() else {
+            unreachable!()
+        };
         if offset != target.len() {
             return Err(INVALID);
         }
@@ -316,25 +410,56 @@ impl Qp {
         let reth = pkt.reth.ok_or(INVALID)?;
         let target = ctx
             .mem
-            .check_rkey(self.pd, reth.rkey, reth.va, u64::from(reth.dma_len), Access::REMOTE_READ)
+            .check_rkey(
+                self.pd,
+                reth.rkey,
+                reth.va,
+                u64::from(reth.dma_len),
+                Access::REMOTE_READ,
+            )
             .map_err(|_| ACCESS)?;
         let psn = pkt.bth.psn;
         let npkts = packets(u64::from(reth.dma_len), self.mtu());
-        let kind = ResourceKind::Read { va: reth.va, rkey: reth.rkey, len: reth.dma_len };
-        self.resp.save(self.attr.max_dest_rd_atomic, Resource { first: psn, npkts, kind });
+        let kind = ResourceKind::Read {
+            va: reth.va,
+            rkey: reth.rkey,
+            len: reth.dma_len,
+        };
+        self.resp.save(
+            self.attr.max_dest_rd_atomic,
+            Resource {
+                first: psn,
+                npkts,
+                kind,
+            },
+        );
         self.resp.msn = (self.resp.msn + 1) & Psn::MASK;
         let msn = self.resp.msn;
-        self.resp.out.push_back(Reply::Read(ReadJob { first: psn, npkts, next: 0, target, msn }));
+        self.resp.out.push_back(Reply::Read(ReadJob {
+            first: psn,
+            npkts,
+            next: 0,
+            target,
+            msn,
+        }));
         self.resp.psn = psn.add(npkts);
         Ok(())
     }
 
-    fn exec_atomic(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>, info: &OpcodeInfo) -> Result<(), Refusal> {
+    fn exec_atomic(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        pkt: &PacketRepr<'_>,
+        info: &OpcodeInfo,
+    ) -> Result<(), Refusal> {
         let a = pkt.atomic_eth.ok_or(INVALID)?;
         if a.va % 8 != 0 {
             return Err(INVALID);
         }
-        let target = ctx.mem.check_rkey(self.pd, a.rkey, a.va, 8, Access::REMOTE_ATOMIC).map_err(|_| ACCESS)?;
+        let target = ctx
+            .mem
+            .check_rkey(self.pd, a.rkey, a.va, 8, Access::REMOTE_ATOMIC)
+            .map_err(|_| ACCESS)?;
         let orig = if info.operation == Operation::CompareSwap {
             target.compare_swap(0, a.compare, a.swap_add)
         } else {
@@ -342,33 +467,67 @@ impl Qp {
         }
         .map_err(|_| ACCESS)?;
         let psn = pkt.bth.psn;
-        self.resp.save(self.attr.max_dest_rd_atomic, Resource { first: psn, npkts: 1, kind: ResourceKind::Atomic { orig } });
+        self.resp.save(
+            self.attr.max_dest_rd_atomic,
+            Resource {
+                first: psn,
+                npkts: 1,
+                kind: ResourceKind::Atomic { orig },
+            },
+        );
         self.resp.msn = (self.resp.msn + 1) & Psn::MASK;
-        self.resp.out.push_back(Reply::AtomicAck { psn, msn: self.resp.msn, orig });
+        self.resp.out.push_back(Reply::AtomicAck {
+            psn,
+            msn: self.resp.msn,
+            orig,
+        });
         self.resp.psn = psn.add(1);
         Ok(())
     }
 
     /// ATOMIC_WRITE and FLUSH: executed, saved, answered by an empty READ response.
-    fn exec_placement(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>, info: &OpcodeInfo) -> Result<(), Refusal> {
+    fn exec_placement(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        pkt: &PacketRepr<'_>,
+        info: &OpcodeInfo,
+    ) -> Result<(), Refusal> {
         let reth = pkt.reth.ok_or(INVALID)?;
         if info.operation == Operation::AtomicWrite {
             let value: [u8; 8] = pkt.payload.try_into().map_err(|_| INVALID)?;
             if reth.va % 8 != 0 || reth.dma_len != 8 {
                 return Err(INVALID);
             }
-            let target = ctx.mem.check_rkey(self.pd, reth.rkey, reth.va, 8, Access::REMOTE_WRITE).map_err(|_| ACCESS)?;
-            target.atomic_write(0, u64::from_be_bytes(value)).map_err(|_| ACCESS)?;
+            let target = ctx
+                .mem
+                .check_rkey(self.pd, reth.rkey, reth.va, 8, Access::REMOTE_WRITE)
+                .map_err(|_| ACCESS)?;
+            target
+                .atomic_write(0, u64::from_be_bytes(value))
+                .map_err(|_| ACCESS)?;
         } else {
             let feth = pkt.feth.ok_or(INVALID)?;
             let persistent = feth.placement & rocex_wire::feth::PLT_PERSISTENCE != 0;
-            let need = if persistent { Access::FLUSH_PERSISTENT } else { Access::FLUSH_GLOBAL };
-            let target =
-                ctx.mem.check_rkey(self.pd, reth.rkey, reth.va, u64::from(reth.dma_len), need).map_err(|_| ACCESS)?;
+            let need = if persistent {
+                Access::FLUSH_PERSISTENT
+            } else {
+                Access::FLUSH_GLOBAL
+            };
+            let target = ctx
+                .mem
+                .check_rkey(self.pd, reth.rkey, reth.va, u64::from(reth.dma_len), need)
+                .map_err(|_| ACCESS)?;
             target.flush(persistent).map_err(|_| ACCESS)?;
         }
         let psn = pkt.bth.psn;
-        self.resp.save(self.attr.max_dest_rd_atomic, Resource { first: psn, npkts: 1, kind: ResourceKind::Empty });
+        self.resp.save(
+            self.attr.max_dest_rd_atomic,
+            Resource {
+                first: psn,
+                npkts: 1,
+                kind: ResourceKind::Empty,
+            },
+        );
         self.resp.msn = (self.resp.msn + 1) & Psn::MASK;
         self.queue_empty_read_response(psn);
         self.resp.psn = psn.add(1);
@@ -376,7 +535,13 @@ impl Qp {
     }
 
     fn queue_empty_read_response(&mut self, psn: Psn) {
-        let job = ReadJob { first: psn, npkts: 1, next: 0, target: Target::default(), msn: self.resp.msn };
+        let job = ReadJob {
+            first: psn,
+            npkts: 1,
+            next: 0,
+            target: Target::default(),
+            msn: self.resp.msn,
+        };
         self.resp.out.push_back(Reply::Read(job));
     }
 
@@ -403,23 +568,48 @@ impl Qp {
                 };
                 // The retried request must ask for the rest of the original, from its PSN.
                 let skip = u64::from(psn.diff(first) as u32) * mtu;
-                if reth.rkey != rkey || reth.va != va.wrapping_add(skip) || u64::from(reth.dma_len) + skip != u64::from(len) {
+                if reth.rkey != rkey
+                    || reth.va != va.wrapping_add(skip)
+                    || u64::from(reth.dma_len) + skip != u64::from(len)
+                {
                     ctx.counters.drop_no_resource += 1;
                     return;
                 }
-                let Ok(target) = ctx.mem.check_rkey(self.pd, rkey, va, u64::from(len), Access::REMOTE_READ) else {
+                let Ok(target) =
+                    ctx.mem
+                        .check_rkey(self.pd, rkey, va, u64::from(len), Access::REMOTE_READ)
+                else {
                     ctx.counters.drop_no_resource += 1;
                     return;
                 };
                 let next = psn.diff(first) as u32;
                 let msn = self.resp.msn;
-                self.resp.out.push_back(Reply::Read(ReadJob { first, npkts, next, target, msn }));
+                self.resp.out.push_back(Reply::Read(ReadJob {
+                    first,
+                    npkts,
+                    next,
+                    target,
+                    msn,
+                }));
             }
-            Operation::CompareSwap | Operation::FetchAdd | Operation::AtomicWrite | Operation::Flush => {
-                let saved = self.resp.resources.iter().rev().find(|r| r.first == psn).map(|r| r.kind.clone());
+            Operation::CompareSwap
+            | Operation::FetchAdd
+            | Operation::AtomicWrite
+            | Operation::Flush => {
+                let saved = self
+                    .resp
+                    .resources
+                    .iter()
+                    .rev()
+                    .find(|r| r.first == psn)
+                    .map(|r| r.kind.clone());
                 match saved {
                     Some(ResourceKind::Atomic { orig }) => {
-                        self.resp.out.push_back(Reply::AtomicAck { psn, msn: self.resp.msn, orig });
+                        self.resp.out.push_back(Reply::AtomicAck {
+                            psn,
+                            msn: self.resp.msn,
+                            orig,
+                        });
                     }
                     Some(ResourceKind::Empty) => self.queue_empty_read_response(psn),
                     _ => ctx.counters.drop_no_resource += 1,
@@ -469,7 +659,9 @@ impl Qp {
         let ok = self.check_sequence(info).is_ok()
             && self.check_access(info).is_ok()
             && self.check_length(pkt, info).is_ok()
-            && !((info.position.starts() || info.immediate) && self.rq.is_empty() && self.resp.msg.is_none());
+            && !((info.position.starts() || info.immediate)
+                && self.rq.is_empty()
+                && self.resp.msg.is_none());
         let done = ok
             && match info.operation {
                 Operation::Send => self.exec_send(ctx, pkt, info).is_ok(),
@@ -502,8 +694,13 @@ impl Qp {
             return;
         };
         let grh = grh(src, dst, pkt.payload.len());
-        let placed = place(ctx, self.pd, &wr, 0, &grh).and_then(|()| place(ctx, self.pd, &wr, GRH_LEN as u64, pkt.payload));
-        let mut wc = self.recv_wc(wr.wr_id, WcOpcode::Recv, (GRH_LEN + pkt.payload.len()) as u64);
+        let placed = place(ctx, self.pd, &wr, 0, &grh)
+            .and_then(|()| place(ctx, self.pd, &wr, GRH_LEN as u64, pkt.payload));
+        let mut wc = self.recv_wc(
+            wr.wr_id,
+            WcOpcode::Recv,
+            (GRH_LEN + pkt.payload.len()) as u64,
+        );
         wc.src_qp = deth.src_qp;
         wc.imm_data = pkt.immdt.map(|i| i.data);
         if let Err(r) = placed {
@@ -535,12 +732,19 @@ impl Qp {
         let packet = match reply {
             Reply::Ack { psn, syndrome, msn } => {
                 let mut p = PacketRepr::new(BthRepr::new(Opcode::RC_ACKNOWLEDGE, dest, *psn));
-                p.aeth = Some(AethRepr { syndrome: *syndrome, msn: *msn });
+                p.aeth = Some(AethRepr {
+                    syndrome: *syndrome,
+                    msn: *msn,
+                });
                 p
             }
             Reply::AtomicAck { psn, msn, orig } => {
-                let mut p = PacketRepr::new(BthRepr::new(Opcode::RC_ATOMIC_ACKNOWLEDGE, dest, *psn));
-                p.aeth = Some(AethRepr { syndrome: Syndrome::ACK, msn: *msn });
+                let mut p =
+                    PacketRepr::new(BthRepr::new(Opcode::RC_ATOMIC_ACKNOWLEDGE, dest, *psn));
+                p.aeth = Some(AethRepr {
+                    syndrome: Syndrome::ACK,
+                    msn: *msn,
+                });
                 p.atomic_ack_eth = Some(AtomicAckEthRepr { orig: *orig });
                 p
             }
@@ -562,7 +766,10 @@ impl Qp {
                 }
                 let mut p = PacketRepr::new(BthRepr::new(op, dest, job.first.add(i)));
                 if first || last {
-                    p.aeth = Some(AethRepr { syndrome: Syndrome::ACK, msn: job.msn });
+                    p.aeth = Some(AethRepr {
+                        syndrome: Syndrome::ACK,
+                        msn: job.msn,
+                    });
                 }
                 p.payload = scratch;
                 job.next += 1;
@@ -579,7 +786,13 @@ impl Qp {
 }
 
 /// Copies `bytes` into a receive WQE's buffers at `offset`.
-fn place(ctx: &mut Ctx<'_>, pd: rocex_mem::PdId, wr: &RecvWr, offset: u64, bytes: &[u8]) -> Result<(), Refusal> {
+fn place(
+    ctx: &mut Ctx<'_>,
+    pd: rocex_mem::PdId,
+    wr: &RecvWr,
+    offset: u64,
+    bytes: &[u8],
+) -> Result<(), Refusal> {
     let mut skip = offset;
     let mut at = 0usize;
     for sge in &wr.sges {
@@ -593,12 +806,20 @@ fn place(ctx: &mut Ctx<'_>, pd: rocex_mem::PdId, wr: &RecvWr, offset: u64, bytes
         }
         let n = ((sl - skip) as usize).min(bytes.len() - at);
         let addr = sge.addr.checked_add(skip).ok_or(MALFORMED_WQE)?;
-        let t = ctx.mem.check_lkey(pd, sge.lkey, addr, n as u64, Access::LOCAL_WRITE).map_err(|_| MALFORMED_WQE)?;
-        t.write_at(0, &bytes[at..at + n]).map_err(|_| MALFORMED_WQE)?;
+        let t = ctx
+            .mem
+            .check_lkey(pd, sge.lkey, addr, n as u64, Access::LOCAL_WRITE)
+            .map_err(|_| MALFORMED_WQE)?;
+        t.write_at(0, &bytes[at..at + n])
+            .map_err(|_| MALFORMED_WQE)?;
         at += n;
         skip = 0;
     }
-    if at == bytes.len() { Ok(()) } else { Err(LENGTH) }
+    if at == bytes.len() {
+        Ok(())
+    } else {
+        Err(LENGTH)
+    }
 }
 
 /// The 40 bytes a UD receive buffer starts with: for IPv4, 20 bytes of zero and the IPv4

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rocex_proto::verbs::{
-    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, Remote, SendOp, SendWr, Sge, WcStatus,
-    WorkCompletion,
+    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, Remote, SendOp, SendWr,
+    Sge, WcStatus, WorkCompletion,
 };
 use rocex_proto::{Access, Config, Engine, Instant, Keys, PdId, QpInit, VecRegion};
 use rocex_sim::{Fabric, Link};
@@ -61,7 +61,10 @@ impl Default for Params {
             psn_b: 5000,
             max_rd_atomic: 16,
             qp_type: QpType::Rc,
-            access: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC,
+            access: Access::LOCAL_WRITE
+                | Access::REMOTE_WRITE
+                | Access::REMOTE_READ
+                | Access::REMOTE_ATOMIC,
             depth: 1024,
         }
     }
@@ -77,18 +80,59 @@ fn side(fabric: &mut Fabric, i: u8, p: &Params, base: u64) -> Side {
     let mut e = Engine::new(config);
     let pd = e.alloc_pd();
     let cq = e.create_cq(1 << 15).unwrap();
-    let cap = QpCap { max_send_wr: p.depth, max_recv_wr: p.depth, max_send_sge: 4, max_recv_sge: 4, max_inline_data: 256 };
-    let qpn = e.create_qp(QpInit { qp_type: p.qp_type, pd, send_cq: cq, recv_cq: cq, cap }).unwrap();
+    let cap = QpCap {
+        max_send_wr: p.depth,
+        max_recv_wr: p.depth,
+        max_send_sge: 4,
+        max_recv_sge: 4,
+        max_inline_data: 256,
+    };
+    let qpn = e
+        .create_qp(QpInit {
+            qp_type: p.qp_type,
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            cap,
+        })
+        .unwrap();
     let buf = Arc::new(VecRegion::new(p.buf_len));
-    let keys = e.reg_mr(pd, base, p.buf_len as u64, p.access | Access::LOCAL_WRITE, buf.clone()).unwrap();
+    let keys = e
+        .reg_mr(
+            pd,
+            base,
+            p.buf_len as u64,
+            p.access | Access::LOCAL_WRITE,
+            buf.clone(),
+        )
+        .unwrap();
     let node = fabric.add(e);
-    Side { node, addr, pd, cq, qpn, buf, keys, base }
+    Side {
+        node,
+        addr,
+        pd,
+        cq,
+        qpn,
+        buf,
+        keys,
+        base,
+    }
 }
 
 fn connect(fabric: &mut Fabric, me: &Side, peer: &Side, p: &Params, my_psn: u32, peer_psn: u32) {
     let e = fabric.node(me.node);
-    let mut attr = QpAttr { qp_state: QpState::Init, qp_access_flags: p.access, port_num: 1, ..QpAttr::default() };
-    e.modify_qp(me.qpn, &attr, AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS).unwrap();
+    let mut attr = QpAttr {
+        qp_state: QpState::Init,
+        qp_access_flags: p.access,
+        port_num: 1,
+        ..QpAttr::default()
+    };
+    e.modify_qp(
+        me.qpn,
+        &attr,
+        AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
+    )
+    .unwrap();
     attr.qp_state = QpState::Rtr;
     attr.ah_attr = Some(AddressVector { dest: peer.addr });
     attr.path_mtu = p.mtu;
@@ -96,7 +140,8 @@ fn connect(fabric: &mut Fabric, me: &Side, peer: &Side, p: &Params, my_psn: u32,
     attr.rq_psn = peer_psn;
     attr.max_dest_rd_atomic = 16;
     attr.min_rnr_timer = p.min_rnr_timer;
-    let mut mask = AttrMask::STATE | AttrMask::AV | AttrMask::PATH_MTU | AttrMask::DEST_QPN | AttrMask::RQ_PSN;
+    let mut mask =
+        AttrMask::STATE | AttrMask::AV | AttrMask::PATH_MTU | AttrMask::DEST_QPN | AttrMask::RQ_PSN;
     if p.qp_type == QpType::Rc {
         mask = mask | AttrMask::MAX_DEST_RD_ATOMIC | AttrMask::MIN_RNR_TIMER;
     }
@@ -109,7 +154,11 @@ fn connect(fabric: &mut Fabric, me: &Side, peer: &Side, p: &Params, my_psn: u32,
     attr.max_rd_atomic = p.max_rd_atomic;
     let mut mask = AttrMask::STATE | AttrMask::SQ_PSN;
     if p.qp_type == QpType::Rc {
-        mask = mask | AttrMask::TIMEOUT | AttrMask::RETRY_CNT | AttrMask::RNR_RETRY | AttrMask::MAX_QP_RD_ATOMIC;
+        mask = mask
+            | AttrMask::TIMEOUT
+            | AttrMask::RETRY_CNT
+            | AttrMask::RNR_RETRY
+            | AttrMask::MAX_QP_RD_ATOMIC;
     }
     e.modify_qp(me.qpn, &attr, mask).unwrap();
 }
@@ -125,7 +174,11 @@ impl Pair {
     }
 
     pub fn side(&self, which: char) -> Side {
-        if which == 'a' { self.a.clone() } else { self.b.clone() }
+        if which == 'a' {
+            self.a.clone()
+        } else {
+            self.b.clone()
+        }
     }
 
     pub fn now(&self) -> Instant {
@@ -134,13 +187,26 @@ impl Pair {
 
     pub fn post_send(&mut self, from: &Side, wr: SendWr) {
         let now = self.fabric.now();
-        self.fabric.node(from.node).post_send(now, from.qpn, wr).unwrap();
+        self.fabric
+            .node(from.node)
+            .post_send(now, from.qpn, wr)
+            .unwrap();
     }
 
     pub fn post_recv(&mut self, on: &Side, wr_id: u64, offset: u64, len: u32) {
         let now = self.fabric.now();
-        let wr = RecvWr { wr_id, sges: vec![Sge { addr: on.base + offset, length: len, lkey: on.keys.lkey }] };
-        self.fabric.node(on.node).post_recv(now, on.qpn, wr).unwrap();
+        let wr = RecvWr {
+            wr_id,
+            sges: vec![Sge {
+                addr: on.base + offset,
+                length: len,
+                lkey: on.keys.lkey,
+            }],
+        };
+        self.fabric
+            .node(on.node)
+            .post_recv(now, on.qpn, wr)
+            .unwrap();
     }
 
     /// Runs until `n` completions arrived on `side`'s CQ or `limit` of virtual time passed.
@@ -164,16 +230,28 @@ impl Pair {
     }
 
     pub fn qp_state(&mut self, side: &Side) -> QpState {
-        self.fabric.node(side.node).query_qp(side.qpn).unwrap().0.qp_state
+        self.fabric
+            .node(side.node)
+            .query_qp(side.qpn)
+            .unwrap()
+            .0
+            .qp_state
     }
 }
 
 pub fn sge(side: &Side, offset: u64, len: u32) -> Sge {
-    Sge { addr: side.base + offset, length: len, lkey: side.keys.lkey }
+    Sge {
+        addr: side.base + offset,
+        length: len,
+        lkey: side.keys.lkey,
+    }
 }
 
 pub fn remote(side: &Side, offset: u64) -> Remote {
-    Remote { addr: side.base + offset, rkey: side.keys.rkey }
+    Remote {
+        addr: side.base + offset,
+        rkey: side.keys.rkey,
+    }
 }
 
 pub fn wr(id: u64, op: SendOp, sges: Vec<Sge>) -> SendWr {

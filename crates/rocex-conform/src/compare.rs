@@ -1,0 +1,129 @@
+//! Pairing what the engine emitted with what rxe emitted, in order, per connection.
+//!
+//! Both streams are in order (rxe answers one connection's requests in order, and the
+//! capture point sees requests in the order the responder got them), so they are walked
+//! together. Where they part, a short look-ahead decides which side sent something the
+//! other did not. An engine response with no captured counterpart is inferred lost before
+//! the capture point only when the capture shows loss on the connection and the
+//! requester's later behaviour shows the response's effect: it sent again a PSN the
+//! response covered, or a later response acknowledges that PSN or beyond. Every other
+//! difference is a mismatch.
+
+use rocex_wire::Opcode;
+
+use crate::Report;
+use crate::connection::Connection;
+use crate::infer::{InferenceKind, Plan};
+use crate::replay::{Emitted, Run};
+
+/// How far ahead the pairing looks to resynchronize.
+const LOOKAHEAD: usize = 8;
+
+/// Compares one connection's replay with its capture and records the outcome in `report`.
+///
+/// `loss_seen` says whether the capture shows loss anywhere (a PSN gap, a sequence NAK or
+/// a retransmission on any connection): the lab applies loss to both guests at once, so a
+/// connection whose only loss was a response shows it through the other connections. In a
+/// capture without loss, every missing response is a mismatch.
+pub fn compare(conn: &Connection, plan: &Plan, run: &Run, loss_seen: bool, report: &mut Report) {
+    report.totals.requests += conn.requests.len() as u64;
+    report.totals.responses += conn.responses.len() as u64;
+    let e = &run.emitted;
+    let c = &plan.responses;
+    let (mut i, mut j) = (0, 0);
+    while i < e.len() || j < c.len() {
+        if i < e.len() && j < c.len() && e[i].resp == c[j] {
+            report.matched(conn, conn.responses[j].frame, &c[j]);
+            i += 1;
+            j += 1;
+            continue;
+        }
+        if i < e.len() {
+            let resync =
+                (i + 1..(i + LOOKAHEAD).min(e.len())).find(|&k| j < c.len() && e[k].resp == c[j]);
+            let upto = resync.unwrap_or(if j == c.len() { i + 1 } else { i });
+            if upto > i && (i..upto).all(|k| lost(conn, plan, &e[k], loss_seen)) {
+                for em in &e[i..upto] {
+                    let frame = conn.requests[em.request].frame;
+                    let text = format!(
+                        "rxe's answer {} to frame {frame} was lost before the capture point",
+                        em.resp
+                    );
+                    report.infer(conn, frame, InferenceKind::ResponseLost, &text);
+                }
+                i = upto;
+                continue;
+            }
+            if let Some(l) = (j + 1..(j + LOOKAHEAD).min(c.len())).find(|&l| c[l] == e[i].resp) {
+                for (jj, cr) in c.iter().enumerate().take(l).skip(j) {
+                    report.mismatch(conn, request_before(conn, jj), Some(cr), None);
+                }
+                j = l;
+                continue;
+            }
+            if let Some(k) = resync {
+                for em in &e[i..k] {
+                    report.mismatch(conn, conn.requests[em.request].frame, None, Some(&em.resp));
+                }
+                i = k;
+                continue;
+            }
+        }
+        match (e.get(i), c.get(j)) {
+            (Some(em), Some(cr)) => {
+                report.mismatch(
+                    conn,
+                    conn.requests[em.request].frame,
+                    Some(cr),
+                    Some(&em.resp),
+                );
+                i += 1;
+                j += 1;
+            }
+            (Some(em), None) => {
+                report.mismatch(conn, conn.requests[em.request].frame, None, Some(&em.resp));
+                i += 1;
+            }
+            (None, Some(cr)) => {
+                report.mismatch(conn, request_before(conn, j), Some(cr), None);
+                j += 1;
+            }
+            (None, None) => break,
+        }
+    }
+}
+
+/// The frame of the request a captured response most likely followed: the claimed one, or
+/// the last request captured before it.
+fn request_before(conn: &Connection, j: usize) -> u64 {
+    let at = conn.responses[j].frame;
+    conn.requests
+        .iter()
+        .take_while(|r| r.frame < at)
+        .last()
+        .map_or(0, |r| r.frame)
+}
+
+/// Whether an engine response with no captured counterpart can be one rxe sent and the
+/// lab's egress loss dropped. The requester must have shown its effect: it sent again a PSN
+/// the response covered, or a later captured response acknowledges that PSN or beyond.
+/// Without other signs of loss in the capture, only a plain ACK to a request with AckReq
+/// set qualifies, and only when a later ACK coalesces it: rxe acknowledges every such
+/// request (rxe-behaviour.md §1.3), so its absence can only be loss.
+fn lost(conn: &Connection, plan: &Plan, em: &Emitted, loss_seen: bool) -> bool {
+    let req = &conn.requests[em.request];
+    let psn = em.resp.psn;
+    let resent = conn.requests[em.request + 1..]
+        .iter()
+        .any(|r| r.psn.diff(psn) <= 0);
+    let covered = conn.responses.iter().zip(&plan.responses).any(|(p, r)| {
+        p.frame > req.frame && r.psn.diff(psn) >= 0 && r.syndrome().is_some_and(|s| s & 0xe0 == 0)
+    });
+    if loss_seen {
+        return resent || covered;
+    }
+    let plain_ack = em.resp.opcode == Opcode::RC_ACKNOWLEDGE
+        && em.resp.syndrome().is_some_and(|s| s & 0xe0 == 0);
+    let ack_req = req.packet().is_some_and(|p| p.bth.ack_req);
+    plain_ack && ack_req && covered
+}

@@ -1,0 +1,56 @@
+//! Why a replay could not run at all (as opposed to a mismatch, which is a result).
+
+use core::fmt;
+
+use rocex_dump::capture::CaptureError;
+use rocex_proto::VerbsError;
+
+/// A replay that could not run.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ConformError {
+    /// The capture could not be read.
+    Capture(CaptureError),
+    /// The responder could not be set up as the capture requires.
+    Setup {
+        /// The connection, as printed in reports.
+        connection: String,
+        /// What was being set up.
+        step: &'static str,
+        /// The engine's refusal.
+        error: VerbsError,
+    },
+}
+
+impl fmt::Display for ConformError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Capture(e) => write!(f, "{e}"),
+            Self::Setup {
+                connection,
+                step,
+                error,
+            } => {
+                write!(
+                    f,
+                    "{connection}: cannot set up the responder ({step}): {error}"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConformError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Capture(e) => Some(e),
+            Self::Setup { error, .. } => Some(error),
+        }
+    }
+}
+
+impl From<CaptureError> for ConformError {
+    fn from(e: CaptureError) -> Self {
+        Self::Capture(e)
+    }
+}

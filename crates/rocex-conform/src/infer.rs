@@ -1,0 +1,585 @@
+//! What the capture shows about the responder's setup, and what has to be inferred.
+//!
+//! Read from the capture (and still printed and counted, since the replay depends on the
+//! reading): the starting PSN, the path MTU, the RNR timer code and the rkeys in use.
+//! Inferred because no capture can show them: which rkeys are valid, over which ranges and
+//! with which rights (a NAK 0x62 marks a request's rkey, range or right as invalid); which
+//! IETH rkeys are memory windows; the memory an atomic found before the first atomic on an
+//! address; when the receive queue was empty (an RNR NAK). Responses lost before the
+//! capture point are inferred later, while pairing ([`crate::compare`]).
+//!
+//! Nothing else is inferred: in particular READ data is not seeded (only lengths are
+//! compared) and no response is made up.
+
+use core::fmt;
+use std::collections::BTreeMap;
+
+use rocex_proto::Access;
+use rocex_proto::verbs::Mtu;
+use rocex_wire::opcode::{Operation, Position};
+use rocex_wire::{Opcode, Psn, feth};
+
+use crate::connection::{Connection, Pkt};
+use crate::response::Response;
+
+/// rxe's `RXE_MAX_QP_RD_ATOM`: the replayed QP accepts as many READ/atomic requests as
+/// an rxe QP set up by perftest or the verbs examples can.
+pub const MAX_DEST_RD_ATOMIC: u8 = 128;
+
+/// Regions larger than this are not allocated (a capture naming such a range is odd).
+const MAX_REGION: u64 = 256 << 20;
+
+/// The kinds of inference, as printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InferenceKind {
+    /// The responder's expected PSN at the start.
+    StartPsn,
+    /// The path MTU.
+    PathMtu,
+    /// The responder's RNR timer code.
+    RnrTimer,
+    /// An rkey valid over a range with some rights.
+    RkeyValid,
+    /// An rkey, range or right refused with NAK 0x62.
+    RkeyInvalid,
+    /// An IETH rkey that names a type-2 memory window.
+    MemoryWindow,
+    /// Memory contents an atomic found.
+    AtomicOrig,
+    /// The receive queue was empty (RNR NAK).
+    RqEmpty,
+    /// A response lost before the capture point.
+    ResponseLost,
+}
+
+impl fmt::Display for InferenceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::StartPsn => "start-psn",
+            Self::PathMtu => "path-mtu",
+            Self::RnrTimer => "rnr-timer",
+            Self::RkeyValid => "rkey-valid",
+            Self::RkeyInvalid => "rkey-invalid",
+            Self::MemoryWindow => "memory-window",
+            Self::AtomicOrig => "atomic-orig",
+            Self::RqEmpty => "rq-empty",
+            Self::ResponseLost => "response-lost",
+        })
+    }
+}
+
+/// One inference, for the report.
+#[derive(Debug, Clone)]
+pub struct Inference {
+    /// The frame it rests on.
+    pub frame: u64,
+    /// What kind.
+    pub kind: InferenceKind,
+    /// What was inferred and from what.
+    pub text: String,
+}
+
+/// A memory region to register with a captured rkey.
+#[derive(Debug, Clone)]
+pub struct MrPlan {
+    /// The captured rkey.
+    pub rkey: u32,
+    /// First address.
+    pub iova: u64,
+    /// Length.
+    pub len: u64,
+    /// Rights (the union of those the accepted requests needed).
+    pub access: Access,
+}
+
+/// An 8-byte value to place in memory before a request is replayed.
+#[derive(Debug, Clone, Copy)]
+pub struct Seed {
+    /// Index of the request before which it is placed.
+    pub request: usize,
+    /// rkey of the region.
+    pub rkey: u32,
+    /// Address.
+    pub va: u64,
+    /// Value.
+    pub value: u64,
+}
+
+/// How to set up and drive the responder of one connection.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Expected PSN at the start.
+    pub start_psn: Psn,
+    /// Path MTU.
+    pub mtu: Mtu,
+    /// RNR timer code.
+    pub min_rnr_timer: u8,
+    /// Regions to register.
+    pub mrs: Vec<MrPlan>,
+    /// rkeys of type-2 windows to allocate.
+    pub mws: Vec<u32>,
+    /// Memory to seed.
+    pub seeds: Vec<Seed>,
+    /// Per request: rxe answered it with an RNR NAK, so no receive WQE was posted.
+    pub rnr: Vec<bool>,
+    /// Per request: the captured response that answers it, by index.
+    pub answers: Vec<Option<usize>>,
+    /// Per request: it carried the PSN the responder expected when it arrived, so rxe
+    /// executed it (retransmissions of executed requests are duplicates, and requests past
+    /// a gap are dropped; neither touches memory).
+    pub executed: Vec<bool>,
+    /// The captured responses in compared form.
+    pub responses: Vec<Response>,
+    /// Whether the capture shows loss on this connection (PSN gaps, sequence NAKs,
+    /// retransmissions); lost responses are inferred only then.
+    pub shows_loss: bool,
+    /// Requester QPN (for the responses' destination).
+    pub req_qpn: u32,
+    /// Inferences made.
+    pub inferences: Vec<Inference>,
+}
+
+impl Plan {
+    /// The setup, for verbose output.
+    pub fn settings(&self) -> String {
+        format!(
+            "settings: start_psn={} path_mtu={} min_rnr_timer={} max_dest_rd_atomic={} qp_access=REMOTE_WRITE|REMOTE_READ|REMOTE_ATOMIC requester_qpn={:#x} mrs={} mws={} loss={}",
+            self.start_psn.value(),
+            self.mtu.bytes(),
+            self.min_rnr_timer,
+            MAX_DEST_RD_ATOMIC,
+            self.req_qpn,
+            self.mrs.len(),
+            self.mws.len(),
+            self.shows_loss
+        )
+    }
+
+    fn infer(&mut self, frame: u64, kind: InferenceKind, text: String) {
+        self.inferences.push(Inference { frame, kind, text });
+    }
+}
+
+/// Builds the plan of a connection.
+pub fn plan(conn: &Connection) -> Plan {
+    let responses: Vec<Response> = conn
+        .responses
+        .iter()
+        .map(|p| {
+            p.packet()
+                .map_or(Response::unparsed(p), |r| Response::of(&r))
+        })
+        .collect();
+    let mut plan = Plan {
+        start_psn: Psn::default(),
+        mtu: Mtu::M4096,
+        min_rnr_timer: 0,
+        mrs: Vec::new(),
+        mws: Vec::new(),
+        seeds: Vec::new(),
+        rnr: vec![false; conn.requests.len()],
+        answers: claim_answers(conn, &responses),
+        executed: vec![false; conn.requests.len()],
+        responses,
+        shows_loss: false,
+        req_qpn: conn.req_qpn.unwrap_or(0),
+        inferences: Vec::new(),
+    };
+    start_psn(conn, &mut plan);
+    path_mtu(conn, &mut plan);
+    rnr(conn, &mut plan);
+    plan.shows_loss = walk_psns(conn, &mut plan);
+    rkeys(conn, &mut plan);
+    windows(conn, &mut plan);
+    atomics(conn, &mut plan);
+    plan
+}
+
+impl Response {
+    /// A placeholder for a captured response that no longer parses (never expected).
+    fn unparsed(p: &Pkt) -> Self {
+        Self {
+            opcode: p.info_opcode(),
+            psn: p.psn,
+            aeth: None,
+            payload_len: 0,
+            orig: None,
+        }
+    }
+}
+
+impl Pkt {
+    fn info_opcode(&self) -> Opcode {
+        Opcode(self.udp.first().copied().unwrap_or(0))
+    }
+}
+
+/// Which captured response answers each request: the first unclaimed one after it, with
+/// its PSN and a kind that fits, before the request is sent again. A PSN-sequence NAK
+/// answers no particular request and is never claimed.
+fn claim_answers(conn: &Connection, responses: &[Response]) -> Vec<Option<usize>> {
+    let mut claimed = vec![false; responses.len()];
+    let mut out = vec![None; conn.requests.len()];
+    for (i, req) in conn.requests.iter().enumerate() {
+        let until = conn.requests[i + 1..]
+            .iter()
+            .find(|r| r.psn == req.psn)
+            .map_or(u64::MAX, |r| r.frame);
+        let op = req.info.operation;
+        let fits = |r: &Response| {
+            let name = r.opcode.info().map(|i| (i.operation, i.position));
+            let nak = r.syndrome().is_some_and(|s| s & 0xe0 != 0) && !r.is_nak(0x60);
+            nak || match op {
+                Operation::ReadRequest => {
+                    matches!(
+                        name,
+                        Some((Operation::ReadResponse, Position::First | Position::Only))
+                    )
+                }
+                Operation::CompareSwap | Operation::FetchAdd => {
+                    r.opcode == Opcode::RC_ATOMIC_ACKNOWLEDGE
+                }
+                Operation::AtomicWrite | Operation::Flush => {
+                    r.opcode == Opcode::RC_RDMA_READ_RESPONSE_ONLY
+                }
+                _ => {
+                    r.opcode == Opcode::RC_ACKNOWLEDGE
+                        && r.syndrome().is_some_and(|s| s & 0xe0 == 0)
+                }
+            }
+        };
+        let found = conn.responses.iter().enumerate().position(|(j, p)| {
+            !claimed[j]
+                && p.frame > req.frame
+                && p.frame < until
+                && responses[j].psn == req.psn
+                && fits(&responses[j])
+        });
+        if let Some(j) = found {
+            claimed[j] = true;
+            out[i] = Some(j);
+        }
+    }
+    out
+}
+
+fn start_psn(conn: &Connection, plan: &mut Plan) {
+    let Some(first) = conn.requests.first() else {
+        return;
+    };
+    plan.start_psn = first.psn;
+    let mut why = format!("the first request's PSN (frame {})", first.frame);
+    if let Some(n) = plan.responses.first().filter(|r| r.is_nak(0x60)) {
+        if n.psn.is_before(first.psn) {
+            plan.start_psn = n.psn;
+            why = format!("the PSN-sequence NAK at frame {}", conn.responses[0].frame);
+        }
+    }
+    let text = format!(
+        "responder expected PSN {} at the start: {why}",
+        plan.start_psn.value()
+    );
+    plan.infer(first.frame, InferenceKind::StartPsn, text);
+}
+
+fn mtu_of(bytes: usize) -> Option<Mtu> {
+    [Mtu::M256, Mtu::M512, Mtu::M1024, Mtu::M2048, Mtu::M4096]
+        .into_iter()
+        .find(|m| m.bytes() as usize == bytes)
+}
+
+fn path_mtu(conn: &Connection, plan: &mut Plan) {
+    let multi =
+        |p: &Pkt| matches!(p.info.position, Position::First | Position::Middle) && p.info.payload;
+    let sized = |p: &Pkt| p.packet().and_then(|r| mtu_of(r.payload.len()));
+    let from_req = conn
+        .requests
+        .iter()
+        .filter(|p| multi(p))
+        .find_map(|p| sized(p).map(|m| (p.frame, m, "request")));
+    let from_resp = || {
+        conn.responses
+            .iter()
+            .filter(|p| multi(p))
+            .find_map(|p| sized(p).map(|m| (p.frame, m, "READ response")))
+    };
+    if let Some((frame, m, what)) = from_req.or_else(from_resp) {
+        plan.mtu = m;
+        let text = format!(
+            "path MTU {}: the payload of the FIRST/MIDDLE {what} at frame {frame}",
+            m.bytes()
+        );
+        plan.infer(frame, InferenceKind::PathMtu, text);
+        return;
+    }
+    // READ PSN spacing: a READ of L bytes followed by a new request n PSNs later.
+    for w in conn.requests.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        let Some(len) = a
+            .packet()
+            .and_then(|p| p.reth)
+            .map(|r| u64::from(r.dma_len))
+        else {
+            continue;
+        };
+        let n = b.psn.diff(a.psn);
+        if a.info.operation != Operation::ReadRequest || n < 2 {
+            continue;
+        }
+        let fit = [Mtu::M4096, Mtu::M2048, Mtu::M1024, Mtu::M512, Mtu::M256]
+            .into_iter()
+            .find(|m| len.div_ceil(u64::from(m.bytes())) == n as u64);
+        if let Some(m) = fit {
+            plan.mtu = m;
+            let text = format!(
+                "path MTU {}: the READ of {len} bytes at frame {} spans {n} PSNs before the next request",
+                m.bytes(),
+                a.frame
+            );
+            plan.infer(a.frame, InferenceKind::PathMtu, text);
+            return;
+        }
+    }
+    if let Some(first) = conn.requests.first() {
+        let text = "path MTU 4096: no multi-packet message shows it; every packet fits".to_string();
+        plan.infer(first.frame, InferenceKind::PathMtu, text);
+    }
+}
+
+fn rnr(conn: &Connection, plan: &mut Plan) {
+    let mut timer_shown = false;
+    for (i, req) in conn.requests.iter().enumerate() {
+        let Some(j) = plan.answers[i] else { continue };
+        let r = plan.responses[j];
+        if !r.is_rnr() {
+            continue;
+        }
+        plan.rnr[i] = true;
+        let frame = conn.responses[j].frame;
+        if !timer_shown {
+            timer_shown = true;
+            plan.min_rnr_timer = r.syndrome().unwrap_or(0) & 0x1f;
+            let text = format!(
+                "min_rnr_timer {}: the RNR NAK at frame {frame}",
+                plan.min_rnr_timer
+            );
+            plan.infer(frame, InferenceKind::RnrTimer, text);
+        }
+        let text = format!(
+            "receive queue empty at frame {}: rxe answered RNR NAK at frame {frame}",
+            req.frame
+        );
+        plan.infer(req.frame, InferenceKind::RqEmpty, text);
+    }
+}
+
+/// One use of an rkey by a request.
+struct Use {
+    frame: u64,
+    va: u64,
+    len: u64,
+    need: Access,
+    refused: bool,
+}
+
+fn uses(conn: &Connection, plan: &Plan) -> BTreeMap<u32, Vec<Use>> {
+    let mut by_key: BTreeMap<u32, Vec<Use>> = BTreeMap::new();
+    for (i, req) in conn.requests.iter().enumerate() {
+        let Some(p) = req.packet().filter(|_| plan.executed[i]) else {
+            continue;
+        };
+        let refused = plan.answers[i].is_some_and(|j| plan.responses[j].is_nak(0x62));
+        let (rkey, va, len, need) = match (p.reth, p.atomic_eth) {
+            (_, Some(a)) => (a.rkey, a.va, 8, Access::REMOTE_ATOMIC),
+            (Some(r), None) => {
+                let need = match req.info.operation {
+                    Operation::ReadRequest => Access::REMOTE_READ,
+                    Operation::Flush => match p.feth {
+                        Some(f) if f.placement & feth::PLT_PERSISTENCE != 0 => {
+                            Access::FLUSH_PERSISTENT
+                        }
+                        _ => Access::FLUSH_GLOBAL,
+                    },
+                    _ => Access::REMOTE_WRITE,
+                };
+                (r.rkey, r.va, u64::from(r.dma_len), need)
+            }
+            _ => continue,
+        };
+        if len == 0 {
+            continue;
+        }
+        by_key.entry(rkey).or_default().push(Use {
+            frame: req.frame,
+            va,
+            len,
+            need,
+            refused,
+        });
+    }
+    by_key
+}
+
+fn rkeys(conn: &Connection, plan: &mut Plan) {
+    for (rkey, uses) in uses(conn, plan) {
+        let ok: Vec<&Use> = uses.iter().filter(|u| !u.refused).collect();
+        for u in uses.iter().filter(|u| u.refused) {
+            let text = format!(
+                "rkey {rkey:#x} refused for {} over [{:#x}, +{}): rxe answered NAK 0x62",
+                u.need, u.va, u.len
+            );
+            plan.infer(u.frame, InferenceKind::RkeyInvalid, text);
+        }
+        if ok.is_empty() {
+            continue;
+        }
+        let lo = ok.iter().map(|u| u.va).min().unwrap_or(0);
+        let hi = ok
+            .iter()
+            .map(|u| u.va.saturating_add(u.len))
+            .max()
+            .unwrap_or(lo);
+        let access = ok.iter().fold(Access::LOCAL_WRITE, |a, u| a | u.need);
+        if hi - lo > MAX_REGION {
+            let text = format!(
+                "rkey {rkey:#x} spans {} bytes: too large to register, left invalid",
+                hi - lo
+            );
+            plan.infer(ok[0].frame, InferenceKind::RkeyInvalid, text);
+            continue;
+        }
+        let text = format!(
+            "rkey {rkey:#x} valid for {access} over [{lo:#x}, {hi:#x}): {} request(s) not refused",
+            ok.len()
+        );
+        plan.infer(ok[0].frame, InferenceKind::RkeyValid, text);
+        plan.mrs.push(MrPlan {
+            rkey,
+            iova: lo,
+            len: hi - lo,
+            access,
+        });
+    }
+}
+
+/// SEND_WITH_INV: rxe advances the MSN when the rkey was a window it invalidated, and
+/// not when it named a region (the QP then goes to error).
+fn windows(conn: &Connection, plan: &mut Plan) {
+    for (i, req) in conn.requests.iter().enumerate() {
+        let Some(ieth) = req.packet().and_then(|p| p.ieth) else {
+            continue;
+        };
+        if plan.mrs.iter().any(|m| m.rkey == ieth.rkey) || plan.mws.contains(&ieth.rkey) {
+            continue;
+        }
+        let Some(j) = plan.answers[i] else { continue };
+        let Some((_, msn)) = plan.responses[j].aeth else {
+            continue;
+        };
+        let before = plan.responses[..j]
+            .iter()
+            .rev()
+            .find_map(|r| r.aeth.map(|(_, m)| m))
+            .unwrap_or(0);
+        if msn != before {
+            plan.mws.push(ieth.rkey);
+            let text = format!(
+                "rkey {:#x} names a type-2 memory window: rxe's ACK at frame {} advanced the MSN to {msn}",
+                ieth.rkey, conn.responses[j].frame
+            );
+            plan.infer(req.frame, InferenceKind::MemoryWindow, text);
+        }
+    }
+}
+
+/// The value at each atomic address before the first atomic on it, from rxe's answer to
+/// that atomic (or to its retransmission, which replays the same original value).
+fn atomics(conn: &Connection, plan: &mut Plan) {
+    let mut seen: Vec<(u32, u64)> = Vec::new();
+    let mut written: Vec<(u32, u64, u64)> = Vec::new();
+    for (i, req) in conn.requests.iter().enumerate() {
+        let Some(p) = req.packet().filter(|_| plan.executed[i]) else {
+            continue;
+        };
+        if let Some(r) = p.reth.filter(|_| {
+            matches!(
+                req.info.operation,
+                Operation::Write | Operation::AtomicWrite
+            )
+        }) {
+            written.push((r.rkey, r.va, u64::from(r.dma_len)));
+        }
+        let Some(a) = p.atomic_eth else { continue };
+        if seen.contains(&(a.rkey, a.va)) {
+            continue;
+        }
+        if plan.answers[i]
+            .is_some_and(|j| plan.responses[j].syndrome().is_some_and(|s| s & 0xe0 != 0))
+        {
+            continue;
+        }
+        seen.push((a.rkey, a.va));
+        let answer = plan.answers[i].or_else(|| {
+            (0..conn.responses.len()).find(|&j| {
+                conn.responses[j].frame > req.frame
+                    && plan.responses[j].psn == req.psn
+                    && plan.responses[j].orig.is_some()
+            })
+        });
+        let Some(j) = answer else { continue };
+        let Some(value) = plan.responses[j].orig else {
+            continue;
+        };
+        if written
+            .iter()
+            .any(|&(k, va, len)| k == a.rkey && va <= a.va && a.va < va.saturating_add(len))
+        {
+            continue;
+        }
+        plan.seeds.push(Seed {
+            request: i,
+            rkey: a.rkey,
+            va: a.va,
+            value,
+        });
+        let text = format!(
+            "memory at rkey {:#x} va {:#x} held {value:#x} before the atomic at frame {}: rxe's ATOMIC ACK at frame {} returned it",
+            a.rkey, a.va, req.frame, conn.responses[j].frame
+        );
+        plan.infer(req.frame, InferenceKind::AtomicOrig, text);
+    }
+}
+
+/// Follows the responder's expected PSN through the requests, marking which ones were
+/// executed; returns whether the capture shows loss on this connection: a PSN-sequence
+/// NAK, a gap in the request PSNs, or a request sent again that had not been answered
+/// with an RNR NAK.
+fn walk_psns(conn: &Connection, plan: &mut Plan) -> bool {
+    let mut loss = plan.responses.iter().any(|r| r.is_nak(0x60));
+    let mtu = u64::from(plan.mtu.bytes());
+    let mut next = plan.start_psn;
+    for (i, req) in conn.requests.iter().enumerate() {
+        let d = req.psn.diff(next);
+        if d > 0 {
+            loss = true;
+            continue;
+        }
+        if d < 0 {
+            let rnr_before = conn.requests[..i]
+                .iter()
+                .zip(&plan.rnr)
+                .any(|(r, &rnr)| rnr && r.psn == req.psn);
+            loss |= !rnr_before;
+            continue;
+        }
+        let span = match (req.info.operation, req.packet().and_then(|p| p.reth)) {
+            (Operation::ReadRequest, Some(r)) => u64::from(r.dma_len).div_ceil(mtu).max(1) as u32,
+            _ => 1,
+        };
+        if !plan.rnr[i] {
+            plan.executed[i] = true;
+            next = req.psn.add(span);
+        }
+    }
+    loss
+}

@@ -1,0 +1,74 @@
+/*! Conformance by replay: does rocex's responder answer a request stream as kernel rxe did?
+
+A capture of two rxe peers holds, for every RC connection, the requests one side sent and
+the responses the other side returned. [`replay_frames`] finds each connection
+([`connection`]), reads from the capture what it can show about the responder's setup
+and infers, printing each inference, only what it cannot show ([`infer`]), feeds the
+captured requests in order into a fresh `rocex_proto::Engine` set up as that responder
+([`replay`]), and pairs what the engine emits with what rxe emitted, in order, per
+connection ([`compare`]). The result is a [`Report`]: mismatch and inference lines and
+the totals line `connections=N requests=N responses=N matched=N mismatched=N inferred=N`.
+
+Compared for every response: opcode, PSN, AETH syndrome and MSN, payload length and the
+atomic original value. READ payload bytes are not compared: the responder's memory before
+the capture is unknown, and seeding it from the capture would make the comparison empty.
+*/
+#![forbid(unsafe_code)]
+
+pub mod compare;
+pub mod connection;
+mod error;
+pub mod infer;
+pub mod replay;
+mod report;
+mod response;
+
+use std::path::Path;
+
+use rocex_dump::capture::{self, Captured};
+
+pub use error::ConformError;
+pub use report::{Line, Report, Totals};
+pub use response::Response;
+
+/// What to replay and how.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// UDP destination ports that carry RoCE besides 4791.
+    pub roce_ports: Vec<u16>,
+    /// Also report every matched response and the settings of each replayed QP.
+    pub verbose: bool,
+}
+
+impl Options {
+    fn is_roce_port(&self, port: u16) -> bool {
+        port == rocex_wire::ROCE_V2_PORT || self.roce_ports.contains(&port)
+    }
+}
+
+/// Replays every RC connection of the capture at `path`.
+pub fn replay_file(path: &Path, opts: &Options) -> Result<Report, ConformError> {
+    let frames = capture::read(path)?;
+    replay_frames(&frames, opts)
+}
+
+/// Replays every RC connection found in `frames` (numbered from 1 in the report).
+pub fn replay_frames(frames: &[Captured], opts: &Options) -> Result<Report, ConformError> {
+    let split = connection::split(frames, |p| opts.is_roce_port(p));
+    let mut report = Report::new(opts.verbose);
+    report.skipped = split.skipped;
+    let plans: Vec<infer::Plan> = split.connections.iter().map(infer::plan).collect();
+    let loss_seen = plans.iter().any(|p| p.shows_loss);
+    for (conn, plan) in split.connections.iter().zip(&plans) {
+        for inf in &plan.inferences {
+            report.infer(conn, inf.frame, inf.kind, &inf.text);
+        }
+        if opts.verbose {
+            report.note(conn, &plan.settings());
+        }
+        let run = replay::run(conn, plan)?;
+        compare::compare(conn, plan, &run, loss_seen, &mut report);
+    }
+    report.totals.connections = split.connections.len() as u64;
+    Ok(report)
+}

@@ -1,0 +1,270 @@
+//! Driving a fresh rocex responder with a connection's captured requests.
+
+use core::net::SocketAddr;
+use std::sync::Arc;
+
+use rocex_proto::verbs::{
+    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, Sge, WcOpcode,
+};
+use rocex_proto::{
+    Access, Config, Engine, IcrcStatus, Instant, Keys, PdId, QpInit, Region, VecRegion, VerbsError,
+};
+use rocex_wire::PacketRepr;
+use rocex_wire::opcode::Operation;
+
+use crate::ConformError;
+use crate::connection::{Connection, Pkt};
+use crate::infer::{MAX_DEST_RD_ATOMIC, Plan};
+use crate::response::Response;
+
+/// The largest message rxe carries (`RXE_PORT_MAX_MSG_SZ`): the receive buffer's size, so
+/// that no SEND is refused for want of room.
+const RECV_BUF: usize = 0x80_0000;
+
+/// A response the engine emitted.
+#[derive(Debug, Clone, Copy)]
+pub struct Emitted {
+    /// Index of the request it followed.
+    pub request: usize,
+    /// What it says.
+    pub resp: Response,
+}
+
+/// The result of one replay.
+#[derive(Debug, Clone, Default)]
+pub struct Run {
+    /// What the engine emitted, in order.
+    pub emitted: Vec<Emitted>,
+    /// Receive WQEs posted.
+    pub recvs_posted: u64,
+}
+
+struct Responder {
+    engine: Engine,
+    pd: PdId,
+    cq: u32,
+    qpn: u32,
+    regions: Vec<(u32, u64, Arc<VecRegion>)>,
+    recv: Option<(Keys, u64)>,
+    outstanding: u64,
+}
+
+fn setup_err<'a>(
+    conn: &'a Connection,
+    step: &'static str,
+) -> impl Fn(VerbsError) -> ConformError + 'a {
+    move |error| ConformError::Setup {
+        connection: conn.label(),
+        step,
+        error,
+    }
+}
+
+impl Responder {
+    fn new(conn: &Connection, plan: &Plan) -> Result<Self, ConformError> {
+        let mut config = Config::new(conn.responder, [0x5a; 32]);
+        config.port_mtu = Mtu::M4096;
+        let mut engine = Engine::new(config);
+        let pd = engine.alloc_pd();
+        let cq = engine
+            .create_cq(1 << 15)
+            .map_err(setup_err(conn, "create_cq"))?;
+        let cap = QpCap {
+            max_send_wr: 16,
+            max_recv_wr: 1024,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        };
+        let init = QpInit {
+            qp_type: QpType::Rc,
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            cap,
+        };
+        let qpn = engine
+            .create_qp_with_qpn(init, conn.resp_qpn)
+            .map_err(setup_err(conn, "create_qp_with_qpn"))?;
+        let access = Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
+        let mut attr = QpAttr {
+            qp_state: QpState::Init,
+            qp_access_flags: access,
+            port_num: 1,
+            ..QpAttr::default()
+        };
+        let mask = AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS;
+        engine
+            .modify_qp(qpn, &attr, mask)
+            .map_err(setup_err(conn, "modify_qp INIT"))?;
+        attr.qp_state = QpState::Rtr;
+        attr.ah_attr = Some(AddressVector {
+            dest: conn.requester,
+        });
+        attr.path_mtu = plan.mtu;
+        attr.dest_qp_num = plan.req_qpn;
+        attr.rq_psn = plan.start_psn.value();
+        attr.max_dest_rd_atomic = MAX_DEST_RD_ATOMIC;
+        attr.min_rnr_timer = plan.min_rnr_timer;
+        let mask = AttrMask::STATE
+            | AttrMask::AV
+            | AttrMask::PATH_MTU
+            | AttrMask::DEST_QPN
+            | AttrMask::RQ_PSN
+            | AttrMask::MAX_DEST_RD_ATOMIC
+            | AttrMask::MIN_RNR_TIMER;
+        engine
+            .modify_qp(qpn, &attr, mask)
+            .map_err(setup_err(conn, "modify_qp RTR"))?;
+        attr.qp_state = QpState::Rts;
+        attr.max_rd_atomic = 1;
+        let mask = AttrMask::STATE
+            | AttrMask::SQ_PSN
+            | AttrMask::TIMEOUT
+            | AttrMask::RETRY_CNT
+            | AttrMask::RNR_RETRY
+            | AttrMask::MAX_QP_RD_ATOMIC;
+        engine
+            .modify_qp(qpn, &attr, mask)
+            .map_err(setup_err(conn, "modify_qp RTS"))?;
+        let mut me = Self {
+            engine,
+            pd,
+            cq,
+            qpn,
+            regions: Vec::new(),
+            recv: None,
+            outstanding: 0,
+        };
+        me.register(conn, plan)?;
+        Ok(me)
+    }
+
+    /// Registers the captured rkeys (lkeys chosen clear of every captured key) and windows.
+    fn register(&mut self, conn: &Connection, plan: &Plan) -> Result<(), ConformError> {
+        let taken = |k: u32| plan.mrs.iter().any(|m| m.rkey == k) || plan.mws.contains(&k);
+        let mut next_lkey = 0x4c00_0000u32;
+        for mr in &plan.mrs {
+            while taken(next_lkey) {
+                next_lkey += 1;
+            }
+            let region = Arc::new(
+                VecRegion::new(mr.len as usize)
+                    .with_persistent(mr.access.contains(Access::FLUSH_PERSISTENT)),
+            );
+            let keys = Keys {
+                lkey: next_lkey,
+                rkey: mr.rkey,
+            };
+            next_lkey += 1;
+            let dyn_region: Arc<dyn Region> = region.clone();
+            self.engine
+                .reg_mr_with_keys(self.pd, mr.iova, mr.len, mr.access, dyn_region, keys)
+                .map_err(setup_err(conn, "reg_mr_with_keys"))?;
+            self.regions.push((mr.rkey, mr.iova, region));
+        }
+        for &rkey in &plan.mws {
+            self.engine
+                .alloc_mw_with_key(self.pd, rkey)
+                .map_err(setup_err(conn, "alloc_mw_with_key"))?;
+        }
+        Ok(())
+    }
+
+    fn seed(&self, rkey: u32, va: u64, value: u64) {
+        if let Some((_, iova, region)) = self.regions.iter().find(|(k, ..)| *k == rkey) {
+            region.write(va.wrapping_sub(*iova), &value.to_ne_bytes());
+        }
+    }
+
+    /// Posts one receive WQE covering the whole receive buffer.
+    fn post_recv(&mut self, conn: &Connection, now: Instant) -> Result<(), ConformError> {
+        let (keys, base) = match self.recv {
+            Some(r) => r,
+            None => {
+                let region: Arc<dyn Region> = Arc::new(VecRegion::new(RECV_BUF));
+                let base = 0x1000;
+                let keys = self
+                    .engine
+                    .reg_mr(self.pd, base, RECV_BUF as u64, Access::LOCAL_WRITE, region)
+                    .map_err(setup_err(conn, "reg_mr (receive buffer)"))?;
+                self.recv = Some((keys, base));
+                (keys, base)
+            }
+        };
+        let wr = RecvWr {
+            wr_id: 0,
+            sges: vec![Sge {
+                addr: base,
+                length: RECV_BUF as u32,
+                lkey: keys.lkey,
+            }],
+        };
+        self.engine
+            .post_recv(now, self.qpn, wr)
+            .map_err(setup_err(conn, "post_recv"))?;
+        self.outstanding += 1;
+        Ok(())
+    }
+
+    fn expected_psn(&self) -> Option<u32> {
+        self.engine.query_qp(self.qpn).ok().map(|(a, _)| a.rq_psn)
+    }
+
+    fn drain_cq(&mut self) {
+        while let Some(wc) = self.engine.poll_cq(self.cq) {
+            if matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm) {
+                self.outstanding = self.outstanding.saturating_sub(1);
+            }
+        }
+    }
+}
+
+/// Whether the request starts a message that takes a receive WQE.
+fn needs_recv(req: &Pkt) -> bool {
+    match req.info.operation {
+        Operation::Send => req.info.position.starts(),
+        Operation::Write => req.info.immediate,
+        _ => false,
+    }
+}
+
+/// Replays the connection's requests, in captured order, into a fresh responder.
+pub fn run(conn: &Connection, plan: &Plan) -> Result<Run, ConformError> {
+    let mut r = Responder::new(conn, plan)?;
+    let mut out = Run::default();
+    let t0 = conn.requests.first().map_or(0.0, |p| p.ts);
+    let src = SocketAddr::new(conn.requester, conn.sport);
+    let mut buf = vec![0u8; 4096 + 128];
+    for (i, req) in conn.requests.iter().enumerate() {
+        let now = Instant::from_nanos(((req.ts - t0).max(0.0) * 1e9) as u64);
+        for s in plan.seeds.iter().filter(|s| s.request == i) {
+            r.seed(s.rkey, s.va, s.value);
+        }
+        if needs_recv(req)
+            && !plan.rnr[i]
+            && r.outstanding == 0
+            && r.expected_psn() == Some(req.psn.value())
+        {
+            r.post_recv(conn, now)?;
+            out.recvs_posted += 1;
+        }
+        let icrc = if req.icrc_valid {
+            IcrcStatus::Valid
+        } else {
+            IcrcStatus::Invalid
+        };
+        r.engine
+            .handle_packet(now, src, conn.responder, &req.udp, icrc);
+        while let Some(t) = r.engine.poll_transmit(now, &mut buf) {
+            if let Ok((p, _)) = PacketRepr::parse(&buf[..t.len]) {
+                out.emitted.push(Emitted {
+                    request: i,
+                    resp: Response::of(&p),
+                });
+            }
+        }
+        r.drain_cq();
+    }
+    Ok(out)
+}

@@ -45,3 +45,8 @@ fuzz TARGET *ARGS:
 lint:
     cargo fmt --all --check
     cargo clippy --workspace --all-targets -- -D warnings
+
+# Interop: ibv_rc_pingpong in a kernel rxe guest against rocex, both roles, with loss
+# (`just interop --quick` for the CI subset). Needs root.
+interop *ARGS:
+    proto-tests/interop/run.sh {{ARGS}}

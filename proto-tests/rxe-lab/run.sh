@@ -22,6 +22,8 @@
 #                       RXE_LAB_GUEST_ROLE, RXE_LAB_SCENARIO in its environment
 #   --guest-role R      with --host-cmd: the scenario side the guest runs,
 #                       server (default) or client (then PEER is the host)
+#   --set NAME=VALUE    a variable for the scenario (e.g. SIZE=65536 ITERS=100
+#                       for the ping-pong scenarios); repeatable
 #   --timeout S         hard limit for the whole run (default 180)
 #   --accel auto|kvm|tcg  (default auto: KVM if it boots the guest, else TCG)
 #   --mem MB            guest memory (default 512)
@@ -33,7 +35,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 SCN_DIR=$RXE_LAB_DIR/scenarios
-usage() { sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; }
 
 if [[ ${1:-} == --list ]]; then
   for f in "$SCN_DIR"/*.sh; do
@@ -48,7 +50,7 @@ SCN_FILE=$SCN_DIR/$SCENARIO.sh
 meta() { sed -n "s/^# $1: //p" "$SCN_FILE" | head -n1; }
 
 OUT= MTU= LOSS= DELAY= REORDER= NETEM_ALL=0 IPV6=0 GUESTS=2 HOST_CMD= GUEST_ROLE=server
-TIMEOUT=180 ACCEL=${RXE_LAB_ACCEL:-auto} MEM=512 VERBOSE=0
+TIMEOUT=180 ACCEL=${RXE_LAB_ACCEL:-auto} MEM=512 VERBOSE=0 SETS=()
 while (($#)); do
   case $1 in
     --out) OUT=$2; shift ;;
@@ -62,6 +64,8 @@ while (($#)); do
     --host-cmd) HOST_CMD=$2; GUESTS=1; shift ;;
     --guest-role) GUEST_ROLE=$2; shift ;;
     --timeout) TIMEOUT=$2; shift ;;
+    --set) [[ $2 =~ ^[A-Z][A-Z0-9_]*=[A-Za-z0-9._:/-]*$ ]] || die "--set takes NAME=VALUE (upper-case name, plain value)"
+           SETS+=("$2"); shift ;;
     --accel) ACCEL=$2; shift ;;
     --mem) MEM=$2; shift ;;
     --verbose|-v) VERBOSE=1 ;;
@@ -198,6 +202,7 @@ mkscenario() { # $1 = guest index (1-based), $2 = role -> $TMP/gN.initrd
     printf 'USE_V6=%q\nMTU=%q\nNETMTU=%q\n' "$IPV6" "$MTU" "$NETMTU"
     printf 'NETEM=%q\nNETEM_ALL=%q\nGTIMEOUT=%q\n' "$NETEM" "$NETEM_ALL" "$GTIMEOUT"
     printf 'SCENARIO=%q\nGUESTS=%q\n' "$SCENARIO" "$GUESTS"
+    for kv in "${SETS[@]}"; do printf '%s=%q\n' "${kv%%=*}" "${kv#*=}"; done
   } >"$d/scenario/env"
   cp "$SCN_FILE" "$d/scenario/scenario.sh"
   cp "$RXE_LAB_INITRD" "$TMP/g$i.initrd"

@@ -2,6 +2,8 @@
 
 mod conform;
 mod dump;
+mod oob;
+mod pingpong;
 
 use std::process::ExitCode;
 
@@ -21,6 +23,9 @@ enum Command {
     Dump(dump::Args),
     /// Replay captured request streams into rocex's responder and compare with kernel rxe's responses.
     Conform(conform::Args),
+    /// Ping-pong SENDs over an RC QP, compatible with ibv_rc_pingpong on the wire and in its
+    /// out-of-band exchange (TCP port 18515), so either side can be the stock tool.
+    Pingpong(pingpong::Args),
 }
 
 fn main() -> ExitCode {
@@ -28,5 +33,6 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Dump(args) => dump::run(&args),
         Command::Conform(args) => conform::run(&args),
+        Command::Pingpong(args) => pingpong::run(&args),
     }
 }

@@ -32,6 +32,9 @@ pub struct Config {
     pub max_qp: usize,
     /// Deepest CQ.
     pub max_cqe: usize,
+    /// The UDP source port of every packet, when the I/O path cannot choose it per QP (a
+    /// UDP socket bound to 4791); `None` gives each connection rxe's port.
+    pub udp_source_port: Option<u16>,
 }
 
 impl Config {
@@ -44,6 +47,7 @@ impl Config {
             port_mtu: Mtu::M1024,
             max_qp: 0x10000,
             max_cqe: 1 << 15,
+            udp_source_port: None,
         }
     }
 }
@@ -591,7 +595,7 @@ impl Engine {
             self.scratch = scratch;
             let Some(Some(out)) = out else { continue };
             let body = out.len - 4;
-            let src_port = udp_source_port(out.local_qpn, out.dest_qpn);
+            let src_port = self.config.udp_source_port.unwrap_or_else(|| udp_source_port(out.local_qpn, out.dest_qpn));
             let form = IcrcForm::for_opcode(Opcode(buf[0]));
             let Ok(crc) =
                 icrc::compute_for(local, out.dest, src_port, ROCE_V2_PORT, &buf[..body], form)

@@ -1,0 +1,131 @@
+//! Out-of-band connection setup as libibverbs' examples and perftest do it: a TCP
+//! connection over which each side sends its LID, QPN, PSN and GID, and the RoCE v2 GID
+//! of an IP address.
+
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+/// What each side tells the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Dest {
+    pub(crate) lid: u16,
+    pub(crate) qpn: u32,
+    pub(crate) psn: u32,
+    pub(crate) gid: [u8; 16],
+}
+
+/// The RoCE v2 GID of an address: IPv4 as `::ffff:a.b.c.d`, IPv6 as itself.
+pub(crate) fn gid_of(ip: IpAddr) -> [u8; 16] {
+    match ip {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+        IpAddr::V6(v6) => v6.octets(),
+    }
+}
+
+/// The address of a RoCE v2 GID.
+pub(crate) fn ip_of(gid: [u8; 16]) -> IpAddr {
+    let v6 = Ipv6Addr::from(gid);
+    v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4)
+}
+
+/// ibv_rc_pingpong's message: `"%04x:%06x:%06x:%s"` with the GID as 32 hex digits
+/// (`gid_to_wire_gid`), sent with its terminating NUL: 52 bytes.
+pub(crate) const MSG_LEN: usize = 52;
+
+impl Dest {
+    pub(crate) fn encode(&self) -> [u8; MSG_LEN] {
+        let gid: String = self.gid.iter().map(|b| format!("{b:02x}")).collect();
+        let text = format!("{:04x}:{:06x}:{:06x}:{gid}", self.lid, self.qpn, self.psn);
+        let mut out = [0u8; MSG_LEN];
+        out[..text.len()].copy_from_slice(text.as_bytes());
+        out
+    }
+
+    pub(crate) fn decode(msg: &[u8]) -> io::Result<Self> {
+        let bad = |why: &str| io::Error::new(io::ErrorKind::InvalidData, format!("bad peer address message: {why}"));
+        let text = std::str::from_utf8(msg).map_err(|_| bad("not text"))?.trim_end_matches('\0');
+        let mut parts = text.split(':');
+        let mut hex = |n: usize| -> io::Result<u32> {
+            let p = parts.next().ok_or_else(|| bad("too few fields"))?;
+            if p.len() != n {
+                return Err(bad("a field has the wrong width"));
+            }
+            u32::from_str_radix(p, 16).map_err(|_| bad("not hexadecimal"))
+        };
+        let lid = hex(4)? as u16;
+        let qpn = hex(6)?;
+        let psn = hex(6)?;
+        let g = parts.next().ok_or_else(|| bad("no GID"))?;
+        if g.len() != 32 {
+            return Err(bad("the GID is not 32 hex digits"));
+        }
+        let mut gid = [0u8; 16];
+        for (i, b) in gid.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&g[2 * i..2 * i + 2], 16).map_err(|_| bad("the GID is not hexadecimal"))?;
+        }
+        Ok(Self { lid, qpn, psn, gid })
+    }
+}
+
+/// Connects to the server, retrying while it starts.
+pub(crate) fn connect(server: &str, port: u16) -> io::Result<TcpStream> {
+    let start = Instant::now();
+    loop {
+        match TcpStream::connect((server, port)) {
+            Ok(s) => {
+                s.set_read_timeout(Some(Duration::from_secs(60)))?;
+                return Ok(s);
+            }
+            Err(_) if start.elapsed() < Duration::from_secs(20) => std::thread::sleep(Duration::from_millis(200)),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Waits for one client.
+pub(crate) fn accept(port: u16) -> io::Result<TcpStream> {
+    let listener = TcpListener::bind(SocketAddr::from(([0, 0, 0, 0], port)))?;
+    let (s, _) = listener.accept()?;
+    s.set_read_timeout(Some(Duration::from_secs(60)))?;
+    Ok(s)
+}
+
+/// Sends our address message.
+pub(crate) fn send(s: &mut TcpStream, d: &Dest) -> io::Result<()> {
+    s.write_all(&d.encode())
+}
+
+/// Reads the peer's address message.
+pub(crate) fn recv(s: &mut TcpStream) -> io::Result<Dest> {
+    let mut msg = [0u8; MSG_LEN];
+    s.read_exact(&mut msg)?;
+    Dest::decode(&msg)
+}
+
+/// The client's last word: "done" with its NUL.
+pub(crate) fn send_done(s: &mut TcpStream) -> io::Result<()> {
+    s.write_all(b"done\0")
+}
+
+/// The server waits for "done"; a client that closes at once is fine too.
+pub(crate) fn wait_done(s: &mut TcpStream) {
+    let mut done = [0u8; 5];
+    let _ = s.read(&mut done);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_matches_rc_pingpong() {
+        let d = Dest { lid: 0, qpn: 0x11, psn: 0xe4792e, gid: gid_of([198, 18, 0, 11].into()) };
+        let m = d.encode();
+        assert_eq!(&m[..51], b"0000:000011:e4792e:00000000000000000000ffffc612000b");
+        assert_eq!(m[51], 0);
+        assert_eq!(Dest::decode(&m).unwrap(), d);
+        assert_eq!(ip_of(d.gid), IpAddr::from([198, 18, 0, 11]));
+        assert!(Dest::decode(b"0000:11:e4792e:00").is_err());
+    }
+}

@@ -1,0 +1,263 @@
+//! `rocex pingpong`: libibverbs' `ibv_rc_pingpong` test. Each side posts `rx_depth`
+//! receives; the client sends first; each completed receive lets the next send go, until
+//! each side has sent and received `iters` messages of `size` bytes. The QP attributes and
+//! the out-of-band exchange are the stock tool's, so either side can be `ibv_rc_pingpong`.
+
+use std::io;
+use std::net::IpAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant as WallClock};
+
+use rocex_io::{Driver, UdpPort};
+use rocex_proto::verbs::{
+    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendOp, SendWr, Sge, WcStatus,
+};
+use rocex_proto::{Access, Config, Engine, QpInit, VecRegion};
+
+use crate::oob::{self, Dest};
+
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// Server to connect to; without it, wait for a client.
+    server: Option<String>,
+    /// TCP port of the out-of-band exchange.
+    #[arg(short = 'p', long, default_value_t = 18515)]
+    port: u16,
+    /// Device name (accepted for compatibility; rocex has one device per address).
+    #[arg(short = 'd', long = "ib-dev")]
+    ib_dev: Option<String>,
+    /// GID index (accepted for compatibility; the GID is the address the exchange uses).
+    #[arg(short = 'g', long = "gid-idx")]
+    gid_idx: Option<u32>,
+    /// Message size in bytes.
+    #[arg(short = 's', long, default_value_t = 4096)]
+    size: u32,
+    /// Path MTU (256, 512, 1024, 2048 or 4096).
+    #[arg(short = 'm', long, default_value_t = 1024)]
+    mtu: u32,
+    /// Receives posted at a time.
+    #[arg(short = 'r', long = "rx-depth", default_value_t = 500)]
+    rx_depth: u32,
+    /// Messages each way.
+    #[arg(short = 'n', long, default_value_t = 1000)]
+    iters: u32,
+}
+
+const RECV_WRID: u64 = 1;
+const SEND_WRID: u64 = 2;
+
+struct Ctx {
+    driver: Driver,
+    qpn: u32,
+    cq: u32,
+    sge: Sge,
+}
+
+fn mtu_of(bytes: u32) -> io::Result<Mtu> {
+    [Mtu::M256, Mtu::M512, Mtu::M1024, Mtu::M2048, Mtu::M4096]
+        .into_iter()
+        .find(|m| m.bytes() == bytes)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the MTU must be 256, 512, 1024, 2048 or 4096"))
+}
+
+fn seed() -> [u8; 32] {
+    let mut s = [0u8; 32];
+    if std::fs::File::open("/dev/urandom").and_then(|mut f| io::Read::read_exact(&mut f, &mut s)).is_err() {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        s[..16].copy_from_slice(&t.as_nanos().to_le_bytes());
+    }
+    s
+}
+
+/// A device on `local` with one RC QP in INIT and `rx_depth` receives posted.
+fn open(local: IpAddr, a: &Args) -> io::Result<Ctx> {
+    let mut config = Config::new(local, seed());
+    config.port_mtu = Mtu::M4096;
+    config.udp_source_port = Some(4791);
+    let mut e = Engine::new(config);
+    let err = |e: rocex_proto::VerbsError| io::Error::other(e.to_string());
+    let pd = e.alloc_pd();
+    let buf = Arc::new(VecRegion::new(a.size.max(1) as usize));
+    const BUF_ADDR: u64 = 0x1000_0000;
+    let keys = e.reg_mr(pd, BUF_ADDR, u64::from(a.size.max(1)), Access::LOCAL_WRITE, buf).map_err(err)?;
+    let cq = e.create_cq(a.rx_depth as usize + 1).map_err(err)?;
+    let cap = QpCap { max_send_wr: 1, max_recv_wr: a.rx_depth, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+    let qpn = e.create_qp(QpInit { qp_type: QpType::Rc, pd, send_cq: cq, recv_cq: cq, cap }).map_err(err)?;
+    let init = QpAttr { qp_state: QpState::Init, ..QpAttr::default() };
+    e.modify_qp(qpn, &init, AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS)
+        .map_err(err)?;
+    let driver = Driver::new(e, UdpPort::bind(local)?);
+    let sge = Sge { addr: BUF_ADDR, length: a.size, lkey: keys.lkey };
+    let mut ctx = Ctx { driver, qpn, cq, sge };
+    for _ in 0..a.rx_depth {
+        ctx.post_recv()?;
+    }
+    Ok(ctx)
+}
+
+impl Ctx {
+    fn post_recv(&mut self) -> io::Result<()> {
+        let now = self.driver.now();
+        let wr = RecvWr { wr_id: RECV_WRID, sges: vec![self.sge] };
+        self.driver.engine.post_recv(now, self.qpn, wr).map_err(|e| io::Error::other(e.to_string()))
+    }
+
+    fn post_send(&mut self) -> io::Result<()> {
+        let now = self.driver.now();
+        let wr = SendWr::new(SEND_WRID, SendOp::Send, vec![self.sge]);
+        self.driver.engine.post_send(now, self.qpn, wr).map_err(|e| io::Error::other(e.to_string()))
+    }
+
+    /// RTR and RTS with ibv_rc_pingpong's attributes.
+    fn connect(&mut self, me: &Dest, peer: &Dest, mtu: Mtu) -> io::Result<()> {
+        let e = &mut self.driver.engine;
+        let err = |e: rocex_proto::VerbsError| io::Error::other(e.to_string());
+        let mut a = QpAttr {
+            qp_state: QpState::Rtr,
+            path_mtu: mtu,
+            dest_qp_num: peer.qpn,
+            rq_psn: peer.psn,
+            max_dest_rd_atomic: 1,
+            min_rnr_timer: 12,
+            ah_attr: Some(AddressVector { dest: oob::ip_of(peer.gid) }),
+            ..QpAttr::default()
+        };
+        let rtr = AttrMask::STATE
+            | AttrMask::AV
+            | AttrMask::PATH_MTU
+            | AttrMask::DEST_QPN
+            | AttrMask::RQ_PSN
+            | AttrMask::MAX_DEST_RD_ATOMIC
+            | AttrMask::MIN_RNR_TIMER;
+        e.modify_qp(self.qpn, &a, rtr).map_err(err)?;
+        a.qp_state = QpState::Rts;
+        a.timeout = 14;
+        a.retry_cnt = 7;
+        a.rnr_retry = 7;
+        a.sq_psn = me.psn;
+        a.max_rd_atomic = 1;
+        let rts = AttrMask::STATE
+            | AttrMask::TIMEOUT
+            | AttrMask::RETRY_CNT
+            | AttrMask::RNR_RETRY
+            | AttrMask::SQ_PSN
+            | AttrMask::MAX_QP_RD_ATOMIC;
+        e.modify_qp(self.qpn, &a, rts).map_err(err)
+    }
+}
+
+/// Whether the peer closed the out-of-band connection (as ibv_rc_pingpong does on exit).
+fn peer_closed(s: &mut std::net::TcpStream) -> bool {
+    let mut b = [0u8; 16];
+    if s.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let closed = matches!(io::Read::read(s, &mut b), Ok(0));
+    let _ = s.set_nonblocking(false);
+    closed
+}
+
+fn print_dest(label: &str, d: &Dest) {
+    let gid = oob::ip_of(d.gid);
+    println!("  {label} address:  LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {gid}", d.lid, d.qpn, d.psn);
+}
+
+pub(crate) fn run(a: &Args) -> ExitCode {
+    let _ = (&a.ib_dev, a.gid_idx);
+    match pingpong(a) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rocex pingpong: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn pingpong(a: &Args) -> io::Result<()> {
+    let mtu = mtu_of(a.mtu)?;
+    // The exchange as ibv_rc_pingpong does it: the client sends first and says "done";
+    // the server connects its QP before it answers.
+    let mut s = match &a.server {
+        Some(server) => oob::connect(server, a.port)?,
+        None => oob::accept(a.port)?,
+    };
+    let local = s.local_addr()?.ip();
+    let mut ctx = open(local, a)?;
+    let psn = ctx.driver.engine.random_psn();
+    let me = Dest { lid: 0, qpn: ctx.qpn, psn, gid: oob::gid_of(local) };
+    let peer = if a.server.is_some() {
+        oob::send(&mut s, &me)?;
+        let peer = oob::recv(&mut s)?;
+        oob::send_done(&mut s)?;
+        ctx.connect(&me, &peer, mtu)?;
+        peer
+    } else {
+        let peer = oob::recv(&mut s)?;
+        ctx.connect(&me, &peer, mtu)?;
+        oob::send(&mut s, &me)?;
+        oob::wait_done(&mut s);
+        peer
+    };
+    print_dest("local", &me);
+    print_dest("remote", &peer);
+    let start = WallClock::now();
+    let (mut scnt, mut rcnt, mut routs) = (0u32, 0u32, a.rx_depth);
+    let mut pending = RECV_WRID;
+    if a.server.is_some() {
+        ctx.post_send()?;
+        pending |= SEND_WRID;
+    }
+    let mut last_progress = WallClock::now();
+    while scnt < a.iters || rcnt < a.iters {
+        ctx.driver.wait(Duration::from_millis(5))?;
+        while let Some(wc) = ctx.driver.engine.poll_cq(ctx.cq) {
+            last_progress = WallClock::now();
+            if wc.status != WcStatus::Success {
+                return Err(io::Error::other(format!("failed status {:?} for wr_id {}", wc.status, wc.wr_id)));
+            }
+            match wc.wr_id {
+                SEND_WRID => scnt += 1,
+                RECV_WRID => {
+                    routs -= 1;
+                    if routs <= 1 {
+                        while routs < a.rx_depth {
+                            ctx.post_recv()?;
+                            routs += 1;
+                        }
+                    }
+                    rcnt += 1;
+                }
+                other => return Err(io::Error::other(format!("completion for unknown wr_id {other}"))),
+            }
+            pending &= !wc.wr_id;
+            if scnt < a.iters && pending == 0 {
+                ctx.post_send()?;
+                pending = RECV_WRID | SEND_WRID;
+            }
+        }
+        if rcnt == a.iters && scnt + 1 == a.iters && last_progress.elapsed() > Duration::from_secs(1) && peer_closed(&mut s) {
+            // The peer counted our last message as received and exited; its ACK was lost
+            // on the way and no one is left to send it again. ibv_rc_pingpong would wait
+            // here for ever.
+            eprintln!("rocex pingpong: the peer exited before our last SEND was acknowledged (its ACK was lost)");
+            scnt += 1;
+            continue;
+        }
+        if last_progress.elapsed() > Duration::from_secs(30) {
+            return Err(io::Error::other(format!("no progress for 30 s ({scnt} sent, {rcnt} received)")));
+        }
+    }
+    let usec = start.elapsed().as_secs_f64() * 1e6;
+    let bytes = u64::from(a.size) * u64::from(a.iters) * 2;
+    println!("{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec", usec / 1e6, bytes as f64 * 8.0 / usec);
+    println!("{} iters in {:.2} seconds = {:.2} usec/iter", a.iters, usec / 1e6, usec / f64::from(a.iters));
+    // The peer's last message needs our ACK, and a lost ACK needs answering again.
+    ctx.driver.linger(Duration::from_millis(500))?;
+    let c = ctx.driver.engine.counters();
+    eprintln!(
+        "rocex: sent_pkts={} rcvd_pkts={} retransmitted={} duplicate_request={} out_of_seq={}",
+        c.sent_pkts, c.rcvd_pkts, c.retransmitted_pkts, c.duplicate_request, c.out_of_seq_request
+    );
+    Ok(())
+}

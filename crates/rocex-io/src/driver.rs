@@ -1,0 +1,94 @@
+//! Runs an engine on a UDP port with the wall clock.
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use rocex_proto::{Engine, IcrcStatus, Instant};
+
+use crate::UdpPort;
+
+/// An engine, its port and its clock.
+#[derive(Debug)]
+pub struct Driver {
+    /// The engine; verbs calls go straight to it.
+    pub engine: Engine,
+    port: UdpPort,
+    epoch: std::time::Instant,
+    buf: Vec<u8>,
+}
+
+impl Driver {
+    /// Runs `engine` on `port`.
+    pub fn new(engine: Engine, port: UdpPort) -> Self {
+        Self { engine, port, epoch: std::time::Instant::now(), buf: vec![0; 65536] }
+    }
+
+    /// The engine's notion of now: time since the driver started.
+    pub fn now(&self) -> Instant {
+        Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
+    }
+
+    /// Does everything that is ready: receives waiting datagrams, runs due timers, sends
+    /// what the engine has to send.
+    pub fn turn(&mut self) -> io::Result<()> {
+        let local = self.port.local();
+        while let Some((n, src)) = self.port.try_recv(&mut self.buf)? {
+            let now = self.now();
+            let status = icrc_status(src, local, &self.buf[..n]);
+            self.engine.handle_packet(now, src, local, &self.buf[..n], status);
+        }
+        let now = self.now();
+        if self.engine.poll_timeout().is_some_and(|t| t <= now) {
+            self.engine.handle_timeout(now);
+        }
+        while let Some(t) = self.engine.poll_transmit(now, &mut self.buf) {
+            self.port.send(t.dest, &self.buf[..t.len])?;
+        }
+        Ok(())
+    }
+
+    /// Turns, then waits for a datagram, the next timer, or `max`, whichever comes first,
+    /// and turns again.
+    pub fn wait(&mut self, max: Duration) -> io::Result<()> {
+        self.turn()?;
+        let now = self.now();
+        let until_timer = self.engine.poll_timeout().map_or(max, |t| t.since(now));
+        let timeout = max.min(until_timer);
+        if !timeout.is_zero() {
+            self.port.wait_readable(timeout)?;
+        }
+        self.turn()
+    }
+
+    /// Turns until `done` returns a value or `limit` passes.
+    pub fn run_until<T>(&mut self, limit: Duration, mut done: impl FnMut(&mut Engine) -> Option<T>) -> io::Result<Option<T>> {
+        let end = std::time::Instant::now() + limit;
+        loop {
+            self.turn()?;
+            if let Some(v) = done(&mut self.engine) {
+                return Ok(Some(v));
+            }
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            self.wait(left.min(Duration::from_millis(10)))?;
+        }
+    }
+
+    /// Keeps answering the peer (ACKs, retransmitted requests) for `d`: what a process
+    /// should do before it exits, so that the peer's last packets are acknowledged.
+    pub fn linger(&mut self, d: Duration) -> io::Result<()> {
+        self.run_until(d, |_| None::<()>).map(|_| ())
+    }
+}
+
+/// A packet from a rocex sender can be checked (its IP identification is 0); from
+/// anyone else, a UDP socket cannot tell.
+fn icrc_status(src: SocketAddr, local: std::net::IpAddr, payload: &[u8]) -> IcrcStatus {
+    match Engine::check_icrc_from_rocex(src, local, payload) {
+        IcrcStatus::Valid => IcrcStatus::Valid,
+        _ => IcrcStatus::Unchecked,
+    }
+}

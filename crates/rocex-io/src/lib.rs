@@ -1,0 +1,11 @@
+//! Packet I/O for rocex engines.
+//!
+//! [`UdpPort`] carries RoCE v2 over an ordinary UDP socket on port 4791 (no privileges);
+//! [`Driver`] runs an [`rocex_proto::Engine`] on it: received datagrams in, timers on the
+//! wall clock, transmits out. The engine itself does no I/O.
+
+mod driver;
+mod udp;
+
+pub use driver::Driver;
+pub use udp::UdpPort;

@@ -240,7 +240,7 @@ fn pingpong(a: &Args) -> io::Result<()> {
             // The peer counted our last message as received and exited; its ACK was lost
             // on the way and no one is left to send it again. ibv_rc_pingpong would wait
             // here for ever.
-            eprintln!("rocex pingpong: the peer exited before our last SEND was acknowledged (its ACK was lost)");
+            eprintln!("rocex pingpong: no ACK of our last SEND within 1 s of all else completing, and the peer has closed its connection: its ACK was lost after it exited");
             scnt += 1;
             continue;
         }

@@ -1,6 +1,7 @@
 //! `rocex`: the rocex command-line tool.
 
 mod conform;
+mod demo;
 mod dump;
 mod oob;
 mod pingpong;
@@ -26,6 +27,8 @@ enum Command {
     /// Ping-pong SENDs over an RC QP, compatible with ibv_rc_pingpong on the wire and in its
     /// out-of-band exchange (TCP port 18515), so either side can be the stock tool.
     Pingpong(pingpong::Args),
+    /// Two rocex engines on 127.0.0.1 and 127.0.0.2: a ping-pong and a verified WRITE stream.
+    Demo(demo::Args),
 }
 
 fn main() -> ExitCode {
@@ -34,5 +37,6 @@ fn main() -> ExitCode {
         Command::Dump(args) => dump::run(&args),
         Command::Conform(args) => conform::run(&args),
         Command::Pingpong(args) => pingpong::run(&args),
+        Command::Demo(args) => demo::run(&args),
     }
 }

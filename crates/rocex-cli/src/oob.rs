@@ -43,8 +43,15 @@ impl Dest {
     }
 
     pub(crate) fn decode(msg: &[u8]) -> io::Result<Self> {
-        let bad = |why: &str| io::Error::new(io::ErrorKind::InvalidData, format!("bad peer address message: {why}"));
-        let text = std::str::from_utf8(msg).map_err(|_| bad("not text"))?.trim_end_matches('\0');
+        let bad = |why: &str| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("bad peer address message: {why}"),
+            )
+        };
+        let text = std::str::from_utf8(msg)
+            .map_err(|_| bad("not text"))?
+            .trim_end_matches('\0');
         let mut parts = text.split(':');
         let mut hex = |n: usize| -> io::Result<u32> {
             let p = parts.next().ok_or_else(|| bad("too few fields"))?;
@@ -62,7 +69,8 @@ impl Dest {
         }
         let mut gid = [0u8; 16];
         for (i, b) in gid.iter_mut().enumerate() {
-            *b = u8::from_str_radix(&g[2 * i..2 * i + 2], 16).map_err(|_| bad("the GID is not hexadecimal"))?;
+            *b = u8::from_str_radix(&g[2 * i..2 * i + 2], 16)
+                .map_err(|_| bad("the GID is not hexadecimal"))?;
         }
         Ok(Self { lid, qpn, psn, gid })
     }
@@ -77,7 +85,9 @@ pub(crate) fn connect(server: &str, port: u16) -> io::Result<TcpStream> {
                 s.set_read_timeout(Some(Duration::from_secs(60)))?;
                 return Ok(s);
             }
-            Err(_) if start.elapsed() < Duration::from_secs(20) => std::thread::sleep(Duration::from_millis(200)),
+            Err(_) if start.elapsed() < Duration::from_secs(20) => {
+                std::thread::sleep(Duration::from_millis(200))
+            }
             Err(e) => return Err(e),
         }
     }
@@ -120,9 +130,17 @@ mod tests {
 
     #[test]
     fn message_matches_rc_pingpong() {
-        let d = Dest { lid: 0, qpn: 0x11, psn: 0xe4792e, gid: gid_of([198, 18, 0, 11].into()) };
+        let d = Dest {
+            lid: 0,
+            qpn: 0x11,
+            psn: 0xe4792e,
+            gid: gid_of([198, 18, 0, 11].into()),
+        };
         let m = d.encode();
-        assert_eq!(&m[..51], b"0000:000011:e4792e:00000000000000000000ffffc612000b");
+        assert_eq!(
+            &m[..51],
+            b"0000:000011:e4792e:00000000000000000000ffffc612000b"
+        );
         assert_eq!(m[51], 0);
         assert_eq!(Dest::decode(&m).unwrap(), d);
         assert_eq!(ip_of(d.gid), IpAddr::from([198, 18, 0, 11]));

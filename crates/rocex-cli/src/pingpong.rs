@@ -11,7 +11,8 @@ use std::time::{Duration, Instant as WallClock};
 
 use rocex_io::{Driver, UdpPort};
 use rocex_proto::verbs::{
-    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendOp, SendWr, Sge, WcStatus,
+    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendOp, SendWr, Sge,
+    WcStatus,
 };
 use rocex_proto::{Access, Config, Engine, QpInit, VecRegion};
 
@@ -58,13 +59,23 @@ fn mtu_of(bytes: u32) -> io::Result<Mtu> {
     [Mtu::M256, Mtu::M512, Mtu::M1024, Mtu::M2048, Mtu::M4096]
         .into_iter()
         .find(|m| m.bytes() == bytes)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the MTU must be 256, 512, 1024, 2048 or 4096"))
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the MTU must be 256, 512, 1024, 2048 or 4096",
+            )
+        })
 }
 
 fn seed() -> [u8; 32] {
     let mut s = [0u8; 32];
-    if std::fs::File::open("/dev/urandom").and_then(|mut f| io::Read::read_exact(&mut f, &mut s)).is_err() {
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| io::Read::read_exact(&mut f, &mut s))
+        .is_err()
+    {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
         s[..16].copy_from_slice(&t.as_nanos().to_le_bytes());
     }
     s
@@ -80,16 +91,54 @@ fn open(local: IpAddr, a: &Args) -> io::Result<Ctx> {
     let pd = e.alloc_pd();
     let buf = Arc::new(VecRegion::new(a.size.max(1) as usize));
     const BUF_ADDR: u64 = 0x1000_0000;
-    let keys = e.reg_mr(pd, BUF_ADDR, u64::from(a.size.max(1)), Access::LOCAL_WRITE, buf).map_err(err)?;
-    let cq = e.create_cq(a.rx_depth as usize + 1).map_err(err)?;
-    let cap = QpCap { max_send_wr: 1, max_recv_wr: a.rx_depth, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-    let qpn = e.create_qp(QpInit { qp_type: QpType::Rc, pd, send_cq: cq, recv_cq: cq, cap }).map_err(err)?;
-    let init = QpAttr { qp_state: QpState::Init, ..QpAttr::default() };
-    e.modify_qp(qpn, &init, AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS)
+    let keys = e
+        .reg_mr(
+            pd,
+            BUF_ADDR,
+            u64::from(a.size.max(1)),
+            Access::LOCAL_WRITE,
+            buf,
+        )
         .map_err(err)?;
+    let cq = e.create_cq(a.rx_depth as usize + 1).map_err(err)?;
+    let cap = QpCap {
+        max_send_wr: 1,
+        max_recv_wr: a.rx_depth,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    let qpn = e
+        .create_qp(QpInit {
+            qp_type: QpType::Rc,
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            cap,
+        })
+        .map_err(err)?;
+    let init = QpAttr {
+        qp_state: QpState::Init,
+        ..QpAttr::default()
+    };
+    e.modify_qp(
+        qpn,
+        &init,
+        AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
+    )
+    .map_err(err)?;
     let driver = Driver::new(e, UdpPort::bind(local)?);
-    let sge = Sge { addr: BUF_ADDR, length: a.size, lkey: keys.lkey };
-    let mut ctx = Ctx { driver, qpn, cq, sge };
+    let sge = Sge {
+        addr: BUF_ADDR,
+        length: a.size,
+        lkey: keys.lkey,
+    };
+    let mut ctx = Ctx {
+        driver,
+        qpn,
+        cq,
+        sge,
+    };
     for _ in 0..a.rx_depth {
         ctx.post_recv()?;
     }
@@ -99,14 +148,23 @@ fn open(local: IpAddr, a: &Args) -> io::Result<Ctx> {
 impl Ctx {
     fn post_recv(&mut self) -> io::Result<()> {
         let now = self.driver.now();
-        let wr = RecvWr { wr_id: RECV_WRID, sges: vec![self.sge] };
-        self.driver.engine.post_recv(now, self.qpn, wr).map_err(|e| io::Error::other(e.to_string()))
+        let wr = RecvWr {
+            wr_id: RECV_WRID,
+            sges: vec![self.sge],
+        };
+        self.driver
+            .engine
+            .post_recv(now, self.qpn, wr)
+            .map_err(|e| io::Error::other(e.to_string()))
     }
 
     fn post_send(&mut self) -> io::Result<()> {
         let now = self.driver.now();
         let wr = SendWr::new(SEND_WRID, SendOp::Send, vec![self.sge]);
-        self.driver.engine.post_send(now, self.qpn, wr).map_err(|e| io::Error::other(e.to_string()))
+        self.driver
+            .engine
+            .post_send(now, self.qpn, wr)
+            .map_err(|e| io::Error::other(e.to_string()))
     }
 
     /// RTR and RTS with ibv_rc_pingpong's attributes.
@@ -120,7 +178,9 @@ impl Ctx {
             rq_psn: peer.psn,
             max_dest_rd_atomic: 1,
             min_rnr_timer: 12,
-            ah_attr: Some(AddressVector { dest: oob::ip_of(peer.gid) }),
+            ah_attr: Some(AddressVector {
+                dest: oob::ip_of(peer.gid),
+            }),
             ..QpAttr::default()
         };
         let rtr = AttrMask::STATE
@@ -160,7 +220,10 @@ fn peer_closed(s: &mut std::net::TcpStream) -> bool {
 
 fn print_dest(label: &str, d: &Dest) {
     let gid = oob::ip_of(d.gid);
-    println!("  {label} address:  LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {gid}", d.lid, d.qpn, d.psn);
+    println!(
+        "  {label} address:  LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {gid}",
+        d.lid, d.qpn, d.psn
+    );
 }
 
 pub(crate) fn run(a: &Args) -> ExitCode {
@@ -185,7 +248,12 @@ fn pingpong(a: &Args) -> io::Result<()> {
     let local = s.local_addr()?.ip();
     let mut ctx = open(local, a)?;
     let psn = ctx.driver.engine.random_psn();
-    let me = Dest { lid: 0, qpn: ctx.qpn, psn, gid: oob::gid_of(local) };
+    let me = Dest {
+        lid: 0,
+        qpn: ctx.qpn,
+        psn,
+        gid: oob::gid_of(local),
+    };
     let peer = if a.server.is_some() {
         oob::send(&mut s, &me)?;
         let peer = oob::recv(&mut s)?;
@@ -214,7 +282,10 @@ fn pingpong(a: &Args) -> io::Result<()> {
         while let Some(wc) = ctx.driver.engine.poll_cq(ctx.cq) {
             last_progress = WallClock::now();
             if wc.status != WcStatus::Success {
-                return Err(io::Error::other(format!("failed status {:?} for wr_id {}", wc.status, wc.wr_id)));
+                return Err(io::Error::other(format!(
+                    "failed status {:?} for wr_id {}",
+                    wc.status, wc.wr_id
+                )));
             }
             match wc.wr_id {
                 SEND_WRID => scnt += 1,
@@ -228,7 +299,11 @@ fn pingpong(a: &Args) -> io::Result<()> {
                     }
                     rcnt += 1;
                 }
-                other => return Err(io::Error::other(format!("completion for unknown wr_id {other}"))),
+                other => {
+                    return Err(io::Error::other(format!(
+                        "completion for unknown wr_id {other}"
+                    )));
+                }
             }
             pending &= !wc.wr_id;
             if scnt < a.iters && pending == 0 {
@@ -236,22 +311,39 @@ fn pingpong(a: &Args) -> io::Result<()> {
                 pending = RECV_WRID | SEND_WRID;
             }
         }
-        if rcnt == a.iters && scnt + 1 == a.iters && last_progress.elapsed() > Duration::from_secs(1) && peer_closed(&mut s) {
+        if rcnt == a.iters
+            && scnt + 1 == a.iters
+            && last_progress.elapsed() > Duration::from_secs(1)
+            && peer_closed(&mut s)
+        {
             // The peer counted our last message as received and exited; its ACK was lost
             // on the way and no one is left to send it again. ibv_rc_pingpong would wait
             // here for ever.
-            eprintln!("rocex pingpong: no ACK of our last SEND within 1 s of all else completing, and the peer has closed its connection: its ACK was lost after it exited");
+            eprintln!(
+                "rocex pingpong: no ACK of our last SEND within 1 s of all else completing, and the peer has closed its connection: its ACK was lost after it exited"
+            );
             scnt += 1;
             continue;
         }
         if last_progress.elapsed() > Duration::from_secs(30) {
-            return Err(io::Error::other(format!("no progress for 30 s ({scnt} sent, {rcnt} received)")));
+            return Err(io::Error::other(format!(
+                "no progress for 30 s ({scnt} sent, {rcnt} received)"
+            )));
         }
     }
     let usec = start.elapsed().as_secs_f64() * 1e6;
     let bytes = u64::from(a.size) * u64::from(a.iters) * 2;
-    println!("{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec", usec / 1e6, bytes as f64 * 8.0 / usec);
-    println!("{} iters in {:.2} seconds = {:.2} usec/iter", a.iters, usec / 1e6, usec / f64::from(a.iters));
+    println!(
+        "{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec",
+        usec / 1e6,
+        bytes as f64 * 8.0 / usec
+    );
+    println!(
+        "{} iters in {:.2} seconds = {:.2} usec/iter",
+        a.iters,
+        usec / 1e6,
+        usec / f64::from(a.iters)
+    );
     // The peer's last message needs our ACK, and a lost ACK needs answering again.
     ctx.driver.linger(Duration::from_millis(500))?;
     let c = ctx.driver.engine.counters();

@@ -21,7 +21,12 @@ pub struct Driver {
 impl Driver {
     /// Runs `engine` on `port`.
     pub fn new(engine: Engine, port: UdpPort) -> Self {
-        Self { engine, port, epoch: std::time::Instant::now(), buf: vec![0; 65536] }
+        Self {
+            engine,
+            port,
+            epoch: std::time::Instant::now(),
+            buf: vec![0; 65536],
+        }
     }
 
     /// The engine's notion of now: time since the driver started.
@@ -30,42 +35,52 @@ impl Driver {
     }
 
     /// Does everything that is ready: receives waiting datagrams, runs due timers, sends
-    /// what the engine has to send.
-    pub fn turn(&mut self) -> io::Result<()> {
+    /// what the engine has to send. Returns whether anything happened.
+    pub fn turn(&mut self) -> io::Result<bool> {
         let local = self.port.local();
+        let mut busy = false;
         while let Some((n, src)) = self.port.try_recv(&mut self.buf)? {
+            busy = true;
             let now = self.now();
             let status = icrc_status(src, local, &self.buf[..n]);
-            self.engine.handle_packet(now, src, local, &self.buf[..n], status);
+            self.engine
+                .handle_packet(now, src, local, &self.buf[..n], status);
         }
         let now = self.now();
         if self.engine.poll_timeout().is_some_and(|t| t <= now) {
+            busy = true;
             self.engine.handle_timeout(now);
         }
         while let Some(t) = self.engine.poll_transmit(now, &mut self.buf) {
+            busy = true;
             self.port.send(t.dest, &self.buf[..t.len])?;
         }
-        Ok(())
+        Ok(busy)
     }
 
-    /// Turns, then waits for a datagram, the next timer, or `max`, whichever comes first,
-    /// and turns again.
+    /// Turns; if nothing happened, waits for a datagram, the next timer, or `max`,
+    /// whichever comes first, and turns again. Callers check their CQs after each call.
     pub fn wait(&mut self, max: Duration) -> io::Result<()> {
-        self.turn()?;
+        if self.turn()? {
+            return Ok(());
+        }
         let now = self.now();
         let until_timer = self.engine.poll_timeout().map_or(max, |t| t.since(now));
         let timeout = max.min(until_timer);
         if !timeout.is_zero() {
             self.port.wait_readable(timeout)?;
         }
-        self.turn()
+        self.turn().map(|_| ())
     }
 
     /// Turns until `done` returns a value or `limit` passes.
-    pub fn run_until<T>(&mut self, limit: Duration, mut done: impl FnMut(&mut Engine) -> Option<T>) -> io::Result<Option<T>> {
+    pub fn run_until<T>(
+        &mut self,
+        limit: Duration,
+        mut done: impl FnMut(&mut Engine) -> Option<T>,
+    ) -> io::Result<Option<T>> {
         let end = std::time::Instant::now() + limit;
         loop {
-            self.turn()?;
             if let Some(v) = done(&mut self.engine) {
                 return Ok(Some(v));
             }

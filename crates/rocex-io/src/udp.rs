@@ -30,7 +30,11 @@ pub struct UdpPort {
 impl UdpPort {
     /// Binds `ip:4791`.
     pub fn bind(ip: IpAddr) -> io::Result<Self> {
-        let domain = if ip.is_ipv4() { Domain::IPV4 } else { Domain::IPV6 };
+        let domain = if ip.is_ipv4() {
+            Domain::IPV4
+        } else {
+            Domain::IPV6
+        };
         let s = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))?;
         s.set_reuse_address(true)?;
         // Large buffers: a burst of a 128-packet window must not be dropped by the kernel.
@@ -39,7 +43,10 @@ impl UdpPort {
         set_pmtudisc_do(&s, ip.is_ipv4())?;
         s.bind(&SocketAddr::new(ip, ROCE_PORT).into())?;
         s.set_nonblocking(true)?;
-        Ok(Self { sock: s.into(), local: ip })
+        Ok(Self {
+            sock: s.into(),
+            local: ip,
+        })
     }
 
     /// The bound address.
@@ -68,13 +75,21 @@ impl UdpPort {
 
     /// Waits until a datagram is readable or `timeout` passes.
     pub fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
-        let mut fds = [libc::pollfd { fd: self.sock.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+        let mut fds = [libc::pollfd {
+            fd: self.sock.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
         // SAFETY: `fds` is a valid array of one pollfd for the duration of the call.
         let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
         if n < 0 {
             let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
+            return if e.kind() == io::ErrorKind::Interrupted {
+                Ok(false)
+            } else {
+                Err(e)
+            };
         }
         Ok(n > 0)
     }
@@ -82,9 +97,17 @@ impl UdpPort {
 
 fn set_pmtudisc_do(s: &Socket, v4: bool) -> io::Result<()> {
     let (level, name, value) = if v4 {
-        (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, libc::IP_PMTUDISC_DO)
+        (
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            libc::IP_PMTUDISC_DO,
+        )
     } else {
-        (libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, libc::IPV6_PMTUDISC_DO)
+        (
+            libc::IPPROTO_IPV6,
+            libc::IPV6_MTU_DISCOVER,
+            libc::IPV6_PMTUDISC_DO,
+        )
     };
     let value: libc::c_int = value;
     // SAFETY: the option value is a c_int that lives for the call, with its size passed.
@@ -97,5 +120,9 @@ fn set_pmtudisc_do(s: &Socket, v4: bool) -> io::Result<()> {
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
-    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }

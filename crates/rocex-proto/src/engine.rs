@@ -595,7 +595,10 @@ impl Engine {
             self.scratch = scratch;
             let Some(Some(out)) = out else { continue };
             let body = out.len - 4;
-            let src_port = self.config.udp_source_port.unwrap_or_else(|| udp_source_port(out.local_qpn, out.dest_qpn));
+            let src_port = self
+                .config
+                .udp_source_port
+                .unwrap_or_else(|| udp_source_port(out.local_qpn, out.dest_qpn));
             let form = IcrcForm::for_opcode(Opcode(buf[0]));
             let Ok(crc) =
                 icrc::compute_for(local, out.dest, src_port, ROCE_V2_PORT, &buf[..body], form)

@@ -75,7 +75,9 @@ pub mod family {
 
 /// A scatter/gather entry (`struct ibv_sge`).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
 pub struct SgeDesc {
     /// Local virtual address.
     pub addr: u64,
@@ -379,10 +381,28 @@ impl From<&WorkCompletion> for Cqe {
 pub fn wc_status_from(v: u32) -> Option<WcStatus> {
     use WcStatus::*;
     const ALL: [WcStatus; 22] = [
-        Success, LocLenErr, LocQpOpErr, LocEecOpErr, LocProtErr, WrFlushErr, MwBindErr,
-        BadRespErr, LocAccessErr, RemInvReqErr, RemAccessErr, RemOpErr, RetryExcErr,
-        RnrRetryExcErr, LocRddViolErr, RemInvRdReqErr, RemAbortErr, InvEecnErr,
-        InvEecStateErr, FatalErr, RespTimeoutErr, GeneralErr,
+        Success,
+        LocLenErr,
+        LocQpOpErr,
+        LocEecOpErr,
+        LocProtErr,
+        WrFlushErr,
+        MwBindErr,
+        BadRespErr,
+        LocAccessErr,
+        RemInvReqErr,
+        RemAccessErr,
+        RemOpErr,
+        RetryExcErr,
+        RnrRetryExcErr,
+        LocRddViolErr,
+        RemInvRdReqErr,
+        RemAbortErr,
+        InvEecnErr,
+        InvEecStateErr,
+        FatalErr,
+        RespTimeoutErr,
+        GeneralErr,
     ];
     ALL.get(v as usize).copied()
 }

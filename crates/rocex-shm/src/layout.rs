@@ -154,8 +154,14 @@ pub enum SpecError {
 impl core::fmt::Display for SpecError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            Self::SlotCount(n) => write!(f, "ring slot count {n} is not a power of two in 1..={MAX_SLOTS}"),
-            Self::SlotSize(n) => write!(f, "ring slot size {n} is not a power of two large enough for its descriptor"),
+            Self::SlotCount(n) => write!(
+                f,
+                "ring slot count {n} is not a power of two in 1..={MAX_SLOTS}"
+            ),
+            Self::SlotSize(n) => write!(
+                f,
+                "ring slot size {n} is not a power of two large enough for its descriptor"
+            ),
         }
     }
 }

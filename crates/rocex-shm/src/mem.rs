@@ -42,7 +42,9 @@ pub struct ShmView<'a> {
 
 impl fmt::Debug for ShmView<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ShmView").field("bytes", &self.len()).finish()
+        f.debug_struct("ShmView")
+            .field("bytes", &self.len())
+            .finish()
     }
 }
 
@@ -71,9 +73,9 @@ impl<'a> ShmView<'a> {
     }
 
     /// The sub-view of `len` bytes at `offset`; both must be multiples of 4.
-    pub fn sub(&self, offset: usize, len: usize) -> Result<ShmView<'a>, MemError> {
+    pub fn sub(&self, offset: usize, len: usize) -> Result<Self, MemError> {
         let words = self.word_range(offset, len)?;
-        Ok(ShmView {
+        Ok(Self {
             words: &self.words[words],
         })
     }
@@ -135,7 +137,9 @@ pub struct HeapMem {
 
 impl fmt::Debug for HeapMem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HeapMem").field("bytes", &(self.words.len() * 4)).finish()
+        f.debug_struct("HeapMem")
+            .field("bytes", &(self.words.len() * 4))
+            .finish()
     }
 }
 

@@ -38,10 +38,7 @@ impl SharedRegion {
         let len = len.max(1).next_multiple_of(page_size());
         let fd = rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)?;
         rustix::fs::ftruncate(&fd, len as u64)?;
-        rustix::fs::fcntl_add_seals(
-            &fd,
-            SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL,
-        )?;
+        rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
         Self::map(fd, len)
     }
 
@@ -81,7 +78,11 @@ impl SharedRegion {
             .ok_or_else(|| io::Error::other("mmap returned null"))?;
         // mmap returns page-aligned addresses; check rather than assume, since the view
         // below relies on it.
-        if ptr.as_ptr().align_offset(core::mem::align_of::<AtomicU32>()) != 0 {
+        if ptr
+            .as_ptr()
+            .align_offset(core::mem::align_of::<AtomicU32>())
+            != 0
+        {
             // SAFETY: `raw`/`len` is the mapping just created and nothing refers to it.
             let _ = unsafe { rustix::mm::munmap(raw, len) };
             return Err(io::Error::other("misaligned mapping"));
@@ -129,12 +130,18 @@ impl Drop for SharedRegion {
 /// Sends `data` and `fds` over a Unix socket in one message (SCM_RIGHTS).
 pub fn send_fds(sock: BorrowedFd<'_>, data: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<usize> {
     use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
-    let mut space = vec![core::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(fds.len()))];
+    let mut space =
+        vec![core::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(fds.len()))];
     let mut control = SendAncillaryBuffer::new(&mut space);
     if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
         return Err(io::Error::other("too many fds for one message"));
     }
-    Ok(sendmsg(sock, &[io::IoSlice::new(data)], &mut control, SendFlags::NOSIGNAL)?)
+    Ok(sendmsg(
+        sock,
+        &[io::IoSlice::new(data)],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )?)
 }
 
 /// Receives one message of at most `buf.len()` bytes and up to `max_fds` descriptors.
@@ -165,7 +172,10 @@ pub fn recv_fds(
         || msg.flags.contains(rustix::net::ReturnFlags::TRUNC)
         || fds.len() > max_fds
     {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "truncated message or too many fds"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "truncated message or too many fds",
+        ));
     }
     Ok((msg.bytes, fds))
 }

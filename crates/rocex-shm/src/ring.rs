@@ -72,11 +72,19 @@ pub enum RingError {
 impl fmt::Display for RingError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::ProducerAhead { producer, consumer, slots } => write!(
+            Self::ProducerAhead {
+                producer,
+                consumer,
+                slots,
+            } => write!(
                 f,
                 "producer index {producer} is more than {slots} slots ahead of consumer index {consumer}"
             ),
-            Self::ConsumerAhead { producer, consumer, slots } => write!(
+            Self::ConsumerAhead {
+                producer,
+                consumer,
+                slots,
+            } => write!(
                 f,
                 "consumer index {consumer} is not within {slots} slots behind producer index {producer}"
             ),

@@ -125,7 +125,10 @@ impl fmt::Display for DescError {
                 write!(f, "{len} inline bytes exceed the slot's {max}")
             }
             Self::InlineOverQpMax { len, max } => {
-                write!(f, "{len} inline bytes exceed the QP's max_inline_data {max}")
+                write!(
+                    f,
+                    "{len} inline bytes exceed the QP's max_inline_data {max}"
+                )
             }
             Self::InlineNotAllowed(o) => write!(f, "opcode {o} cannot carry inline data"),
             Self::InlineLenWithoutFlag(n) => write!(f, "inline_len {n} without the INLINE flag"),
@@ -135,7 +138,10 @@ impl fmt::Display for DescError {
             Self::BadAddressFamily(a) => write!(f, "address family {a} is not 0, 4 or 6"),
             Self::QpnOutOfRange(q) => write!(f, "destination QPN {q:#x} exceeds 24 bits"),
             Self::AtomicSge { num, len } => {
-                write!(f, "atomic with {num} SGEs (first {len} bytes); needs one of 8 bytes")
+                write!(
+                    f,
+                    "atomic with {num} SGEs (first {len} bytes); needs one of 8 bytes"
+                )
             }
             Self::MisalignedAtomic(a) => write!(f, "atomic address {a:#x} is not 8-byte aligned"),
             Self::BadFlush { placement, level } => {
@@ -308,7 +314,10 @@ pub fn check_send_header(
         _ => return Err(DescError::DestOnConnectedQp),
     }
     let room = slot_size.saturating_sub(size_of::<SendDesc>() as u32);
-    let atomic = matches!(op, opcode::ATOMIC_CMP_AND_SWP | opcode::ATOMIC_FETCH_AND_ADD);
+    let atomic = matches!(
+        op,
+        opcode::ATOMIC_CMP_AND_SWP | opcode::ATOMIC_FETCH_AND_ADD
+    );
     if d.flags & send_flags::INLINE != 0 {
         if matches!(op, opcode::RDMA_READ | opcode::FLUSH) || atomic {
             return Err(DescError::InlineNotAllowed(op));
@@ -333,9 +342,7 @@ pub fn check_send_header(
     if d.inline_len != 0 {
         return Err(DescError::InlineLenWithoutFlag(d.inline_len));
     }
-    let max = limits
-        .max_sge
-        .min(room / size_of::<SgeDesc>() as u32);
+    let max = limits.max_sge.min(room / size_of::<SgeDesc>() as u32);
     let num = u32::from(d.num_sge);
     if num > max {
         return Err(DescError::TooManySges { num, max });
@@ -454,7 +461,11 @@ pub fn validate_send(slot: &[u8], limits: &SqLimits) -> Result<SendWr, ReadError
 }
 
 /// Checks an RQ descriptor and its copied SGEs.
-pub fn check_recv_header(d: &RecvDesc, limits: &RqLimits, slot_size: u32) -> Result<u32, DescError> {
+pub fn check_recv_header(
+    d: &RecvDesc,
+    limits: &RqLimits,
+    slot_size: u32,
+) -> Result<u32, DescError> {
     if d.reserved != 0 {
         return Err(DescError::ReservedNonZero("reserved"));
     }
@@ -510,8 +521,8 @@ impl<'m> SqReader<'m> {
             wr_id: d.wr_id,
             error,
         };
-        let payload = check_send_header(&d, &self.limits, self.ring.spec().slot_size())
-            .map_err(fail)?;
+        let payload =
+            check_send_header(&d, &self.limits, self.ring.spec().slot_size()).map_err(fail)?;
         let n = payload.bytes();
         let buf = &mut self.buf[..n];
         slot.view.read(fixed, buf)?;
@@ -652,12 +663,10 @@ impl<'m> CqReader<'m> {
         let Ok(c) = Cqe::read_from_bytes(&b[..]) else {
             return Err(copy_error());
         };
-        check_cqe(&c)
-            .map(Some)
-            .map_err(|error| ReadError::Desc {
-                wr_id: c.wr_id,
-                error,
-            })
+        check_cqe(&c).map(Some).map_err(|error| ReadError::Desc {
+            wr_id: c.wr_id,
+            error,
+        })
     }
 }
 

@@ -187,7 +187,10 @@ mod tests {
         );
         assert_eq!(
             check(QpType::Rc, QpState::Err, Rts, A::STATE),
-            Err(TransitionError::NotAllowed { from: QpState::Err, to: Rts })
+            Err(TransitionError::NotAllowed {
+                from: QpState::Err,
+                to: Rts
+            })
         );
         assert_eq!(check(QpType::Rc, Rts, QpState::Err, A::STATE), Ok(()));
         assert_eq!(check(QpType::Rc, QpState::Err, Reset, A::STATE), Ok(()));

@@ -1,0 +1,333 @@
+//! `rocex demo`: two rocex engines on 127.0.0.1 and 127.0.0.2, over the UDP backend, with
+//! no setup and no privileges: a SEND ping-pong, and a verified RDMA WRITE stream, and a table of what happened.
+
+use std::io;
+use std::net::IpAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant as WallClock};
+
+use rocex_io::{Driver, UdpPort};
+use rocex_proto::verbs::{
+    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, Remote, SendOp, SendWr,
+    Sge, WcStatus, WorkCompletion,
+};
+use rocex_proto::{Access, Config, Engine, Keys, QpInit, Region, VecRegion};
+
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// Ping-pong round trips.
+    #[arg(long, default_value_t = 1000)]
+    pings: u32,
+    /// WRITE messages of 64 KiB.
+    #[arg(long, default_value_t = 400)]
+    writes: u32,
+}
+
+const BUF: usize = 4 << 20;
+const BASE: u64 = 0x7000_0000;
+const MSG: u32 = 64 << 10;
+
+struct Side {
+    driver: Driver,
+    qpn: u32,
+    cq: u32,
+    keys: Keys,
+    buf: Arc<VecRegion>,
+}
+
+fn err(e: rocex_proto::VerbsError) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+fn side(ip: [u8; 4], seed: u8) -> io::Result<Side> {
+    let ip = IpAddr::from(ip);
+    let mut config = Config::new(ip, [seed; 32]);
+    config.port_mtu = Mtu::M4096;
+    config.udp_source_port = Some(4791);
+    let mut e = Engine::new(config);
+    let pd = e.alloc_pd();
+    let buf = Arc::new(VecRegion::new(BUF));
+    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+    let keys = e
+        .reg_mr(pd, BASE, BUF as u64, access, buf.clone())
+        .map_err(err)?;
+    let cq = e.create_cq(4096).map_err(err)?;
+    let cap = QpCap {
+        max_send_wr: 512,
+        max_recv_wr: 512,
+        ..QpCap::default()
+    };
+    let qpn = e
+        .create_qp(QpInit {
+            qp_type: QpType::Rc,
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            cap,
+        })
+        .map_err(err)?;
+    let driver = Driver::new(e, UdpPort::bind(ip)?);
+    Ok(Side {
+        driver,
+        qpn,
+        cq,
+        keys,
+        buf,
+    })
+}
+
+fn connect(s: &mut Side, peer: (IpAddr, u32, u32), my_psn: u32) -> io::Result<()> {
+    let e = &mut s.driver.engine;
+    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+    let mut a = QpAttr {
+        qp_state: QpState::Init,
+        qp_access_flags: access,
+        ..QpAttr::default()
+    };
+    e.modify_qp(
+        s.qpn,
+        &a,
+        AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
+    )
+    .map_err(err)?;
+    a.qp_state = QpState::Rtr;
+    a.ah_attr = Some(AddressVector { dest: peer.0 });
+    a.path_mtu = Mtu::M4096;
+    a.dest_qp_num = peer.1;
+    a.rq_psn = peer.2;
+    a.max_dest_rd_atomic = 16;
+    a.min_rnr_timer = 1;
+    let rtr =
+        AttrMask::STATE | AttrMask::AV | AttrMask::PATH_MTU | AttrMask::DEST_QPN | AttrMask::RQ_PSN;
+    e.modify_qp(
+        s.qpn,
+        &a,
+        rtr | AttrMask::MAX_DEST_RD_ATOMIC | AttrMask::MIN_RNR_TIMER,
+    )
+    .map_err(err)?;
+    a.qp_state = QpState::Rts;
+    a.sq_psn = my_psn;
+    a.timeout = 12;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 16;
+    let rts = AttrMask::STATE
+        | AttrMask::SQ_PSN
+        | AttrMask::TIMEOUT
+        | AttrMask::RETRY_CNT
+        | AttrMask::RNR_RETRY;
+    e.modify_qp(s.qpn, &a, rts | AttrMask::MAX_QP_RD_ATOMIC)
+        .map_err(err)
+}
+
+impl Side {
+    fn sge(&self, off: u64, len: u32) -> Sge {
+        Sge {
+            addr: BASE + off,
+            length: len,
+            lkey: self.keys.lkey,
+        }
+    }
+
+    fn post_send(&mut self, wr: SendWr) -> io::Result<()> {
+        let now = self.driver.now();
+        self.driver.engine.post_send(now, self.qpn, wr).map_err(err)
+    }
+
+    fn post_recv(&mut self, id: u64) -> io::Result<()> {
+        let now = self.driver.now();
+        let wr = RecvWr {
+            wr_id: id,
+            sges: vec![self.sge(0, 64)],
+        };
+        self.driver.engine.post_recv(now, self.qpn, wr).map_err(err)
+    }
+
+    /// Waits for the next completion; an error status is an error.
+    fn next(&mut self) -> io::Result<WorkCompletion> {
+        let cq = self.cq;
+        let wc = self
+            .driver
+            .run_until(Duration::from_secs(10), |e| e.poll_cq(cq))?
+            .ok_or_else(|| io::Error::other("no completion within 10 s"))?;
+        if wc.status != WcStatus::Success {
+            return Err(io::Error::other(format!(
+                "work request {} failed: {:?}",
+                wc.wr_id, wc.status
+            )));
+        }
+        Ok(wc)
+    }
+}
+
+fn pattern(i: u64, out: &mut [u8]) {
+    let mut x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    for b in out {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+}
+
+struct Row {
+    test: &'static str,
+    detail: String,
+    secs: f64,
+    rate: String,
+    verified: &'static str,
+}
+
+pub(crate) fn run(a: &Args) -> ExitCode {
+    match demo(a) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rocex demo: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn demo(a: &Args) -> io::Result<()> {
+    let mut x = side([127, 0, 0, 1], 1)?;
+    let mut y = side([127, 0, 0, 2], 2)?;
+    let (px, py) = (x.driver.engine.random_psn(), y.driver.engine.random_psn());
+    connect(&mut x, (IpAddr::from([127, 0, 0, 2]), y.qpn, py), px)?;
+    connect(&mut y, (IpAddr::from([127, 0, 0, 1]), x.qpn, px), py)?;
+    println!(
+        "rocex demo: two engines, 127.0.0.1 (QPN {:#08x}) and 127.0.0.2 (QPN {:#08x}), RC, path MTU 4096, UDP port 4791",
+        x.qpn, y.qpn
+    );
+
+    let y_rkey = y.keys.rkey;
+    // 127.0.0.2 answers every SEND with a SEND, in its own thread.
+    let stop = Arc::new(AtomicBool::new(false));
+    let pings = a.pings;
+    let stop_y = stop.clone();
+    let peer = std::thread::spawn(move || -> io::Result<Side> {
+        for i in 0..64 {
+            y.post_recv(i)?;
+        }
+        let mut answered = 0;
+        while answered < pings {
+            let wc = y.next()?;
+            if wc.opcode == rocex_proto::verbs::WcOpcode::Recv {
+                y.post_recv(wc.wr_id)?;
+                y.post_send(SendWr::new(1, SendOp::Send, vec![y.sge(64, 64)]))?;
+                answered += 1;
+            }
+        }
+        while !stop_y.load(Ordering::Relaxed) {
+            y.driver.wait(Duration::from_millis(5))?;
+        }
+        Ok(y)
+    });
+
+    let mut rows = Vec::new();
+    for i in 0..64 {
+        x.post_recv(i)?;
+    }
+    let t = WallClock::now();
+    for _ in 0..pings {
+        x.post_send(SendWr::new(1, SendOp::Send, vec![x.sge(64, 64)]))?;
+        let mut got = (false, false);
+        while got != (true, true) {
+            let wc = x.next()?;
+            if wc.opcode == rocex_proto::verbs::WcOpcode::Recv {
+                x.post_recv(wc.wr_id)?;
+                got.1 = true;
+            } else {
+                got.0 = true;
+            }
+        }
+    }
+    let secs = t.elapsed().as_secs_f64();
+    rows.push(Row {
+        test: "SEND ping-pong",
+        detail: format!("64 B x {pings}"),
+        secs,
+        rate: format!("{:.1} us round trip", secs * 1e6 / f64::from(pings.max(1))),
+        verified: "-",
+    });
+
+    // Verified WRITE stream: 64 KiB messages into 16 slots of the peer's buffer.
+    let slots = 16u64;
+    let mut data = vec![0u8; MSG as usize];
+    let t = WallClock::now();
+    let mut outstanding = 0;
+    for i in 0..u64::from(a.writes) {
+        let slot = i % slots;
+        pattern(i, &mut data);
+        x.buf.write(0x10_0000 + slot * u64::from(MSG), &data);
+        let remote = Remote {
+            addr: BASE + 0x10_0000 + slot * u64::from(MSG),
+            rkey: y_rkey,
+        };
+        outstanding += 1;
+        if outstanding == 8 {
+            x.next()?;
+            outstanding -= 1;
+        }
+        let wr = SendWr::new(
+            i,
+            SendOp::Write(remote),
+            vec![x.sge(0x10_0000 + slot * u64::from(MSG), MSG)],
+        );
+        x.post_send(wr)?;
+    }
+    while outstanding > 0 {
+        x.next()?;
+        outstanding -= 1;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    let y = peer
+        .join()
+        .map_err(|_| io::Error::other("the peer thread panicked"))??;
+    let mut ok = true;
+    for i in u64::from(a.writes).saturating_sub(slots)..u64::from(a.writes) {
+        pattern(i, &mut data);
+        let mut got = vec![0u8; MSG as usize];
+        y.buf
+            .read(0x10_0000 + (i % slots) * u64::from(MSG), &mut got);
+        ok &= got == data;
+    }
+    let bytes = u64::from(a.writes) * u64::from(MSG);
+    rows.push(Row {
+        test: "RDMA WRITE",
+        detail: format!("64 KiB x {}", a.writes),
+        secs,
+        rate: format!("{:.2} Gb/s", bytes as f64 * 8.0 / secs / 1e9),
+        verified: if ok { "yes" } else { "NO" },
+    });
+    print_table(&rows, &x, &y);
+    if ok {
+        Ok(())
+    } else {
+        Err(io::Error::other("WRITE data did not verify"))
+    }
+}
+
+fn print_table(rows: &[Row], x: &Side, y: &Side) {
+    println!();
+    println!(
+        "{:<16} {:<14} {:>9} {:>22} {:>9}",
+        "test", "size", "seconds", "rate", "verified"
+    );
+    for r in rows {
+        println!(
+            "{:<16} {:<14} {:>9.3} {:>22} {:>9}",
+            r.test, r.detail, r.secs, r.rate, r.verified
+        );
+    }
+    let (cx, cy) = (x.driver.engine.counters(), y.driver.engine.counters());
+    println!();
+    println!("counters          127.0.0.1   127.0.0.2");
+    for ((name, a), (_, b)) in cx.iter().zip(cy.iter()) {
+        if a != 0 || b != 0 {
+            println!("{name:<17} {a:>9}   {b:>9}");
+        }
+    }
+}

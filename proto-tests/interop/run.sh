@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Interop: stock tools in a kernel rxe guest (the rxe lab) against rocex on the host side
+# Interop: stock tools (ibv_rc_pingpong, ibv_ud_pingpong) in a kernel rxe guest (the rxe lab) against rocex on the host side
 # of the lab's bridge, in both roles, with and without loss. Each run's capture must pass
 # `rocex dump --check` and `rocex conform replay`. Prints one line per case and
 # "interop: N passed, N failed"; exits non-zero on any failure. Needs root.
@@ -17,8 +17,9 @@ cargo build -q --release -p rocex-cli --manifest-path "$root/Cargo.toml"
 bash "$root/proto-tests/rxe-lab/build.sh" >/dev/null
 
 pass=0 fail=0 failed=()
-# case NAME GUEST_ROLE "LAB OPTIONS" "ROCEX PINGPONG OPTIONS"
+# case SCENARIO NAME GUEST_ROLE "LAB OPTIONS" "ROCEX PINGPONG OPTIONS"
 case_() {
+    local scenario=$1; shift
     local name=$1 role=$2 lab=$3 pp=$4 pcap=$out/$1.pcap host_cmd
     if [[ $role == server ]]; then
         host_cmd="$rocex pingpong \$RXE_LAB_GUEST_IP $pp"
@@ -26,7 +27,7 @@ case_() {
         host_cmd="$rocex pingpong $pp"
     fi
     # shellcheck disable=SC2086
-    if timeout 240 bash "$root/proto-tests/rxe-lab/run.sh" rc_pingpong --guest-role "$role" $lab \
+    if timeout 240 bash "$root/proto-tests/rxe-lab/run.sh" "$scenario" --guest-role "$role" $lab \
         --out "$pcap" --host-cmd "$host_cmd" >"$out/$name.log" 2>&1 \
         && "$rocex" dump --check "$pcap" >"$out/$name.check" \
         && "$rocex" conform replay "$pcap" >"$out/$name.conform"; then
@@ -44,22 +45,24 @@ for role in server client; do
     # rxe plays $role; rocex the other side.
     while IFS='|' read -r name lab pp; do
         [[ -z $name ]] && continue
-        case_ "rc_pingpong-rxe_$role-$name" "$role" "$lab" "$pp"
+        case_ rc_pingpong "rc_pingpong-rxe_$role-$name" "$role" "$lab" "$pp"
     done <<EOF_CASES
 1k-mtu1024|--set SIZE=1024 --set ITERS=100|-s 1024 -n 100 -m 1024
 64k-mtu4096|--mtu 4096 --set SIZE=65536 --set ITERS=20|-s 65536 -n 20 -m 4096
 16k-mtu1024-loss5|--loss 5 --set SIZE=16384 --set ITERS=50|-s 16384 -n 50 -m 1024
 EOF_CASES
+    case_ ud_pingpong "ud_pingpong-rxe_$role-1k" "$role" "--set SIZE=1024 --set ITERS=100" "--ud -s 1024 -n 100"
     ((quick)) && continue
     while IFS='|' read -r name lab pp; do
         [[ -z $name ]] && continue
-        case_ "rc_pingpong-rxe_$role-$name" "$role" "$lab" "$pp"
+        case_ rc_pingpong "rc_pingpong-rxe_$role-$name" "$role" "$lab" "$pp"
     done <<EOF_CASES
 1b-mtu256|--mtu 256 --set SIZE=1 --set ITERS=100|-s 1 -n 100 -m 256
 3000-mtu256-loss5|--mtu 256 --loss 5 --set SIZE=3000 --set ITERS=50|-s 3000 -n 50 -m 256
 1m-mtu4096|--mtu 4096 --set SIZE=1048576 --set ITERS=5|-s 1048576 -n 5 -m 4096
 4k-reorder|--delay 2 --reorder 25 --set SIZE=4096 --set ITERS=50|-s 4096 -n 50 -m 1024
 EOF_CASES
+    case_ ud_pingpong "ud_pingpong-rxe_$role-4k-mtu4096" "$role" "--mtu 4096 --set SIZE=4096 --set ITERS=100" "--ud -s 4096 -n 100"
 done
 ((fail == 0)) || echo "failed: ${failed[*]}"
 echo "interop: $pass passed, $fail failed"

@@ -1,4 +1,5 @@
-//! `rocex pingpong`: libibverbs' `ibv_rc_pingpong` test. Each side posts `rx_depth`
+//! `rocex pingpong`: libibverbs' `ibv_rc_pingpong` test (and with `--ud`,
+//! `ibv_ud_pingpong`'s). Each side posts `rx_depth`
 //! receives; the client sends first; each completed receive lets the next send go, until
 //! each side has sent and received `iters` messages of `size` bytes. The QP attributes and
 //! the out-of-band exchange are the stock tool's, so either side can be `ibv_rc_pingpong`.
@@ -12,9 +13,9 @@ use std::time::{Duration, Instant as WallClock};
 use rocex_io::{Driver, UdpPort};
 use rocex_proto::verbs::{
     AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendOp, SendWr, Sge,
-    WcStatus,
+    UdDest, WcStatus,
 };
-use rocex_proto::{Access, Config, Engine, QpInit, VecRegion};
+use rocex_proto::{Access, Config, Engine, GRH_LEN, QpInit, VecRegion};
 
 use crate::oob::{self, Dest};
 
@@ -43,7 +44,14 @@ pub(crate) struct Args {
     /// Messages each way.
     #[arg(short = 'n', long, default_value_t = 1000)]
     iters: u32,
+    /// Unreliable datagrams, as `ibv_ud_pingpong`: Q_Key 0x11111111, receive buffers with
+    /// room for the 40-byte GRH, the size at most the MTU.
+    #[arg(long)]
+    ud: bool,
 }
+
+/// The Q_Key `ibv_ud_pingpong` uses.
+const UD_QKEY: u32 = 0x1111_1111;
 
 const RECV_WRID: u64 = 1;
 const SEND_WRID: u64 = 2;
@@ -52,7 +60,14 @@ struct Ctx {
     driver: Driver,
     qpn: u32,
     cq: u32,
-    sge: Sge,
+    /// Where sends come from: after the GRH room for UD.
+    send_sge: Sge,
+    /// Where receives go: with the GRH room for UD.
+    recv_sge: Sge,
+    /// Whether the QP is UD.
+    ud_mode: bool,
+    /// The UD destination, once known.
+    ud: Option<UdDest>,
 }
 
 fn mtu_of(bytes: u32) -> io::Result<Mtu> {
@@ -89,13 +104,15 @@ fn open(local: IpAddr, a: &Args) -> io::Result<Ctx> {
     let mut e = Engine::new(config);
     let err = |e: rocex_proto::VerbsError| io::Error::other(e.to_string());
     let pd = e.alloc_pd();
-    let buf = Arc::new(VecRegion::new(a.size.max(1) as usize));
+    let grh = if a.ud { GRH_LEN as u32 } else { 0 };
+    let len = a.size + grh;
+    let buf = Arc::new(VecRegion::new(len.max(1) as usize));
     const BUF_ADDR: u64 = 0x1000_0000;
     let keys = e
         .reg_mr(
             pd,
             BUF_ADDR,
-            u64::from(a.size.max(1)),
+            u64::from(len.max(1)),
             Access::LOCAL_WRITE,
             buf,
         )
@@ -110,7 +127,7 @@ fn open(local: IpAddr, a: &Args) -> io::Result<Ctx> {
     };
     let qpn = e
         .create_qp(QpInit {
-            qp_type: QpType::Rc,
+            qp_type: if a.ud { QpType::Ud } else { QpType::Rc },
             pd,
             send_cq: cq,
             recv_cq: cq,
@@ -119,17 +136,28 @@ fn open(local: IpAddr, a: &Args) -> io::Result<Ctx> {
         .map_err(err)?;
     let init = QpAttr {
         qp_state: QpState::Init,
+        qkey: UD_QKEY,
         ..QpAttr::default()
+    };
+    let last = if a.ud {
+        AttrMask::QKEY
+    } else {
+        AttrMask::ACCESS_FLAGS
     };
     e.modify_qp(
         qpn,
         &init,
-        AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
+        AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | last,
     )
     .map_err(err)?;
     let driver = Driver::new(e, UdpPort::bind(local)?);
-    let sge = Sge {
+    let recv_sge = Sge {
         addr: BUF_ADDR,
+        length: len,
+        lkey: keys.lkey,
+    };
+    let send_sge = Sge {
+        addr: BUF_ADDR + u64::from(grh),
         length: a.size,
         lkey: keys.lkey,
     };
@@ -137,7 +165,10 @@ fn open(local: IpAddr, a: &Args) -> io::Result<Ctx> {
         driver,
         qpn,
         cq,
-        sge,
+        send_sge,
+        recv_sge,
+        ud_mode: a.ud,
+        ud: None,
     };
     for _ in 0..a.rx_depth {
         ctx.post_recv()?;
@@ -150,7 +181,7 @@ impl Ctx {
         let now = self.driver.now();
         let wr = RecvWr {
             wr_id: RECV_WRID,
-            sges: vec![self.sge],
+            sges: vec![self.recv_sge],
         };
         self.driver
             .engine
@@ -160,17 +191,35 @@ impl Ctx {
 
     fn post_send(&mut self) -> io::Result<()> {
         let now = self.driver.now();
-        let wr = SendWr::new(SEND_WRID, SendOp::Send, vec![self.sge]);
+        let mut wr = SendWr::new(SEND_WRID, SendOp::Send, vec![self.send_sge]);
+        wr.ud = self.ud;
         self.driver
             .engine
             .post_send(now, self.qpn, wr)
             .map_err(|e| io::Error::other(e.to_string()))
     }
 
-    /// RTR and RTS with ibv_rc_pingpong's attributes.
+    /// RTR and RTS with ibv_rc_pingpong's attributes, or ibv_ud_pingpong's.
     fn connect(&mut self, me: &Dest, peer: &Dest, mtu: Mtu) -> io::Result<()> {
         let e = &mut self.driver.engine;
         let err = |e: rocex_proto::VerbsError| io::Error::other(e.to_string());
+        if self.ud_mode {
+            let mut a = QpAttr {
+                qp_state: QpState::Rtr,
+                ..QpAttr::default()
+            };
+            e.modify_qp(self.qpn, &a, AttrMask::STATE).map_err(err)?;
+            a.qp_state = QpState::Rts;
+            a.sq_psn = me.psn;
+            e.modify_qp(self.qpn, &a, AttrMask::STATE | AttrMask::SQ_PSN)
+                .map_err(err)?;
+            self.ud = Some(UdDest {
+                dest: oob::ip_of(peer.gid),
+                remote_qpn: peer.qpn,
+                remote_qkey: UD_QKEY,
+            });
+            return Ok(());
+        }
         let mut a = QpAttr {
             qp_state: QpState::Rtr,
             path_mtu: mtu,

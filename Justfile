@@ -8,11 +8,10 @@ import 'proto-tests/rxe-lab/lab.just'
 default:
     @just --list
 
-# The main job: decode and check the kernel rxe captures in pcaps/.
+# The main job: two rocex engines on 127.0.0.1 and 127.0.0.2 (no root, no setup) run a
+# ping-pong and a verified RDMA WRITE stream and print what happened.
 demo:
-    cargo build --release -q -p rocex-cli
-    for f in pcaps/*.pcap; do echo "== $f"; ./target/release/rocex dump --check "$f"; done
-    ./target/release/rocex dump pcaps/rxe61-rc_pingpong.pcap | grep -m 12 RC_
+    cargo run --release -q -p rocex-cli -- demo
 
 # Every test: unit, property, capture conformance and the tshark cross-check.
 test:

@@ -23,6 +23,9 @@ pub(crate) struct Args {
     /// WRITE messages of 64 KiB.
     #[arg(long, default_value_t = 400)]
     writes: u32,
+    /// Fault injection on both engines' packets: `loss=P,dup=P,reorder=P,corrupt=P,delay=D,seed=N`.
+    #[arg(long, value_name = "SPEC")]
+    inject: Option<rocex_io::Faults>,
 }
 
 const BUF: usize = 4 << 20;
@@ -41,7 +44,7 @@ fn err(e: rocex_proto::VerbsError) -> io::Error {
     io::Error::other(e.to_string())
 }
 
-fn side(ip: [u8; 4], seed: u8) -> io::Result<Side> {
+fn side(ip: [u8; 4], seed: u8, inject: Option<rocex_io::Faults>) -> io::Result<Side> {
     let ip = IpAddr::from(ip);
     let mut config = Config::new(ip, [seed; 32]);
     config.port_mtu = Mtu::M4096;
@@ -68,7 +71,12 @@ fn side(ip: [u8; 4], seed: u8) -> io::Result<Side> {
             cap,
         })
         .map_err(err)?;
-    let driver = Driver::new(e, UdpPort::bind(ip)?);
+    let mut driver = Driver::new(e, UdpPort::bind(ip)?);
+    driver.peers_are_rocex(true);
+    if let Some(mut f) = inject {
+        f.seed = f.seed.wrapping_add(u64::from(seed));
+        driver.inject(f);
+    }
     Ok(Side {
         driver,
         qpn,
@@ -191,8 +199,8 @@ pub(crate) fn run(a: &Args) -> ExitCode {
 }
 
 fn demo(a: &Args) -> io::Result<()> {
-    let mut x = side([127, 0, 0, 1], 1)?;
-    let mut y = side([127, 0, 0, 2], 2)?;
+    let mut x = side([127, 0, 0, 1], 1, a.inject)?;
+    let mut y = side([127, 0, 0, 2], 2, a.inject)?;
     let (px, py) = (x.driver.engine.random_psn(), y.driver.engine.random_psn());
     connect(&mut x, (IpAddr::from([127, 0, 0, 2]), y.qpn, py), px)?;
     connect(&mut y, (IpAddr::from([127, 0, 0, 1]), x.qpn, px), py)?;
@@ -321,6 +329,18 @@ fn print_table(rows: &[Row], x: &Side, y: &Side) {
             "{:<16} {:<14} {:>9.3} {:>22} {:>9}",
             r.test, r.detail, r.secs, r.rate, r.verified
         );
+    }
+    if let (Some(fx), Some(fy)) = (x.driver.fault_counters(), y.driver.fault_counters()) {
+        println!();
+        println!("injected          127.0.0.1   127.0.0.2");
+        for (name, a, b) in [
+            ("lost", fx.lost, fy.lost),
+            ("duplicated", fx.duplicated, fy.duplicated),
+            ("reordered", fx.reordered, fy.reordered),
+            ("corrupted", fx.corrupted, fy.corrupted),
+        ] {
+            println!("{name:<17} {a:>9}   {b:>9}");
+        }
     }
     let (cx, cy) = (x.driver.engine.counters(), y.driver.engine.counters());
     println!();

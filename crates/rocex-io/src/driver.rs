@@ -1,12 +1,11 @@
 //! Runs an engine on a UDP port with the wall clock.
 
 use std::io;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use rocex_proto::{Engine, IcrcStatus, Instant};
 
-use crate::UdpPort;
+use crate::{FaultCounters, Faults, Injector, UdpPort};
 
 /// An engine, its port and its clock.
 #[derive(Debug)]
@@ -16,6 +15,9 @@ pub struct Driver {
     port: UdpPort,
     epoch: std::time::Instant,
     buf: Vec<u8>,
+    faults: Option<Injector>,
+    out: Vec<(std::net::IpAddr, Vec<u8>)>,
+    peers_are_rocex: bool,
 }
 
 impl Driver {
@@ -26,7 +28,27 @@ impl Driver {
             port,
             epoch: std::time::Instant::now(),
             buf: vec![0; 65536],
+            faults: None,
+            out: Vec::new(),
+            peers_are_rocex: false,
         }
+    }
+
+    /// Declares that every peer is rocex, whose packets carry IPv4 identification 0, so
+    /// that every received ICRC can be checked and a bad one dropped. Off by default: a
+    /// UDP socket cannot check packets from other senders (kernel rxe increments the ID).
+    pub fn peers_are_rocex(&mut self, on: bool) {
+        self.peers_are_rocex = on;
+    }
+
+    /// Applies `faults` to every packet sent from now on.
+    pub fn inject(&mut self, faults: Faults) {
+        self.faults = Some(Injector::new(faults));
+    }
+
+    /// What fault injection has done, if it is on.
+    pub fn fault_counters(&self) -> Option<FaultCounters> {
+        self.faults.as_ref().map(|f| f.counters)
     }
 
     /// The engine's notion of now: time since the driver started.
@@ -42,7 +64,10 @@ impl Driver {
         while let Some((n, src)) = self.port.try_recv(&mut self.buf)? {
             busy = true;
             let now = self.now();
-            let status = icrc_status(src, local, &self.buf[..n]);
+            let status = match Engine::check_icrc_from_rocex(src, local, &self.buf[..n]) {
+                IcrcStatus::Invalid if !self.peers_are_rocex => IcrcStatus::Unchecked,
+                s => s,
+            };
             self.engine
                 .handle_packet(now, src, local, &self.buf[..n], status);
         }
@@ -53,7 +78,25 @@ impl Driver {
         }
         while let Some(t) = self.engine.poll_transmit(now, &mut self.buf) {
             busy = true;
-            self.port.send(t.dest, &self.buf[..t.len])?;
+            match &mut self.faults {
+                None => self.port.send(t.dest, &self.buf[..t.len])?,
+                Some(f) => f.apply(
+                    std::time::Instant::now(),
+                    t.dest,
+                    &self.buf[..t.len],
+                    &mut self.out,
+                ),
+            }
+        }
+        if let Some(f) = &mut self.faults {
+            let wall = std::time::Instant::now();
+            if !busy {
+                f.flush_held(wall, &mut self.out);
+            }
+            f.release(wall, &mut self.out);
+            for (dest, p) in self.out.drain(..) {
+                self.port.send(dest, &p)?;
+            }
         }
         Ok(busy)
     }
@@ -65,7 +108,10 @@ impl Driver {
             return Ok(());
         }
         let now = self.now();
-        let until_timer = self.engine.poll_timeout().map_or(max, |t| t.since(now));
+        let mut until_timer = self.engine.poll_timeout().map_or(max, |t| t.since(now));
+        if let Some(due) = self.faults.as_ref().and_then(Injector::next_due) {
+            until_timer = until_timer.min(due.saturating_duration_since(std::time::Instant::now()));
+        }
         let timeout = max.min(until_timer);
         if !timeout.is_zero() {
             self.port.wait_readable(timeout)?;
@@ -96,14 +142,5 @@ impl Driver {
     /// should do before it exits, so that the peer's last packets are acknowledged.
     pub fn linger(&mut self, d: Duration) -> io::Result<()> {
         self.run_until(d, |_| None::<()>).map(|_| ())
-    }
-}
-
-/// A packet from a rocex sender can be checked (its IP identification is 0); from
-/// anyone else, a UDP socket cannot tell.
-fn icrc_status(src: SocketAddr, local: std::net::IpAddr, payload: &[u8]) -> IcrcStatus {
-    match Engine::check_icrc_from_rocex(src, local, payload) {
-        IcrcStatus::Valid => IcrcStatus::Valid,
-        _ => IcrcStatus::Unchecked,
     }
 }

@@ -5,7 +5,9 @@
 //! wall clock, transmits out. The engine itself does no I/O.
 
 mod driver;
+mod inject;
 mod udp;
 
 pub use driver::Driver;
+pub use inject::{FaultCounters, Faults, FaultsError, Injector};
 pub use udp::UdpPort;

@@ -30,15 +30,19 @@ snapshots:
     INSTA_UPDATE=always cargo test -p rocex-proto-tests --test pcap_conformance
     git status --short proto-tests/tests/snapshots
 
-# Criterion benchmarks of the hot paths.
+# Criterion benchmarks of the hot paths (wire parse/build + ICRC, the engine's per-packet cost).
 bench *ARGS:
-    cargo bench -p rocex-wire {{ARGS}}
+    cargo bench -p rocex-wire -p rocex-proto {{ARGS}}
 
 # Fuzz a target (`just fuzz frame -- -max_total_time=60`); the corpus is seeded from pcaps/.
 fuzz TARGET *ARGS:
     command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
     proto-tests/fuzz/seed.sh
     cd proto-tests/fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run {{TARGET}} corpus/{{TARGET}} {{ARGS}}
+
+# A short run of every fuzz target (CI).
+fuzz-ci:
+    for t in frame responder; do just fuzz $t -- -max_total_time=30; done
 
 # Lints: formatting and clippy, warnings as errors.
 lint:

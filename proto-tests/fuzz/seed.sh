@@ -3,10 +3,11 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 corpus="$here/corpus/frame"
-mkdir -p "$corpus"
-python3 - "$here/../../pcaps" "$corpus" <<'PY'
+mkdir -p "$corpus" "$here/corpus/responder"
+python3 - "$here/../../pcaps" "$corpus" "$here/corpus/responder" <<'PY'
 import hashlib, os, struct, sys
-src, dst = sys.argv[1], sys.argv[2]
+src, dst, resp = sys.argv[1], sys.argv[2], sys.argv[3]
+streams = {}
 n = 0
 for name in sorted(os.listdir(src)):
     if not name.endswith(".pcap"):
@@ -23,5 +24,12 @@ for name in sorted(os.listdir(src)):
             if not os.path.exists(path):
                 open(path, "wb").write(frame)
                 n += 1
-print(f"{n} new seeds in {dst}")
+            # Responder seeds: each capture's first requests as length-prefixed packets.
+            body = frame[42:]
+            s = streams.setdefault(name, b"")
+            if len(s) < 4000 and body and body[0] not in (0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12):
+                streams[name] = s + struct.pack("<H", len(body)) + body
+for name, s in streams.items():
+    open(os.path.join(resp, "seed-" + name), "wb").write(s)
+print(f"{n} new frame seeds in {dst}, {len(streams)} request streams in {resp}")
 PY

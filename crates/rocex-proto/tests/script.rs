@@ -811,8 +811,17 @@ fn ackreq_on_the_last_packet_and_every_64() {
     let mut sent = s.sent();
     // The window holds 128 PSNs, so all 100 go out at once.
     assert_eq!(sent.len(), 100);
-    let acked: Vec<usize> = sent.iter().enumerate().filter(|(_, p)| p.pkt().bth.ack_req).map(|(i, _)| i).collect();
-    assert_eq!(acked, [64, 99], "rxe: AckReq when more than 64 packets went without one, and on the last");
+    let acked: Vec<usize> = sent
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.pkt().bth.ack_req)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(
+        acked,
+        [64, 99],
+        "rxe: AckReq when more than 64 packets went without one, and on the last"
+    );
     sent.clear();
 }
 
@@ -823,14 +832,23 @@ fn unsignaled_requests_complete_silently_unless_they_fail() {
     quiet.flags.signaled = false;
     s.e.post_send(s.now, s.qpn, quiet.clone()).unwrap();
     s.post(2, SendOp::Send, vec![s.sge(0, 8)]);
-    s.e.post_send(s.now, s.qpn, SendWr { wr_id: 3, ..quiet }).unwrap();
+    s.e.post_send(s.now, s.qpn, SendWr { wr_id: 3, ..quiet })
+        .unwrap();
     assert_eq!(s.sent().len(), 3);
     s.ack(s.sq_psn + 1, Syndrome::ACK);
-    let wc: Vec<_> = s.completions().iter().map(|w| (w.wr_id, w.status)).collect();
+    let wc: Vec<_> = s
+        .completions()
+        .iter()
+        .map(|w| (w.wr_id, w.status))
+        .collect();
     assert_eq!(wc, [(2, WcStatus::Success)], "only the signaled one");
     // The unsignaled third fails: it completes, in error.
     s.ack(s.sq_psn + 2, Syndrome::Nak(NakCode::RemoteOperationalError));
-    let wc: Vec<_> = s.completions().iter().map(|w| (w.wr_id, w.status)).collect();
+    let wc: Vec<_> = s
+        .completions()
+        .iter()
+        .map(|w| (w.wr_id, w.status))
+        .collect();
     assert_eq!(wc, [(3, WcStatus::RemOpErr)]);
 }
 
@@ -843,7 +861,16 @@ fn max_rd_atomic_bounds_outstanding_reads() {
     // Setup gives max_rd_atomic = 4.
     let first = s.sent();
     assert_eq!(first.len(), 4);
-    s.inject(read_response(Opcode::RC_RDMA_READ_RESPONSE_ONLY, s.sq_psn, &[0; 8], true));
+    s.inject(read_response(
+        Opcode::RC_RDMA_READ_RESPONSE_ONLY,
+        s.sq_psn,
+        &[0; 8],
+        true,
+    ));
     let more = s.sent();
-    assert_eq!((more.len(), more[0].psn()), (1, s.sq_psn + 4), "one answered, one more may go");
+    assert_eq!(
+        (more.len(), more[0].psn()),
+        (1, s.sq_psn + 4),
+        "one answered, one more may go"
+    );
 }

@@ -1,0 +1,173 @@
+//! Command-line flags and the TOML configuration file (the same keys; flags win).
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use rocex_proto::verbs::Mtu;
+use serde::Deserialize;
+
+/// `rocexd`: one RoCE v2 device on an IP address, served to applications over a Unix
+/// socket and shared-memory rings.
+#[derive(Debug, clap::Parser)]
+#[command(name = "rocexd", version)]
+pub(crate) struct Args {
+    /// The IP address to own (UDP port 4791 there); its RoCE v2 GID.
+    #[arg(long)]
+    pub(crate) addr: Option<IpAddr>,
+    /// The control socket [default: $ROCEX_SOCKET, else /run/rocex/<addr>.sock].
+    #[arg(long)]
+    pub(crate) socket: Option<PathBuf>,
+    /// The port MTU in bytes of IB payload: 256, 512, 1024, 2048 or 4096 [default: 4096].
+    #[arg(long)]
+    pub(crate) mtu: Option<u32>,
+    /// I/O backend; only `udp` exists so far.
+    #[arg(long)]
+    pub(crate) backend: Option<String>,
+    /// A TOML file with the same keys (addr, socket, mtu, backend, pcap, spin_limit).
+    #[arg(long)]
+    pub(crate) config: Option<PathBuf>,
+    /// Write every frame sent and received to this pcap file.
+    #[arg(long)]
+    pub(crate) pcap: Option<PathBuf>,
+    /// Empty polls of all rings before the daemon sleeps in poll(2).
+    #[arg(long)]
+    pub(crate) spin_limit: Option<u32>,
+}
+
+/// The configuration file's keys.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    addr: Option<IpAddr>,
+    socket: Option<PathBuf>,
+    mtu: Option<u32>,
+    backend: Option<String>,
+    pcap: Option<PathBuf>,
+    spin_limit: Option<u32>,
+}
+
+/// The settings the daemon runs with.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    /// The device address.
+    pub(crate) addr: IpAddr,
+    /// The control socket path.
+    pub(crate) socket: PathBuf,
+    /// The port MTU.
+    pub(crate) mtu: Mtu,
+    /// Capture file.
+    pub(crate) pcap: Option<PathBuf>,
+    /// Empty loop turns before sleeping.
+    pub(crate) spin_limit: u32,
+}
+
+/// Why the settings are unusable.
+#[derive(Debug)]
+pub(crate) enum ConfigError {
+    /// The file could not be read.
+    Read(PathBuf, std::io::Error),
+    /// The file is not valid TOML with the known keys.
+    Parse(PathBuf, Box<toml::de::Error>),
+    /// Neither `--addr` nor `addr` in the file.
+    NoAddr,
+    /// An MTU that is not an IB MTU.
+    Mtu(u32),
+    /// A backend this build does not have.
+    Backend(String),
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Read(p, e) => write!(f, "cannot read {}: {e}", p.display()),
+            Self::Parse(p, e) => write!(f, "{}: {e}", p.display()),
+            Self::NoAddr => f.write_str("no address: give --addr IP or `addr` in the config"),
+            Self::Mtu(m) => write!(f, "MTU {m} is not one of 256, 512, 1024, 2048, 4096"),
+            Self::Backend(b) => write!(f, "backend {b:?} is not available (only \"udp\")"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn mtu_of(bytes: u32) -> Result<Mtu, ConfigError> {
+    [Mtu::M256, Mtu::M512, Mtu::M1024, Mtu::M2048, Mtu::M4096]
+        .into_iter()
+        .find(|m| m.bytes() == bytes)
+        .ok_or(ConfigError::Mtu(bytes))
+}
+
+/// The default socket of a daemon on `addr`: `$ROCEX_SOCKET` when set (so a client and
+/// the daemon started in one environment agree), else `/run/rocex/<addr>.sock`.
+pub(crate) fn default_socket(addr: IpAddr) -> PathBuf {
+    std::env::var_os("ROCEX_SOCKET")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new("/run/rocex").join(format!("{addr}.sock")))
+}
+
+impl Args {
+    /// Merges the flags over the file.
+    pub(crate) fn settings(self) -> Result<Settings, ConfigError> {
+        let file = match &self.config {
+            Some(p) => {
+                let text =
+                    std::fs::read_to_string(p).map_err(|e| ConfigError::Read(p.clone(), e))?;
+                parse_file(p, &text)?
+            }
+            None => FileConfig::default(),
+        };
+        let addr = self.addr.or(file.addr).ok_or(ConfigError::NoAddr)?;
+        let backend = self
+            .backend
+            .or(file.backend)
+            .unwrap_or_else(|| "udp".into());
+        if backend != "udp" {
+            return Err(ConfigError::Backend(backend));
+        }
+        Ok(Settings {
+            addr,
+            socket: self
+                .socket
+                .or(file.socket)
+                .unwrap_or_else(|| default_socket(addr)),
+            mtu: mtu_of(self.mtu.or(file.mtu).unwrap_or(4096))?,
+            pcap: self.pcap.or(file.pcap),
+            spin_limit: self.spin_limit.or(file.spin_limit).unwrap_or(2000),
+        })
+    }
+}
+
+fn parse_file(p: &Path, text: &str) -> Result<FileConfig, ConfigError> {
+    toml::from_str(text).map_err(|e| ConfigError::Parse(p.to_owned(), Box::new(e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn flags_override_the_file() {
+        let dir = std::env::temp_dir().join(format!("rocexd-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("c.toml");
+        std::fs::write(
+            &f,
+            "addr = \"10.0.0.1\"\nmtu = 1024\nsocket = \"/tmp/x.sock\"\n",
+        )
+        .unwrap();
+        let a = Args::parse_from(["rocexd", "--config", f.to_str().unwrap(), "--mtu", "2048"]);
+        let s = a.settings().unwrap();
+        assert_eq!(s.addr, IpAddr::from([10, 0, 0, 1]));
+        assert_eq!(s.mtu, Mtu::M2048);
+        assert_eq!(s.socket, PathBuf::from("/tmp/x.sock"));
+        std::fs::write(&f, "adr = \"10.0.0.1\"\n").unwrap();
+        let a = Args::parse_from(["rocexd", "--config", f.to_str().unwrap()]);
+        assert!(matches!(a.settings(), Err(ConfigError::Parse(..))));
+        let a = Args::parse_from(["rocexd", "--addr", "10.0.0.1", "--mtu", "1500"]);
+        assert!(matches!(a.settings(), Err(ConfigError::Mtu(1500))));
+        let a = Args::parse_from(["rocexd"]);
+        assert!(matches!(a.settings(), Err(ConfigError::NoAddr)));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

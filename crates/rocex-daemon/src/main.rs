@@ -1,0 +1,142 @@
+//! `rocexd`: the rocex daemon. One RoCE v2 device on one IP address: the engine on a UDP
+//! socket bound to port 4791, served to applications through a Unix control socket and
+//! shared-memory rings (`docs/abi.md`, `docs/daemon.md`).
+
+mod client;
+mod config;
+mod pcap;
+mod pump;
+mod server;
+mod shared_region;
+
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use clap::Parser;
+use rocex_proto::{Config, Engine};
+use rustix::net::sockopt;
+
+/// Set by SIGINT/SIGTERM; the event loop checks it every turn (poll(2) wakes with EINTR).
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn install_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe;
+        // `sigaction` gets a zeroed struct with the handler and an empty mask, and no
+        // SA_RESTART so that poll(2) returns EINTR.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// The RoCE v2 socket: `addr:4791`, path-MTU discovery on so that the kernel sends with DF
+/// and IPv4 identification 0, the IP header the engine computed the ICRC over.
+fn bind_udp(addr: std::net::IpAddr) -> io::Result<UdpSocket> {
+    let s = UdpSocket::bind(SocketAddr::new(addr, 4791))?;
+    if addr.is_ipv4() {
+        sockopt::set_ip_mtu_discover(&s, sockopt::Ipv4PathMtuDiscovery::DO)?;
+    } else {
+        sockopt::set_ipv6_mtu_discover(&s, sockopt::Ipv6PathMtuDiscovery::DO)?;
+    }
+    let _ = sockopt::set_socket_recv_buffer_size(&s, 8 << 20);
+    let _ = sockopt::set_socket_send_buffer_size(&s, 8 << 20);
+    Ok(s)
+}
+
+/// Binds the control socket, replacing a stale file but refusing to steal the socket of
+/// a daemon that still answers.
+fn bind_control(path: &Path) -> io::Result<UnixListener> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    if path.exists() {
+        if UnixStream::connect(path).is_ok() {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("a daemon already serves {}", path.display()),
+            ));
+        }
+        std::fs::remove_file(path)?;
+    }
+    UnixListener::bind(path)
+}
+
+fn seed() -> [u8; 32] {
+    let mut s = [0u8; 32];
+    if rustix::rand::getrandom(&mut s, rustix::rand::GetRandomFlags::empty()).is_err() {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        s[..16].copy_from_slice(&t.to_le_bytes());
+        s[16..20].copy_from_slice(&std::process::id().to_le_bytes());
+    }
+    s
+}
+
+fn run(settings: config::Settings) -> Result<(), Box<dyn std::error::Error>> {
+    let mut cfg = Config::new(settings.addr, seed());
+    cfg.port_mtu = settings.mtu;
+    cfg.udp_source_port = Some(4791);
+    cfg.max_cqe = 1 << 16;
+    let engine = Engine::new(cfg);
+    let udp =
+        bind_udp(settings.addr).map_err(|e| format!("cannot bind {}:4791: {e}", settings.addr))?;
+    let tap = match &settings.pcap {
+        Some(p) => Some(pcap::Tap::create(p).map_err(|e| format!("{}: {e}", p.display()))?),
+        None => None,
+    };
+    let listener = bind_control(&settings.socket)
+        .map_err(|e| format!("control socket {}: {e}", settings.socket.display()))?;
+    tracing::info!(
+        addr = %settings.addr,
+        socket = %settings.socket.display(),
+        mtu = settings.mtu.bytes(),
+        "rocexd serving"
+    );
+    let socket = settings.socket.clone();
+    let mut server = server::Server::new(engine, udp, listener, tap, settings)?;
+    let r = server.run(&STOP);
+    let _ = std::fs::remove_file(&socket);
+    drop(server);
+    r?;
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let settings = match config::Args::parse().settings() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("rocexd: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    install_signals();
+    match run(settings) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("rocexd: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

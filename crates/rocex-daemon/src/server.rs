@@ -1,0 +1,688 @@
+//! The event loop and the control-channel handlers.
+//!
+//! One thread owns everything: the engine, the UDP socket, the Unix listener and every
+//! client. Each turn it accepts clients, serves control requests, moves descriptors from
+//! the SQ/RQ rings into the engine, does the UDP I/O and timers, and moves completions
+//! into the CQ rings. While a turn finds work it turns again at once (busy polling: a
+//! posted request costs the client no system call); after `spin_limit` empty turns it arms
+//! every ring's doorbell (`need_wakeup`) and sleeps in poll(2) on the UDP socket, the
+//! listener, the client sockets and the doorbell eventfds, until the next engine timer.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixListener;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use rocex_mem::MemError;
+use rocex_proto::verbs::Access;
+use rocex_proto::{Engine, IcrcStatus, Instant, PdId, QpInit, VerbsError};
+use rocex_shm::control::{DeviceAttr, Request, Response, encode_frame, kind, response_fds};
+use rocex_shm::{ABI_VERSION, EventFd, SharedRegion};
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+
+use crate::client::{Client, Frame, Gone, MAX_PER_CLIENT};
+use crate::config::Settings;
+use crate::pcap::Tap;
+use crate::pump::{self, CqPump, PumpStats, QpPump};
+use crate::shared_region::MappedRegion;
+
+/// Counters of hostile or failed input, logged at shutdown.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Stats {
+    /// Requests answered with an error.
+    pub(crate) request_errors: u64,
+    /// Connections closed for a malformed frame.
+    pub(crate) bad_frames: u64,
+    /// Clients that went away.
+    pub(crate) disconnects: u64,
+    /// Ring faults.
+    pub(crate) pump: PumpStats,
+}
+
+/// A request's answer: the response and the descriptors that go with it.
+struct Reply {
+    resp: Response,
+    fds: Vec<OwnedFd>,
+}
+
+impl Reply {
+    fn ok(resp: Response) -> Self {
+        Self {
+            resp,
+            fds: Vec::new(),
+        }
+    }
+    fn err(errno: i32, why: impl Into<String>) -> Self {
+        Self::ok(Response::error(errno, why))
+    }
+}
+
+fn dup(fd: impl AsFd) -> io::Result<OwnedFd> {
+    Ok(rustix::io::fcntl_dupfd_cloexec(fd, 0)?)
+}
+
+fn errno_of(e: &VerbsError) -> i32 {
+    match e {
+        VerbsError::NoSuchQp(_) | VerbsError::NoSuchCq(_) => libc::ENOENT,
+        VerbsError::CqBusy(_) | VerbsError::Mem(MemError::Busy) => libc::EBUSY,
+        VerbsError::Mem(MemError::UnknownPd { .. } | MemError::UnknownKey { .. }) => libc::ENOENT,
+        VerbsError::Limit(_) => libc::ENOMEM,
+        _ => libc::EINVAL,
+    }
+}
+
+/// The daemon.
+#[derive(Debug)]
+pub(crate) struct Server {
+    engine: Engine,
+    epoch: std::time::Instant,
+    udp: UdpSocket,
+    local: IpAddr,
+    listener: UnixListener,
+    clients: BTreeMap<u64, Client>,
+    next_client: u64,
+    tap: Option<Tap>,
+    settings: Settings,
+    buf: Vec<u8>,
+    /// Counters.
+    pub(crate) stats: Stats,
+}
+
+impl Server {
+    /// A server for `engine` on a bound UDP socket and Unix listener.
+    pub(crate) fn new(
+        engine: Engine,
+        udp: UdpSocket,
+        listener: UnixListener,
+        tap: Option<Tap>,
+        settings: Settings,
+    ) -> io::Result<Self> {
+        udp.set_nonblocking(true)?;
+        listener.set_nonblocking(true)?;
+        Ok(Self {
+            engine,
+            epoch: std::time::Instant::now(),
+            local: settings.addr,
+            udp,
+            listener,
+            clients: BTreeMap::new(),
+            next_client: 1,
+            tap,
+            settings,
+            buf: vec![0; 65536],
+            stats: Stats::default(),
+        })
+    }
+
+    fn now(&self) -> Instant {
+        Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
+    }
+
+    /// Runs until `stop` is set, then shuts down cleanly.
+    pub(crate) fn run(&mut self, stop: &AtomicBool) -> io::Result<()> {
+        let mut idle = 0u32;
+        while !stop.load(Ordering::Relaxed) {
+            if self.turn()? {
+                idle = 0;
+                continue;
+            }
+            idle += 1;
+            if idle < self.settings.spin_limit {
+                std::hint::spin_loop();
+                continue;
+            }
+            idle = 0;
+            self.sleep()?;
+        }
+        self.shutdown();
+        Ok(())
+    }
+
+    /// One pass over everything; true when anything happened.
+    fn turn(&mut self) -> io::Result<bool> {
+        let mut busy = self.accept();
+        busy |= self.serve_clients();
+        busy |= self.pump_rings();
+        busy |= self.net()?;
+        busy |= self.fill_cqs();
+        Ok(busy)
+    }
+
+    fn accept(&mut self) -> bool {
+        let mut busy = false;
+        loop {
+            match self.listener.accept() {
+                Ok((s, _)) => {
+                    busy = true;
+                    let id = self.next_client;
+                    self.next_client += 1;
+                    match Client::new(s) {
+                        Ok(c) => {
+                            tracing::info!(client = id, "client connected");
+                            self.clients.insert(id, c);
+                        }
+                        Err(e) => tracing::warn!("cannot set up a client: {e}"),
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return busy,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    tracing::warn!("accept: {e}");
+                    return busy;
+                }
+            }
+        }
+    }
+
+    fn serve_clients(&mut self) -> bool {
+        let ids: Vec<u64> = self.clients.keys().copied().collect();
+        let mut busy = false;
+        for id in ids {
+            let Some(c) = self.clients.get_mut(&id) else {
+                continue;
+            };
+            let result = c.read_frames().and_then(|frames| {
+                busy |= !frames.is_empty();
+                for f in frames {
+                    self.answer(id, f)?;
+                }
+                Ok(())
+            });
+            if let Err(gone) = result {
+                if matches!(gone, Gone::Frame(_)) {
+                    self.stats.bad_frames += 1;
+                }
+                self.disconnect(id, &gone);
+                busy = true;
+            }
+        }
+        busy
+    }
+
+    fn answer(&mut self, id: u64, f: Frame) -> Result<(), Gone> {
+        let k = f.header.kind;
+        let want = Request::fds(k);
+        let c = self.clients.get_mut(&id).ok_or(Gone::Closed)?;
+        let fds: Vec<OwnedFd> = (0..want).filter_map(|_| c.fds.pop_front()).collect();
+        let reply = if k & kind::RESPONSE != 0 {
+            // A response kind sent as a request: a malformed frame.
+            return Err(Gone::Io(io::Error::other("response kind in a request")));
+        } else if fds.len() != want {
+            Reply::err(libc::EINVAL, format!("message kind {k} needs {want} fds"))
+        } else {
+            match Request::decode(k, &f.body) {
+                Err(e) => Reply::err(libc::EINVAL, e.to_string()),
+                Ok(req) => self.handle(id, req, fds),
+            }
+        };
+        let c = self.clients.get_mut(&id).ok_or(Gone::Closed)?;
+        if !c.fds.is_empty() && c.fds.len() > 4 {
+            c.fds.clear();
+        }
+        if let Response::Error { errno, detail } = &reply.resp {
+            c.errors += 1;
+            self.stats.request_errors += 1;
+            tracing::debug!(client = id, kind = k, errno, "request refused: {detail}");
+        }
+        let resp_kind = reply.resp.kind();
+        debug_assert!(
+            resp_kind == kind::ERROR || response_fds(resp_kind) == reply.fds.len(),
+            "response {resp_kind:#x} with {} fds",
+            reply.fds.len()
+        );
+        let frame =
+            encode_frame(resp_kind, f.header.seq, &reply.resp.encode()).map_err(Gone::Frame)?;
+        c.send(&frame, &reply.fds)
+    }
+
+    fn handle(&mut self, id: u64, req: Request, mut fds: Vec<OwnedFd>) -> Reply {
+        let Some(c) = self.clients.get_mut(&id) else {
+            return Reply::err(libc::ENOENT, "no such client");
+        };
+        if !c.hello {
+            return match req {
+                Request::Hello { abi_version } if abi_version == ABI_VERSION => {
+                    c.hello = true;
+                    Reply::ok(Response::Hello {
+                        abi_version: ABI_VERSION,
+                        daemon_pid: std::process::id(),
+                    })
+                }
+                Request::Hello { abi_version } => Reply::err(
+                    libc::EPROTO,
+                    format!("ABI version {abi_version}; this daemon speaks {ABI_VERSION}"),
+                ),
+                _ => Reply::err(libc::EPROTO, "Hello must come first"),
+            };
+        }
+        let engine = &mut self.engine;
+        let verr = |e: VerbsError| Reply::err(errno_of(&e), e.to_string());
+        match req {
+            Request::Hello { .. } => Reply::err(libc::EINVAL, "Hello was already answered"),
+            Request::QueryDevice => {
+                let mut gid = [0u8; 16];
+                match self.local {
+                    IpAddr::V4(a) => gid = a.to_ipv6_mapped().octets(),
+                    IpAddr::V6(a) => gid.copy_from_slice(&a.octets()),
+                }
+                Reply::ok(Response::QueryDevice(DeviceAttr {
+                    max_qp: engine.config().max_qp as u32,
+                    max_qp_wr: pump::MAX_WR,
+                    max_sge: pump::MAX_SGE,
+                    max_cq: 1 << 16,
+                    max_cqe: engine.config().max_cqe as u32,
+                    max_mr: 1 << 20,
+                    max_pd: 1 << 16,
+                    max_qp_rd_atom: 16,
+                    max_inline: pump::MAX_INLINE,
+                    gid,
+                    mtu: engine.config().port_mtu as u8,
+                    port_state: 4,
+                }))
+            }
+            Request::AllocPd => {
+                if c.pds.len() >= MAX_PER_CLIENT {
+                    return Reply::err(libc::ENOMEM, "too many PDs");
+                }
+                let pd = engine.alloc_pd().raw();
+                c.pds.insert(pd);
+                Reply::ok(Response::AllocPd { pd })
+            }
+            Request::DeallocPd { pd } => {
+                if !c.pds.contains(&pd) {
+                    return Reply::err(libc::ENOENT, "no such PD");
+                }
+                match engine.dealloc_pd(PdId::from_raw(pd)) {
+                    Ok(()) => {
+                        c.pds.remove(&pd);
+                        Reply::ok(Response::Done(kind::DEALLOC_PD))
+                    }
+                    Err(e) => verr(e),
+                }
+            }
+            Request::RegMrShared {
+                pd,
+                iova,
+                offset,
+                len,
+                access,
+            } => {
+                if !c.pds.contains(&pd) {
+                    return Reply::err(libc::ENOENT, "no such PD");
+                }
+                if c.mrs.len() >= MAX_PER_CLIENT {
+                    return Reply::err(libc::ENOMEM, "too many MRs");
+                }
+                let Some(access) = Access::from_bits(access) else {
+                    return Reply::err(libc::EINVAL, "undefined access bits");
+                };
+                let Some(fd) = fds.pop() else {
+                    return Reply::err(libc::EINVAL, "no memfd");
+                };
+                let map = match SharedRegion::from_fd(fd) {
+                    Ok(m) => Arc::new(m),
+                    Err(e) => return Reply::err(libc::EINVAL, format!("memfd: {e}")),
+                };
+                let Some(region) = MappedRegion::new(map, offset, len) else {
+                    return Reply::err(libc::EINVAL, "offset + len exceeds the memfd");
+                };
+                match engine.reg_mr(PdId::from_raw(pd), iova, len, access, Arc::new(region)) {
+                    Ok(keys) => {
+                        c.mrs.insert(keys.lkey);
+                        Reply::ok(Response::RegMr {
+                            kind: kind::REG_MR_SHARED,
+                            lkey: keys.lkey,
+                            rkey: keys.rkey,
+                        })
+                    }
+                    Err(e) => verr(e),
+                }
+            }
+            Request::RegMrProcess { .. } => Reply::err(
+                libc::EOPNOTSUPP,
+                "RegMrProcess is not implemented; use memfd-backed MRs",
+            ),
+            Request::DeregMr { lkey } => {
+                if !c.mrs.contains(&lkey) {
+                    return Reply::err(libc::ENOENT, "no such MR");
+                }
+                match engine.dereg_mr(lkey) {
+                    Ok(()) => {
+                        c.mrs.remove(&lkey);
+                        Reply::ok(Response::Done(kind::DEREG_MR))
+                    }
+                    Err(e) => verr(e),
+                }
+            }
+            Request::CreateCompChannel => {
+                if c.channels.len() >= MAX_PER_CLIENT {
+                    return Reply::err(libc::ENOMEM, "too many channels");
+                }
+                let ev = match EventFd::new() {
+                    Ok(e) => Arc::new(e),
+                    Err(e) => return Reply::err(libc::ENOMEM, e.to_string()),
+                };
+                let fd = match dup(&*ev) {
+                    Ok(f) => f,
+                    Err(e) => return Reply::err(libc::ENOMEM, e.to_string()),
+                };
+                let channel = c.next_channel;
+                c.next_channel += 1;
+                c.channels.insert(channel, ev);
+                Reply {
+                    resp: Response::CreateCompChannel { channel },
+                    fds: vec![fd],
+                }
+            }
+            Request::CreateCq { cqe, channel } => {
+                if c.cqs.len() >= MAX_PER_CLIENT {
+                    return Reply::err(libc::ENOMEM, "too many CQs");
+                }
+                if cqe == 0 || cqe as usize > engine.config().max_cqe {
+                    return Reply::err(libc::EINVAL, "cqe out of range");
+                }
+                let ch = match channel {
+                    0 => None,
+                    n => match c.channels.get(&n) {
+                        Some(ch) => Some(ch.clone()),
+                        None => return Reply::err(libc::ENOENT, "no such channel"),
+                    },
+                };
+                let slots = cqe.next_power_of_two();
+                let pump = match CqPump::create(slots, ch) {
+                    Ok(p) => p,
+                    Err(e) => return Reply::err(libc::ENOMEM, e.to_string()),
+                };
+                let fd = match dup(pump.region().fd()) {
+                    Ok(f) => f,
+                    Err(e) => return Reply::err(libc::ENOMEM, e.to_string()),
+                };
+                let cq = match engine.create_cq(slots as usize) {
+                    Ok(cq) => cq,
+                    Err(e) => return verr(e),
+                };
+                let slots = pump.slots();
+                c.cqs.insert(cq, pump);
+                Reply {
+                    resp: Response::CreateCq {
+                        cq,
+                        slots,
+                        ring_offset: pump::CQ_RING_OFFSET as u64,
+                    },
+                    fds: vec![fd],
+                }
+            }
+            Request::DestroyCq { cq } => {
+                if !c.cqs.contains_key(&cq) {
+                    return Reply::err(libc::ENOENT, "no such CQ");
+                }
+                match engine.destroy_cq(cq) {
+                    Ok(()) => {
+                        c.cqs.remove(&cq);
+                        Reply::ok(Response::Done(kind::DESTROY_CQ))
+                    }
+                    Err(e) => verr(e),
+                }
+            }
+            Request::CreateQp {
+                pd,
+                qp_type,
+                send_cq,
+                recv_cq,
+                cap,
+            } => {
+                if c.qps.len() >= MAX_PER_CLIENT {
+                    return Reply::err(libc::ENOMEM, "too many QPs");
+                }
+                if !c.pds.contains(&pd) {
+                    return Reply::err(libc::ENOENT, "no such PD");
+                }
+                if !c.cqs.contains_key(&send_cq) || !c.cqs.contains_key(&recv_cq) {
+                    return Reply::err(libc::ENOENT, "no such CQ");
+                }
+                let (sq, rq, granted) = match pump::qp_geometry(&cap) {
+                    Ok(g) => g,
+                    Err(e) => return Reply::err(libc::EINVAL, e.to_string()),
+                };
+                let qpn = match engine.create_qp(QpInit {
+                    qp_type,
+                    pd: PdId::from_raw(pd),
+                    send_cq,
+                    recv_cq,
+                    cap: granted,
+                }) {
+                    Ok(q) => q,
+                    Err(e) => return verr(e),
+                };
+                let made = QpPump::create(qpn, qp_type, sq, rq, granted, (send_cq, recv_cq))
+                    .and_then(|(p, created)| {
+                        let fds = vec![dup(p.region().fd())?, dup(&p.doorbell)?];
+                        Ok((p, created, fds))
+                    });
+                match made {
+                    Ok((p, created, fds)) => {
+                        c.qps.insert(qpn, p);
+                        tracing::info!(client = id, qpn, ?qp_type, "QP created");
+                        Reply {
+                            resp: Response::CreateQp(created),
+                            fds,
+                        }
+                    }
+                    Err(e) => {
+                        let _ = engine.destroy_qp(qpn);
+                        Reply::err(libc::ENOMEM, e.to_string())
+                    }
+                }
+            }
+            Request::ModifyQp { qpn, mask, attr } => {
+                if !c.qps.contains_key(&qpn) {
+                    return Reply::err(libc::ENOENT, "no such QP");
+                }
+                match engine.modify_qp(qpn, &attr, mask) {
+                    Ok(()) => Reply::ok(Response::Done(kind::MODIFY_QP)),
+                    Err(e) => verr(e),
+                }
+            }
+            Request::QueryQp { qpn } => {
+                if !c.qps.contains_key(&qpn) {
+                    return Reply::err(libc::ENOENT, "no such QP");
+                }
+                match engine.query_qp(qpn) {
+                    Ok((attr, cap)) => Reply::ok(Response::QueryQp { attr, cap }),
+                    Err(e) => verr(e),
+                }
+            }
+            Request::DestroyQp { qpn } => {
+                if c.qps.remove(&qpn).is_none() {
+                    return Reply::err(libc::ENOENT, "no such QP");
+                }
+                match engine.destroy_qp(qpn) {
+                    Ok(()) => Reply::ok(Response::Done(kind::DESTROY_QP)),
+                    Err(e) => verr(e),
+                }
+            }
+        }
+    }
+
+    /// Releases everything a client owned: QPs to error and destroyed, MRs deregistered
+    /// (their mappings dropped with the last reference), CQs and PDs freed.
+    fn disconnect(&mut self, id: u64, why: &Gone) {
+        let Some(c) = self.clients.remove(&id) else {
+            return;
+        };
+        self.stats.disconnects += 1;
+        tracing::info!(
+            client = id,
+            qps = c.qps.len(),
+            mrs = c.mrs.len(),
+            errors = c.errors,
+            "client gone: {why}"
+        );
+        for &qpn in c.qps.keys() {
+            pump::to_error(&mut self.engine, qpn);
+            let _ = self.engine.destroy_qp(qpn);
+        }
+        for &lkey in &c.mrs {
+            let _ = self.engine.dereg_mr(lkey);
+        }
+        for &cq in c.cqs.keys() {
+            let _ = self.engine.destroy_cq(cq);
+        }
+        for &pd in &c.pds {
+            let _ = self.engine.dealloc_pd(PdId::from_raw(pd));
+        }
+    }
+
+    fn pump_rings(&mut self) -> bool {
+        let now = self.now();
+        let mut busy = false;
+        for c in self.clients.values_mut() {
+            for qp in c.qps.values_mut() {
+                busy |= qp.drain(&mut self.engine, now, &mut c.cqs, &mut self.stats.pump);
+            }
+        }
+        busy
+    }
+
+    fn fill_cqs(&mut self) -> bool {
+        let mut busy = false;
+        for c in self.clients.values_mut() {
+            for (&cq, p) in c.cqs.iter_mut() {
+                busy |= p.fill(&mut self.engine, cq);
+            }
+        }
+        busy
+    }
+
+    /// Receives waiting datagrams, runs due timers, sends what the engine has.
+    fn net(&mut self) -> io::Result<bool> {
+        let mut busy = false;
+        for _ in 0..256 {
+            match self.udp.recv_from(&mut self.buf) {
+                Ok((n, src)) => {
+                    busy = true;
+                    let now = self.now();
+                    let payload = &self.buf[..n];
+                    if let Some(t) = &mut self.tap {
+                        t.record((src.ip(), src.port()), self.local, false, payload);
+                    }
+                    let status = match Engine::check_icrc_from_rocex(src, self.local, payload) {
+                        IcrcStatus::Valid => IcrcStatus::Valid,
+                        _ => IcrcStatus::Unchecked,
+                    };
+                    self.engine
+                        .handle_packet(now, src, self.local, payload, status);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // ICMP errors (a peer that is gone) surface here; the transport's timers
+                // deal with the loss.
+                Err(e) => {
+                    tracing::debug!("udp receive: {e}");
+                    break;
+                }
+            }
+        }
+        let now = self.now();
+        if self.engine.poll_timeout().is_some_and(|t| t <= now) {
+            busy = true;
+            self.engine.handle_timeout(now);
+        }
+        while let Some(t) = self.engine.poll_transmit(now, &mut self.buf) {
+            busy = true;
+            let payload = &self.buf[..t.len];
+            if let Some(tap) = &mut self.tap {
+                tap.record((self.local, t.src_port), t.dest, true, payload);
+            }
+            match self.udp.send_to(payload, SocketAddr::new(t.dest, 4791)) {
+                Ok(_) => {}
+                // A full socket buffer drops the packet as a network would.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => tracing::debug!("udp send to {}: {e}", t.dest),
+            }
+        }
+        Ok(busy)
+    }
+
+    /// Arms every doorbell and sleeps in poll(2) until a datagram, a client, a doorbell or
+    /// the next timer.
+    fn sleep(&mut self) -> io::Result<()> {
+        let mut ready = false;
+        let mut stalled = false;
+        for c in self.clients.values_mut() {
+            for qp in c.qps.values_mut() {
+                ready |= qp.arm();
+                stalled |= qp.stalled();
+            }
+            for (&cq, p) in &c.cqs {
+                stalled |= !p.pending.is_empty() || self.engine.cq_len(cq) > 0;
+            }
+        }
+        if !ready {
+            let now = self.now();
+            let mut timeout = Duration::from_millis(100);
+            if let Some(t) = self.engine.poll_timeout() {
+                timeout = timeout.min(t.since(now));
+            }
+            if stalled {
+                timeout = timeout.min(Duration::from_millis(1));
+            }
+            if let Some(tap) = &mut self.tap {
+                tap.flush();
+            }
+            let mut fds = vec![
+                PollFd::new(&self.udp, PollFlags::IN),
+                PollFd::new(&self.listener, PollFlags::IN),
+            ];
+            for c in self.clients.values() {
+                fds.push(PollFd::new(c.sock(), PollFlags::IN));
+                for qp in c.qps.values() {
+                    fds.push(PollFd::new(&qp.doorbell, PollFlags::IN));
+                }
+            }
+            let ts = Timespec {
+                tv_sec: timeout.as_secs() as _,
+                tv_nsec: timeout.subsec_nanos() as _,
+            };
+            match poll(&mut fds, Some(&ts)) {
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        for c in self.clients.values_mut() {
+            for qp in c.qps.values_mut() {
+                qp.disarm();
+            }
+        }
+        Ok(())
+    }
+
+    /// Every QP to error, the flush completions delivered to the CQ rings, the capture
+    /// flushed; clients see their connection close when the server is dropped.
+    fn shutdown(&mut self) {
+        tracing::info!(clients = self.clients.len(), "shutting down");
+        for c in self.clients.values() {
+            for &qpn in c.qps.keys() {
+                pump::to_error(&mut self.engine, qpn);
+            }
+        }
+        for _ in 0..16 {
+            let _ = self.turn();
+        }
+        let ids: Vec<u64> = self.clients.keys().copied().collect();
+        for id in ids {
+            self.disconnect(id, &Gone::Closed);
+        }
+        if let Some(t) = &mut self.tap {
+            t.flush();
+            if t.skipped > 0 {
+                tracing::warn!(skipped = t.skipped, "datagrams not written to the capture");
+            }
+        }
+        tracing::info!(stats = ?self.stats, counters = ?self.engine.counters(), "stopped");
+    }
+}

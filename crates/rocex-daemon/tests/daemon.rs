@@ -1,0 +1,473 @@
+//! End-to-end tests over real `rocexd` processes, real UDP sockets on loopback addresses
+//! and real shared memory: a rocex-verbs client on each daemon.
+
+use std::io::{BufRead, BufReader};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rocex_verbs::verbs::{
+    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendOp, SendWr, WcOpcode,
+    WcStatus,
+};
+use rocex_verbs::{Access, Context, Cq, Mr, Pd, Qp, QpInitAttr};
+
+const T: Duration = Duration::from_secs(10);
+
+/// A daemon process, killed (SIGTERM, then SIGKILL) on drop.
+struct Daemon {
+    child: Child,
+    sock: PathBuf,
+}
+
+impl Daemon {
+    fn start(addr: &str, tag: &str) -> Self {
+        Self::start_with(addr, tag, &[])
+    }
+
+    fn start_with(addr: &str, tag: &str, extra: &[&str]) -> Self {
+        let dir = std::env::temp_dir().join(format!("rocexd-test-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("d.sock");
+        let child = Command::new(env!("CARGO_BIN_EXE_rocexd"))
+            .args([
+                "--addr",
+                addr,
+                "--socket",
+                sock.to_str().unwrap(),
+                "--spin-limit",
+                "200",
+            ])
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .spawn()
+            .expect("start rocexd");
+        let end = Instant::now() + T;
+        while !sock.exists() {
+            assert!(Instant::now() < end, "rocexd on {addr} did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self { child, sock }
+    }
+
+    fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// SIGTERM; waits for a clean exit; returns whether it exited 0 and removed its socket.
+    fn stop(&mut self) -> bool {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let end = Instant::now() + T;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st.success() && !self.sock.exists();
+            }
+            if Instant::now() > end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if self.alive() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+        if let Some(d) = self.sock.parent() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+const ACCESS: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_ATOMIC);
+
+/// One endpoint: context, PD, MR, CQ, QP.
+struct End {
+    qp: Qp,
+    cq: Cq,
+    mr: Mr,
+    _pd: Pd,
+    ctx: Context,
+}
+
+fn end(sock: &PathBuf) -> End {
+    let ctx = Context::open(sock).expect("open");
+    let pd = ctx.alloc_pd().unwrap();
+    let mr = pd.alloc_mr(1 << 20, ACCESS).unwrap();
+    let cq = ctx.create_cq(256, None).unwrap();
+    let qp = pd
+        .create_qp(&QpInitAttr {
+            qp_type: QpType::Rc,
+            send_cq: &cq,
+            recv_cq: &cq,
+            cap: QpCap {
+                max_send_wr: 128,
+                max_recv_wr: 128,
+                ..QpCap::default()
+            },
+        })
+        .unwrap();
+    End {
+        qp,
+        cq,
+        mr,
+        _pd: pd,
+        ctx,
+    }
+}
+
+/// RESET → INIT → RTR → RTS towards `peer` (address, QPN, its send PSN).
+fn connect(qp: &Qp, my_psn: u32, peer: (IpAddr, u32, u32)) {
+    let mut a = QpAttr {
+        qp_state: QpState::Init,
+        qp_access_flags: ACCESS,
+        ..QpAttr::default()
+    };
+    qp.modify(
+        &a,
+        AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
+    )
+    .unwrap();
+    a.qp_state = QpState::Rtr;
+    a.ah_attr = Some(AddressVector { dest: peer.0 });
+    a.path_mtu = Mtu::M1024;
+    a.dest_qp_num = peer.1;
+    a.rq_psn = peer.2;
+    a.max_dest_rd_atomic = 16;
+    a.min_rnr_timer = 1;
+    qp.modify(
+        &a,
+        AttrMask::STATE
+            | AttrMask::AV
+            | AttrMask::PATH_MTU
+            | AttrMask::DEST_QPN
+            | AttrMask::RQ_PSN
+            | AttrMask::MAX_DEST_RD_ATOMIC
+            | AttrMask::MIN_RNR_TIMER,
+    )
+    .unwrap();
+    a.qp_state = QpState::Rts;
+    a.sq_psn = my_psn;
+    a.timeout = 10;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 16;
+    qp.modify(
+        &a,
+        AttrMask::STATE
+            | AttrMask::SQ_PSN
+            | AttrMask::TIMEOUT
+            | AttrMask::RETRY_CNT
+            | AttrMask::RNR_RETRY
+            | AttrMask::MAX_QP_RD_ATOMIC,
+    )
+    .unwrap();
+}
+
+fn pair(a: &End, b: &End) {
+    let (pa, pb) = (0x1234, 0xabcde);
+    connect(&a.qp, pa, (b.ctx.gid_addr(), b.qp.qpn(), pb));
+    connect(&b.qp, pb, (a.ctx.gid_addr(), a.qp.qpn(), pa));
+}
+
+fn ok(cq: &mut Cq, id: u64, op: WcOpcode) -> u32 {
+    let wc = cq.poll_wait(T).expect("completion");
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode),
+        (id, WcStatus::Success, op),
+        "{wc:?}"
+    );
+    wc.byte_len
+}
+
+fn pattern(seed: u8, n: usize) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+#[test]
+fn two_daemons_send_write_read_atomics() {
+    let cap = std::env::temp_dir().join(format!("rocexd-test-{}.pcap", std::process::id()));
+    let mut da = Daemon::start_with("127.0.5.1", "a", &["--pcap", cap.to_str().unwrap()]);
+    let mut db = Daemon::start("127.0.5.2", "b");
+    let mut a = end(&da.sock);
+    let mut b = end(&db.sock);
+    assert_eq!(a.ctx.gid_addr(), IpAddr::from([127, 0, 5, 1]));
+    assert_eq!(a.ctx.query_port(1).unwrap().state, 4);
+    pair(&a, &b);
+    let (attr, _) = a.qp.query().unwrap();
+    assert_eq!(attr.qp_state, QpState::Rts);
+    assert_eq!(attr.dest_qp_num, b.qp.qpn());
+
+    // SEND / RECV, 5000 bytes (several packets).
+    let msg = pattern(1, 5000);
+    a.mr.write(0, &msg).unwrap();
+    b.qp.post_recv(&[RecvWr {
+        wr_id: 10,
+        sges: vec![b.mr.sge(0, 8192)],
+    }])
+    .unwrap();
+    a.qp.post_send(&[SendWr::new(1, SendOp::Send, vec![a.mr.sge(0, 5000)])])
+        .unwrap();
+    ok(&mut a.cq, 1, WcOpcode::Send);
+    assert_eq!(ok(&mut b.cq, 10, WcOpcode::Recv), 5000);
+    let mut got = vec![0; 5000];
+    b.mr.read(0, &mut got).unwrap();
+    assert_eq!(got, msg);
+
+    // Inline SEND.
+    b.qp.post_recv(&[RecvWr {
+        wr_id: 11,
+        sges: vec![b.mr.sge(16384, 64)],
+    }])
+    .unwrap();
+    let mut wr = SendWr::new(2, SendOp::Send, vec![]);
+    wr.data = rocex_verbs::verbs::SendData::Inline(b"inline hello".to_vec());
+    a.qp.post_send(&[wr]).unwrap();
+    ok(&mut a.cq, 2, WcOpcode::Send);
+    assert_eq!(ok(&mut b.cq, 11, WcOpcode::Recv), 12);
+    let mut got = vec![0; 12];
+    b.mr.read(16384, &mut got).unwrap();
+    assert_eq!(&got, b"inline hello");
+
+    // WRITE 100 KiB at an offset, verified byte for byte.
+    let data = pattern(7, 100_000);
+    a.mr.write(8192, &data).unwrap();
+    a.qp.post_send(&[SendWr::new(
+        3,
+        SendOp::Write(b.mr.remote(65536)),
+        vec![a.mr.sge(8192, 100_000)],
+    )])
+    .unwrap();
+    ok(&mut a.cq, 3, WcOpcode::RdmaWrite);
+    let mut got = vec![0; 100_000];
+    b.mr.read(65536, &mut got).unwrap();
+    assert!(got == data, "WRITE data differs");
+
+    // READ 50 KiB back from b into a.
+    let data = pattern(9, 50_000);
+    b.mr.write(300_000, &data).unwrap();
+    a.qp.post_send(&[SendWr::new(
+        4,
+        SendOp::Read(b.mr.remote(300_000)),
+        vec![a.mr.sge(400_000, 50_000)],
+    )])
+    .unwrap();
+    ok(&mut a.cq, 4, WcOpcode::RdmaRead);
+    let mut got = vec![0; 50_000];
+    a.mr.read(400_000, &mut got).unwrap();
+    assert!(got == data, "READ data differs");
+
+    // FETCH_ADD and CMP_SWAP on b's word at 1024.
+    b.mr.write_u64(1024, 40).unwrap();
+    a.qp.post_send(&[SendWr::new(
+        5,
+        SendOp::FetchAdd {
+            remote: b.mr.remote(1024),
+            add: 2,
+        },
+        vec![a.mr.sge(2048, 8)],
+    )])
+    .unwrap();
+    ok(&mut a.cq, 5, WcOpcode::FetchAdd);
+    assert_eq!(a.mr.read_u64(2048).unwrap(), 40);
+    assert_eq!(b.mr.read_u64(1024).unwrap(), 42);
+    a.qp.post_send(&[SendWr::new(
+        6,
+        SendOp::CompareSwap {
+            remote: b.mr.remote(1024),
+            compare: 42,
+            swap: 7,
+        },
+        vec![a.mr.sge(2056, 8)],
+    )])
+    .unwrap();
+    ok(&mut a.cq, 6, WcOpcode::CompSwap);
+    assert_eq!(a.mr.read_u64(2056).unwrap(), 42);
+    assert_eq!(b.mr.read_u64(1024).unwrap(), 7);
+
+    // Many signaled WRITEs in flight, more than one ring's worth over time.
+    for round in 0..4u64 {
+        let wrs: Vec<SendWr> = (0..64)
+            .map(|i| {
+                SendWr::new(
+                    100 + round * 64 + i,
+                    SendOp::Write(b.mr.remote(i * 4096)),
+                    vec![a.mr.sge(i * 4096, 4096)],
+                )
+            })
+            .collect();
+        a.qp.post_send(&wrs).unwrap();
+        for i in 0..64 {
+            ok(&mut a.cq, 100 + round * 64 + i, WcOpcode::RdmaWrite);
+        }
+    }
+
+    drop((a, b));
+    assert!(da.stop(), "daemon a did not shut down cleanly");
+    assert!(db.stop(), "daemon b did not shut down cleanly");
+
+    // The capture holds every frame both ways, as Ethernet/IPv4/UDP RoCE v2 frames whose
+    // ICRCs check.
+    assert!(cap.exists(), "no capture at {}", cap.display());
+    let frames = rocex_dump::capture::read(&cap).expect("readable capture");
+    let _ = std::fs::remove_file(&cap);
+    assert!(frames.len() > 300, "{} frames", frames.len());
+    for f in &frames {
+        let parsed = rocex_wire::frame::Frame::parse(&f.data).expect("a RoCE v2 frame");
+        assert!(
+            matches!(parsed.check_icrc(), rocex_wire::frame::IcrcCheck::Valid(_)),
+            "bad ICRC in the capture"
+        );
+    }
+}
+
+/// Loopback pair on one daemon (two QPs, one context).
+fn loopback(sock: &PathBuf) -> (End, End) {
+    let x = end(sock);
+    let y = end(sock);
+    pair(&x, &y);
+    (x, y)
+}
+
+fn send_recv(x: &mut End, y: &mut End, id: u64) {
+    let msg = pattern(id as u8, 3000);
+    x.mr.write(0, &msg).unwrap();
+    y.qp.post_recv(&[RecvWr {
+        wr_id: id,
+        sges: vec![y.mr.sge(0, 4096)],
+    }])
+    .unwrap();
+    x.qp.post_send(&[SendWr::new(id, SendOp::Send, vec![x.mr.sge(0, 3000)])])
+        .unwrap();
+    ok(&mut x.cq, id, WcOpcode::Send);
+    assert_eq!(ok(&mut y.cq, id, WcOpcode::Recv), 3000);
+    let mut got = vec![0; 3000];
+    y.mr.read(0, &mut got).unwrap();
+    assert_eq!(got, msg);
+}
+
+/// Run as a child process by `killed_client_leaves_daemon_serving`: streams WRITEs on a
+/// loopback pair forever, after printing "running".
+#[test]
+fn child_client_entry() {
+    let Some(sock) = std::env::var_os("ROCEX_TEST_CHILD_SOCKET") else {
+        return;
+    };
+    let (mut x, y) = loopback(&PathBuf::from(sock));
+    println!("running");
+    let mut id = 0u64;
+    loop {
+        let wrs: Vec<SendWr> = (0..16)
+            .map(|i| {
+                id += 1;
+                SendWr::new(
+                    id,
+                    SendOp::Write(y.mr.remote(i * 65536)),
+                    vec![x.mr.sge(i * 65536, 65536)],
+                )
+            })
+            .collect();
+        if x.qp.post_send(&wrs).is_ok() {
+            for _ in 0..16 {
+                let _ = x.cq.poll_wait(T);
+            }
+        }
+    }
+}
+
+#[test]
+fn killed_client_leaves_daemon_serving() {
+    let mut d = Daemon::start("127.0.5.3", "k");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_client_entry", "--nocapture"])
+        .env("ROCEX_TEST_CHILD_SOCKET", &d.sock)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    while !line.contains("running") {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "child exited early");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(d.alive(), "daemon died with its client");
+    let (mut x, mut y) = loopback(&d.sock);
+    for id in 1..=5 {
+        send_recv(&mut x, &mut y, id);
+    }
+    drop((x, y));
+    assert!(d.stop());
+}
+
+#[test]
+fn hostile_client_gets_errors_and_others_are_unaffected() {
+    let mut d = Daemon::start("127.0.5.4", "h");
+    let (mut good_x, mut good_y) = loopback(&d.sock);
+    let (mut bad, _bad_peer) = loopback(&d.sock);
+
+    // An undefined opcode: completes with LOC_QP_OP_ERR, QP to error.
+    let mut slot = [0u8; 128];
+    slot[..8].copy_from_slice(&77u64.to_ne_bytes());
+    slot[8] = 200; // opcode
+    bad.qp.post_raw_send_slot(&slot).unwrap();
+    let wc = bad.cq.poll_wait(T).unwrap();
+    assert_eq!((wc.wr_id, wc.status), (77, WcStatus::LocQpOpErr));
+    // Reserved bits set on an otherwise valid SEND.
+    let mut slot = [0u8; 128];
+    slot[..8].copy_from_slice(&78u64.to_ne_bytes());
+    slot[8] = 2;
+    slot[10] = 0xf0;
+    bad.qp.post_raw_send_slot(&slot).unwrap();
+    let wc = bad.cq.poll_wait(T).unwrap();
+    assert_eq!(wc.wr_id, 78);
+    assert_ne!(wc.status, WcStatus::Success);
+    // Random garbage slots: each completes with an error (the QP is in error now).
+    let mut x = 0x1234_5678_9abc_def0u64;
+    for i in 0..20u64 {
+        let mut slot = [0u8; 256];
+        for b in slot.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+        slot[..8].copy_from_slice(&(1000 + i).to_ne_bytes());
+        bad.qp.post_raw_send_slot(&slot).unwrap();
+    }
+    for _ in 0..20 {
+        let wc = bad.cq.poll_wait(T).unwrap();
+        assert_ne!(wc.status, WcStatus::Success, "{wc:?}");
+    }
+    // A producer index far ahead of anything posted: the ring is refused.
+    bad.qp.corrupt_sq_producer(0x8000_0000).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(d.alive(), "daemon died on a hostile ring");
+
+    // The other client works as before.
+    for id in 1..=5 {
+        send_recv(&mut good_x, &mut good_y, id);
+    }
+    // A garbage control frame closes only that connection.
+    {
+        use std::io::Write;
+        let mut s = std::os::unix::net::UnixStream::connect(&d.sock).unwrap();
+        let _ = s.write_all(&[0xff; 64]);
+    }
+    send_recv(&mut good_x, &mut good_y, 6);
+    drop((good_x, good_y, bad));
+    assert!(d.stop());
+}

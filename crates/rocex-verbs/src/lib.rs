@@ -1,0 +1,864 @@
+//! A safe verbs API with libibverbs semantics, over `rocexd`'s control socket and the
+//! shared-memory rings of `docs/abi.md`.
+//!
+//! Control operations (open, query, PD, MR, CQ and QP create/modify/destroy) are requests
+//! on the daemon's Unix socket. The data path is shared memory: [`Qp::post_send`] and
+//! [`Qp::post_recv`] write descriptors into the QP's rings and publish them with one store
+//! (the doorbell word), writing the doorbell eventfd only when the daemon sleeps;
+//! [`Cq::poll`] reads completions from the CQ ring without a system call, and
+//! [`Cq::wait`] arms the CQ (`ibv_req_notify_cq`) and blocks on the completion channel.
+//!
+//! Memory regions are allocated by the library ([`Pd::alloc_mr`]) in a sealed memfd that
+//! the daemon maps, so RDMA moves bytes straight between the wire and the application's
+//! pages. Because the daemon may write those pages at any time, the library gives no
+//! `&mut [u8]` over them (that would be a data race in Rust's model): [`Mr::write`],
+//! [`Mr::read`] and the `u64` helpers copy through atomic words.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use rocex_verbs::{Context, QpInitAttr};
+//! use rocex_verbs::verbs::{Access, QpCap, QpType, RecvWr, Sge};
+//!
+//! let ctx = Context::open("/run/rocex/10.0.0.1.sock")?;
+//! let pd = ctx.alloc_pd()?;
+//! let mr = pd.alloc_mr(4096, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+//! let mut cq = ctx.create_cq(256, None)?;
+//! let mut qp = pd.create_qp(&QpInitAttr {
+//!     qp_type: QpType::Rc,
+//!     send_cq: &cq,
+//!     recv_cq: &cq,
+//!     cap: QpCap::default(),
+//! })?;
+//! // ... modify the QP through INIT, RTR and RTS with the peer's QPN and PSN ...
+//! qp.post_recv(&[RecvWr { wr_id: 1, sges: vec![mr.sge(0, 4096)] }])?;
+//! let wc = cq.poll_wait(std::time::Duration::from_secs(1))?;
+//! # Ok::<(), rocex_verbs::Error>(())
+//! ```
+
+use std::cell::Cell;
+use std::fmt;
+use std::io;
+use std::net::IpAddr;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use rocex_proto::verbs::{AttrMask, QpAttr, QpCap, QpType, RecvWr, SendWr, Sge, WorkCompletion};
+use rocex_shm::control::{
+    DeviceAttr, HEADER_LEN, QpCreated, Request, Response, decode_header, encode_frame, kind,
+    response_fds,
+};
+use rocex_shm::layout::RING_ALIGN;
+use rocex_shm::region::{recv_fds, send_fds};
+use rocex_shm::{
+    ABI_VERSION, CqReader, EventFd, PostError, ReadError, RegionHeader, Ring, RingKind, RingSpec,
+    SharedRegion, SleepCheck, WqWriter,
+};
+
+/// The verbs vocabulary (QP attributes, work requests, completions), re-exported.
+pub mod verbs {
+    pub use rocex_proto::verbs::*;
+}
+pub use rocex_proto::verbs::{Access, WorkCompletion as Wc};
+pub use rocex_shm::control::DeviceAttr as DeviceAttributes;
+
+/// Where a client looks for the daemon without a path: `$ROCEX_SOCKET`, else
+/// `/run/rocex/rocexd.sock`.
+pub fn default_socket() -> PathBuf {
+    std::env::var_os("ROCEX_SOCKET")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/run/rocex/rocexd.sock"))
+}
+
+/// Why a verbs call failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The socket or a mapping failed.
+    Io(io::Error),
+    /// The daemon refused the request (`errno` as in libibverbs: EINVAL, ENOENT, ...).
+    Daemon {
+        /// The errno value.
+        errno: u32,
+        /// The daemon's explanation.
+        detail: String,
+    },
+    /// The daemon answered something this library cannot use.
+    Protocol(String),
+    /// A work request does not fit its ring slot.
+    Post(PostError),
+    /// The work queue is full (`ENOMEM` from `ibv_post_send`); poll the CQ and retry.
+    QueueFull,
+    /// A completion in the CQ ring is malformed.
+    BadCompletion(ReadError),
+    /// No completion arrived in time.
+    Timeout,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Io(e) => write!(f, "{e}"),
+            Self::Daemon { errno, detail } => {
+                write!(f, "rocexd refused the request (errno {errno}): {detail}")
+            }
+            Self::Protocol(why) => write!(f, "control-channel protocol error: {why}"),
+            Self::Post(e) => write!(f, "{e}"),
+            Self::QueueFull => f.write_str("the work queue is full"),
+            Self::BadCompletion(e) => write!(f, "malformed completion: {e}"),
+            Self::Timeout => f.write_str("no completion within the timeout"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Self {
+        Self::Io(e)
+    }
+}
+
+/// A result of a verbs call.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+fn proto(why: impl Into<String>) -> Error {
+    Error::Protocol(why.into())
+}
+
+/// The control connection.
+#[derive(Debug)]
+struct Channel {
+    sock: UnixStream,
+    seq: Cell<u64>,
+}
+
+impl Channel {
+    /// One request, one response: sends the frame with `fds`, reads the answer and the
+    /// descriptors its kind carries.
+    fn call(&self, req: &Request, fds: &[OwnedFd]) -> Result<(Response, Vec<OwnedFd>)> {
+        let seq = self.seq.get().wrapping_add(1);
+        self.seq.set(seq);
+        let frame =
+            encode_frame(req.kind(), seq, &req.encode()).map_err(|e| proto(e.to_string()))?;
+        let borrowed: Vec<_> = fds.iter().map(AsFd::as_fd).collect();
+        let n = send_fds(self.sock.as_fd(), &frame, &borrowed)?;
+        if n < frame.len() {
+            write_all(&self.sock, &frame[n..])?;
+        }
+        let mut head = [0u8; HEADER_LEN];
+        let mut got = 0;
+        let mut fds = Vec::new();
+        while got < HEADER_LEN {
+            let (n, f) = recv_fds(self.sock.as_fd(), &mut head[got..], 4)?;
+            if n == 0 {
+                return Err(Error::Io(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "rocexd closed the connection",
+                )));
+            }
+            fds.extend(f);
+            got += n;
+        }
+        let h = decode_header(&head).map_err(|e| proto(e.to_string()))?;
+        let mut body = vec![0u8; h.body_len];
+        let mut got = 0;
+        while got < body.len() {
+            let (n, f) = recv_fds(self.sock.as_fd(), &mut body[got..], 4)?;
+            if n == 0 {
+                return Err(proto("connection closed inside a frame"));
+            }
+            fds.extend(f);
+            got += n;
+        }
+        if h.seq != seq {
+            return Err(proto(format!("response seq {} for request {seq}", h.seq)));
+        }
+        let resp = Response::decode(h.kind, &body).map_err(|e| proto(e.to_string()))?;
+        if let Response::Error { errno, detail } = resp {
+            return Err(Error::Daemon { errno, detail });
+        }
+        if h.kind != req.kind() | kind::RESPONSE {
+            return Err(proto(format!(
+                "response kind {:#x} to {:#x}",
+                h.kind,
+                req.kind()
+            )));
+        }
+        if fds.len() != response_fds(h.kind) {
+            return Err(proto(format!(
+                "{} fds with response {:#x}",
+                fds.len(),
+                h.kind
+            )));
+        }
+        Ok((resp, fds))
+    }
+
+    fn done(&self, req: &Request) -> Result<()> {
+        self.call(req, &[]).map(drop)
+    }
+}
+
+fn write_all(sock: &UnixStream, mut b: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let mut s = sock;
+    while !b.is_empty() {
+        let n = s.write(b)?;
+        b = &b[n..];
+    }
+    Ok(())
+}
+
+/// An open device (`ibv_context`): a connection to one `rocexd`.
+#[derive(Debug, Clone)]
+pub struct Context {
+    ch: Rc<Channel>,
+    attr: DeviceAttr,
+    next_iova: Rc<Cell<u64>>,
+}
+
+/// Port attributes (`ibv_port_attr` subset).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortAttr {
+    /// `enum ibv_port_state` (4 ACTIVE).
+    pub state: u8,
+    /// Active MTU (`enum ibv_mtu`).
+    pub active_mtu: u8,
+    /// Entries in the GID table (1).
+    pub gid_tbl_len: u32,
+}
+
+impl Context {
+    /// Connects to the daemon at `path` and checks the ABI version.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let sock = UnixStream::connect(path.as_ref())?;
+        let ch = Channel {
+            sock,
+            seq: Cell::new(0),
+        };
+        match ch
+            .call(
+                &Request::Hello {
+                    abi_version: ABI_VERSION,
+                },
+                &[],
+            )?
+            .0
+        {
+            Response::Hello { .. } => {}
+            r => return Err(proto(format!("unexpected {r:?}"))),
+        }
+        let Response::QueryDevice(attr) = ch.call(&Request::QueryDevice, &[])?.0 else {
+            return Err(proto("bad QueryDevice response"));
+        };
+        Ok(Self {
+            ch: Rc::new(ch),
+            attr,
+            next_iova: Rc::new(Cell::new(1 << 40)),
+        })
+    }
+
+    /// Connects to [`default_socket`].
+    pub fn open_default() -> Result<Self> {
+        Self::open(default_socket())
+    }
+
+    /// Device attributes (`ibv_query_device`).
+    pub fn query_device(&self) -> Result<DeviceAttr> {
+        match self.ch.call(&Request::QueryDevice, &[])?.0 {
+            Response::QueryDevice(a) => Ok(a),
+            r => Err(proto(format!("unexpected {r:?}"))),
+        }
+    }
+
+    /// Port attributes (`ibv_query_port`); the device has one port, number 1.
+    pub fn query_port(&self, port: u8) -> Result<PortAttr> {
+        if port != 1 {
+            return Err(Error::Daemon {
+                errno: 22,
+                detail: "the device has one port, number 1".into(),
+            });
+        }
+        let a = self.query_device()?;
+        Ok(PortAttr {
+            state: a.port_state,
+            active_mtu: a.mtu,
+            gid_tbl_len: 1,
+        })
+    }
+
+    /// The GID at `index` of port 1 (`ibv_query_gid`): the device's IP address
+    /// (IPv4-mapped for IPv4).
+    pub fn query_gid(&self, port: u8, index: u32) -> Result<[u8; 16]> {
+        if port != 1 || index != 0 {
+            return Err(Error::Daemon {
+                errno: 22,
+                detail: "only GID 0 of port 1 exists".into(),
+            });
+        }
+        Ok(self.attr.gid)
+    }
+
+    /// The device's IP address (its GID as an address: what a peer puts in `ah_attr`).
+    pub fn gid_addr(&self) -> IpAddr {
+        let v6 = std::net::Ipv6Addr::from(self.attr.gid);
+        v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4)
+    }
+
+    /// Allocates a protection domain.
+    pub fn alloc_pd(&self) -> Result<Pd> {
+        match self.ch.call(&Request::AllocPd, &[])?.0 {
+            Response::AllocPd { pd } => Ok(Pd {
+                ctx: self.clone(),
+                pd,
+            }),
+            r => Err(proto(format!("unexpected {r:?}"))),
+        }
+    }
+
+    /// A completion channel (`ibv_create_comp_channel`).
+    pub fn create_comp_channel(&self) -> Result<CompChannel> {
+        let (r, mut fds) = self.ch.call(&Request::CreateCompChannel, &[])?;
+        match (r, fds.pop()) {
+            (Response::CreateCompChannel { channel }, Some(fd)) => Ok(CompChannel {
+                id: channel,
+                ev: Rc::new(EventFd::from_fd(fd)),
+            }),
+            (r, _) => Err(proto(format!("unexpected {r:?}"))),
+        }
+    }
+
+    /// A CQ of at least `cqe` entries, optionally tied to a completion channel. Without
+    /// one, a private channel is made so that [`Cq::wait`] always works.
+    pub fn create_cq(&self, cqe: u32, channel: Option<&CompChannel>) -> Result<Cq> {
+        let channel = match channel {
+            Some(c) => c.clone(),
+            None => self.create_comp_channel()?,
+        };
+        let (r, mut fds) = self.ch.call(
+            &Request::CreateCq {
+                cqe,
+                channel: channel.id,
+            },
+            &[],
+        )?;
+        let (
+            Response::CreateCq {
+                cq,
+                slots,
+                ring_offset,
+            },
+            Some(fd),
+        ) = (r, fds.pop())
+        else {
+            return Err(proto("bad CreateCq response"));
+        };
+        let map = map_rings(fd)?;
+        let spec = RingSpec::new(RingKind::Cq, slots, 64).map_err(|e| proto(e.to_string()))?;
+        let off = usize::try_from(ring_offset).map_err(|_| proto("ring offset"))?;
+        ring_in(&map, off, spec)?;
+        Ok(Cq {
+            ctx: self.clone(),
+            cq,
+            map,
+            spec,
+            off,
+            head: 0,
+            channel,
+        })
+    }
+}
+
+/// Maps a ring memfd from the daemon and checks its header.
+fn map_rings(fd: OwnedFd) -> Result<SharedRegion> {
+    let map = SharedRegion::from_fd(fd)?;
+    let mut b = [0u8; 128];
+    map.view()
+        .read(0, &mut b)
+        .map_err(|e| proto(e.to_string()))?;
+    let h = <RegionHeader as zerocopy_shim::FromBytes>::read_from_bytes(&b[..])
+        .map_err(|_| proto("region header"))?;
+    if !h.compatible() {
+        return Err(proto("the ring region's header does not match this ABI"));
+    }
+    Ok(map)
+}
+
+/// zerocopy's trait, through rocex-shm's re-export of the header type.
+mod zerocopy_shim {
+    pub(crate) use zerocopy::FromBytes;
+}
+
+fn ring_in(map: &SharedRegion, off: usize, spec: RingSpec) -> Result<Ring<'_>> {
+    let v = map
+        .view()
+        .sub(off, spec.stride())
+        .map_err(|e| proto(e.to_string()))?;
+    Ring::new(v, spec).map_err(|e| proto(e.to_string()))
+}
+
+/// A completion channel: the eventfd the daemon writes when an armed CQ gets a
+/// completion.
+#[derive(Debug, Clone)]
+pub struct CompChannel {
+    id: u32,
+    ev: Rc<EventFd>,
+}
+
+impl CompChannel {
+    /// Waits for an event (or `timeout`); true when one came.
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
+        Ok(self.ev.wait(timeout)?)
+    }
+}
+
+/// A protection domain.
+#[derive(Debug)]
+pub struct Pd {
+    ctx: Context,
+    pd: u32,
+}
+
+/// How a QP is created (`ibv_qp_init_attr`).
+#[derive(Debug, Clone, Copy)]
+pub struct QpInitAttr<'a> {
+    /// Transport.
+    pub qp_type: QpType,
+    /// CQ for send completions.
+    pub send_cq: &'a Cq,
+    /// CQ for receive completions.
+    pub recv_cq: &'a Cq,
+    /// Queue sizes wanted; the QP may get more ([`Qp::cap`]).
+    pub cap: QpCap,
+}
+
+impl Pd {
+    /// Allocates a memory region of `len` bytes (zeroed, page-rounded) in a sealed memfd
+    /// and registers it with `access`.
+    pub fn alloc_mr(&self, len: usize, access: Access) -> Result<Mr> {
+        let map = SharedRegion::create("rocex-mr", len)?;
+        let iova = self.ctx.next_iova.get();
+        self.ctx
+            .next_iova
+            .set(iova + (map.len() as u64).next_multiple_of(1 << 32));
+        let fd = rustix::io::fcntl_dupfd_cloexec(map.fd(), 0).map_err(io::Error::from)?;
+        let (r, _) = self.ctx.ch.call(
+            &Request::RegMrShared {
+                pd: self.pd,
+                iova,
+                offset: 0,
+                len: len as u64,
+                access: access.bits(),
+            },
+            &[fd],
+        )?;
+        let Response::RegMr { lkey, rkey, .. } = r else {
+            return Err(proto("bad RegMr response"));
+        };
+        Ok(Mr {
+            ctx: self.ctx.clone(),
+            map,
+            len,
+            iova,
+            lkey,
+            rkey,
+        })
+    }
+
+    /// Creates a queue pair in RESET.
+    pub fn create_qp(&self, init: &QpInitAttr<'_>) -> Result<Qp> {
+        let (r, mut fds) = self.ctx.ch.call(
+            &Request::CreateQp {
+                pd: self.pd,
+                qp_type: init.qp_type,
+                send_cq: init.send_cq.cq,
+                recv_cq: init.recv_cq.cq,
+                cap: init.cap,
+            },
+            &[],
+        )?;
+        let (Response::CreateQp(c), Some(db), Some(fd)) = (r, fds.pop(), fds.pop()) else {
+            return Err(proto("bad CreateQp response"));
+        };
+        Qp::new(self.ctx.clone(), c, fd, db)
+    }
+}
+
+impl Drop for Pd {
+    fn drop(&mut self) {
+        let _ = self.ctx.ch.done(&Request::DeallocPd { pd: self.pd });
+    }
+}
+
+/// A registered memory region in shared memory.
+#[derive(Debug)]
+pub struct Mr {
+    ctx: Context,
+    map: SharedRegion,
+    len: usize,
+    iova: u64,
+    lkey: u32,
+    rkey: u32,
+}
+
+impl Mr {
+    /// Local key.
+    pub fn lkey(&self) -> u32 {
+        self.lkey
+    }
+    /// Remote key (give it to the peer).
+    pub fn rkey(&self) -> u32 {
+        self.rkey
+    }
+    /// The address of the first byte, as SGEs and peers name it.
+    pub fn addr(&self) -> u64 {
+        self.iova
+    }
+    /// Bytes registered.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True for a zero-length region.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// An SGE over `[offset, offset + len)`.
+    pub fn sge(&self, offset: u64, len: u32) -> Sge {
+        Sge {
+            addr: self.iova + offset,
+            length: len,
+            lkey: self.lkey,
+        }
+    }
+    /// A remote token for the peer: address and rkey of `offset`.
+    pub fn remote(&self, offset: u64) -> verbs::Remote {
+        verbs::Remote {
+            addr: self.iova + offset,
+            rkey: self.rkey,
+        }
+    }
+
+    fn check(&self, offset: usize, n: usize) -> Result<()> {
+        if offset.checked_add(n).is_none_or(|e| e > self.len) {
+            return Err(Error::Io(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "access outside the memory region",
+            )));
+        }
+        Ok(())
+    }
+
+    /// Copies `data` into the region at `offset`.
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        self.check(offset, data.len())?;
+        let v = self.map.view();
+        for (i, &b) in data.iter().enumerate() {
+            let at = offset + i;
+            let w = v.word(at & !3).map_err(|e| proto(e.to_string()))?;
+            let shift = at % 4;
+            let _ = w.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+                let mut x = old.to_ne_bytes();
+                x[shift] = b;
+                Some(u32::from_ne_bytes(x))
+            });
+        }
+        std::sync::atomic::fence(Ordering::Release);
+        Ok(())
+    }
+
+    /// Copies `out.len()` bytes at `offset` out of the region.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.check(offset, out.len())?;
+        std::sync::atomic::fence(Ordering::Acquire);
+        let v = self.map.view();
+        for (i, b) in out.iter_mut().enumerate() {
+            let at = offset + i;
+            let w = v.word(at & !3).map_err(|e| proto(e.to_string()))?;
+            *b = w.load(Ordering::Relaxed).to_ne_bytes()[at % 4];
+        }
+        Ok(())
+    }
+
+    /// The region's bytes, copied.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = vec![0; self.len];
+        let _ = self.read(0, &mut v);
+        v
+    }
+
+    /// The 8 bytes at `offset` in host order (atomics' operands and results).
+    pub fn read_u64(&self, offset: usize) -> Result<u64> {
+        let mut b = [0u8; 8];
+        self.read(offset, &mut b)?;
+        Ok(u64::from_ne_bytes(b))
+    }
+
+    /// Stores 8 bytes at `offset` in host order.
+    pub fn write_u64(&self, offset: usize, v: u64) -> Result<()> {
+        self.write(offset, &v.to_ne_bytes())
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        let _ = self.ctx.ch.done(&Request::DeregMr { lkey: self.lkey });
+    }
+}
+
+/// A completion queue.
+#[derive(Debug)]
+pub struct Cq {
+    ctx: Context,
+    cq: u32,
+    map: SharedRegion,
+    spec: RingSpec,
+    off: usize,
+    head: u32,
+    channel: CompChannel,
+}
+
+impl Cq {
+    /// The CQ's handle.
+    pub fn handle(&self) -> u32 {
+        self.cq
+    }
+
+    /// Takes up to `max` completions (`ibv_poll_cq`); no system call.
+    pub fn poll(&mut self, max: usize) -> Result<Vec<WorkCompletion>> {
+        let ring = ring_in(&self.map, self.off, self.spec)?;
+        let mut r = CqReader::new(ring.consumer_at(self.head));
+        let mut out = Vec::new();
+        let mut err = None;
+        while out.len() < max {
+            match r.poll() {
+                Ok(Some(wc)) => {
+                    self.head = self.head.wrapping_add(1);
+                    out.push(wc);
+                }
+                Ok(None) => break,
+                Err(e @ ReadError::Desc { .. }) => {
+                    self.head = self.head.wrapping_add(1);
+                    err = Some(e);
+                    break;
+                }
+                Err(e) => {
+                    err = Some(e);
+                    break;
+                }
+            }
+        }
+        r.ring().release();
+        match err {
+            Some(e) if out.is_empty() => Err(Error::BadCompletion(e)),
+            _ => Ok(out),
+        }
+    }
+
+    /// Arms the CQ (`ibv_req_notify_cq`): the next completion writes the channel. Returns
+    /// true when completions are already waiting (poll instead of waiting).
+    pub fn req_notify(&mut self) -> Result<bool> {
+        let ring = ring_in(&self.map, self.off, self.spec)?;
+        match ring.consumer_at(self.head).prepare_sleep(1) {
+            Ok(SleepCheck::Sleep) => Ok(false),
+            Ok(SleepCheck::Ready(_)) => Ok(true),
+            Err(e) => Err(Error::BadCompletion(ReadError::Ring(e))),
+        }
+    }
+
+    /// Arms the CQ and blocks on its completion channel until a completion is there or
+    /// `timeout` passes; true when one is there.
+    pub fn wait(&mut self, timeout: Duration) -> Result<bool> {
+        if self.req_notify()? {
+            return Ok(true);
+        }
+        let r = self.channel.wait(Some(timeout));
+        let ring = ring_in(&self.map, self.off, self.spec)?;
+        ring.consumer_at(self.head).finish_sleep();
+        r
+    }
+
+    /// The next completion, polling briefly and then sleeping on the channel; fails with
+    /// [`Error::Timeout`].
+    pub fn poll_wait(&mut self, timeout: Duration) -> Result<WorkCompletion> {
+        let end = Instant::now() + timeout;
+        let mut spins = 0u32;
+        loop {
+            if let Some(wc) = self.poll(1)?.pop() {
+                return Ok(wc);
+            }
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Error::Timeout);
+            }
+            spins += 1;
+            if spins < 200 {
+                std::hint::spin_loop();
+            } else {
+                self.wait(left.min(Duration::from_millis(50)))?;
+            }
+        }
+    }
+}
+
+impl Drop for Cq {
+    fn drop(&mut self) {
+        let _ = self.ctx.ch.done(&Request::DestroyCq { cq: self.cq });
+    }
+}
+
+/// A queue pair.
+#[derive(Debug)]
+pub struct Qp {
+    ctx: Context,
+    qpn: u32,
+    cap: QpCap,
+    map: SharedRegion,
+    sq: RingSpec,
+    sq_off: usize,
+    sq_tail: u32,
+    rq: RingSpec,
+    rq_off: usize,
+    rq_tail: u32,
+    doorbell: EventFd,
+}
+
+impl Qp {
+    fn new(ctx: Context, c: QpCreated, fd: OwnedFd, db: OwnedFd) -> Result<Self> {
+        let map = map_rings(fd)?;
+        let sq = RingSpec::new(RingKind::Sq, c.sq_slots, c.sq_slot_size)
+            .map_err(|e| proto(e.to_string()))?;
+        let rq = RingSpec::new(RingKind::Rq, c.rq_slots, c.rq_slot_size)
+            .map_err(|e| proto(e.to_string()))?;
+        let sq_off = usize::try_from(c.sq_offset).map_err(|_| proto("sq offset"))?;
+        let rq_off = usize::try_from(c.rq_offset).map_err(|_| proto("rq offset"))?;
+        if sq_off % RING_ALIGN != 0 || rq_off % RING_ALIGN != 0 {
+            return Err(proto("misaligned ring"));
+        }
+        ring_in(&map, sq_off, sq)?;
+        ring_in(&map, rq_off, rq)?;
+        Ok(Self {
+            ctx,
+            qpn: c.qpn,
+            cap: c.cap,
+            map,
+            sq,
+            sq_off,
+            sq_tail: 0,
+            rq,
+            rq_off,
+            rq_tail: 0,
+            doorbell: EventFd::from_fd(db),
+        })
+    }
+
+    /// The QP number (give it to the peer).
+    pub fn qpn(&self) -> u32 {
+        self.qpn
+    }
+
+    /// The capabilities granted.
+    pub fn cap(&self) -> QpCap {
+        self.cap
+    }
+
+    /// `ibv_modify_qp`.
+    pub fn modify(&self, attr: &QpAttr, mask: AttrMask) -> Result<()> {
+        self.ctx.ch.done(&Request::ModifyQp {
+            qpn: self.qpn,
+            mask,
+            attr: *attr,
+        })
+    }
+
+    /// `ibv_query_qp`: attributes and capabilities.
+    pub fn query(&self) -> Result<(QpAttr, QpCap)> {
+        match self
+            .ctx
+            .ch
+            .call(&Request::QueryQp { qpn: self.qpn }, &[])?
+            .0
+        {
+            Response::QueryQp { attr, cap } => Ok((attr, cap)),
+            r => Err(proto(format!("unexpected {r:?}"))),
+        }
+    }
+
+    /// Posts send work requests (`ibv_post_send`): all are written, then one doorbell.
+    /// Fails with [`Error::QueueFull`] when the SQ has no room for all of them (none is
+    /// posted then).
+    pub fn post_send(&mut self, wrs: &[SendWr]) -> Result<()> {
+        let ring = ring_in(&self.map, self.sq_off, self.sq)?;
+        let mut p = ring.producer_at(self.sq_tail);
+        let free = p.free().map_err(|e| Error::Post(PostError::Ring(e)))?;
+        if (free as usize) < wrs.len() {
+            return Err(Error::QueueFull);
+        }
+        let mut w = WqWriter::new(p, self.sq);
+        for wr in wrs {
+            w.post_send(wr).map_err(Error::Post)?;
+            self.sq_tail = self.sq_tail.wrapping_add(1);
+        }
+        if w.publish() {
+            self.doorbell.signal()?;
+        }
+        Ok(())
+    }
+
+    /// Posts receive work requests (`ibv_post_recv`).
+    pub fn post_recv(&mut self, wrs: &[RecvWr]) -> Result<()> {
+        let ring = ring_in(&self.map, self.rq_off, self.rq)?;
+        let mut p = ring.producer_at(self.rq_tail);
+        let free = p.free().map_err(|e| Error::Post(PostError::Ring(e)))?;
+        if (free as usize) < wrs.len() {
+            return Err(Error::QueueFull);
+        }
+        let mut w = WqWriter::new(p, self.rq);
+        for wr in wrs {
+            w.post_recv(wr).map_err(Error::Post)?;
+            self.rq_tail = self.rq_tail.wrapping_add(1);
+        }
+        if w.publish() {
+            self.doorbell.signal()?;
+        }
+        Ok(())
+    }
+
+    /// Raw access to the SQ ring memory, for tests of the daemon's validation: writes
+    /// `bytes` into the next slot and publishes it, with no encoding or checks.
+    #[doc(hidden)]
+    pub fn post_raw_send_slot(&mut self, bytes: &[u8]) -> Result<()> {
+        let ring = ring_in(&self.map, self.sq_off, self.sq)?;
+        let mut p = ring.producer_at(self.sq_tail);
+        p.free().map_err(|e| Error::Post(PostError::Ring(e)))?;
+        p.push(bytes).map_err(|e| Error::Post(PostError::Ring(e)))?;
+        self.sq_tail = self.sq_tail.wrapping_add(1);
+        if p.publish() {
+            self.doorbell.signal()?;
+        }
+        Ok(())
+    }
+
+    /// Raw access for tests: stores `index` as the SQ producer index (a lie about how
+    /// much was posted).
+    #[doc(hidden)]
+    pub fn corrupt_sq_producer(&mut self, index: u32) -> Result<()> {
+        let v = self.map.view();
+        let w = v
+            .word(self.sq_off + rocex_shm::layout::ring_off::PRODUCER)
+            .map_err(|e| proto(e.to_string()))?;
+        w.store(index, Ordering::Release);
+        self.doorbell.signal()?;
+        Ok(())
+    }
+}
+
+impl Drop for Qp {
+    fn drop(&mut self) {
+        let _ = self.ctx.ch.done(&Request::DestroyQp { qpn: self.qpn });
+    }
+}

@@ -49,7 +49,8 @@ lint:
     cargo fmt --all --check
     cargo clippy --workspace --all-targets -- -D warnings
 
-# Interop: ibv_rc_pingpong in a kernel rxe guest against rocex, both roles, with loss
-# (`just interop --quick` for the CI subset). Needs root.
+# Interop: ibv_rc_pingpong, ibv_ud_pingpong and perftest in a kernel rxe guest against
+# rocex, both roles, with loss (`just interop --quick` for the CI subset). Needs root.
 interop *ARGS:
     proto-tests/interop/run.sh {{ARGS}}
+    proto-tests/interop/perftest.sh {{ARGS}}

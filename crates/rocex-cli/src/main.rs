@@ -4,6 +4,7 @@ mod conform;
 mod demo;
 mod dump;
 mod oob;
+mod perf;
 mod pingpong;
 
 use std::process::ExitCode;
@@ -29,6 +30,9 @@ enum Command {
     Pingpong(pingpong::Args),
     /// Two rocex engines on 127.0.0.1 and 127.0.0.2: a ping-pong and a verified WRITE stream.
     Demo(demo::Args),
+    /// perftest-style bandwidth and latency tests (write, read, send, atomic), compatible with
+    /// perftest's out-of-band exchange.
+    Perf(perf::Args),
 }
 
 fn main() -> ExitCode {
@@ -38,5 +42,6 @@ fn main() -> ExitCode {
         Command::Conform(args) => conform::run(&args),
         Command::Pingpong(args) => pingpong::run(&args),
         Command::Demo(args) => demo::run(&args),
+        Command::Perf(args) => perf::run(&args),
     }
 }

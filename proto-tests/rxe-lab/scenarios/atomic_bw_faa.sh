@@ -1,4 +1,4 @@
-# desc: ib_atomic_bw -A FETCH_AND_ADD, 20 iterations
+# desc: ib_atomic_bw -A FETCH_AND_ADD, 20 iterations; --set ITERS=N
 # data: yes
-server() { ib_atomic_bw -d rxe0 -x "$GID" -m "$MTU" -A FETCH_AND_ADD -n 20 -F; }
-client() { retry ib_atomic_bw -d rxe0 -x "$GID" -m "$MTU" -A FETCH_AND_ADD -n 20 -F "$PEER4"; }
+server() { ib_atomic_bw -d rxe0 -x "$GID" -m "$MTU" -A FETCH_AND_ADD -n "${ITERS:-20}" -F; }
+client() { retry ib_atomic_bw -d rxe0 -x "$GID" -m "$MTU" -A FETCH_AND_ADD -n "${ITERS:-20}" -F "$PEER4"; }

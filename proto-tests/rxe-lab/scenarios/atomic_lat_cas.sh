@@ -1,4 +1,4 @@
-# desc: ib_atomic_lat -A CMP_AND_SWAP, 20 iterations
+# desc: ib_atomic_lat -A CMP_AND_SWAP, 20 iterations; --set ITERS=N
 # data: yes
-server() { ib_atomic_lat -d rxe0 -x "$GID" -m "$MTU" -A CMP_AND_SWAP -n 20 -F; }
-client() { retry ib_atomic_lat -d rxe0 -x "$GID" -m "$MTU" -A CMP_AND_SWAP -n 20 -F "$PEER4"; }
+server() { ib_atomic_lat -d rxe0 -x "$GID" -m "$MTU" -A CMP_AND_SWAP -n "${ITERS:-20}" -F; }
+client() { retry ib_atomic_lat -d rxe0 -x "$GID" -m "$MTU" -A CMP_AND_SWAP -n "${ITERS:-20}" -F "$PEER4"; }

@@ -1,4 +1,4 @@
-# desc: ib_read_lat, 64-byte messages, 50 iterations
+# desc: ib_read_lat, 64-byte messages, 50 iterations; --set SIZE=N ITERS=N
 # data: yes
-server() { ib_read_lat -d rxe0 -x "$GID" -m "$MTU" -s 64 -n 50 -F; }
-client() { retry ib_read_lat -d rxe0 -x "$GID" -m "$MTU" -s 64 -n 50 -F "$PEER4"; }
+server() { ib_read_lat -d rxe0 -x "$GID" -m "$MTU" -s "${SIZE:-64}" -n "${ITERS:-50}" -F; }
+client() { retry ib_read_lat -d rxe0 -x "$GID" -m "$MTU" -s "${SIZE:-64}" -n "${ITERS:-50}" -F "$PEER4"; }

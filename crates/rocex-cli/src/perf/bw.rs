@@ -1,0 +1,379 @@
+//! Bandwidth tests. The client keeps `tx_depth` requests in flight per QP; the server of a
+//! one-sided test only waits for the client's "done" handshake (its engine answers the
+//! requests meanwhile), the server of a SEND test receives and reposts.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use rocex_proto::verbs::{RecvWr, SendData, SendOp, SendWr, WcStatus, WorkCompletion};
+
+use super::exchange::{BwReport, KeyMsg, Oob, Verdict};
+use super::report::{Progress, Sampler};
+use super::{ATOMIC_START, AtomicType, Ctx, Op, Outcome, Params, pattern, verbs_err};
+
+/// wr_id = QP index << 40 | sequence number.
+const QP_SHIFT: u32 = 40;
+/// No completion for this long means the peer is gone.
+const STALL: Duration = Duration::from_secs(30);
+
+pub(crate) fn split(wr_id: u64) -> (usize, u64) {
+    ((wr_id >> QP_SHIFT) as usize, wr_id & ((1 << QP_SHIFT) - 1))
+}
+
+pub(crate) fn wc_ok(wc: &WorkCompletion) -> io::Result<()> {
+    if wc.status == WcStatus::Success {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "completion with status {:?} (wr_id {:#x}, {:?})",
+            wc.status, wc.wr_id, wc.opcode
+        )))
+    }
+}
+
+/// Posts receive slot `k` of QP `qp`.
+pub(crate) fn post_recv(ctx: &mut Ctx, qp: usize, k: u32) -> io::Result<()> {
+    let sge = ctx.sge(qp, ctx.slot(qp, k), ctx.size);
+    let now = ctx.driver.now();
+    let qpn = ctx.qps[qp].qpn;
+    ctx.driver
+        .engine
+        .post_recv(
+            now,
+            qpn,
+            RecvWr {
+                wr_id: ((qp as u64) << QP_SHIFT) | u64::from(k),
+                sges: vec![sge],
+            },
+        )
+        .map_err(verbs_err)
+}
+
+/// Posts a receive into every slot of every QP (SEND tests), before the last handshake,
+/// as perftest does, so that the first SEND finds one.
+pub(crate) fn post_all_recvs(ctx: &mut Ctx, p: &Params) -> io::Result<()> {
+    for qp in 0..ctx.qps.len() {
+        for k in 0..ctx.slots.min(p.rx_depth) {
+            post_recv(ctx, qp, k)?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks a received or READ message in slot `k` against the pattern, then clears the
+/// slot so that a message that never lands there cannot pass on stale bytes.
+pub(crate) fn check_slot(ctx: &Ctx, qp: usize, k: u32, len: usize) -> u64 {
+    let addr = ctx.slot(qp, k);
+    let mut got = vec![0u8; len];
+    ctx.read_mem(qp, addr, &mut got);
+    let errors = got
+        .iter()
+        .enumerate()
+        .filter(|(i, b)| **b != pattern(*i as u64))
+        .count() as u64;
+    ctx.write_mem(qp, addr, &vec![0u8; len]);
+    errors
+}
+
+/// Posts request `seq` of QP `qp`.
+pub(crate) fn post_request(ctx: &mut Ctx, p: &Params, qp: usize, seq: u64) -> io::Result<()> {
+    let remote = ctx.peer_remote(qp);
+    let slot = ctx.slot(qp, (seq % u64::from(ctx.slots)) as u32);
+    let (op, sge) = match p.op {
+        Op::Write => (SendOp::Write(remote), ctx.sge(qp, ctx.local(qp), p.size)),
+        Op::Send => (SendOp::Send, ctx.sge(qp, ctx.local(qp), p.size)),
+        Op::Read => (SendOp::Read(remote), ctx.sge(qp, slot, p.size)),
+        Op::Atomic => {
+            let op = match p.atomic {
+                AtomicType::Faa => SendOp::FetchAdd { remote, add: 1 },
+                AtomicType::Cas => SendOp::CompareSwap {
+                    remote,
+                    compare: ATOMIC_START.wrapping_add(seq),
+                    swap: ATOMIC_START.wrapping_add(seq + 1),
+                },
+            };
+            (op, ctx.sge(qp, slot, 8))
+        }
+    };
+    let mut wr = SendWr::new(((qp as u64) << QP_SHIFT) | seq, op, vec![sge]);
+    if matches!(p.op, Op::Write | Op::Send) && p.size <= p.inline {
+        let mut data = vec![0u8; p.size as usize];
+        ctx.read_mem(qp, ctx.local(qp), &mut data);
+        wr.data = SendData::Inline(data);
+    }
+    let now = ctx.driver.now();
+    let qpn = ctx.qps[qp].qpn;
+    ctx.driver.engine.post_send(now, qpn, wr).map_err(verbs_err)
+}
+
+/// Checks what request `seq` brought back: READ data, or an atomic's original value, which
+/// is `ATOMIC_START + seq` because the responder runs one QP's atomics in order.
+pub(crate) fn check_result(ctx: &Ctx, p: &Params, qp: usize, seq: u64) -> u64 {
+    let k = (seq % u64::from(ctx.slots)) as u32;
+    match p.op {
+        Op::Read => check_slot(ctx, qp, k, p.size as usize),
+        Op::Atomic => {
+            let mut w = [0u8; 8];
+            ctx.read_mem(qp, ctx.slot(qp, k), &mut w);
+            u64::from(u64::from_ne_bytes(w) != ATOMIC_START.wrapping_add(seq))
+        }
+        Op::Write | Op::Send => 0,
+    }
+}
+
+pub(crate) fn run(
+    ctx: &mut Ctx,
+    p: &Params,
+    oob: &mut Oob,
+    mine: &[KeyMsg],
+    progress: &mut Progress,
+) -> io::Result<Outcome> {
+    match (p.client, p.op) {
+        (true, _) => client(ctx, p, oob, mine, progress),
+        (false, Op::Send) => send_server(ctx, p, oob, mine, progress),
+        (false, _) => passive_server(ctx, p, oob, mine),
+    }
+}
+
+fn client(
+    ctx: &mut Ctx,
+    p: &Params,
+    oob: &mut Oob,
+    mine: &[KeyMsg],
+    progress: &mut Progress,
+) -> io::Result<Outcome> {
+    let nq = ctx.qps.len();
+    // READ and atomic results need a slot each while in flight.
+    let depth = if matches!(p.op, Op::Read | Op::Atomic) {
+        p.tx_depth.min(ctx.slots)
+    } else {
+        p.tx_depth
+    } as u64;
+    let target = if p.duration.is_some() {
+        u64::MAX
+    } else {
+        p.iters
+    };
+    let mut posted = vec![0u64; nq];
+    let mut done = vec![0u64; nq];
+    let mut t_post = vec![vec![Instant::now(); depth as usize]; nq];
+    let mut sampler = Sampler::new(u64::from(p.size), depth * nq as u64);
+    let mut lat = Vec::new();
+    let check = p.verify && p.peer_rocex;
+    let mut errors = 0;
+    let start = Instant::now();
+    let deadline = p.duration.map(|d| start + d);
+    let mut last = Instant::now();
+    loop {
+        let now = Instant::now();
+        let stop = deadline.is_some_and(|d| now >= d);
+        for q in 0..nq {
+            while !stop && posted[q] - done[q] < depth && posted[q] < target {
+                post_request(ctx, p, q, posted[q])?;
+                t_post[q][(posted[q] % depth) as usize] = Instant::now();
+                posted[q] += 1;
+            }
+        }
+        ctx.driver.turn()?;
+        let mut n = 0;
+        while let Some(wc) = ctx.driver.engine.poll_cq(ctx.cq) {
+            wc_ok(&wc)?;
+            let (q, seq) = split(wc.wr_id);
+            if q >= nq {
+                return Err(io::Error::other("completion for an unknown QP"));
+            }
+            let now = Instant::now();
+            if lat.len() < 1 << 20 {
+                lat.push(
+                    now.duration_since(t_post[q][(seq % depth) as usize])
+                        .as_secs_f64()
+                        * 1e6,
+                );
+            }
+            if check {
+                errors += check_result(ctx, p, q, seq);
+            }
+            done[q] += 1;
+            n += 1;
+            sampler.tick(now);
+        }
+        if n > 0 {
+            last = Instant::now();
+        } else if last.elapsed() > STALL {
+            return Err(io::Error::other(format!(
+                "no completion for {} s ({} of {} done)",
+                STALL.as_secs(),
+                done.iter().sum::<u64>(),
+                posted.iter().sum::<u64>()
+            )));
+        }
+        let all_posted = stop || posted.iter().all(|&x| x >= target);
+        if all_posted && posted == done {
+            break;
+        }
+        progress.update(start, done.iter().sum(), p.iters * nq as u64);
+        if n == 0 {
+            ctx.driver.wait(Duration::from_micros(200))?;
+        }
+    }
+    let seconds = sampler.elapsed(start);
+    let total: u64 = done.iter().sum();
+    let per_qp = total / nq as u64;
+    let bytes = total * u64::from(p.size);
+    let mib = 1024.0 * 1024.0;
+    let report = BwReport {
+        size: u64::from(p.size),
+        iters: per_qp,
+        bw_peak: sampler.peak_mbs(),
+        bw_avg: bytes as f64 / mib / seconds,
+        msg_rate: total as f64 / seconds / 1e6,
+    };
+    {
+        let c = &mut *ctx;
+        oob.handshake(mine, &mut || c.pump())?;
+    }
+    if p.op != Op::Send {
+        let c = &mut *ctx;
+        oob.bw_reports(&report, &mut || c.pump())?;
+        oob.handshake(mine, &mut || c.pump())?;
+    }
+    Ok(Outcome {
+        iters: total,
+        seconds,
+        peak_mbs: report.bw_peak,
+        lat_us: lat,
+        verdict: Verdict {
+            checked: check,
+            errors,
+        },
+        passive: false,
+    })
+}
+
+/// The server of a WRITE, READ or atomic test: the engine answers; we wait for "done",
+/// then check what a rocex writer left in the remote areas, and take the client's report.
+fn passive_server(
+    ctx: &mut Ctx,
+    p: &Params,
+    oob: &mut Oob,
+    mine: &[KeyMsg],
+) -> io::Result<Outcome> {
+    let start = Instant::now();
+    {
+        let c = &mut *ctx;
+        oob.handshake(mine, &mut || c.pump())?;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let check = p.verify && p.peer_rocex && p.op == Op::Write;
+    let mut errors = 0;
+    if check {
+        for q in 0..ctx.qps.len() {
+            let mut got = vec![0u8; p.size as usize];
+            ctx.read_mem(q, ctx.remote_area(q), &mut got);
+            errors += got
+                .iter()
+                .enumerate()
+                .filter(|(i, b)| **b != pattern(*i as u64))
+                .count() as u64;
+        }
+    }
+    let c = &mut *ctx;
+    // A passive server has no result of its own: perftest's sends whatever its report
+    // holds, and ignores ours.
+    let theirs = oob.bw_reports(&BwReport::default(), &mut || c.pump())?;
+    oob.handshake(mine, &mut || c.pump())?;
+    let mib = 1024.0 * 1024.0;
+    let total = theirs.iters * ctx.qps.len() as u64;
+    let seconds = if theirs.bw_avg > 0.0 && theirs.bw_avg.is_finite() {
+        (total * theirs.size) as f64 / mib / theirs.bw_avg
+    } else {
+        seconds
+    };
+    Ok(Outcome {
+        iters: total,
+        seconds,
+        peak_mbs: if theirs.bw_peak.is_finite() {
+            theirs.bw_peak
+        } else {
+            0.0
+        },
+        lat_us: Vec::new(),
+        verdict: Verdict {
+            checked: check,
+            errors,
+        },
+        passive: true,
+    })
+}
+
+/// The server of a SEND test: `iters` messages per QP, each checked and its slot reposted.
+fn send_server(
+    ctx: &mut Ctx,
+    p: &Params,
+    oob: &mut Oob,
+    mine: &[KeyMsg],
+    progress: &mut Progress,
+) -> io::Result<Outcome> {
+    let nq = ctx.qps.len();
+    let target = p.iters * nq as u64;
+    let check = p.verify && p.peer_rocex;
+    let mut got = 0u64;
+    let mut errors = 0;
+    let mut sampler = Sampler::new(u64::from(p.size), u64::from(p.tx_depth) * nq as u64);
+    let mut first: Option<Instant> = None;
+    let start = Instant::now();
+    let mut last = Instant::now();
+    while got < target {
+        ctx.driver.turn()?;
+        let mut n = 0;
+        while let Some(wc) = ctx.driver.engine.poll_cq(ctx.cq) {
+            wc_ok(&wc)?;
+            let (q, k) = split(wc.wr_id);
+            if q >= nq {
+                return Err(io::Error::other("completion for an unknown QP"));
+            }
+            let now = Instant::now();
+            first.get_or_insert(now);
+            if wc.byte_len != p.size {
+                errors += 1;
+            }
+            if check {
+                errors += check_slot(ctx, q, k as u32, p.size as usize);
+            }
+            post_recv(ctx, q, k as u32)?;
+            got += 1;
+            n += 1;
+            sampler.tick(now);
+        }
+        if n > 0 {
+            last = Instant::now();
+        } else if last.elapsed() > STALL && first.is_some() {
+            return Err(io::Error::other(format!(
+                "no message for {} s ({got} of {target} received)",
+                STALL.as_secs()
+            )));
+        } else if last.elapsed() > 4 * STALL {
+            return Err(io::Error::other("the client sent nothing"));
+        }
+        progress.update(start, got, target);
+        if n == 0 {
+            ctx.driver.wait(Duration::from_millis(1))?;
+        }
+    }
+    let seconds = sampler.elapsed(first.unwrap_or(start));
+    {
+        let c = &mut *ctx;
+        oob.handshake(mine, &mut || c.pump())?;
+    }
+    Ok(Outcome {
+        iters: got,
+        seconds,
+        peak_mbs: sampler.peak_mbs(),
+        lat_us: Vec::new(),
+        verdict: Verdict {
+            checked: check,
+            errors,
+        },
+        passive: false,
+    })
+}

@@ -1,0 +1,195 @@
+//! Latency tests. READ and atomic: the client posts one request at a time and times each
+//! completion; the server is passive. WRITE and SEND: a ping-pong in which each side
+//! answers the other's message (the client opens the SEND test, the server the WRITE
+//! test, as perftest does); a WRITE is seen arriving by polling the last byte of the
+//! remote area for the sender's counter, as perftest does, and each sample is half a
+//! round trip.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use super::bw::{check_result, check_slot, post_recv, post_request, split, wc_ok};
+use super::exchange::{KeyMsg, Oob, Verdict};
+use super::{Ctx, Op, Outcome, Params, pattern};
+
+const STALL: Duration = Duration::from_secs(30);
+
+pub(crate) fn run(
+    ctx: &mut Ctx,
+    p: &Params,
+    oob: &mut Oob,
+    mine: &[KeyMsg],
+) -> io::Result<Outcome> {
+    let out = match (p.op, p.client) {
+        (Op::Read | Op::Atomic, true) => one_at_a_time(ctx, p)?,
+        (Op::Read | Op::Atomic, false) => {
+            let c = &mut *ctx;
+            oob.handshake(mine, &mut || c.pump())?;
+            return Ok(Outcome {
+                passive: true,
+                ..Outcome::default()
+            });
+        }
+        (Op::Write | Op::Send, _) => ping_pong(ctx, p)?,
+    };
+    // perftest's WRITE latency test closes without a last handshake.
+    if p.op != Op::Write {
+        let c = &mut *ctx;
+        oob.handshake(mine, &mut || c.pump())?;
+    }
+    Ok(out)
+}
+
+/// Waits for the next completion, answering the peer meanwhile.
+fn next_wc(ctx: &mut Ctx) -> io::Result<rocex_proto::verbs::WorkCompletion> {
+    let since = Instant::now();
+    loop {
+        ctx.driver.turn()?;
+        if let Some(wc) = ctx.driver.engine.poll_cq(ctx.cq) {
+            wc_ok(&wc)?;
+            return Ok(wc);
+        }
+        if since.elapsed() > STALL {
+            return Err(io::Error::other(format!(
+                "no completion for {} s",
+                STALL.as_secs()
+            )));
+        }
+        ctx.driver.wait(Duration::from_millis(1))?;
+    }
+}
+
+fn one_at_a_time(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
+    let check = p.verify && p.peer_rocex;
+    let mut lat = Vec::with_capacity(p.iters as usize);
+    let mut errors = 0;
+    let start = Instant::now();
+    let deadline = p.duration.map(|d| start + d);
+    let mut seq = 0u64;
+    while deadline.map_or(seq < p.iters, |d| Instant::now() < d) {
+        let t = Instant::now();
+        post_request(ctx, p, 0, seq)?;
+        let wc = next_wc(ctx)?;
+        lat.push(t.elapsed().as_secs_f64() * 1e6);
+        let (_, s) = split(wc.wr_id);
+        if check {
+            errors += check_result(ctx, p, 0, s);
+        }
+        seq += 1;
+    }
+    Ok(Outcome {
+        iters: seq,
+        seconds: start.elapsed().as_secs_f64(),
+        peak_mbs: 0.0,
+        lat_us: lat,
+        verdict: Verdict {
+            checked: check,
+            errors,
+        },
+        passive: false,
+    })
+}
+
+/// Has the peer's message number `n` arrived? Reaps our own send completions on the way.
+fn arrived(ctx: &mut Ctx, p: &Params, n: u64, check: bool, errors: &mut u64) -> io::Result<bool> {
+    match p.op {
+        Op::Write => {
+            while let Some(wc) = ctx.driver.engine.poll_cq(ctx.cq) {
+                wc_ok(&wc)?;
+            }
+            let last = ctx.remote_area(0) + u64::from(p.size) - 1;
+            let mut b = [0u8; 1];
+            ctx.read_mem(0, last, &mut b);
+            if b[0] != n as u8 {
+                return Ok(false);
+            }
+            if check && p.size > 1 {
+                let mut got = vec![0u8; p.size as usize - 1];
+                ctx.read_mem(0, ctx.remote_area(0), &mut got);
+                *errors += got
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, b)| **b != pattern(*i as u64))
+                    .count() as u64;
+            }
+            Ok(true)
+        }
+        _ => {
+            let mut seen = false;
+            while let Some(wc) = ctx.driver.engine.poll_cq(ctx.cq) {
+                wc_ok(&wc)?;
+                if wc.opcode == rocex_proto::verbs::WcOpcode::Recv {
+                    let (q, k) = split(wc.wr_id);
+                    if wc.byte_len != p.size {
+                        *errors += 1;
+                    }
+                    if check {
+                        *errors += check_slot(ctx, q, k as u32, p.size as usize);
+                    }
+                    post_recv(ctx, q, k as u32)?;
+                    seen = true;
+                }
+            }
+            Ok(seen)
+        }
+    }
+}
+
+fn ping_pong(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
+    let check = p.verify && p.peer_rocex;
+    let (mut scnt, mut rcnt) = (0u64, 0u64);
+    let mut errors = 0;
+    let mut lat = Vec::with_capacity(p.iters as usize);
+    let mut sent_at: Option<Instant> = None;
+    let start = Instant::now();
+    while scnt < p.iters || rcnt < p.iters {
+        // Who opens is perftest's choice, and both ends must agree: in the WRITE test a
+        // second message would overwrite the counter before the peer saw the first.
+        let opener = if p.op == Op::Write {
+            !p.client
+        } else {
+            p.client
+        };
+        if rcnt < p.iters && !(scnt < 1 && opener) {
+            rcnt += 1;
+            let since = Instant::now();
+            loop {
+                ctx.driver.turn()?;
+                if arrived(ctx, p, rcnt, check, &mut errors)? {
+                    break;
+                }
+                if since.elapsed() > STALL {
+                    return Err(io::Error::other(format!(
+                        "message {rcnt} did not arrive within {} s",
+                        STALL.as_secs()
+                    )));
+                }
+                ctx.driver.wait(Duration::from_millis(1))?;
+            }
+            if let Some(t) = sent_at.take() {
+                lat.push(t.elapsed().as_secs_f64() * 1e6 / 2.0);
+            }
+        }
+        if scnt < p.iters {
+            scnt += 1;
+            if p.op == Op::Write {
+                // The last byte carries the counter the peer polls for.
+                ctx.write_mem(0, ctx.local(0) + u64::from(p.size) - 1, &[scnt as u8]);
+            }
+            sent_at = Some(Instant::now());
+            post_request(ctx, p, 0, scnt)?;
+            ctx.driver.turn()?;
+        }
+    }
+    Ok(Outcome {
+        iters: scnt,
+        seconds: start.elapsed().as_secs_f64(),
+        peak_mbs: 0.0,
+        lat_us: lat,
+        verdict: Verdict {
+            checked: check,
+            errors,
+        },
+        passive: false,
+    })
+}

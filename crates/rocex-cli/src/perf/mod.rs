@@ -1,0 +1,592 @@
+//! `rocex perf`: perftest's bandwidth and latency tests (`ib_{write,read,send,atomic}_{bw,lat}`)
+//! on rocex, with perftest's out-of-band exchange, so that either side can be the stock tool.
+//!
+//! The exchange (module `exchange`) fixes how many handshakes each test makes and when; the
+//! data path follows perftest's: one-sided tests have a passive server that only waits for
+//! the client's "done" handshake, SEND tests a receiving server, and the WRITE and SEND
+//! latency tests a ping-pong (who opens is perftest's choice per test).
+//!
+//! Verification writes a known pattern and checks it where the data lands (the WRITE and
+//! SEND receiver, the READ requester, the atomic requester's returned values). perftest
+//! fills its buffers with `rand()`, so against a stock tool there is nothing to check
+//! against; two rocex ends also exchange their verdicts at the end.
+
+mod bw;
+mod exchange;
+mod lat;
+mod report;
+
+use std::io;
+use std::net::IpAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rocex_io::{Driver, UdpPort};
+use rocex_proto::verbs::{
+    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, Remote, Sge,
+};
+use rocex_proto::{Access, Config, Engine, QpInit, Region, VecRegion};
+
+use crate::oob;
+use exchange::{KeyMsg, Oob, Verdict};
+
+/// The operation under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Op {
+    /// RDMA WRITE.
+    Write,
+    /// RDMA READ.
+    Read,
+    /// SEND.
+    Send,
+    /// Atomic compare-and-swap or fetch-and-add.
+    Atomic,
+}
+
+/// Bandwidth or latency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Test {
+    /// Many requests in flight; bytes per second.
+    Bw,
+    /// One request at a time; microseconds.
+    Lat,
+}
+
+/// perftest's `-A`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum AtomicType {
+    /// CMP_AND_SWAP.
+    Cas,
+    /// FETCH_AND_ADD.
+    Faa,
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct Args {
+    /// Operation.
+    op: Op,
+    /// Bandwidth or latency.
+    test: Test,
+    /// Server to connect to; without it, wait for a client (as perftest does).
+    server: Option<String>,
+    /// TCP port of the out-of-band exchange.
+    #[arg(short = 'p', long, default_value_t = 18515)]
+    port: u16,
+    /// Message size in bytes (default 65536 for bw, 2 for lat; atomics are always 8).
+    #[arg(short = 's', long)]
+    size: Option<u32>,
+    /// Iterations per QP (default 5000 for bw, 1000 for lat).
+    #[arg(short = 'n', long)]
+    iters: Option<u64>,
+    /// Run for this many seconds instead of a number of iterations (client side of
+    /// write, read and atomic tests, whose server is passive).
+    #[arg(short = 'D', long, conflicts_with = "iters")]
+    duration: Option<f64>,
+    /// QPs (bandwidth tests).
+    #[arg(short = 'q', long, default_value_t = 1)]
+    qps: u32,
+    /// Path MTU (256 to 4096); the smaller of the two sides' is used.
+    #[arg(short = 'm', long, default_value_t = 4096)]
+    mtu: u32,
+    /// Requests in flight per QP.
+    #[arg(short = 't', long = "tx-depth", default_value_t = 128)]
+    tx_depth: u32,
+    /// Receives posted per QP (SEND tests).
+    #[arg(short = 'r', long = "rx-depth", default_value_t = 512)]
+    rx_depth: u32,
+    /// Send messages up to this size inline.
+    #[arg(short = 'I', long, default_value_t = 0)]
+    inline: u32,
+    /// Check every byte received or read against the pattern the peer wrote (both ends rocex).
+    #[arg(long)]
+    verify: bool,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// The atomic operation.
+    #[arg(short = 'A', long = "atomic-type", value_enum, default_value_t = AtomicType::Faa)]
+    atomic_type: AtomicType,
+    /// GID index (accepted for perftest's command line; the GID is the exchange's address).
+    #[arg(short = 'x', long = "gid-index")]
+    gid_index: Option<u32>,
+    /// Device (accepted for perftest's command line).
+    #[arg(short = 'd', long = "ib-dev")]
+    ib_dev: Option<String>,
+    /// Use the page-size default of perftest for CPU frequency checks (accepted, ignored).
+    #[arg(short = 'F', long = "cpu-freq-f")]
+    cpu_freq: bool,
+}
+
+/// The settled parameters of a run.
+#[derive(Debug, Clone)]
+pub(crate) struct Params {
+    pub(crate) op: Op,
+    pub(crate) test: Test,
+    pub(crate) client: bool,
+    pub(crate) size: u32,
+    pub(crate) iters: u64,
+    pub(crate) duration: Option<Duration>,
+    pub(crate) qps: u32,
+    pub(crate) tx_depth: u32,
+    pub(crate) rx_depth: u32,
+    pub(crate) inline: u32,
+    pub(crate) verify: bool,
+    /// Whether the peer is rocex, so that there is a pattern to verify against.
+    pub(crate) peer_rocex: bool,
+    pub(crate) json: bool,
+    pub(crate) atomic: AtomicType,
+}
+
+/// READs and atomics rocex accepts as responder (rxe's `max_qp_rd_atom`).
+const OUT_READS: u32 = 128;
+/// Recv or READ slots are capped at this many bytes per QP.
+const SLOT_BYTES: u64 = 64 << 20;
+/// Where QP `i`'s buffer is registered: far apart so that the regions never overlap.
+const fn base_of(i: usize) -> u64 {
+    0x1000_0000_0000 + ((i as u64) << 36)
+}
+
+/// The pattern a rocex writer or READ target holds: not constant, and not zero, so that a
+/// misplaced or missing byte shows.
+pub(crate) fn pattern(offset: u64) -> u8 {
+    ((offset.wrapping_mul(131).wrapping_add(17)) ^ (offset >> 8) ^ (offset >> 16)) as u8
+}
+
+/// The 8-byte word a rocex atomic target starts with.
+pub(crate) const ATOMIC_START: u64 = 0x0102_0304_0506_0708;
+
+/// One QP's memory: `[0, buf)` local source or sink, `[buf, 2 buf)` the remote-accessible
+/// area the key message advertises (perftest's layout), then `slots` message-sized slots
+/// for receives, READ results and atomic results, so that no two outstanding requests
+/// share bytes.
+pub(crate) struct QpRes {
+    pub(crate) qpn: u32,
+    pub(crate) psn: u32,
+    pub(crate) region: Arc<VecRegion>,
+    pub(crate) base: u64,
+    pub(crate) lkey: u32,
+    pub(crate) rkey: u32,
+    pub(crate) peer: Option<KeyMsg>,
+}
+
+/// The device, its QPs and the layout they share.
+pub(crate) struct Ctx {
+    pub(crate) driver: Driver,
+    pub(crate) cq: u32,
+    pub(crate) qps: Vec<QpRes>,
+    /// perftest's `BUFF_SIZE`: the message size rounded up to the cycle buffer.
+    pub(crate) buf: u64,
+    pub(crate) slots: u32,
+    pub(crate) size: u32,
+}
+
+impl Ctx {
+    /// Address of the local area.
+    pub(crate) fn local(&self, qp: usize) -> u64 {
+        self.qps[qp].base
+    }
+    /// Address of the remote-accessible area.
+    pub(crate) fn remote_area(&self, qp: usize) -> u64 {
+        self.qps[qp].base + self.buf
+    }
+    /// Address of slot `k`.
+    pub(crate) fn slot(&self, qp: usize, k: u32) -> u64 {
+        self.qps[qp].base + 2 * self.buf + u64::from(k % self.slots) * self.slot_len()
+    }
+    /// Bytes per slot (at least 8, for atomic results).
+    pub(crate) fn slot_len(&self) -> u64 {
+        u64::from(self.size).max(8)
+    }
+    pub(crate) fn sge(&self, qp: usize, addr: u64, len: u32) -> Sge {
+        Sge {
+            addr,
+            length: len,
+            lkey: self.qps[qp].lkey,
+        }
+    }
+    /// The peer's advertised area of QP `qp`.
+    pub(crate) fn peer_remote(&self, qp: usize) -> Remote {
+        let p = self.qps[qp].peer.unwrap_or(KeyMsg {
+            lid: 0,
+            out_reads: 0,
+            qpn: 0,
+            psn: 0,
+            rkey: 0,
+            vaddr: 0,
+            gid: [0; 16],
+            srqn: 0,
+        });
+        Remote {
+            addr: p.vaddr,
+            rkey: p.rkey,
+        }
+    }
+    /// Reads bytes of QP `qp`'s region at application address `addr`.
+    pub(crate) fn read_mem(&self, qp: usize, addr: u64, buf: &mut [u8]) {
+        self.qps[qp].region.read(addr - self.qps[qp].base, buf);
+    }
+    pub(crate) fn write_mem(&self, qp: usize, addr: u64, data: &[u8]) {
+        self.qps[qp].region.write(addr - self.qps[qp].base, data);
+    }
+    /// The key messages this side sends.
+    fn keys(&self, gid: [u8; 16]) -> Vec<KeyMsg> {
+        (0..self.qps.len())
+            .map(|i| KeyMsg {
+                lid: 0,
+                out_reads: OUT_READS,
+                qpn: self.qps[i].qpn,
+                psn: self.qps[i].psn,
+                rkey: self.qps[i].rkey,
+                vaddr: self.remote_area(i),
+                gid,
+                srqn: 0,
+            })
+            .collect()
+    }
+    /// Lets the engine answer the peer for a moment: what every wait does.
+    pub(crate) fn pump(&mut self) -> io::Result<()> {
+        self.driver.wait(Duration::from_millis(1))
+    }
+}
+
+pub(crate) fn verbs_err(e: rocex_proto::VerbsError) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+fn mtu_of(bytes: u32) -> io::Result<Mtu> {
+    [Mtu::M256, Mtu::M512, Mtu::M1024, Mtu::M2048, Mtu::M4096]
+        .into_iter()
+        .find(|m| m.bytes() == bytes)
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the MTU must be 256, 512, 1024, 2048 or 4096",
+            )
+        })
+}
+
+fn seed() -> [u8; 32] {
+    let mut s = [0u8; 32];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| io::Read::read_exact(&mut f, &mut s))
+        .is_err()
+    {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        s[..16].copy_from_slice(&t.as_nanos().to_le_bytes());
+    }
+    s
+}
+
+/// A device on `local` with `p.qps` RC QPs in INIT, their memory laid out as perftest's
+/// and filled for the test.
+fn open(local: IpAddr, p: &Params, cycle_buffer: u32) -> io::Result<Ctx> {
+    let mut config = Config::new(local, seed());
+    config.port_mtu = Mtu::M4096;
+    config.udp_source_port = Some(4791);
+    let mut e = Engine::new(config);
+    let pd = e.alloc_pd();
+    let cycle = u64::from(cycle_buffer.max(4096));
+    let buf = u64::from(p.size).div_ceil(cycle).max(1) * cycle;
+    let slot_len = u64::from(p.size).max(8);
+    let want = p.tx_depth.max(p.rx_depth).max(1);
+    let slots = (SLOT_BYTES / slot_len).clamp(1, u64::from(want)) as u32;
+    let len = 2 * buf + u64::from(slots) * slot_len;
+    let depth = if p.test == Test::Lat {
+        256
+    } else {
+        p.tx_depth.max(1) as usize
+    };
+    let cq = e
+        .create_cq((depth + p.rx_depth as usize + 16) * p.qps as usize)
+        .map_err(verbs_err)?;
+    let mut qps = Vec::new();
+    for i in 0..p.qps as usize {
+        let region = Arc::new(VecRegion::new(len as usize));
+        let base = base_of(i);
+        let access = Access::LOCAL_WRITE
+            | Access::REMOTE_WRITE
+            | Access::REMOTE_READ
+            | Access::REMOTE_ATOMIC;
+        let keys = e
+            .reg_mr(pd, base, len, access, region.clone())
+            .map_err(verbs_err)?;
+        let cap = QpCap {
+            // A ping-pong has one message in flight, but its completion can trail the
+            // peer's answer when an ACK is lost.
+            max_send_wr: if p.test == Test::Lat {
+                256
+            } else {
+                p.tx_depth.max(1)
+            },
+            max_recv_wr: p.rx_depth.max(1),
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: p.inline,
+        };
+        let qpn = e
+            .create_qp(QpInit {
+                qp_type: QpType::Rc,
+                pd,
+                send_cq: cq,
+                recv_cq: cq,
+                cap,
+            })
+            .map_err(verbs_err)?;
+        let init = QpAttr {
+            qp_state: QpState::Init,
+            qp_access_flags: Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC,
+            ..QpAttr::default()
+        };
+        e.modify_qp(
+            qpn,
+            &init,
+            AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
+        )
+        .map_err(verbs_err)?;
+        let psn = e.random_psn();
+        // The writer's source and the READ target hold the pattern; a WRITE target starts
+        // zeroed so that missing bytes show; an atomic target holds a known word.
+        let pat: Vec<u8> = (0..buf).map(pattern).collect();
+        region.write(0, &pat);
+        match p.op {
+            Op::Read => region.write(buf, &pat),
+            Op::Atomic => region.write(buf, &ATOMIC_START.to_ne_bytes()),
+            Op::Write | Op::Send => {}
+        }
+        qps.push(QpRes {
+            qpn,
+            psn,
+            region,
+            base,
+            lkey: keys.lkey,
+            rkey: keys.rkey,
+            peer: None,
+        });
+    }
+    let driver = Driver::new(e, UdpPort::bind(local)?);
+    Ok(Ctx {
+        driver,
+        cq,
+        qps,
+        buf,
+        slots,
+        size: p.size,
+    })
+}
+
+/// RTR and RTS with perftest's attributes (`ctx_connect`): RNR timer 12, timeout 14,
+/// retry and RNR retry 7, the peer's OUT_READS as our READ/atomic depth.
+fn connect(ctx: &mut Ctx, mtu: Mtu) -> io::Result<()> {
+    for i in 0..ctx.qps.len() {
+        let q = &ctx.qps[i];
+        let peer = q
+            .peer
+            .ok_or_else(|| io::Error::other("no key message for a QP"))?;
+        let mut a = QpAttr {
+            qp_state: QpState::Rtr,
+            path_mtu: mtu,
+            dest_qp_num: peer.qpn,
+            rq_psn: peer.psn,
+            max_dest_rd_atomic: OUT_READS.min(255) as u8,
+            min_rnr_timer: 12,
+            ah_attr: Some(AddressVector {
+                dest: oob::ip_of(peer.gid),
+            }),
+            ..QpAttr::default()
+        };
+        let rtr = AttrMask::STATE
+            | AttrMask::AV
+            | AttrMask::PATH_MTU
+            | AttrMask::DEST_QPN
+            | AttrMask::RQ_PSN
+            | AttrMask::MAX_DEST_RD_ATOMIC
+            | AttrMask::MIN_RNR_TIMER;
+        let qpn = q.qpn;
+        let psn = q.psn;
+        ctx.driver
+            .engine
+            .modify_qp(qpn, &a, rtr)
+            .map_err(verbs_err)?;
+        a.qp_state = QpState::Rts;
+        a.timeout = 14;
+        a.retry_cnt = 7;
+        a.rnr_retry = 7;
+        a.sq_psn = psn;
+        a.max_rd_atomic = peer.out_reads.clamp(1, 128) as u8;
+        let rts = AttrMask::STATE
+            | AttrMask::TIMEOUT
+            | AttrMask::RETRY_CNT
+            | AttrMask::RNR_RETRY
+            | AttrMask::SQ_PSN
+            | AttrMask::MAX_QP_RD_ATOMIC;
+        ctx.driver
+            .engine
+            .modify_qp(qpn, &a, rts)
+            .map_err(verbs_err)?;
+    }
+    Ok(())
+}
+
+/// What the run measured, for the report.
+#[derive(Debug, Default)]
+pub(crate) struct Outcome {
+    /// Iterations completed (all QPs).
+    pub(crate) iters: u64,
+    pub(crate) seconds: f64,
+    /// Peak bandwidth in MB/s (2^20), when measured.
+    pub(crate) peak_mbs: f64,
+    /// Per-operation latencies in microseconds (one-way for the ping-pongs).
+    pub(crate) lat_us: Vec<f64>,
+    /// This side's verification.
+    pub(crate) verdict: Verdict,
+    /// Whether this side only waited (a passive server): its numbers are the peer's.
+    pub(crate) passive: bool,
+}
+
+/// How many handshakes perftest 6.24 makes before the run, and what it does after, per
+/// test (from its `main`s; the counts are for one QP, which is all a stock lat test uses).
+fn pre_handshakes(op: Op, test: Test) -> usize {
+    match (op, test) {
+        (Op::Write | Op::Read | Op::Atomic, Test::Bw) => 3,
+        _ => 4,
+    }
+}
+
+pub(crate) fn run(a: &Args) -> ExitCode {
+    let _ = (&a.ib_dev, a.gid_index, a.cpu_freq);
+    match perf(a) {
+        Ok(ok) => {
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("rocex perf: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn params(a: &Args) -> io::Result<Params> {
+    let bad = |m: &str| io::Error::new(io::ErrorKind::InvalidInput, m.to_owned());
+    let size = if a.op == Op::Atomic {
+        8
+    } else {
+        a.size.unwrap_or(if a.test == Test::Bw { 65536 } else { 2 })
+    };
+    if size == 0 {
+        return Err(bad("the size must be at least 1 byte"));
+    }
+    if a.test == Test::Lat && a.qps != 1 {
+        return Err(bad("latency tests use one QP"));
+    }
+    if a.qps == 0 || a.qps > 64 {
+        return Err(bad("--qps must be 1 to 64"));
+    }
+    let duration = a.duration.map(Duration::from_secs_f64);
+    if duration.is_some() && (a.op == Op::Send || (a.op == Op::Write && a.test == Test::Lat)) {
+        return Err(bad(
+            "--duration needs a passive server: write bw, read or atomic",
+        ));
+    }
+    Ok(Params {
+        op: a.op,
+        test: a.test,
+        client: a.server.is_some(),
+        size,
+        iters: a
+            .iters
+            .unwrap_or(if a.test == Test::Bw { 5000 } else { 1000 })
+            .max(1),
+        duration,
+        qps: a.qps,
+        tx_depth: if a.test == Test::Lat {
+            1
+        } else {
+            a.tx_depth.clamp(1, 8192)
+        },
+        rx_depth: a.rx_depth.clamp(1, 8192),
+        inline: a.inline,
+        verify: a.verify,
+        peer_rocex: false,
+        json: a.json,
+        atomic: a.atomic_type,
+    })
+}
+
+/// Runs the test; returns whether verification (when asked for) passed.
+fn perf(a: &Args) -> io::Result<bool> {
+    let mut p = params(a)?;
+    let mtu = mtu_of(a.mtu)?;
+    let stream = match &a.server {
+        Some(server) => oob::connect(server, a.port)?,
+        None => {
+            if !p.json {
+                println!(
+                    "\n************************************\n* Waiting for client to connect... *\n************************************"
+                );
+            }
+            oob::accept(a.port)?
+        }
+    };
+    let local = stream.local_addr()?.ip();
+    let mut oob = Oob::new(stream, p.client)?;
+    let pre = oob.prelude(mtu as u8)?;
+    p.peer_rocex = pre.peer_is_rocex;
+    let mtu = Mtu::from_ibv(pre.mtu_enum).unwrap_or(mtu);
+    let mut ctx = open(local, &p, pre.cycle_buffer)?;
+    let gid = oob::gid_of(local);
+    let mine = ctx.keys(gid);
+    let peers = {
+        let c = &mut ctx;
+        oob.handshake(&mine, &mut || c.pump())?
+    };
+    for (q, k) in ctx.qps.iter_mut().zip(peers) {
+        if oob::ip_of(k.gid).is_ipv4() != local.is_ipv4() {
+            return Err(io::Error::other(
+                "the peer's GID and ours are of different IP versions; use the same IP version on both sides",
+            ));
+        }
+        q.peer = Some(k);
+    }
+    connect(&mut ctx, mtu)?;
+    if p.op == Op::Send {
+        bw::post_all_recvs(&mut ctx, &p)?;
+    }
+    for _ in 1..pre_handshakes(p.op, p.test) {
+        let c = &mut ctx;
+        oob.handshake(&mine, &mut || c.pump())?;
+    }
+    if !p.json {
+        report::print_header(&p, &pre, mtu, &ctx, local);
+    }
+    let mut progress = report::Progress::new(&p);
+    let mut out = match p.test {
+        Test::Bw => bw::run(&mut ctx, &p, &mut oob, &mine, &mut progress)?,
+        Test::Lat => lat::run(&mut ctx, &p, &mut oob, &mine)?,
+    };
+    progress.finish();
+    if p.verify && !pre.peer_is_rocex {
+        eprintln!(
+            "rocex perf: --verify checks data only between two rocex ends (perftest fills its buffers with rand()); nothing was verified"
+        );
+    }
+    if pre.peer_is_rocex {
+        let c = &mut ctx;
+        let theirs = oob.verdicts(out.verdict, &mut || c.pump())?;
+        out.verdict = Verdict {
+            checked: out.verdict.checked || theirs.checked,
+            errors: out.verdict.errors + theirs.errors,
+        };
+    }
+    // The peer's last request may still need our ACK, and a lost one an answer again.
+    ctx.driver.linger(Duration::from_millis(300))?;
+    p.iters = out.iters;
+    report::print(&p, &out, ctx.driver.engine.counters());
+    Ok(!p.verify || (out.verdict.checked && out.verdict.errors == 0))
+}

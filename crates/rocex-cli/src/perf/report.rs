@@ -1,0 +1,279 @@
+//! Results as perftest prints them (MB/sec are 2^20 bytes, as perftest's), or one JSON
+//! object, and a progress line on long runs when stderr is a terminal.
+
+use std::io::{IsTerminal, Write};
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use rocex_proto::Counters;
+use rocex_proto::verbs::Mtu;
+
+use super::exchange::Prelude;
+use super::{Ctx, Op, Outcome, Params, Test};
+
+const MIB: f64 = 1024.0 * 1024.0;
+const LINE: &str =
+    "---------------------------------------------------------------------------------------";
+
+/// Bandwidth over windows of `window` completions, whose best is the peak (perftest's peak
+/// is over its completion-moderation intervals).
+pub(crate) struct Sampler {
+    size: u64,
+    window: u64,
+    count: u64,
+    window_start: Option<Instant>,
+    last: Option<Instant>,
+    peak: f64,
+}
+
+impl Sampler {
+    pub(crate) fn new(size: u64, window: u64) -> Self {
+        Self {
+            size,
+            window: window.max(16),
+            count: 0,
+            window_start: None,
+            last: None,
+            peak: 0.0,
+        }
+    }
+
+    pub(crate) fn tick(&mut self, now: Instant) {
+        self.count += 1;
+        self.last = Some(now);
+        let start = *self.window_start.get_or_insert(now);
+        if self.count % self.window == 0 {
+            let dt = now.duration_since(start).as_secs_f64();
+            if dt > 0.0 {
+                self.peak = self.peak.max((self.window * self.size) as f64 / MIB / dt);
+            }
+            self.window_start = Some(now);
+        }
+    }
+
+    pub(crate) fn peak_mbs(&self) -> f64 {
+        self.peak
+    }
+
+    /// Seconds from `start` to the last completion (at least a nanosecond).
+    pub(crate) fn elapsed(&self, start: Instant) -> f64 {
+        self.last
+            .map_or(0.0, |l| l.duration_since(start).as_secs_f64())
+            .max(1e-9)
+    }
+}
+
+/// A one-line progress bar on stderr, only when stderr is a terminal and the run is long.
+pub(crate) struct Progress {
+    enabled: bool,
+    duration: Option<Duration>,
+    last: Option<Instant>,
+    shown: bool,
+}
+
+impl Progress {
+    pub(crate) fn new(p: &Params) -> Self {
+        let long = p.duration.is_some_and(|d| d >= Duration::from_secs(2))
+            || p.iters * u64::from(p.size) >= 256 << 20;
+        Self {
+            enabled: long && std::io::stderr().is_terminal(),
+            duration: p.duration,
+            last: None,
+            shown: false,
+        }
+    }
+
+    pub(crate) fn update(&mut self, start: Instant, done: u64, target: u64) {
+        if !self.enabled
+            || self
+                .last
+                .is_some_and(|t| t.elapsed() < Duration::from_millis(100))
+        {
+            return;
+        }
+        self.last = Some(Instant::now());
+        let frac = match self.duration {
+            Some(d) => start.elapsed().as_secs_f64() / d.as_secs_f64(),
+            None => done as f64 / target.max(1) as f64,
+        }
+        .clamp(0.0, 1.0);
+        let width = 40;
+        let filled = (frac * f64::from(width)) as usize;
+        let bar: String = "#".repeat(filled) + &"-".repeat(width as usize - filled);
+        let mut e = std::io::stderr();
+        let _ = write!(e, "\r[{bar}] {:5.1}% {done} ops", frac * 100.0);
+        let _ = e.flush();
+        self.shown = true;
+    }
+
+    pub(crate) fn finish(&mut self) {
+        if self.shown {
+            eprintln!();
+        }
+    }
+}
+
+fn op_name(op: Op) -> &'static str {
+    match op {
+        Op::Write => "write",
+        Op::Read => "read",
+        Op::Send => "send",
+        Op::Atomic => "atomic",
+    }
+}
+
+fn test_name(t: Test) -> &'static str {
+    match t {
+        Test::Bw => "bw",
+        Test::Lat => "lat",
+    }
+}
+
+pub(crate) fn print_header(p: &Params, pre: &Prelude, mtu: Mtu, ctx: &Ctx, local: IpAddr) {
+    let kind = match p.op {
+        Op::Write => "RDMA_Write",
+        Op::Read => "RDMA_Read",
+        Op::Send => "Send",
+        Op::Atomic => "Atomic",
+    };
+    println!("{LINE}");
+    println!(
+        "                    {kind} {} Test (rocex; peer perftest {}{})",
+        if p.test == Test::Bw { "BW" } else { "Latency" },
+        pre.peer_version,
+        if pre.peer_is_rocex { ", rocex" } else { "" }
+    );
+    println!(" Connection type : RC\t\tNumber of qps   : {}", p.qps);
+    println!(
+        " TX depth        : {}\t\tMtu             : {}[B]",
+        p.tx_depth,
+        mtu.bytes()
+    );
+    println!(" Address         : {local}");
+    println!("{LINE}");
+    for (i, q) in ctx.qps.iter().enumerate() {
+        println!(
+            " local address: QPN {:#08x} PSN {:#08x} RKey {:#08x} VAddr {:#018x}",
+            q.qpn,
+            q.psn,
+            q.rkey,
+            ctx.remote_area(i)
+        );
+        if let Some(k) = q.peer {
+            println!(
+                " remote address: QPN {:#08x} PSN {:#08x} RKey {:#08x} VAddr {:#018x} OUT {:#04x}",
+                k.qpn, k.psn, k.rkey, k.vaddr, k.out_reads
+            );
+        }
+    }
+    println!("{LINE}");
+}
+
+/// Sorted latencies: min, max, median, mean, standard deviation, 99% and 99.9%.
+struct LatStats {
+    min: f64,
+    max: f64,
+    typical: f64,
+    avg: f64,
+    stdev: f64,
+    p99: f64,
+    p999: f64,
+}
+
+fn lat_stats(v: &[f64]) -> Option<LatStats> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let at = |q: f64| s[((s.len() as f64 * q).ceil() as usize).clamp(1, s.len()) - 1];
+    let avg = s.iter().sum::<f64>() / s.len() as f64;
+    let var = s.iter().map(|x| (x - avg) * (x - avg)).sum::<f64>() / s.len() as f64;
+    Some(LatStats {
+        min: s[0],
+        max: s[s.len() - 1],
+        typical: at(0.5),
+        avg,
+        stdev: var.sqrt(),
+        p99: at(0.99),
+        p999: at(0.999),
+    })
+}
+
+pub(crate) fn print(p: &Params, out: &Outcome, counters: &Counters) {
+    let bytes = out.iters as f64 * f64::from(p.size);
+    let secs = out.seconds.max(1e-9);
+    let gbps = if out.iters > 0 {
+        bytes * 8.0 / secs / 1e9
+    } else {
+        0.0
+    };
+    let mpps = if out.iters > 0 {
+        out.iters as f64 / secs / 1e6
+    } else {
+        0.0
+    };
+    let stats = lat_stats(&out.lat_us);
+    let per_qp = out.iters / u64::from(p.qps.max(1));
+    if p.json {
+        let v = serde_json::json!({
+            "op": op_name(p.op),
+            "test": test_name(p.test),
+            "size": p.size,
+            "iters": per_qp,
+            "qps": p.qps,
+            "gbps": gbps,
+            "mpps": mpps,
+            "lat_us_p50": stats.as_ref().map(|s| s.typical),
+            "lat_us_p99": stats.as_ref().map(|s| s.p99),
+            "verified": out.verdict.checked && out.verdict.errors == 0,
+            "errors": out.verdict.errors,
+        });
+        println!("{v}");
+        return;
+    }
+    if out.passive && out.iters == 0 {
+        println!(" (server: the client measures this test)");
+    } else if p.test == Test::Bw {
+        println!(
+            " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]"
+        );
+        println!(
+            " {:<10} {:<14} {:<18.2} {:<20.2} {:.6}",
+            p.size,
+            per_qp,
+            out.peak_mbs,
+            bytes / MIB / secs,
+            mpps
+        );
+    } else if let Some(s) = stats {
+        println!(
+            " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]"
+        );
+        println!(
+            " {:<6} {:<14} {:<14.2} {:<12.2} {:<16.2} {:<14.2} {:<15.2} {:<22.2} {:.2}",
+            p.size, out.iters, s.min, s.max, s.typical, s.avg, s.stdev, s.p99, s.p999
+        );
+    }
+    println!("{LINE}");
+    if p.verify {
+        println!(
+            " verify: {}",
+            if !out.verdict.checked {
+                "nothing checked".to_owned()
+            } else if out.verdict.errors == 0 {
+                "ok".to_owned()
+            } else {
+                format!("{} errors", out.verdict.errors)
+            }
+        );
+    }
+    eprintln!(
+        "rocex: sent_pkts={} rcvd_pkts={} retransmitted={} duplicate_request={} out_of_seq={}",
+        counters.sent_pkts,
+        counters.rcvd_pkts,
+        counters.retransmitted_pkts,
+        counters.duplicate_request,
+        counters.out_of_seq_request
+    );
+}

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Interop: perftest's ib_{write,read,send,atomic}_{bw,lat} in a kernel rxe guest (the rxe
+# lab) against `rocex perf` on the host side of the lab's bridge, in both roles, with and
+# without loss. Each run's capture must pass `rocex dump --check` and `rocex conform
+# replay`. Prints one line per case and "perftest-interop: N passed, N failed"; exits
+# non-zero on any failure. Needs root.
+#
+# Usage: perftest.sh [--quick]   (--quick: bandwidth tests only)
+# ROCEX=/path/to/rocex uses that binary instead of building target/release/rocex.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=${INTEROP_OUT:-$root/target/interop-perftest}
+mkdir -p "$out"
+quick=0
+[[ ${1:-} == --quick ]] && quick=1
+
+if [[ -n ${ROCEX:-} ]]; then
+    rocex=$ROCEX
+else
+    rocex=$root/target/release/rocex
+    cargo build -q --release -p rocex-cli --manifest-path "$root/Cargo.toml"
+fi
+bash "$root/proto-tests/rxe-lab/build.sh" >/dev/null
+
+pass=0 fail=0 failed=()
+# case NAME SCENARIO GUEST_ROLE "LAB OPTIONS" "ROCEX PERF ARGUMENTS"
+case_() {
+    local name=$1 scenario=$2 role=$3 lab=$4 args=$5 pcap=$out/$1.pcap host_cmd
+    if [[ $role == server ]]; then
+        host_cmd="$rocex perf $args \$RXE_LAB_GUEST_IP"
+    else
+        host_cmd="$rocex perf $args"
+    fi
+    # shellcheck disable=SC2086
+    if timeout 240 bash "$root/proto-tests/rxe-lab/run.sh" "$scenario" --guest-role "$role" $lab \
+        --out "$pcap" --host-cmd "$host_cmd" >"$out/$name.log" 2>&1 \
+        && "$rocex" dump --check "$pcap" >"$out/$name.check" \
+        && "$rocex" conform replay "$pcap" >"$out/$name.conform"; then
+        pass=$((pass + 1))
+        printf 'PASS %-40s %s | %s\n' "$name" "$(tail -n1 "$out/$name.check")" "$(tail -n1 "$out/$name.conform")"
+    else
+        fail=$((fail + 1)); failed+=("$name")
+        printf 'FAIL %-40s (see %s)\n' "$name" "$out/$name.log"
+        tail -n 15 "$out/$name.log" | sed 's/^/     /'
+    fi
+}
+
+for role in server client; do
+    # rxe plays $role; rocex the other side.
+    while IFS='|' read -r name scenario lab args; do
+        [[ -z $name ]] && continue
+        case_ "perftest-rxe_$role-$name" "$scenario" "$role" "$lab" "$args"
+    done <<EOF_CASES
+write_bw-64k|write_bw|--set SIZE=65536 --set ITERS=200|write bw -s 65536 -n 200
+read_bw-64k|read_bw|--set SIZE=65536 --set ITERS=200|read bw -s 65536 -n 200
+send_bw-4k|send_bw|--set SIZE=4096 --set ITERS=200|send bw -s 4096 -n 200
+atomic_bw-cas|atomic_bw_cas|--set ITERS=200|atomic bw -A cas -n 200
+atomic_bw-faa|atomic_bw_faa|--set ITERS=200|atomic bw -A faa -n 200
+write_bw-16k-loss5|write_bw|--loss 5 --set SIZE=16384 --set ITERS=100|write bw -s 16384 -n 100
+EOF_CASES
+    ((quick)) && continue
+    while IFS='|' read -r name scenario lab args; do
+        [[ -z $name ]] && continue
+        case_ "perftest-rxe_$role-$name" "$scenario" "$role" "$lab" "$args"
+    done <<EOF_CASES
+write_lat-64|write_lat|--set SIZE=64 --set ITERS=100|write lat -s 64 -n 100
+read_lat-64|read_lat|--set SIZE=64 --set ITERS=100|read lat -s 64 -n 100
+send_lat-64|send_lat|--set SIZE=64 --set ITERS=100|send lat -s 64 -n 100
+atomic_lat-cas|atomic_lat_cas|--set ITERS=100|atomic lat -A cas -n 100
+atomic_lat-faa|atomic_lat_faa|--set ITERS=100|atomic lat -A faa -n 100
+read_bw-4k-mtu4096|read_bw|--mtu 4096 --set SIZE=4096 --set ITERS=200|read bw -s 4096 -n 200
+send_lat-4k-loss5|send_lat|--loss 5 --set SIZE=4096 --set ITERS=50|send lat -s 4096 -n 50
+EOF_CASES
+done
+((fail == 0)) || echo "failed: ${failed[*]}"
+echo "perftest-interop: $pass passed, $fail failed"
+((fail == 0))

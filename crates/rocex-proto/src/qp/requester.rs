@@ -227,8 +227,16 @@ impl Qp {
         let len = packet.emit(buf).ok();
         self.req.scratch = scratch;
         let len = len?;
-        if psn.is_before(self.req.high_psn) {
+        let resent = psn.is_before(self.req.high_psn);
+        if resent {
             ctx.counters.retransmitted_pkts += 1;
+        }
+        let is_send = matches!(
+            self.sq[i].wr.op,
+            SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_)
+        );
+        if done && is_send && !resent {
+            ctx.counters.rdma_sends += 1;
         }
         self.req.psn = psn.add(consumed);
         if self.req.psn.is_after(self.req.high_psn) {
@@ -253,13 +261,6 @@ impl Qp {
                     self.complete_head(ctx, WcStatus::Success);
                 }
             }
-        }
-        if matches!(
-            self.sq.get(i).map(|w| &w.wr.op),
-            Some(SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_))
-        ) && done
-        {
-            ctx.counters.rdma_sends += 1;
         }
         Some(Outgoing {
             len,

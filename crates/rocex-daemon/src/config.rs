@@ -23,7 +23,7 @@ pub(crate) struct Args {
     /// I/O backend; only `udp` exists so far.
     #[arg(long)]
     pub(crate) backend: Option<String>,
-    /// A TOML file with the same keys (addr, socket, mtu, backend, pcap, spin_limit).
+    /// A TOML file with the same keys (addr, socket, mtu, backend, pcap, spin_limit, inject).
     #[arg(long)]
     pub(crate) config: Option<PathBuf>,
     /// Write every frame sent and received to this pcap file.
@@ -32,6 +32,10 @@ pub(crate) struct Args {
     /// Empty polls of all rings before the daemon sleeps in poll(2).
     #[arg(long)]
     pub(crate) spin_limit: Option<u32>,
+    /// Fault injection on every packet sent, for testing applications against a bad
+    /// network: `loss=P,dup=P,reorder=P,corrupt=P,delay=DURATION,seed=N`.
+    #[arg(long, value_name = "SPEC")]
+    pub(crate) inject: Option<rocex_io::Faults>,
 }
 
 /// The configuration file's keys.
@@ -44,6 +48,7 @@ struct FileConfig {
     backend: Option<String>,
     pcap: Option<PathBuf>,
     spin_limit: Option<u32>,
+    inject: Option<String>,
 }
 
 /// The settings the daemon runs with.
@@ -59,6 +64,8 @@ pub(crate) struct Settings {
     pub(crate) pcap: Option<PathBuf>,
     /// Empty loop turns before sleeping.
     pub(crate) spin_limit: u32,
+    /// Faults injected into every packet sent.
+    pub(crate) inject: Option<rocex_io::Faults>,
 }
 
 /// Why the settings are unusable.
@@ -68,6 +75,8 @@ pub(crate) enum ConfigError {
     Read(PathBuf, std::io::Error),
     /// The file is not valid TOML with the known keys.
     Parse(PathBuf, Box<toml::de::Error>),
+    /// The fault specification in the file is not valid.
+    Inject(rocex_io::FaultsError),
     /// Neither `--addr` nor `addr` in the file.
     NoAddr,
     /// An MTU that is not an IB MTU.
@@ -81,6 +90,7 @@ impl std::fmt::Display for ConfigError {
         match self {
             Self::Read(p, e) => write!(f, "cannot read {}: {e}", p.display()),
             Self::Parse(p, e) => write!(f, "{}: {e}", p.display()),
+            Self::Inject(e) => write!(f, "inject: {e}"),
             Self::NoAddr => f.write_str("no address: give --addr IP or `addr` in the config"),
             Self::Mtu(m) => write!(f, "MTU {m} is not one of 256, 512, 1024, 2048, 4096"),
             Self::Backend(b) => write!(f, "backend {b:?} is not available (only \"udp\")"),
@@ -133,6 +143,11 @@ impl Args {
             mtu: mtu_of(self.mtu.or(file.mtu).unwrap_or(4096))?,
             pcap: self.pcap.or(file.pcap),
             spin_limit: self.spin_limit.or(file.spin_limit).unwrap_or(2000),
+            inject: match (self.inject, file.inject) {
+                (Some(f), _) => Some(f),
+                (None, Some(text)) => Some(text.parse().map_err(ConfigError::Inject)?),
+                (None, None) => None,
+            },
         })
     }
 }

@@ -88,6 +88,9 @@ pub(crate) struct Server {
     tap: Option<Tap>,
     settings: Settings,
     buf: Vec<u8>,
+    /// Fault injection on the way out (`--inject`).
+    faults: Option<rocex_io::Injector>,
+    out: Vec<(IpAddr, Vec<u8>)>,
     /// Counters.
     pub(crate) stats: Stats,
 }
@@ -112,6 +115,8 @@ impl Server {
             clients: BTreeMap::new(),
             next_client: 1,
             tap,
+            faults: settings.inject.map(rocex_io::Injector::new),
+            out: Vec::new(),
             settings,
             buf: vec![0; 65536],
             stats: Stats::default(),
@@ -598,11 +603,19 @@ impl Server {
             if let Some(tap) = &mut self.tap {
                 tap.record((self.local, t.src_port), t.dest, true, payload);
             }
-            match self.udp.send_to(payload, SocketAddr::new(t.dest, 4791)) {
-                Ok(_) => {}
-                // A full socket buffer drops the packet as a network would.
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => tracing::debug!("udp send to {}: {e}", t.dest),
+            match &mut self.faults {
+                Some(f) => f.apply(std::time::Instant::now(), t.dest, payload, &mut self.out),
+                None => send_udp(&self.udp, t.dest, payload),
+            }
+        }
+        if let Some(f) = &mut self.faults {
+            let wall = std::time::Instant::now();
+            if !busy {
+                f.flush_held(wall, &mut self.out);
+            }
+            f.release(wall, &mut self.out);
+            for (dest, p) in self.out.drain(..) {
+                send_udp(&self.udp, dest, &p);
             }
         }
         Ok(busy)
@@ -625,6 +638,9 @@ impl Server {
         if !ready {
             let now = self.now();
             let mut timeout = Duration::from_millis(100);
+            if let Some(due) = self.faults.as_ref().and_then(rocex_io::Injector::next_due) {
+                timeout = timeout.min(due.saturating_duration_since(std::time::Instant::now()));
+            }
             if let Some(t) = self.engine.poll_timeout() {
                 timeout = timeout.min(t.since(now));
             }
@@ -683,6 +699,17 @@ impl Server {
                 tracing::warn!(skipped = t.skipped, "datagrams not written to the capture");
             }
         }
-        tracing::info!(stats = ?self.stats, counters = ?self.engine.counters(), "stopped");
+        let injected = self.faults.as_ref().map(|f| f.counters);
+        tracing::info!(stats = ?self.stats, counters = ?self.engine.counters(), ?injected, "stopped");
+    }
+}
+
+/// Sends one datagram to `dest:4791`; a full socket buffer drops it as a network would,
+/// and the transport retransmits.
+fn send_udp(udp: &UdpSocket, dest: IpAddr, payload: &[u8]) {
+    match udp.send_to(payload, SocketAddr::new(dest, 4791)) {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+        Err(e) => tracing::debug!("udp send to {dest}: {e}"),
     }
 }

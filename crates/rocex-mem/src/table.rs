@@ -252,23 +252,7 @@ impl MemTable {
         region: Arc<dyn Region>,
     ) -> Result<Keys, MemError> {
         self.use_pd(pd)?;
-        if access.intersects(Access::REMOTE_WRITE | Access::REMOTE_ATOMIC)
-            && !access.contains(Access::LOCAL_WRITE)
-        {
-            return Err(MemError::InvalidAccess(
-                "remote write and remote atomic access need local write",
-            ));
-        }
-        if access.contains(Access::FLUSH_PERSISTENT) && !region.persistent() {
-            return Err(MemError::InvalidAccess(
-                "persistent flush needs memory that can persist",
-            ));
-        }
-        iova.checked_add(len).ok_or(MemError::Overflow)?;
-        let available = region.len();
-        if len > available {
-            return Err(MemError::RegionTooShort { len, available });
-        }
+        check_registration(iova, len, access, region.as_ref())?;
         let lkey = self.fresh_key()?;
         self.index.insert(lkey, KeyRef::MrLocal);
         let rkey = match self.fresh_key() {
@@ -280,18 +264,29 @@ impl MemTable {
         };
         self.index.insert(rkey, KeyRef::MrRemote(lkey));
         let keys = Keys { lkey, rkey };
-        self.mrs.insert(
-            lkey,
-            Mr {
-                pd,
-                keys,
-                iova,
-                len,
-                access,
-                region,
-                bound_mws: 0,
-            },
-        );
+        self.insert_mr(pd, keys, iova, len, access, region)
+    }
+
+    /// Records a checked registration whose keys are already indexed.
+    fn insert_mr(
+        &mut self,
+        pd: PdId,
+        keys: Keys,
+        iova: u64,
+        len: u64,
+        access: Access,
+        region: Arc<dyn Region>,
+    ) -> Result<Keys, MemError> {
+        let mr = Mr {
+            pd,
+            keys,
+            iova,
+            len,
+            access,
+            region,
+            bound_mws: 0,
+        };
+        self.mrs.insert(keys.lkey, mr);
         *self.use_pd(pd)? += 1;
         Ok(keys)
     }
@@ -586,39 +581,10 @@ impl MemTable {
         if self.index.contains_key(&keys.lkey) || self.index.contains_key(&keys.rkey) {
             return Err(MemError::InvalidAccess("a chosen key is already in use"));
         }
-        if access.intersects(Access::REMOTE_WRITE | Access::REMOTE_ATOMIC)
-            && !access.contains(Access::LOCAL_WRITE)
-        {
-            return Err(MemError::InvalidAccess(
-                "remote write and remote atomic access need local write",
-            ));
-        }
-        if access.contains(Access::FLUSH_PERSISTENT) && !region.persistent() {
-            return Err(MemError::InvalidAccess(
-                "persistent flush needs memory that can persist",
-            ));
-        }
-        iova.checked_add(len).ok_or(MemError::Overflow)?;
-        let available = region.len();
-        if len > available {
-            return Err(MemError::RegionTooShort { len, available });
-        }
+        check_registration(iova, len, access, region.as_ref())?;
         self.index.insert(keys.lkey, KeyRef::MrLocal);
         self.index.insert(keys.rkey, KeyRef::MrRemote(keys.lkey));
-        self.mrs.insert(
-            keys.lkey,
-            Mr {
-                pd,
-                keys,
-                iova,
-                len,
-                access,
-                region,
-                bound_mws: 0,
-            },
-        );
-        *self.use_pd(pd)? += 1;
-        Ok(keys)
+        self.insert_mr(pd, keys, iova, len, access, region)
     }
 
     /// Allocates an unbound type-2 memory window whose rkey the caller chooses, for
@@ -670,4 +636,32 @@ impl fmt::Debug for MemTable {
             .field("mws", &self.mws.len())
             .finish_non_exhaustive()
     }
+}
+
+/// The verbs rules for a registration: REMOTE_WRITE and REMOTE_ATOMIC need LOCAL_WRITE,
+/// FLUSH_PERSISTENT needs memory that can persist, and the range must fit the region.
+fn check_registration(
+    iova: u64,
+    len: u64,
+    access: Access,
+    region: &dyn Region,
+) -> Result<(), MemError> {
+    if access.intersects(Access::REMOTE_WRITE | Access::REMOTE_ATOMIC)
+        && !access.contains(Access::LOCAL_WRITE)
+    {
+        return Err(MemError::InvalidAccess(
+            "remote write and remote atomic access need local write",
+        ));
+    }
+    if access.contains(Access::FLUSH_PERSISTENT) && !region.persistent() {
+        return Err(MemError::InvalidAccess(
+            "persistent flush needs memory that can persist",
+        ));
+    }
+    iova.checked_add(len).ok_or(MemError::Overflow)?;
+    let available = region.len();
+    if len > available {
+        return Err(MemError::RegionTooShort { len, available });
+    }
+    Ok(())
 }

@@ -329,31 +329,17 @@ fn scatter(
     let SendData::Sges(sges) = data else {
         return Err(WcStatus::LocProtErr);
     };
-    let mut skip = offset;
-    let mut at = 0usize;
-    for sge in sges {
-        if at == bytes.len() {
-            break;
-        }
-        let sl = u64::from(sge.length);
-        if skip >= sl {
-            skip -= sl;
-            continue;
-        }
-        let n = ((sl - skip) as usize).min(bytes.len() - at);
-        let addr = sge.addr.checked_add(skip).ok_or(WcStatus::LocProtErr)?;
-        let t = ctx
-            .mem
-            .check_lkey(pd, sge.lkey, addr, n as u64, Access::LOCAL_WRITE)
-            .map_err(|_| WcStatus::LocProtErr)?;
-        t.write_at(0, &bytes[at..at + n])
-            .map_err(|_| WcStatus::LocProtErr)?;
-        at += n;
-        skip = 0;
-    }
-    if at == bytes.len() {
-        Ok(())
-    } else {
-        Err(WcStatus::LocLenErr)
-    }
+    super::sge::walk(
+        ctx.mem,
+        pd,
+        sges,
+        offset,
+        bytes.len(),
+        Access::LOCAL_WRITE,
+        |t, r| t.write_at(0, &bytes[r]),
+    )
+    .map_err(|e| match e {
+        super::sge::SgeError::Key => WcStatus::LocProtErr,
+        super::sge::SgeError::Short => WcStatus::LocLenErr,
+    })
 }

@@ -5,6 +5,7 @@
 mod completer;
 mod requester;
 mod responder;
+mod sge;
 pub(crate) mod state;
 
 use std::collections::VecDeque;

@@ -452,32 +452,13 @@ fn gather(
             out.copy_from_slice(data.get(start..start + len).ok_or(WcStatus::LocLenErr)?);
         }
         SendData::Sges(sges) => {
-            let mut skip = offset;
-            let mut at = 0usize;
-            for sge in sges {
-                if at == len {
-                    break;
-                }
-                let sl = u64::from(sge.length);
-                if skip >= sl {
-                    skip -= sl;
-                    continue;
-                }
-                let n = ((sl - skip) as usize).min(len - at);
-                let addr = sge.addr.checked_add(skip).ok_or(WcStatus::LocProtErr)?;
-                let target = ctx
-                    .mem
-                    .check_lkey(pd, sge.lkey, addr, n as u64, Access::empty())
-                    .map_err(|_| WcStatus::LocProtErr)?;
-                target
-                    .read_at(0, &mut out[at..at + n])
-                    .map_err(|_| WcStatus::LocProtErr)?;
-                at += n;
-                skip = 0;
-            }
-            if at != len {
-                return Err(WcStatus::LocLenErr);
-            }
+            super::sge::walk(ctx.mem, pd, sges, offset, len, Access::empty(), |t, r| {
+                t.read_at(0, &mut out[r])
+            })
+            .map_err(|e| match e {
+                super::sge::SgeError::Key => WcStatus::LocProtErr,
+                super::sge::SgeError::Short => WcStatus::LocLenErr,
+            })?;
         }
     }
     Ok(())

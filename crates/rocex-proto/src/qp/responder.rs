@@ -793,33 +793,19 @@ fn place(
     offset: u64,
     bytes: &[u8],
 ) -> Result<(), Refusal> {
-    let mut skip = offset;
-    let mut at = 0usize;
-    for sge in &wr.sges {
-        if at == bytes.len() {
-            break;
-        }
-        let sl = u64::from(sge.length);
-        if skip >= sl {
-            skip -= sl;
-            continue;
-        }
-        let n = ((sl - skip) as usize).min(bytes.len() - at);
-        let addr = sge.addr.checked_add(skip).ok_or(MALFORMED_WQE)?;
-        let t = ctx
-            .mem
-            .check_lkey(pd, sge.lkey, addr, n as u64, Access::LOCAL_WRITE)
-            .map_err(|_| MALFORMED_WQE)?;
-        t.write_at(0, &bytes[at..at + n])
-            .map_err(|_| MALFORMED_WQE)?;
-        at += n;
-        skip = 0;
-    }
-    if at == bytes.len() {
-        Ok(())
-    } else {
-        Err(LENGTH)
-    }
+    super::sge::walk(
+        ctx.mem,
+        pd,
+        &wr.sges,
+        offset,
+        bytes.len(),
+        Access::LOCAL_WRITE,
+        |t, r| t.write_at(0, &bytes[r]),
+    )
+    .map_err(|e| match e {
+        super::sge::SgeError::Key => MALFORMED_WQE,
+        super::sge::SgeError::Short => LENGTH,
+    })
 }
 
 /// The 40 bytes a UD receive buffer starts with: for IPv4, 20 bytes of zero and the IPv4

@@ -46,10 +46,11 @@ fn err(e: rocex_proto::VerbsError) -> io::Error {
 
 fn side(ip: [u8; 4], seed: u8, inject: Option<rocex_io::Faults>) -> io::Result<Side> {
     let ip = IpAddr::from(ip);
-    let mut config = Config::new(ip, [seed; 32]);
-    config.port_mtu = Mtu::M4096;
-    config.udp_source_port = Some(4791);
-    let mut e = Engine::new(config);
+    // Fixed seeds: the demo's QPNs and keys are the same on every run.
+    let mut e = Engine::new(Config {
+        rng_seed: [seed; 32],
+        ..crate::device::config(ip)
+    });
     let pd = e.alloc_pd();
     let buf = Arc::new(VecRegion::new(BUF));
     let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;

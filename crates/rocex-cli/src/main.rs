@@ -2,6 +2,7 @@
 
 mod conform;
 mod demo;
+mod device;
 mod dump;
 mod oob;
 mod perf;

@@ -15,8 +15,9 @@ use rocex_proto::verbs::{
     AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendOp, SendWr, Sge,
     UdDest, WcStatus,
 };
-use rocex_proto::{Access, Config, Engine, GRH_LEN, QpInit, VecRegion};
+use rocex_proto::{Access, Engine, GRH_LEN, QpInit, VecRegion};
 
+use crate::device::{self, mtu_of};
 use crate::oob::{self, Dest};
 
 #[derive(clap::Args)]
@@ -70,38 +71,9 @@ struct Ctx {
     ud: Option<UdDest>,
 }
 
-fn mtu_of(bytes: u32) -> io::Result<Mtu> {
-    [Mtu::M256, Mtu::M512, Mtu::M1024, Mtu::M2048, Mtu::M4096]
-        .into_iter()
-        .find(|m| m.bytes() == bytes)
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "the MTU must be 256, 512, 1024, 2048 or 4096",
-            )
-        })
-}
-
-fn seed() -> [u8; 32] {
-    let mut s = [0u8; 32];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| io::Read::read_exact(&mut f, &mut s))
-        .is_err()
-    {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        s[..16].copy_from_slice(&t.as_nanos().to_le_bytes());
-    }
-    s
-}
-
 /// A device on `local` with one RC QP in INIT and `rx_depth` receives posted.
 fn open(local: IpAddr, a: &Args) -> io::Result<Ctx> {
-    let mut config = Config::new(local, seed());
-    config.port_mtu = Mtu::M4096;
-    config.udp_source_port = Some(4791);
-    let mut e = Engine::new(config);
+    let mut e = Engine::new(device::config(local));
     let err = |e: rocex_proto::VerbsError| io::Error::other(e.to_string());
     let pd = e.alloc_pd();
     let grh = if a.ud { GRH_LEN as u32 } else { 0 };

@@ -16,6 +16,8 @@ mod exchange;
 mod lat;
 mod report;
 
+use crate::device::mtu_of;
+pub(crate) use crate::device::verbs_err;
 use std::io;
 use std::net::IpAddr;
 use std::process::ExitCode;
@@ -26,7 +28,7 @@ use rocex_io::{Driver, UdpPort};
 use rocex_proto::verbs::{
     AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, Remote, Sge,
 };
-use rocex_proto::{Access, Config, Engine, QpInit, Region, VecRegion};
+use rocex_proto::{Access, Engine, QpInit, Region, VecRegion};
 
 use crate::oob;
 use exchange::{KeyMsg, Oob, Verdict};
@@ -250,43 +252,10 @@ impl Ctx {
     }
 }
 
-pub(crate) fn verbs_err(e: rocex_proto::VerbsError) -> io::Error {
-    io::Error::other(e.to_string())
-}
-
-fn mtu_of(bytes: u32) -> io::Result<Mtu> {
-    [Mtu::M256, Mtu::M512, Mtu::M1024, Mtu::M2048, Mtu::M4096]
-        .into_iter()
-        .find(|m| m.bytes() == bytes)
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "the MTU must be 256, 512, 1024, 2048 or 4096",
-            )
-        })
-}
-
-fn seed() -> [u8; 32] {
-    let mut s = [0u8; 32];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| io::Read::read_exact(&mut f, &mut s))
-        .is_err()
-    {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        s[..16].copy_from_slice(&t.as_nanos().to_le_bytes());
-    }
-    s
-}
-
 /// A device on `local` with `p.qps` RC QPs in INIT, their memory laid out as perftest's
 /// and filled for the test.
 fn open(local: IpAddr, p: &Params, cycle_buffer: u32) -> io::Result<Ctx> {
-    let mut config = Config::new(local, seed());
-    config.port_mtu = Mtu::M4096;
-    config.udp_source_port = Some(4791);
-    let mut e = Engine::new(config);
+    let mut e = Engine::new(crate::device::config(local));
     let pd = e.alloc_pd();
     let cycle = u64::from(cycle_buffer.max(4096));
     let buf = u64::from(p.size).div_ceil(cycle).max(1) * cycle;

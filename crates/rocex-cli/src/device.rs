@@ -1,0 +1,49 @@
+//! The engine the command-line tools run: on rocex-io's UDP port, seeded from the OS.
+
+use std::io;
+use std::net::IpAddr;
+
+use rocex_proto::Config;
+use rocex_proto::verbs::Mtu;
+
+/// The path MTU of its size in bytes.
+pub(crate) fn mtu_of(bytes: u32) -> io::Result<Mtu> {
+    [Mtu::M256, Mtu::M512, Mtu::M1024, Mtu::M2048, Mtu::M4096]
+        .into_iter()
+        .find(|m| m.bytes() == bytes)
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the MTU must be 256, 512, 1024, 2048 or 4096",
+            )
+        })
+}
+
+/// 32 bytes from the OS for the engine's CSPRNG (QPNs, keys, PSNs).
+pub(crate) fn seed() -> [u8; 32] {
+    let mut s = [0u8; 32];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| io::Read::read_exact(&mut f, &mut s))
+        .is_err()
+    {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        s[..16].copy_from_slice(&t.as_nanos().to_le_bytes());
+    }
+    s
+}
+
+/// An engine configuration for `local` on the UDP backend: port MTU 4096, every packet
+/// from UDP port 4791 (a socket cannot choose its source port per QP), seeded from the OS.
+pub(crate) fn config(local: IpAddr) -> Config {
+    let mut c = Config::new(local, seed());
+    c.port_mtu = Mtu::M4096;
+    c.udp_source_port = Some(4791);
+    c
+}
+
+/// A verbs error as an I/O error, for the tools' error paths.
+pub(crate) fn verbs_err(e: rocex_proto::VerbsError) -> io::Error {
+    io::Error::other(e.to_string())
+}

@@ -3,6 +3,7 @@
 mod conform;
 mod demo;
 mod device;
+mod devinfo;
 mod dump;
 mod oob;
 mod perf;
@@ -31,6 +32,8 @@ enum Command {
     Pingpong(pingpong::Args),
     /// Two rocex engines on 127.0.0.1 and 127.0.0.2: a ping-pong and a verified WRITE stream.
     Demo(demo::Args),
+    /// Show the device a rocexd serves (like ibv_devinfo).
+    Devinfo(devinfo::Args),
     /// perftest-style bandwidth and latency tests (write, read, send, atomic), compatible with
     /// perftest's out-of-band exchange.
     Perf(perf::Args),
@@ -43,6 +46,7 @@ fn main() -> ExitCode {
         Command::Conform(args) => conform::run(&args),
         Command::Pingpong(args) => pingpong::run(&args),
         Command::Demo(args) => demo::run(&args),
+        Command::Devinfo(args) => devinfo::run(&args),
         Command::Perf(args) => perf::run(&args),
     }
 }

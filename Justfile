@@ -40,6 +40,12 @@ fuzz TARGET *ARGS:
     proto-tests/fuzz/seed.sh
     cd proto-tests/fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run {{TARGET}} corpus/{{TARGET}} {{ARGS}}
 
+# Performance side by side on a veth pair: iperf3, raw UDP, rocex perf (writes
+# docs/performance.md). Needs root.
+bench-compare *ARGS:
+    cargo build -q --release -p rocex-cli
+    proto-tests/bench/compare.sh {{ARGS}}
+
 # A short run of every fuzz target (CI).
 fuzz-ci:
     for t in frame responder; do just fuzz $t -- -max_total_time=30; done
@@ -54,3 +60,4 @@ lint:
 interop *ARGS:
     proto-tests/interop/run.sh {{ARGS}}
     proto-tests/interop/perftest.sh {{ARGS}}
+    proto-tests/interop/probe.sh {{ARGS}}

@@ -8,6 +8,7 @@ mod dump;
 mod oob;
 mod perf;
 mod pingpong;
+mod probe;
 
 use std::process::ExitCode;
 
@@ -37,6 +38,10 @@ enum Command {
     /// perftest-style bandwidth and latency tests (write, read, send, atomic), compatible with
     /// perftest's out-of-band exchange.
     Perf(perf::Args),
+    /// The rxe lab probe's single-operation tests (SEND_WITH_IMM/INV, WRITE_WITH_IMM, READ,
+    /// atomics, ATOMIC_WRITE, FLUSH, bad rkey, RNR, PSN wrap), speaking its out-of-band
+    /// protocol.
+    Probe(probe::Args),
 }
 
 fn main() -> ExitCode {
@@ -48,5 +53,6 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Devinfo(args) => devinfo::run(&args),
         Command::Perf(args) => perf::run(&args),
+        Command::Probe(args) => probe::run(&args),
     }
 }

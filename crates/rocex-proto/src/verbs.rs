@@ -295,7 +295,8 @@ pub enum SendOp {
     AtomicWrite {
         /// Target.
         remote: Remote,
-        /// Value written.
+        /// Value written: its 8 bytes in host order go on the wire and into the target
+        /// unchanged, as `ibv_wr_atomic_write` sends the buffer it is given.
         value: u64,
     },
     /// FLUSH (IBTA 1.5): make a remote range visible or persistent.

@@ -268,6 +268,8 @@ impl Qp {
         let byte_len = match wqe.wr.op {
             SendOp::Read(_) => wqe.len as u32,
             SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } => 8,
+            // rxe reports the flushed length.
+            SendOp::Flush { len, .. } => len,
             _ => wqe.len as u32,
         };
         self.push_send_completion(ctx, &wqe, status, byte_len);

@@ -348,7 +348,9 @@ fn build<'a>(
             bth.opcode = Opcode::RC_ATOMIC_WRITE;
             bth.ack_req = true;
             scratch.clear();
-            scratch.extend_from_slice(&value.to_be_bytes());
+            // The payload is the 8 bytes of `value` as they lie in memory, as libibverbs
+            // sends the buffer it is given and rxe stores the payload unchanged.
+            scratch.extend_from_slice(&value.to_ne_bytes());
             p = PacketRepr::new(bth);
             p.reth = Some(RethRepr {
                 va: remote.addr,

@@ -503,7 +503,7 @@ impl Qp {
                 .check_rkey(self.pd, reth.rkey, reth.va, 8, Access::REMOTE_WRITE)
                 .map_err(|_| ACCESS)?;
             target
-                .atomic_write(0, u64::from_be_bytes(value))
+                .atomic_write(0, u64::from_ne_bytes(value))
                 .map_err(|_| ACCESS)?;
         } else {
             let feth = pkt.feth.ok_or(INVALID)?;

@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# rocex side by side with what users use instead (issue 7's goals 1-4), on a veth pair between
+# two network namespaces created here (MTU 9000, 198.18.100.1/24 <-> 198.18.100.2/24).
+# Sender/client pinned to cpu0, receiver/server to cpu1, as in ../shared/notes/io-baselines.md.
+#
+#   proto-tests/bench/compare.sh [--runs N] [--out FILE] [--no-doc]
+#
+# Prints a table of medians and ratios and writes it into docs/performance.md between the
+# GENERATED markers (the hand-written analysis around them is kept). Needs root.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+RUNS=5
+OUT="$ROOT/docs/performance.md"
+WRITE_DOC=1
+SECS=3
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --runs) RUNS="$2"; shift 2 ;;
+    --out) OUT="$2"; shift 2 ;;
+    --no-doc) WRITE_DOC=0; shift ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+done
+
+[ "$(id -u)" = 0 ] || { echo "compare.sh needs root (network namespaces)" >&2; exit 1; }
+
+ROCEX="${ROCEX:-$ROOT/target/release/rocex}"
+if [ ! -x "$ROCEX" ]; then
+  (cd "$ROOT" && cargo build --release -p rocex-cli)
+fi
+if ! command -v iperf3 >/dev/null; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -q iperf3 >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q iperf3 >/dev/null; }
+fi
+PY="$(command -v python3)"
+UDPB="$HERE/udp_bench.py"
+
+NA="rxbA$$"; NB="rxbB$$"
+VA="vbA$$"; VB="vbB$$"
+IPA=198.18.100.1; IPB=198.18.100.2
+WORK="$(mktemp -d /tmp/rocex-bench.XXXXXX)"
+RES="$WORK/results.tsv"
+PIDS=()
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  for ns in "$NA" "$NB"; do
+    if ip netns list 2>/dev/null | grep -qw "$ns"; then
+      for p in $(ip netns pids "$ns" 2>/dev/null); do kill "$p" 2>/dev/null || true; done
+    fi
+  done
+  sleep 0.2
+  for ns in "$NA" "$NB"; do
+    ip netns del "$ns" 2>/dev/null || true
+  done
+  ip link del "$VA" 2>/dev/null || true
+  [ "${KEEP_WORK:-0}" = 1 ] || rm -rf "$WORK"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ip netns add "$NA"
+ip netns add "$NB"
+ip link add "$VA" type veth peer name "$VB"
+ip link set "$VA" netns "$NA"
+ip link set "$VB" netns "$NB"
+for x in "$NA:$VA:$IPA" "$NB:$VB:$IPB"; do
+  IFS=: read -r ns dev addr <<<"$x"
+  ip -n "$ns" link set lo up
+  ip -n "$ns" link set "$dev" mtu 9000 up
+  ip -n "$ns" addr add "$addr/24" dev "$dev"
+done
+
+inA() { ip netns exec "$NA" taskset -c 0 "$@"; }
+inB() { ip netns exec "$NB" taskset -c 1 "$@"; }
+
+# wait until something listens on TCP port $1 in namespace B
+wait_tcp() {
+  for _ in $(seq 100); do
+    ip netns exec "$NB" ss -Hltn "sport = :$1" | grep -q . && return 0
+    sleep 0.05
+  done
+  return 1
+}
+record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RES"; }   # run metric value
+jget() { "$PY" -c 'import json,sys
+try:
+    d=json.loads(sys.stdin.read().strip().splitlines()[-1])
+    for k in sys.argv[1].split("."): d=d[k]
+    print("nan" if d is None else d)
+except Exception: print("nan")' "$1"; }
+
+# rocex perf client/server pair; $1 = run, $2 = label, rest = perf args (client gets SERVER)
+rocex_pair() {
+  local run="$1" label="$2"; shift 2
+  local op="$1" test="$2"; shift 2
+  inB timeout 30 "$ROCEX" perf "$op" "$test" "${SRV_ARGS[@]}" --json >"$WORK/srv.json" 2>"$WORK/srv.err" &
+  local sp=$!; PIDS+=("$sp")
+  if ! wait_tcp 18515; then echo "  $label: rocex server did not listen" >&2; kill "$sp" 2>/dev/null || true; wait "$sp" 2>/dev/null || true; echo nan; return; fi
+  local out
+  out="$(inA timeout 30 "$ROCEX" perf "$op" "$test" "$IPB" "$@" --json 2>"$WORK/cli.err" || true)"
+  wait "$sp" 2>/dev/null || true
+  [ -n "$out" ] || { echo "  $label: rocex client failed: $(tail -1 "$WORK/cli.err")" >&2; out='{}'; }
+  echo "$out"
+}
+
+echo "rocex bench: $RUNS runs, namespaces $NA/$NB, veth MTU 9000, kernel $(uname -r)" >&2
+T0=$SECONDS
+for run in $(seq 1 "$RUNS"); do
+  echo "run $run/$RUNS ($((SECONDS - T0)) s)" >&2
+
+  # (1) iperf3, one TCP stream
+  inB timeout 20 iperf3 -s -1 -B "$IPB" >/dev/null 2>&1 &
+  sp=$!; PIDS+=("$sp")
+  if wait_tcp 5201; then
+    j="$(inA timeout 20 iperf3 -c "$IPB" -t "$SECS" -J 2>/dev/null || true)"
+    bps="$(printf '%s' "$j" | "$PY" -c 'import json,sys
+try: print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/1e9)
+except Exception: print("nan")')"
+  else bps=nan; fi
+  wait "$sp" 2>/dev/null || true
+  record "$run" iperf3_gbps "$bps"
+
+  # (2) rocex write bw, 64 KiB, MTU 4096
+  SRV_ARGS=(--size 65536 --mtu 4096)
+  j="$(rocex_pair "$run" write_bw_64k write bw --size 65536 --mtu 4096 --duration "$SECS")"
+  record "$run" rocex_wbw_gbps "$(jget gbps <<<"$j")"
+  record "$run" rocex_wbw_msg_mpps "$(jget mpps <<<"$j")"
+
+  # (3) raw UDP, one datagram per syscall, RoCE-sized (4096 payload + 12 BTH + 16 RETH... = 4124 B)
+  inB timeout 20 "$PY" "$UDPB" sink "$IPB" 19000 $((SECS + 6)) >"$WORK/sink.json" 2>/dev/null &
+  sp=$!; PIDS+=("$sp"); sleep 0.4
+  inA timeout 20 "$PY" "$UDPB" blast "$IPB" 19000 4124 "$SECS" >"$WORK/blast.json" 2>/dev/null || true
+  wait "$sp" 2>/dev/null || true
+  record "$run" udp4k_mpps "$(jget mpps <"$WORK/sink.json")"
+  record "$run" udp4k_gbps "$(jget gbps_payload <"$WORK/sink.json")"
+  record "$run" udp4k_sent_mpps "$(jget mpps <"$WORK/blast.json")"
+
+  # (3b) raw UDP at the size of a 64-byte SEND (12 BTH + 64 + 4 ICRC = 80 B), for goal 4
+  inB timeout 20 "$PY" "$UDPB" sink "$IPB" 19002 8 >"$WORK/sink.json" 2>/dev/null &
+  sp=$!; PIDS+=("$sp"); sleep 0.4
+  inA timeout 20 "$PY" "$UDPB" blast "$IPB" 19002 80 2 >/dev/null 2>&1 || true
+  wait "$sp" 2>/dev/null || true
+  record "$run" udp80_mpps "$(jget mpps <"$WORK/sink.json")"
+
+  # (4) latency: rocex write lat 8 B vs python UDP busy-poll ping-pong (40 B = an 8-byte WRITE's UDP payload)
+  SRV_ARGS=(--size 8 --iters 20000)
+  j="$(rocex_pair "$run" write_lat write lat --size 8 --iters 20000)"
+  record "$run" rocex_lat_p50_us "$(jget lat_us_p50 <<<"$j")"
+  record "$run" rocex_lat_p99_us "$(jget lat_us_p99 <<<"$j")"
+  inB timeout 20 "$PY" "$UDPB" pong "$IPB" 19001 15 >/dev/null 2>&1 &
+  sp=$!; PIDS+=("$sp"); sleep 0.4
+  j="$(inA timeout 20 "$PY" "$UDPB" ping "$IPB" 19001 40 20000 2>/dev/null || echo '{}')"
+  wait "$sp" 2>/dev/null || true
+  record "$run" udp_rtt_p50_us "$(jget rtt_us_p50 <<<"$j")"
+  record "$run" udp_rtt_p99_us "$(jget rtt_us_p99 <<<"$j")"
+  record "$run" py_call_us "$(jget py_call_us <<<"$j")"
+
+  # (5) message rate, 64-byte SEND and WRITE, 1 QP and 16 QPs
+  for q in 1 16; do
+    SRV_ARGS=(--size 64 --iters $((400000 / q)) --qps "$q")
+    j="$(rocex_pair "$run" send_bw_64 send bw --size 64 --iters $((400000 / q)) --qps "$q")"
+    record "$run" "rocex_send64_q${q}_mpps" "$(jget mpps <<<"$j")"
+    SRV_ARGS=(--size 64 --qps "$q")
+    j="$(rocex_pair "$run" write_bw_64 write bw --size 64 --duration 2 --qps "$q")"
+    record "$run" "rocex_write64_q${q}_mpps" "$(jget mpps <<<"$j")"
+  done
+done
+echo "done in $((SECONDS - T0)) s" >&2
+
+COND="kernel $(uname -r); $(nproc) vCPU ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')); veth between two namespaces, MTU 9000; senders/clients on cpu0, receivers/servers on cpu1; $RUNS runs, medians (min-max); rocex $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?') ($(date -u +%Y-%m-%dT%H:%MZ))"
+"$PY" "$HERE/report.py" "$RES" "$COND" "$RUNS" >"$WORK/table.md"
+cat "$WORK/table.md"
+if [ "$WRITE_DOC" = 1 ]; then
+  "$PY" "$HERE/report.py" --splice "$OUT" "$WORK/table.md"
+  echo "wrote $OUT" >&2
+fi

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Interop: the rxe lab probe (rxe-probe, proto-tests/rxe-lab/probe/probe.c) in a kernel rxe
+# guest against `rocex probe` on the host side of the lab's bridge, in both roles. Each
+# run's capture must pass `rocex dump --check` and `rocex conform replay`. Prints one line
+# per case and "probe-interop: N passed, N failed"; exits non-zero on any failure. Needs
+# root.
+#
+# Usage: probe.sh [--quick] [--role server|client] [--only REGEX]
+#   --quick     the CI subset: probe_all and probe_flush in both roles
+#   --role R    only the cases where rxe plays R (default: both)
+#   --only RE   only cases whose name matches RE
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+rocex=$root/target/release/rocex
+out=${INTEROP_OUT:-$root/target/interop-probe}
+mkdir -p "$out"
+roles=(server client) only=
+while (($#)); do
+    case $1 in
+    --role) roles=("$2"); shift ;;
+    --only) only=$2; shift ;;
+    --quick) only='^probe_(all|flush)-' ;;
+    *) echo "usage: $0 [--quick] [--role server|client] [--only REGEX]" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+cargo build -q --release -p rocex-cli --manifest-path "$root/Cargo.toml"
+bash "$root/proto-tests/rxe-lab/build.sh" >/dev/null
+
+pass=0 fail=0 failed=()
+# case_ SCENARIO NAME GUEST_ROLE "LAB OPTIONS" "ROCEX PROBE CLIENT OPTIONS"
+# With the guest as server, rocex runs the scenario's client side with the same options
+# as the scenario's rxe-probe client; with the guest as client, rocex is the server and
+# takes everything from the PLAN line.
+case_() {
+    local scenario=$1 name=$2 role=$3 lab=$4 opts=$5 pcap=$out/$2.pcap host_cmd
+    if [[ -n $only && ! $name =~ $only ]]; then return 0; fi
+    if [[ $role == server ]]; then
+        host_cmd="$rocex probe client \$RXE_LAB_GUEST_IP $opts"
+    else
+        host_cmd="$rocex probe server"
+    fi
+    # shellcheck disable=SC2086
+    if timeout 240 bash "$root/proto-tests/rxe-lab/run.sh" "$scenario" --guest-role "$role" $lab \
+        --out "$pcap" --host-cmd "$host_cmd" >"$out/$name.log" 2>&1 \
+        && "$rocex" dump --check "$pcap" >"$out/$name.check" \
+        && "$rocex" conform replay "$pcap" >"$out/$name.conform"; then
+        pass=$((pass + 1))
+        printf 'PASS %-40s %s | %s\n' "$name" "$(tail -n1 "$out/$name.check")" "$(tail -n1 "$out/$name.conform")"
+    else
+        fail=$((fail + 1)); failed+=("$name")
+        printf 'FAIL %-40s (see %s)\n' "$name" "$out/$name.log"
+        tail -n 15 "$out/$name.log" | sed 's/^/     /'
+    fi
+}
+
+for role in "${roles[@]}"; do
+    # rxe plays $role; rocex the other side. Options as in proto-tests/rxe-lab/scenarios.
+    while IFS='|' read -r scenario name lab opts; do
+        [[ -z $scenario ]] && continue
+        case_ "$scenario" "$name-rxe_$role" "$role" "$lab" "$opts"
+    done <<EOF_CASES
+probe_all|probe_all||--ops send,send_imm,send_inv,write,write_imm,read,cas,faa,atomic_write,flush --size 2048 --iters 2
+probe_flush|probe_flush||--ops write,flush --size 4096
+probe_atomic_write|probe_atomic_write||--ops atomic_write
+probe_bad_rkey|probe_bad_rkey||--ops write --size 1024 --bad-rkey
+probe_rnr|probe_rnr||--ops send --size 512 --rnr-delay 300 --min-rnr 20
+probe_psn_wrap|probe_psn_wrap||--psn 0xfffff0 --ops write,send,read --size 4096 --iters 4
+probe_send_inv|probe_send_inv||--ops send_inv --size 256
+probe_write_imm|probe_write_imm||--ops write_imm --size 2048
+probe_send_imm|probe_send_imm||--ops send_imm --size 1024
+probe_mtu4096|probe_mtu4096|--mtu 4096|--mtu 4096 --ops write,send,read --size 16384
+probe_write|probe_write-loss5|--loss 5|--ops write --size 4096
+EOF_CASES
+done
+((fail == 0)) || echo "failed: ${failed[*]}"
+echo "probe-interop: $pass passed, $fail failed"
+((fail == 0))

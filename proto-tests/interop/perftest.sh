@@ -22,26 +22,15 @@ else
 fi
 bash "$root/proto-tests/rxe-lab/build.sh" >/dev/null
 
+source "$root/proto-tests/interop/lib.sh"
 pass=0 fail=0 failed=()
 # case NAME SCENARIO GUEST_ROLE "LAB OPTIONS" "ROCEX PERF ARGUMENTS"
 case_() {
-    local name=$1 scenario=$2 role=$3 lab=$4 args=$5 pcap=$out/$1.pcap host_cmd
+    local name=$1 scenario=$2 role=$3 lab=$4 args=$5
     if [[ $role == server ]]; then
-        host_cmd="$rocex perf $args \$RXE_LAB_GUEST_IP"
+        run_case "$name" "$scenario" "$role" "$lab" "$rocex perf $args \$RXE_LAB_GUEST_IP"
     else
-        host_cmd="$rocex perf $args"
-    fi
-    # shellcheck disable=SC2086
-    if timeout 240 bash "$root/proto-tests/rxe-lab/run.sh" "$scenario" --guest-role "$role" $lab \
-        --out "$pcap" --host-cmd "$host_cmd" >"$out/$name.log" 2>&1 \
-        && "$rocex" dump --check "$pcap" >"$out/$name.check" \
-        && "$rocex" conform replay "$pcap" >"$out/$name.conform"; then
-        pass=$((pass + 1))
-        printf 'PASS %-40s %s | %s\n' "$name" "$(tail -n1 "$out/$name.check")" "$(tail -n1 "$out/$name.conform")"
-    else
-        fail=$((fail + 1)); failed+=("$name")
-        printf 'FAIL %-40s (see %s)\n' "$name" "$out/$name.log"
-        tail -n 15 "$out/$name.log" | sed 's/^/     /'
+        run_case "$name" "$scenario" "$role" "$lab" "$rocex perf $args"
     fi
 }
 

@@ -28,30 +28,19 @@ done
 cargo build -q --release -p rocex-cli --manifest-path "$root/Cargo.toml"
 bash "$root/proto-tests/rxe-lab/build.sh" >/dev/null
 
+source "$root/proto-tests/interop/lib.sh"
 pass=0 fail=0 failed=()
 # case_ SCENARIO NAME GUEST_ROLE "LAB OPTIONS" "ROCEX PROBE CLIENT OPTIONS"
 # With the guest as server, rocex runs the scenario's client side with the same options
 # as the scenario's rxe-probe client; with the guest as client, rocex is the server and
 # takes everything from the PLAN line.
 case_() {
-    local scenario=$1 name=$2 role=$3 lab=$4 opts=$5 pcap=$out/$2.pcap host_cmd
+    local scenario=$1 name=$2 role=$3 lab=$4 opts=$5
     if [[ -n $only && ! $name =~ $only ]]; then return 0; fi
     if [[ $role == server ]]; then
-        host_cmd="$rocex probe client \$RXE_LAB_GUEST_IP $opts"
+        run_case "$name" "$scenario" "$role" "$lab" "$rocex probe client \$RXE_LAB_GUEST_IP $opts"
     else
-        host_cmd="$rocex probe server"
-    fi
-    # shellcheck disable=SC2086
-    if timeout 240 bash "$root/proto-tests/rxe-lab/run.sh" "$scenario" --guest-role "$role" $lab \
-        --out "$pcap" --host-cmd "$host_cmd" >"$out/$name.log" 2>&1 \
-        && "$rocex" dump --check "$pcap" >"$out/$name.check" \
-        && "$rocex" conform replay "$pcap" >"$out/$name.conform"; then
-        pass=$((pass + 1))
-        printf 'PASS %-40s %s | %s\n' "$name" "$(tail -n1 "$out/$name.check")" "$(tail -n1 "$out/$name.conform")"
-    else
-        fail=$((fail + 1)); failed+=("$name")
-        printf 'FAIL %-40s (see %s)\n' "$name" "$out/$name.log"
-        tail -n 15 "$out/$name.log" | sed 's/^/     /'
+        run_case "$name" "$scenario" "$role" "$lab" "$rocex probe server"
     fi
 }
 

@@ -16,27 +16,15 @@ quick=0
 cargo build -q --release -p rocex-cli --manifest-path "$root/Cargo.toml"
 bash "$root/proto-tests/rxe-lab/build.sh" >/dev/null
 
+source "$root/proto-tests/interop/lib.sh"
 pass=0 fail=0 failed=()
 # case SCENARIO NAME GUEST_ROLE "LAB OPTIONS" "ROCEX PINGPONG OPTIONS"
 case_() {
-    local scenario=$1; shift
-    local name=$1 role=$2 lab=$3 pp=$4 pcap=$out/$1.pcap host_cmd
+    local scenario=$1 name=$2 role=$3 lab=$4 pp=$5
     if [[ $role == server ]]; then
-        host_cmd="$rocex pingpong \$RXE_LAB_GUEST_IP $pp"
+        run_case "$name" "$scenario" "$role" "$lab" "$rocex pingpong \$RXE_LAB_GUEST_IP $pp"
     else
-        host_cmd="$rocex pingpong $pp"
-    fi
-    # shellcheck disable=SC2086
-    if timeout 240 bash "$root/proto-tests/rxe-lab/run.sh" "$scenario" --guest-role "$role" $lab \
-        --out "$pcap" --host-cmd "$host_cmd" >"$out/$name.log" 2>&1 \
-        && "$rocex" dump --check "$pcap" >"$out/$name.check" \
-        && "$rocex" conform replay "$pcap" >"$out/$name.conform"; then
-        pass=$((pass + 1))
-        printf 'PASS %-34s %s | %s\n' "$name" "$(tail -n1 "$out/$name.check")" "$(tail -n1 "$out/$name.conform")"
-    else
-        fail=$((fail + 1)); failed+=("$name")
-        printf 'FAIL %-34s (see %s)\n' "$name" "$out/$name.log"
-        tail -n 15 "$out/$name.log" | sed 's/^/     /'
+        run_case "$name" "$scenario" "$role" "$lab" "$rocex pingpong $pp"
     fi
 }
 

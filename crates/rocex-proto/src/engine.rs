@@ -355,17 +355,7 @@ impl Engine {
 
     /// Creates a QP in RESET with an unpredictable QP number.
     pub fn create_qp(&mut self, init: QpInit) -> Result<u32, VerbsError> {
-        if self.qps.len() >= self.config.max_qp {
-            return Err(VerbsError::Limit("QPs"));
-        }
-        for cq in [init.send_cq, init.recv_cq] {
-            if !self.cqs.contains_key(&cq) {
-                return Err(VerbsError::NoSuchCq(cq));
-            }
-        }
-        if self.mem.pd_count() == 0 {
-            return Err(VerbsError::Mem(MemError::UnknownPd { pd: init.pd }));
-        }
+        self.check_qp_init(&init)?;
         let qpn = loop {
             let n = self.rng.next_u32() & Psn::MASK;
             if n >= 0x10 && !self.qps.contains_key(&n) {
@@ -384,6 +374,22 @@ impl Engine {
             ),
         );
         Ok(qpn)
+    }
+
+    /// The checks a new QP's resources pass: the QP limit, its CQs, a PD.
+    fn check_qp_init(&self, init: &QpInit) -> Result<(), VerbsError> {
+        if self.qps.len() >= self.config.max_qp {
+            return Err(VerbsError::Limit("QPs"));
+        }
+        for cq in [init.send_cq, init.recv_cq] {
+            if !self.cqs.contains_key(&cq) {
+                return Err(VerbsError::NoSuchCq(cq));
+            }
+        }
+        if self.mem.pd_count() == 0 {
+            return Err(VerbsError::Mem(MemError::UnknownPd { pd: init.pd }));
+        }
+        Ok(())
     }
 
     /// Modifies a QP: checks the transition and its attributes, then applies them.
@@ -682,17 +688,7 @@ impl Engine {
         if self.qps.contains_key(&qpn) {
             return Err(VerbsError::BadAttribute("the chosen QPN is in use"));
         }
-        if self.qps.len() >= self.config.max_qp {
-            return Err(VerbsError::Limit("QPs"));
-        }
-        for cq in [init.send_cq, init.recv_cq] {
-            if !self.cqs.contains_key(&cq) {
-                return Err(VerbsError::NoSuchCq(cq));
-            }
-        }
-        if self.mem.pd_count() == 0 {
-            return Err(VerbsError::Mem(MemError::UnknownPd { pd: init.pd }));
-        }
+        self.check_qp_init(&init)?;
         self.qps.insert(
             qpn,
             Qp::new(

@@ -366,16 +366,13 @@ impl Qp {
         info: &OpcodeInfo,
     ) -> Result<(), Refusal> {
         if let Some(reth) = pkt.reth {
-            let target = ctx
-                .mem
-                .check_rkey(
-                    self.pd,
-                    reth.rkey,
-                    reth.va,
-                    u64::from(reth.dma_len),
-                    Access::REMOTE_WRITE,
-                )
-                .map_err(|_| ACCESS)?;
+            let target = self.remote(
+                ctx,
+                reth.rkey,
+                reth.va,
+                u64::from(reth.dma_len),
+                Access::REMOTE_WRITE,
+            )?;
             self.resp.msg = Some(InMsg::Write {
                 target,
                 offset: 0,
@@ -408,16 +405,13 @@ impl Qp {
 
     fn exec_read(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>) -> Result<(), Refusal> {
         let reth = pkt.reth.ok_or(INVALID)?;
-        let target = ctx
-            .mem
-            .check_rkey(
-                self.pd,
-                reth.rkey,
-                reth.va,
-                u64::from(reth.dma_len),
-                Access::REMOTE_READ,
-            )
-            .map_err(|_| ACCESS)?;
+        let target = self.remote(
+            ctx,
+            reth.rkey,
+            reth.va,
+            u64::from(reth.dma_len),
+            Access::REMOTE_READ,
+        )?;
         let psn = pkt.bth.psn;
         let npkts = packets(u64::from(reth.dma_len), self.mtu());
         let kind = ResourceKind::Read {
@@ -456,10 +450,7 @@ impl Qp {
         if a.va % 8 != 0 {
             return Err(INVALID);
         }
-        let target = ctx
-            .mem
-            .check_rkey(self.pd, a.rkey, a.va, 8, Access::REMOTE_ATOMIC)
-            .map_err(|_| ACCESS)?;
+        let target = self.remote(ctx, a.rkey, a.va, 8, Access::REMOTE_ATOMIC)?;
         let orig = if info.operation == Operation::CompareSwap {
             target.compare_swap(0, a.compare, a.swap_add)
         } else {
@@ -498,10 +489,7 @@ impl Qp {
             if reth.va % 8 != 0 || reth.dma_len != 8 {
                 return Err(INVALID);
             }
-            let target = ctx
-                .mem
-                .check_rkey(self.pd, reth.rkey, reth.va, 8, Access::REMOTE_WRITE)
-                .map_err(|_| ACCESS)?;
+            let target = self.remote(ctx, reth.rkey, reth.va, 8, Access::REMOTE_WRITE)?;
             target
                 .atomic_write(0, u64::from_ne_bytes(value))
                 .map_err(|_| ACCESS)?;
@@ -513,10 +501,7 @@ impl Qp {
             } else {
                 Access::FLUSH_GLOBAL
             };
-            let target = ctx
-                .mem
-                .check_rkey(self.pd, reth.rkey, reth.va, u64::from(reth.dma_len), need)
-                .map_err(|_| ACCESS)?;
+            let target = self.remote(ctx, reth.rkey, reth.va, u64::from(reth.dma_len), need)?;
             target.flush(persistent).map_err(|_| ACCESS)?;
         }
         let psn = pkt.bth.psn;
@@ -708,6 +693,21 @@ impl Qp {
         }
         ctx.counters.rdma_recvs += 1;
         ctx.complete(self.recv_cq, wc, pkt.bth.solicited);
+    }
+
+    /// The remote range a request names, checked against its rkey: a remote access error
+    /// (NAK 0x62) if it does not check out.
+    fn remote(
+        &self,
+        ctx: &Ctx<'_>,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<Target, Refusal> {
+        ctx.mem
+            .check_rkey(self.pd, rkey, va, len, need)
+            .map_err(|_| ACCESS)
     }
 
     fn recv_wc(&self, wr_id: u64, opcode: WcOpcode, byte_len: u64) -> WorkCompletion {

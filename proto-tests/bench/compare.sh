@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rocex side by side with what users use instead (issue 7's goals 1-4), on a veth pair between
+# rocex side by side with what users use instead (performance goals 1-4 of docs/performance.md), on a veth pair between
 # two network namespaces created here (MTU 9000, 198.18.100.1/24 <-> 198.18.100.2/24).
 # Sender/client pinned to cpu0, receiver/server to cpu1, as in ../shared/notes/io-baselines.md.
 #

@@ -335,7 +335,9 @@ fn open(local: IpAddr, p: &Params, cycle_buffer: u32) -> io::Result<Ctx> {
             peer: None,
         });
     }
-    let driver = Driver::new(e, UdpPort::bind(local)?);
+    let mut driver = Driver::new(e, UdpPort::bind(local)?);
+    // Latency tests busy-poll, as perftest's do (its CQ polling never sleeps).
+    driver.busy_poll(p.test == Test::Lat);
     Ok(Ctx {
         driver,
         cq,

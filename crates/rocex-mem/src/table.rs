@@ -312,6 +312,11 @@ impl MemTable {
     pub fn alloc_mw(&mut self, pd: PdId) -> Result<u32, MemError> {
         self.use_pd(pd)?;
         let rkey = self.fresh_key()?;
+        self.insert_mw(pd, rkey)
+    }
+
+    /// Records a new unbound window under `rkey`, which the caller has drawn or checked.
+    fn insert_mw(&mut self, pd: PdId, rkey: u32) -> Result<u32, MemError> {
         let id = self.next_mw;
         self.next_mw = self.next_mw.wrapping_add(1);
         self.mws.insert(
@@ -598,19 +603,7 @@ impl MemTable {
                 "a chosen key must be non-zero and unused",
             ));
         }
-        let id = self.next_mw;
-        self.next_mw = self.next_mw.wrapping_add(1);
-        self.mws.insert(
-            id,
-            Mw {
-                pd,
-                rkey,
-                binding: None,
-            },
-        );
-        self.index.insert(rkey, KeyRef::Mw(id));
-        *self.use_pd(pd)? += 1;
-        Ok(rkey)
+        self.insert_mw(pd, rkey)
     }
 }
 

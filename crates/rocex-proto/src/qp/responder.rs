@@ -458,21 +458,12 @@ impl Qp {
         }
         .map_err(|_| ACCESS)?;
         let psn = pkt.bth.psn;
-        self.resp.save(
-            self.attr.max_dest_rd_atomic,
-            Resource {
-                first: psn,
-                npkts: 1,
-                kind: ResourceKind::Atomic { orig },
-            },
-        );
-        self.resp.msn = (self.resp.msn + 1) & Psn::MASK;
+        self.executed_once(psn, ResourceKind::Atomic { orig });
         self.resp.out.push_back(Reply::AtomicAck {
             psn,
             msn: self.resp.msn,
             orig,
         });
-        self.resp.psn = psn.add(1);
         Ok(())
     }
 
@@ -505,18 +496,24 @@ impl Qp {
             target.flush(persistent).map_err(|_| ACCESS)?;
         }
         let psn = pkt.bth.psn;
+        self.executed_once(psn, ResourceKind::Empty);
+        self.queue_empty_read_response(psn);
+        Ok(())
+    }
+
+    /// After a one-packet request that must never run twice (an atomic, ATOMIC_WRITE,
+    /// FLUSH): its result saved for duplicates, the message counted, the PSN passed.
+    fn executed_once(&mut self, psn: Psn, kind: ResourceKind) {
         self.resp.save(
             self.attr.max_dest_rd_atomic,
             Resource {
                 first: psn,
                 npkts: 1,
-                kind: ResourceKind::Empty,
+                kind,
             },
         );
         self.resp.msn = (self.resp.msn + 1) & Psn::MASK;
-        self.queue_empty_read_response(psn);
         self.resp.psn = psn.add(1);
-        Ok(())
     }
 
     fn queue_empty_read_response(&mut self, psn: Psn) {

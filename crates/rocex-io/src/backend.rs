@@ -1,0 +1,141 @@
+//! The packet I/O interface every backend offers, and how one is chosen.
+//!
+//! A backend moves RoCE v2 UDP payloads (BTH through ICRC) between the engine and the
+//! network. It owns whatever lies below the BTH (sockets, rings, Ethernet and IP headers)
+//! and therefore knows which IPv4 identification a packet leaves with and whether it can
+//! check a received packet's ICRC, which covers that header.
+
+use std::fmt;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::BorrowedFd;
+use std::str::FromStr;
+
+use rocex_proto::IcrcStatus;
+
+/// Where a received datagram came from and what the backend knows of its ICRC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxMeta {
+    /// Source address and UDP source port.
+    pub src: SocketAddr,
+    /// Destination address.
+    pub dst: IpAddr,
+    /// `Valid` or `Invalid` when the backend could check the ICRC against the real IP
+    /// header; `Unchecked` when it could not (a UDP socket hides the header).
+    pub icrc: IcrcStatus,
+}
+
+/// What a backend has counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BackendCounters {
+    /// Datagrams handed to the engine.
+    pub rx_packets: u64,
+    /// Datagrams the network took.
+    pub tx_packets: u64,
+    /// System calls (or ring submissions) that sent them.
+    pub tx_batches: u64,
+    /// System calls (or ring completions) that received them.
+    pub rx_batches: u64,
+    /// Received datagrams whose ICRC could not be checked.
+    pub icrc_unchecked: u64,
+    /// Sends dropped because the kernel's queue was full (the transport retransmits).
+    pub tx_dropped: u64,
+    /// Received frames that were not RoCE v2 for this address, or were malformed.
+    pub rx_ignored: u64,
+}
+
+/// Options every backend takes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BackendOptions {
+    /// Every peer is rocex, whose IPv4 identification the backend can predict: a UDP
+    /// socket can then check received ICRCs too, and drop bad ones.
+    pub peers_are_rocex: bool,
+}
+
+/// Packet I/O for one local address.
+///
+/// `send` queues and `flush` sends what is queued; a backend may send early when its
+/// batch fills. Nothing blocks: waiting is done with [`Backend::fd`] in poll(2).
+pub trait Backend: fmt::Debug + Send {
+    /// The backend's name, as `--backend` takes it.
+    fn kind(&self) -> BackendKind;
+    /// The address RoCE is served on.
+    fn local(&self) -> IpAddr;
+    /// The UDP source port every packet leaves from when the backend cannot choose one
+    /// per QP (a socket is bound to 4791); `None` lets the engine use rxe's per-QP port.
+    fn fixed_source_port(&self) -> Option<u16>;
+    /// Receives the datagrams waiting now, at most one batch, handing each payload (BTH
+    /// through ICRC) to `f`. Returns how many it handed over.
+    fn recv(&mut self, f: &mut dyn FnMut(RxMeta, &[u8])) -> io::Result<usize>;
+    /// Queues `payload` (BTH through ICRC, the ICRC computed for IPv4 identification 0)
+    /// for `dest:4791` from UDP port `src_port`.
+    fn send(&mut self, dest: IpAddr, src_port: u16, payload: &[u8]) -> io::Result<()>;
+    /// Sends everything queued.
+    fn flush(&mut self) -> io::Result<()>;
+    /// Readable when datagrams wait.
+    fn fd(&self) -> BorrowedFd<'_>;
+    /// When a held packet is due (fault injection's delays), if any.
+    fn next_due(&self) -> Option<std::time::Instant> {
+        None
+    }
+    /// What the backend has counted.
+    fn counters(&self) -> BackendCounters;
+}
+
+/// The backends `--backend` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BackendKind {
+    /// A UDP socket on port 4791, batched, with UDP GSO and GRO (no privileges).
+    Udp,
+    /// Whole Ethernet frames through PACKET_MMAP rings (CAP_NET_RAW).
+    AfPacket,
+    /// A UDP socket driven through io_uring.
+    Uring,
+}
+
+impl BackendKind {
+    /// Every backend, in `--backend`'s order.
+    pub const ALL: [BackendKind; 3] = [Self::Udp, Self::AfPacket, Self::Uring];
+
+    /// The name `--backend` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Udp => "udp",
+            Self::AfPacket => "afpacket",
+            Self::Uring => "uring",
+        }
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A backend name that is not one of [`BackendKind::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownBackend(pub String);
+
+impl fmt::Display for UnknownBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown backend {:?}: expected udp, afpacket or uring",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownBackend {}
+
+impl FromStr for BackendKind {
+    type Err = UnknownBackend;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| UnknownBackend(s.to_owned()))
+    }
+}

@@ -50,6 +50,17 @@ pub struct BackendOptions {
     /// Every peer is rocex, whose IPv4 identification the backend can predict: a UDP
     /// socket can then check received ICRCs too, and drop bad ones.
     pub peers_are_rocex: bool,
+    /// Send one datagram per packet: no UDP GSO (what a per-frame benchmark wants).
+    pub no_gso: bool,
+    /// Receive one datagram per packet: no UDP GRO.
+    pub no_gro: bool,
+    /// 802.1Q VLAN ID (0..4096) the afpacket backend tags its frames with and requires on
+    /// received ones; `None`: untagged.
+    pub vlan: Option<u16>,
+    /// DSCP (0..64) of the IP header of every packet sent.
+    pub dscp: u8,
+    /// ECN codepoint (0..4) of the IP header of every packet sent.
+    pub ecn: u8,
 }
 
 /// Packet I/O for one local address.
@@ -80,6 +91,45 @@ pub trait Backend: fmt::Debug + Send {
     }
     /// What the backend has counted.
     fn counters(&self) -> BackendCounters;
+    /// What fault injection has done, when the backend injects faults
+    /// ([`crate::Injected`]).
+    fn fault_counters(&self) -> Option<crate::FaultCounters> {
+        None
+    }
+}
+
+/// A boxed backend is a backend, so that wrappers take `Box<dyn Backend>` too.
+impl<B: Backend + ?Sized> Backend for Box<B> {
+    fn kind(&self) -> BackendKind {
+        (**self).kind()
+    }
+    fn local(&self) -> IpAddr {
+        (**self).local()
+    }
+    fn fixed_source_port(&self) -> Option<u16> {
+        (**self).fixed_source_port()
+    }
+    fn recv(&mut self, f: &mut dyn FnMut(RxMeta, &[u8])) -> io::Result<usize> {
+        (**self).recv(f)
+    }
+    fn send(&mut self, dest: IpAddr, src_port: u16, payload: &[u8]) -> io::Result<()> {
+        (**self).send(dest, src_port, payload)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        (**self).flush()
+    }
+    fn fd(&self) -> BorrowedFd<'_> {
+        (**self).fd()
+    }
+    fn next_due(&self) -> Option<std::time::Instant> {
+        (**self).next_due()
+    }
+    fn counters(&self) -> BackendCounters {
+        (**self).counters()
+    }
+    fn fault_counters(&self) -> Option<crate::FaultCounters> {
+        (**self).fault_counters()
+    }
 }
 
 /// The backends `--backend` names.
@@ -95,7 +145,7 @@ pub enum BackendKind {
 
 impl BackendKind {
     /// Every backend, in `--backend`'s order.
-    pub const ALL: [BackendKind; 3] = [Self::Udp, Self::AfPacket, Self::Uring];
+    pub const ALL: [Self; 3] = [Self::Udp, Self::AfPacket, Self::Uring];
 
     /// The name `--backend` takes.
     pub fn name(self) -> &'static str {

@@ -1,36 +1,41 @@
-//! Runs an engine on a UDP port with the wall clock.
+//! Runs an engine on any [`Backend`] with the wall clock.
 
 use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::Duration;
 
 use rocex_proto::{Engine, IcrcStatus, Instant};
 
-use crate::{FaultCounters, Faults, Injector, UdpPort};
+use crate::{Backend, BackendCounters, FaultCounters, Faults, Injected};
 
-/// An engine, its port and its clock.
+/// Receive batches handled per turn before the engine gets to send.
+const RX_BATCHES_PER_TURN: usize = 4;
+
+/// An engine, its backend and its clock.
 #[derive(Debug)]
 pub struct Driver {
     /// The engine; verbs calls go straight to it.
     pub engine: Engine,
-    port: UdpPort,
+    port: Injected<Box<dyn Backend>>,
     epoch: std::time::Instant,
     buf: Vec<u8>,
-    faults: Option<Injector>,
-    out: Vec<(std::net::IpAddr, Vec<u8>)>,
     peers_are_rocex: bool,
     busy_poll: bool,
 }
 
 impl Driver {
-    /// Runs `engine` on `port`.
-    pub fn new(engine: Engine, port: UdpPort) -> Self {
+    /// Runs `engine` on `port` (a [`crate::UdpPort`], or any other backend).
+    pub fn new(engine: Engine, port: impl Backend + 'static) -> Self {
+        Self::with_backend(engine, Box::new(port))
+    }
+
+    /// Runs `engine` on a backend chosen at run time ([`crate::open`]).
+    pub fn with_backend(engine: Engine, backend: Box<dyn Backend>) -> Self {
         Self {
             engine,
-            port,
+            port: Injected::passthrough(backend),
             epoch: std::time::Instant::now(),
             buf: vec![0; 65536],
-            faults: None,
-            out: Vec::new(),
             peers_are_rocex: false,
             busy_poll: false,
         }
@@ -42,21 +47,32 @@ impl Driver {
         self.busy_poll = on;
     }
 
-    /// Declares that every peer is rocex, whose packets carry IPv4 identification 0, so
-    /// that every received ICRC can be checked and a bad one dropped. Off by default: a
-    /// UDP socket cannot check packets from other senders (kernel rxe increments the ID).
+    /// Declares that every peer is rocex, so that a packet whose ICRC the backend could
+    /// not check is dropped as invalid. Off by default: a UDP socket cannot check packets
+    /// from other senders (kernel rxe numbers IPv4 identifications its own way).
+    /// [`crate::BackendOptions::peers_are_rocex`] tells the backend itself.
     pub fn peers_are_rocex(&mut self, on: bool) {
         self.peers_are_rocex = on;
     }
 
     /// Applies `faults` to every packet sent from now on.
     pub fn inject(&mut self, faults: Faults) {
-        self.faults = Some(Injector::new(faults));
+        self.port.set_faults(faults);
     }
 
-    /// What fault injection has done, if it is on.
+    /// What fault injection has done, if it is on (here or in the backend given).
     pub fn fault_counters(&self) -> Option<FaultCounters> {
-        self.faults.as_ref().map(|f| f.counters)
+        self.port.fault_counters()
+    }
+
+    /// What the backend has counted.
+    pub fn backend_counters(&self) -> BackendCounters {
+        self.port.counters()
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &dyn Backend {
+        self.port.inner().as_ref()
     }
 
     /// The engine's notion of now: time since the driver started.
@@ -67,17 +83,22 @@ impl Driver {
     /// Does everything that is ready: receives waiting datagrams, runs due timers, sends
     /// what the engine has to send. Returns whether anything happened.
     pub fn turn(&mut self) -> io::Result<bool> {
-        let local = self.port.local();
         let mut busy = false;
-        while let Some((n, src)) = self.port.try_recv(&mut self.buf)? {
+        // A few batches at most: the engine's ACKs must not wait behind a flood.
+        for _ in 0..RX_BATCHES_PER_TURN {
+            let (engine, epoch, strict) = (&mut self.engine, self.epoch, self.peers_are_rocex);
+            let n = self.port.recv(&mut |meta, payload| {
+                let now = Instant::from_nanos(epoch.elapsed().as_nanos() as u64);
+                let icrc = match meta.icrc {
+                    IcrcStatus::Unchecked if strict => IcrcStatus::Invalid,
+                    s => s,
+                };
+                engine.handle_packet(now, meta.src, meta.dst, payload, icrc);
+            })?;
+            if n == 0 {
+                break;
+            }
             busy = true;
-            let now = self.now();
-            let status = match Engine::check_icrc_from_rocex(src, local, &self.buf[..n]) {
-                IcrcStatus::Invalid if !self.peers_are_rocex => IcrcStatus::Unchecked,
-                s => s,
-            };
-            self.engine
-                .handle_packet(now, src, local, &self.buf[..n], status);
         }
         let now = self.now();
         if self.engine.poll_timeout().is_some_and(|t| t <= now) {
@@ -86,26 +107,9 @@ impl Driver {
         }
         while let Some(t) = self.engine.poll_transmit(now, &mut self.buf) {
             busy = true;
-            match &mut self.faults {
-                None => self.port.send(t.dest, &self.buf[..t.len])?,
-                Some(f) => f.apply(
-                    std::time::Instant::now(),
-                    t.dest,
-                    &self.buf[..t.len],
-                    &mut self.out,
-                ),
-            }
+            self.port.send(t.dest, t.src_port, &self.buf[..t.len])?;
         }
-        if let Some(f) = &mut self.faults {
-            let wall = std::time::Instant::now();
-            if !busy {
-                f.flush_held(wall, &mut self.out);
-            }
-            f.release(wall, &mut self.out);
-            for (dest, p) in self.out.drain(..) {
-                self.port.send(dest, &p)?;
-            }
-        }
+        self.port.flush()?;
         Ok(busy)
     }
 
@@ -117,12 +121,12 @@ impl Driver {
         }
         let now = self.now();
         let mut until_timer = self.engine.poll_timeout().map_or(max, |t| t.since(now));
-        if let Some(due) = self.faults.as_ref().and_then(Injector::next_due) {
+        if let Some(due) = self.port.next_due() {
             until_timer = until_timer.min(due.saturating_duration_since(std::time::Instant::now()));
         }
         let timeout = max.min(until_timer);
         if !timeout.is_zero() {
-            self.port.wait_readable(timeout)?;
+            wait_readable(self.port.fd(), timeout)?;
         }
         self.turn().map(|_| ())
     }
@@ -151,4 +155,25 @@ impl Driver {
     pub fn linger(&mut self, d: Duration) -> io::Result<()> {
         self.run_until(d, |_| None::<()>).map(|_| ())
     }
+}
+
+/// Waits until `fd` is readable or `timeout` passes.
+fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
+    let mut fds = [libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: `fds` is a valid array of one pollfd for the duration of the call.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(n > 0)
 }

@@ -1,11 +1,23 @@
 //! Fault injection on the way out: loss, duplication, reordering, corruption and delay,
 //! drawn from a seeded generator, so that applications can test themselves against a bad
 //! network with nothing but a flag (`loss=0.05,dup=0.01,seed=7`).
+//!
+//! [`Injected`] wraps any [`Backend`] and applies an [`Injector`] to what it sends. A
+//! corrupted packet keeps its wrong ICRC through the backend (a GSO segment's ICRC fix is an
+//! XOR), so the receiver's ICRC check drops it wherever the receiver can check.
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::io;
+use std::net::IpAddr;
+use std::os::fd::BorrowedFd;
 use std::str::FromStr;
 use std::time::Duration;
+
+use crate::{Backend, BackendCounters, BackendKind, RxMeta};
+
+/// Where a packet goes: the destination address and the UDP source port.
+pub type To = (IpAddr, u16);
 
 /// What to do to outgoing packets. Probabilities are in `0.0..=1.0`.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -107,8 +119,8 @@ pub struct FaultCounters {
 pub struct Injector {
     faults: Faults,
     state: u64,
-    held: Option<(std::net::IpAddr, Vec<u8>)>,
-    delayed: VecDeque<(std::time::Instant, std::net::IpAddr, Vec<u8>)>,
+    held: Option<(To, Vec<u8>)>,
+    delayed: VecDeque<(std::time::Instant, To, Vec<u8>)>,
     /// Counts of what was done.
     pub counters: FaultCounters,
 }
@@ -142,9 +154,9 @@ impl Injector {
     pub fn apply(
         &mut self,
         now: std::time::Instant,
-        dest: std::net::IpAddr,
+        dest: To,
         packet: &[u8],
-        out: &mut Vec<(std::net::IpAddr, Vec<u8>)>,
+        out: &mut Vec<(To, Vec<u8>)>,
     ) {
         self.release(now, out);
         if self.chance(self.faults.loss) {
@@ -175,9 +187,9 @@ impl Injector {
     fn emit(
         &mut self,
         now: std::time::Instant,
-        dest: std::net::IpAddr,
+        dest: To,
         p: Vec<u8>,
-        out: &mut Vec<(std::net::IpAddr, Vec<u8>)>,
+        out: &mut Vec<(To, Vec<u8>)>,
     ) {
         if self.faults.delay.is_zero() {
             out.push((dest, p));
@@ -187,7 +199,7 @@ impl Injector {
     }
 
     /// Moves delayed packets that are due (and a held one, if nothing followed it) to `out`.
-    pub fn release(&mut self, now: std::time::Instant, out: &mut Vec<(std::net::IpAddr, Vec<u8>)>) {
+    pub fn release(&mut self, now: std::time::Instant, out: &mut Vec<(To, Vec<u8>)>) {
         while self.delayed.front().is_some_and(|(t, _, _)| *t <= now) {
             let (_, d, p) = self.delayed.pop_front().expect("checked");
             out.push((d, p));
@@ -200,13 +212,124 @@ impl Injector {
     }
 
     /// Lets a held (reordered) packet go when no other packet came to overtake it.
-    pub fn flush_held(
-        &mut self,
-        now: std::time::Instant,
-        out: &mut Vec<(std::net::IpAddr, Vec<u8>)>,
-    ) {
+    pub fn flush_held(&mut self, now: std::time::Instant, out: &mut Vec<(To, Vec<u8>)>) {
         if let Some((d, h)) = self.held.take() {
             self.emit(now, d, h, out);
+        }
+    }
+}
+
+/// A backend whose sends pass through an [`Injector`] first; everything else is the inner
+/// backend's.
+#[derive(Debug)]
+pub struct Injected<B> {
+    inner: B,
+    injector: Option<Injector>,
+    out: Vec<(To, Vec<u8>)>,
+    /// Something was sent since the last flush (a held packet waits for one more).
+    sent: bool,
+}
+
+impl<B: Backend> Injected<B> {
+    /// Applies `faults` to everything sent through `inner`.
+    pub fn new(inner: B, faults: Faults) -> Self {
+        let mut b = Self::passthrough(inner);
+        b.set_faults(faults);
+        b
+    }
+
+    /// `inner` with no faults until [`Injected::set_faults`].
+    pub(crate) fn passthrough(inner: B) -> Self {
+        Self {
+            inner,
+            injector: None,
+            out: Vec::new(),
+            sent: false,
+        }
+    }
+
+    /// Applies `faults` from now on, with fresh counters.
+    pub(crate) fn set_faults(&mut self, faults: Faults) {
+        self.injector = Some(Injector::new(faults));
+    }
+
+    /// The wrapped backend.
+    pub fn inner(&self) -> &B {
+        &self.inner
+    }
+
+    fn send_out(&mut self) -> io::Result<()> {
+        for ((dest, src_port), p) in self.out.drain(..) {
+            self.inner.send(dest, src_port, &p)?;
+        }
+        Ok(())
+    }
+}
+
+impl<B: Backend> Backend for Injected<B> {
+    fn kind(&self) -> BackendKind {
+        self.inner.kind()
+    }
+
+    fn local(&self) -> IpAddr {
+        self.inner.local()
+    }
+
+    fn fixed_source_port(&self) -> Option<u16> {
+        self.inner.fixed_source_port()
+    }
+
+    fn recv(&mut self, f: &mut dyn FnMut(RxMeta, &[u8])) -> io::Result<usize> {
+        self.inner.recv(f)
+    }
+
+    fn send(&mut self, dest: IpAddr, src_port: u16, payload: &[u8]) -> io::Result<()> {
+        let Some(inj) = &mut self.injector else {
+            return self.inner.send(dest, src_port, payload);
+        };
+        self.sent = true;
+        inj.apply(
+            std::time::Instant::now(),
+            (dest, src_port),
+            payload,
+            &mut self.out,
+        );
+        self.send_out()
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if let Some(inj) = &mut self.injector {
+            let now = std::time::Instant::now();
+            if !std::mem::take(&mut self.sent) {
+                inj.flush_held(now, &mut self.out);
+            }
+            inj.release(now, &mut self.out);
+            self.send_out()?;
+        }
+        self.inner.flush()
+    }
+
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.inner.fd()
+    }
+
+    fn next_due(&self) -> Option<std::time::Instant> {
+        let mine = self.injector.as_ref().and_then(Injector::next_due);
+        match (mine, self.inner.next_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn counters(&self) -> BackendCounters {
+        self.inner.counters()
+    }
+
+    /// What this injector has done (or, when it injects nothing, the inner backend's).
+    fn fault_counters(&self) -> Option<FaultCounters> {
+        match &self.injector {
+            Some(i) => Some(i.counters),
+            None => self.inner.fault_counters(),
         }
     }
 }
@@ -242,7 +365,12 @@ mod tests {
         let now = std::time::Instant::now();
         let mut out = Vec::new();
         for _ in 0..100_000 {
-            inj.apply(now, [127, 0, 0, 1].into(), &[1, 2, 3], &mut out);
+            inj.apply(
+                now,
+                (IpAddr::from([127, 0, 0, 1]), 4791),
+                &[1, 2, 3],
+                &mut out,
+            );
         }
         let c = inj.counters;
         assert!((9_000..11_000).contains(&c.lost), "{c:?}");
@@ -257,7 +385,12 @@ mod tests {
             let mut out = Vec::new();
             let now = std::time::Instant::now();
             for i in 0..1000u32 {
-                inj.apply(now, [127, 0, 0, 1].into(), &i.to_be_bytes(), &mut out);
+                inj.apply(
+                    now,
+                    (IpAddr::from([127, 0, 0, 1]), 4791),
+                    &i.to_be_bytes(),
+                    &mut out,
+                );
             }
             out
         };

@@ -1,4 +1,4 @@
-//! RoCE v2 over a UDP socket.
+//! RoCE v2 over a UDP socket, batched: `recvmmsg`/`sendmmsg`, UDP GRO and UDP GSO.
 //!
 //! The socket is unconnected and has path-MTU discovery on (`IP_PMTUDISC_DO`), so the
 //! kernel sends every datagram with DF and IPv4 identification 0: the IP header the
@@ -6,30 +6,87 @@
 //! datagram leaves from port 4791, which the engine is told (`Config::udp_source_port`),
 //! since the ICRC covers the source port.
 //!
-//! A UDP socket does not show the received IP header, so the ICRC of a received packet
-//! cannot be checked here unless its sender is rocex (identification 0); packets from
-//! other senders are handed to the engine as unchecked and counted there.
+//! Sending: [`Backend::send`] queues into one buffer and [`Backend::flush`] sends the
+//! queue with one `sendmmsg`; consecutive packets to one address with one length (the
+//! last may be shorter: a message's MIDDLE packets and its LAST) travel as one GSO
+//! message, which the kernel (or the NIC) cuts into datagrams numbered 0, 1, 2, ...
+//! Each segment's ICRC is fixed for its ID before the send (`ids`). A kernel that refuses
+//! GSO (EIO, EINVAL) is remembered and sent to one datagram at a time.
+//!
+//! Receiving: one `recvmmsg` fills up to 32 slots; with GRO the kernel may coalesce a
+//! burst of same-size datagrams into one, which is cut again by the segment size it
+//! reports. A UDP socket does not show the received IP header, so an ICRC can be checked
+//! only by assuming the sender's identification: 0, or 1..63 for a GSO segment. A packet
+//! that checks under neither is from a sender that numbers otherwise (kernel rxe),
+//! `Unchecked`, unless [`BackendOptions::peers_are_rocex`] says no such sender exists.
+
+mod batch;
+mod ids;
+mod sys;
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
-use std::time::Duration;
+use std::os::fd::{AsFd, BorrowedFd};
 
+use rocex_proto::IcrcStatus;
+use rocex_wire::ROCE_V2_PORT;
 use socket2::{Domain, Protocol, Socket, Type};
 
-/// The RoCE v2 UDP port.
-const ROCE_PORT: u16 = 4791;
+use crate::{Backend, BackendCounters, BackendKind, BackendOptions, RxMeta};
+use batch::{Queued, Run};
+use ids::IdDeltas;
+use sys::{RxDatagram, TxMsg};
+
+/// Receive slots per `recvmmsg`.
+const RX_SLOTS: usize = sys::MAX_RX;
+/// One slot holds the largest datagram (a GRO burst included).
+const RX_SLOT: usize = 65_536;
+/// The queue is sent when it holds this many bytes.
+const TX_FLUSH_BYTES: usize = 1 << 20;
 
 /// A UDP socket bound to `ip:4791`.
-#[derive(Debug)]
 pub struct UdpPort {
     sock: UdpSocket,
     local: IpAddr,
+    opts: BackendOptions,
+    /// GSO is wanted and the kernel has not refused it.
+    gso: bool,
+    tx: TxQueue,
+    rx_bufs: Vec<u8>,
+    rx: Vec<RxDatagram>,
+    ids: IdDeltas,
+    counters: BackendCounters,
+}
+
+impl std::fmt::Debug for UdpPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UdpPort")
+            .field("local", &self.local)
+            .field("opts", &self.opts)
+            .field("gso", &self.gso)
+            .field("queued", &self.tx.packets.len())
+            .field("counters", &self.counters)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Packets waiting for [`Backend::flush`], back to back in one buffer.
+#[derive(Default)]
+struct TxQueue {
+    buf: Vec<u8>,
+    packets: Vec<Queued>,
+    runs: Vec<Run>,
+    msgs: Vec<TxMsg>,
 }
 
 impl UdpPort {
-    /// Binds `ip:4791`.
+    /// Binds `ip:4791` with the default options (GSO and GRO on).
     pub fn bind(ip: IpAddr) -> io::Result<Self> {
+        Self::open(ip, BackendOptions::default())
+    }
+
+    /// Binds `ip:4791` with `opts`.
+    pub fn open(ip: IpAddr, opts: BackendOptions) -> io::Result<Self> {
         let domain = if ip.is_ipv4() {
             Domain::IPV4
         } else {
@@ -41,57 +98,237 @@ impl UdpPort {
         let _ = s.set_recv_buffer_size(8 << 20);
         let _ = s.set_send_buffer_size(8 << 20);
         set_pmtudisc_do(&s, ip.is_ipv4())?;
-        s.bind(&SocketAddr::new(ip, ROCE_PORT).into())?;
+        s.bind(&SocketAddr::new(ip, ROCE_V2_PORT).into())?;
         s.set_nonblocking(true)?;
+        let sock: UdpSocket = s.into();
+        // A kernel without UDP GRO delivers datagrams one by one, which is also correct.
+        if !opts.no_gro {
+            let _ = sys::enable_gro(sock.as_fd());
+        }
         Ok(Self {
-            sock: s.into(),
+            sock,
             local: ip,
+            opts,
+            gso: !opts.no_gso,
+            tx: TxQueue::default(),
+            rx_bufs: vec![0; RX_SLOTS * RX_SLOT],
+            rx: Vec::with_capacity(RX_SLOTS),
+            ids: IdDeltas::default(),
+            counters: BackendCounters::default(),
         })
     }
 
-    /// The bound address.
-    pub fn local(&self) -> IpAddr {
+    /// Fixes the ICRCs of a GSO run's segments for the IDs the kernel gives them; XOR
+    /// undoes it, so the same call restores a run that has to go out one by one.
+    fn fix_run(&mut self, run: Run) {
+        if run.count < 2 || !self.tx.packets[run.first].dest.is_ipv4() {
+            return;
+        }
+        for id in 1..run.count {
+            let q = self.tx.packets[run.first + id];
+            self.ids
+                .fix_segment(id, &mut self.tx.buf[q.at..q.at + q.len]);
+        }
+    }
+
+    fn msg_of(&self, run: Run) -> TxMsg {
+        let first = self.tx.packets[run.first];
+        let last = self.tx.packets[run.first + run.count - 1];
+        TxMsg {
+            dest: SocketAddr::new(first.dest, ROCE_V2_PORT),
+            at: first.at,
+            len: last.at + last.len - first.at,
+            segment: (run.count > 1).then_some(run.segment as u16),
+        }
+    }
+
+    /// Sends the messages `self.tx.msgs` (describing `self.tx.runs`), in as few calls as
+    /// the kernel allows.
+    fn send_all(&mut self) -> io::Result<()> {
+        let mut done = 0;
+        while done < self.tx.msgs.len() {
+            match sys::sendmmsg(self.sock.as_fd(), &self.tx.buf, &self.tx.msgs[done..]) {
+                Ok(n) => {
+                    self.counters.tx_batches += 1;
+                    for r in &self.tx.runs[done..done + n] {
+                        self.counters.tx_packets += r.count as u64;
+                    }
+                    done += n;
+                }
+                Err(e) => {
+                    let run = self.tx.runs[done];
+                    match e.raw_os_error() {
+                        // The kernel (or the route's device) cannot do GSO: from now on
+                        // one datagram at a time, starting with this run.
+                        Some(libc::EIO | libc::EINVAL) if run.count > 1 => {
+                            self.gso = false;
+                            self.fix_run(run);
+                            self.send_one_by_one(run)?;
+                        }
+                        // Full socket buffer: the rest is lost as a network would lose
+                        // it, and the transport retransmits.
+                        Some(libc::EAGAIN | libc::ENOBUFS) => {
+                            let left: usize = self.tx.runs[done..].iter().map(|r| r.count).sum();
+                            self.counters.tx_dropped += left as u64;
+                            return Ok(());
+                        }
+                        // This destination cannot be reached or the datagram exceeds the
+                        // path MTU: lose this one and go on.
+                        Some(
+                            libc::EMSGSIZE
+                            | libc::ECONNREFUSED
+                            | libc::EHOSTUNREACH
+                            | libc::ENETUNREACH
+                            | libc::EPERM,
+                        ) => self.counters.tx_dropped += run.count as u64,
+                        _ if e.kind() == io::ErrorKind::Interrupted => continue,
+                        _ => return Err(e),
+                    }
+                    done += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends a run's packets as plain datagrams (after the kernel refused GSO).
+    fn send_one_by_one(&mut self, run: Run) -> io::Result<()> {
+        let msgs: Vec<TxMsg> = (run.first..run.first + run.count)
+            .map(|i| {
+                let q = self.tx.packets[i];
+                TxMsg {
+                    dest: SocketAddr::new(q.dest, ROCE_V2_PORT),
+                    at: q.at,
+                    len: q.len,
+                    segment: None,
+                }
+            })
+            .collect();
+        let mut done = 0;
+        while done < msgs.len() {
+            match sys::sendmmsg(self.sock.as_fd(), &self.tx.buf, &msgs[done..]) {
+                Ok(n) => {
+                    self.counters.tx_batches += 1;
+                    self.counters.tx_packets += n as u64;
+                    done += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.counters.tx_dropped += (msgs.len() - done) as u64;
+                    return Ok(());
+                }
+                Err(_) => {
+                    self.counters.tx_dropped += 1;
+                    done += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Backend for UdpPort {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Udp
+    }
+
+    fn local(&self) -> IpAddr {
         self.local
     }
 
-    /// Sends one datagram to `dest:4791`. A full socket buffer is not an error: the
-    /// packet is dropped as a network would drop it, and the transport retransmits.
-    pub fn send(&self, dest: IpAddr, payload: &[u8]) -> io::Result<()> {
-        match self.sock.send_to(payload, SocketAddr::new(dest, ROCE_PORT)) {
-            Ok(_) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
-            Err(e) => Err(e),
-        }
+    fn fixed_source_port(&self) -> Option<u16> {
+        Some(ROCE_V2_PORT)
     }
 
-    /// Receives one datagram if one is waiting.
-    pub fn try_recv(&self, buf: &mut [u8]) -> io::Result<Option<(usize, SocketAddr)>> {
-        match self.sock.recv_from(buf) {
-            Ok(r) => Ok(Some(r)),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
-            Err(e) => Err(e),
+    fn recv(&mut self, f: &mut dyn FnMut(RxMeta, &[u8])) -> io::Result<usize> {
+        let mut rx = std::mem::take(&mut self.rx);
+        let got = sys::recvmmsg(self.sock.as_fd(), &mut self.rx_bufs, RX_SLOT, &mut rx);
+        let got = match got {
+            Ok(n) => n,
+            Err(e) => {
+                self.rx = rx;
+                return Err(e);
+            }
+        };
+        if got > 0 {
+            self.counters.rx_batches += 1;
         }
-    }
-
-    /// Waits until a datagram is readable or `timeout` passes.
-    pub fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
-        let mut fds = [libc::pollfd {
-            fd: self.sock.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        }];
-        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: `fds` is a valid array of one pollfd for the duration of the call.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::Interrupted {
-                Ok(false)
-            } else {
-                Err(e)
+        let mut handed = 0;
+        for (d, slot) in rx.iter().zip(self.rx_bufs.chunks_exact(RX_SLOT)) {
+            let Some(src) = d.src.filter(|_| !d.truncated) else {
+                self.counters.rx_ignored += 1;
+                continue;
             };
+            if d.len == 0 {
+                self.counters.rx_ignored += 1;
+                continue;
+            }
+            let data = &slot[..d.len];
+            let segment = d.segment.unwrap_or(d.len).max(1);
+            for payload in data.chunks(segment) {
+                let icrc = match self.ids.check(src, self.local, payload) {
+                    IcrcStatus::Invalid if !self.opts.peers_are_rocex => {
+                        self.counters.icrc_unchecked += 1;
+                        IcrcStatus::Unchecked
+                    }
+                    s => s,
+                };
+                self.counters.rx_packets += 1;
+                handed += 1;
+                f(
+                    RxMeta {
+                        src,
+                        dst: self.local,
+                        icrc,
+                    },
+                    payload,
+                );
+            }
         }
-        Ok(n > 0)
+        self.rx = rx;
+        Ok(handed)
+    }
+
+    fn send(&mut self, dest: IpAddr, _src_port: u16, payload: &[u8]) -> io::Result<()> {
+        let at = self.tx.buf.len();
+        self.tx.buf.extend_from_slice(payload);
+        self.tx.packets.push(Queued {
+            dest,
+            at,
+            len: payload.len(),
+        });
+        if self.tx.buf.len() >= TX_FLUSH_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if self.tx.packets.is_empty() {
+            return Ok(());
+        }
+        let mut runs = std::mem::take(&mut self.tx.runs);
+        batch::plan(&self.tx.packets, self.gso, &mut runs);
+        for &run in &runs {
+            self.fix_run(run);
+        }
+        self.tx.runs = runs;
+        let mut msgs = std::mem::take(&mut self.tx.msgs);
+        msgs.clear();
+        msgs.extend(self.tx.runs.iter().map(|&r| self.msg_of(r)));
+        self.tx.msgs = msgs;
+        let r = self.send_all();
+        self.tx.buf.clear();
+        self.tx.packets.clear();
+        r
+    }
+
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.sock.as_fd()
+    }
+
+    fn counters(&self) -> BackendCounters {
+        self.counters
     }
 }
 
@@ -109,20 +346,102 @@ fn set_pmtudisc_do(s: &Socket, v4: bool) -> io::Result<()> {
             libc::IPV6_PMTUDISC_DO,
         )
     };
-    let value: libc::c_int = value;
-    // SAFETY: the option value is a c_int that lives for the call, with its size passed.
-    let r = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+    sys::set_int_opt(s.as_fd(), level, name, value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rocex_wire::icrc::{self, IcrcForm};
+
+    /// `n` packets of `len` bytes from `src` to `dst`, each with its ID-0 ICRC.
+    fn packets(src: IpAddr, dst: IpAddr, n: usize, len: usize) -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|i| {
+                let mut p: Vec<u8> = (0..len).map(|j| (i * 31 + j) as u8).collect();
+                p[0] = 0x07; // RC RDMA WRITE MIDDLE
+                let body = len - 4;
+                let c = icrc::compute_for(
+                    src,
+                    dst,
+                    ROCE_V2_PORT,
+                    ROCE_V2_PORT,
+                    &p[..body],
+                    IcrcForm::Spec,
+                )
+                .unwrap();
+                p[body..].copy_from_slice(&icrc::to_wire(c));
+                p
+            })
+            .collect()
+    }
+
+    /// Receives `n` payloads on `port`, with what the backend said of their ICRCs.
+    fn receive(port: &mut UdpPort, n: usize) -> Vec<(Vec<u8>, IcrcStatus)> {
+        let mut got = Vec::new();
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while got.len() < n {
+            assert!(
+                std::time::Instant::now() < end,
+                "{} of {n} arrived",
+                got.len()
+            );
+            port.recv(&mut |meta, p| got.push((p.to_vec(), meta.icrc)))
+                .unwrap();
+        }
+        got
+    }
+
+    #[test]
+    fn a_run_goes_out_in_one_gso_send_with_each_segment_fixed() {
+        let (a, b) = (
+            IpAddr::from([127, 0, 201, 5]),
+            IpAddr::from([127, 0, 201, 6]),
+        );
+        let mut tx = UdpPort::bind(a).unwrap();
+        let opts = BackendOptions {
+            peers_are_rocex: true,
+            ..BackendOptions::default()
+        };
+        let mut rx = UdpPort::open(b, opts).unwrap();
+        let sent = packets(a, b, 10, 1000);
+        for p in &sent {
+            tx.send(b, ROCE_V2_PORT, p).unwrap();
+        }
+        tx.flush().unwrap();
+        let c = tx.counters();
+        assert_eq!((c.tx_packets, c.tx_batches), (10, 1), "{c:?}");
+        let got = receive(&mut rx, 10);
+        let mut ids = IdDeltas::default();
+        for (i, ((p, status), want)) in got.iter().zip(&sent).enumerate() {
+            assert_eq!(*status, IcrcStatus::Valid, "segment {i}");
+            let mut fixed = want.clone();
+            ids.fix_segment(i, &mut fixed);
+            assert_eq!(p, &fixed, "segment {i} carries the ICRC for ID {i}");
+        }
+    }
+
+    #[test]
+    fn a_refused_gso_send_goes_out_one_by_one_intact() {
+        let (a, b) = (
+            IpAddr::from([127, 0, 201, 7]),
+            IpAddr::from([127, 0, 201, 8]),
+        );
+        let mut tx = UdpPort::bind(a).unwrap();
+        let mut rx = UdpPort::bind(b).unwrap();
+        // Without a UDP checksum the kernel refuses GSO (EINVAL) but sends datagrams.
+        sys::set_int_opt(tx.sock.as_fd(), libc::SOL_SOCKET, libc::SO_NO_CHECK, 1).unwrap();
+        let sent = packets(a, b, 6, 500);
+        for p in &sent {
+            tx.send(b, ROCE_V2_PORT, p).unwrap();
+        }
+        tx.flush().unwrap();
+        assert!(!tx.gso, "the refusal is remembered");
+        assert_eq!(tx.counters().tx_packets, 6);
+        let got = receive(&mut rx, 6);
+        for ((p, status), want) in got.iter().zip(&sent) {
+            assert_eq!(p, want, "sent with its ID-0 ICRC restored");
+            assert_eq!(*status, IcrcStatus::Valid);
+        }
     }
 }

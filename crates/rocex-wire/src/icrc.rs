@@ -119,6 +119,40 @@ pub fn compute_for(
     }
 }
 
+/// How the ICRC of an IPv4 packet changes when its identification is `id` instead of 0:
+/// `compute` with ID `id` equals `compute` with ID 0 XOR this delta.
+///
+/// CRC-32 is affine: for inputs of equal length `crc(a ^ b) = crc(a) ^ crc(b) ^ crc(0..0)`,
+/// so the delta depends only on `id` and on how many bytes the CRC runs over after the
+/// identification field, not on the packet's content. That lets a sender whose kernel
+/// numbers the segments of one UDP GSO send 0, 1, 2, ... fix each segment's ICRC with one
+/// XOR, and a receiver recognise such a segment with one CRC computation.
+///
+/// `transport_len` is the length from the BTH to the end of the pad (without the ICRC);
+/// the IPv4 header is taken to be 20 bytes, as rocex's senders produce it.
+pub fn ipv4_id_delta(id: u16, transport_len: usize, form: IcrcForm) -> u32 {
+    /// Offset of the identification's end in the CRC input (pseudo-LRH, IPv4 bytes 4..6).
+    const ID_END: usize = LRH_ONES.len() + 6;
+    const ZEROS: [u8; 256] = [0; 256];
+    let covered = LRH_ONES.len() + 20 + UDP_LEN + transport_len;
+    let covered = match form {
+        IcrcForm::Spec => covered,
+        IcrcForm::RxeFlush => covered + transport_len,
+    };
+    let crc_with = |first: [u8; 2]| {
+        let mut h = crc32fast::Hasher::new();
+        h.update(&first);
+        let mut left = covered.saturating_sub(ID_END);
+        while left > 0 {
+            let n = left.min(ZEROS.len());
+            h.update(&ZEROS[..n]);
+            left -= n;
+        }
+        h.finalize()
+    };
+    crc_with(id.to_be_bytes()) ^ crc_with([0, 0])
+}
+
 /// The ICRC's four bytes as they stand on the wire.
 pub const fn to_wire(icrc: u32) -> [u8; 4] {
     icrc.to_le_bytes()
@@ -226,6 +260,41 @@ mod tests {
         assert_eq!(compute(&ip2, &udp2, &t2, IcrcForm::Spec).unwrap(), base);
         ip2[4] ^= 1; // the IPv4 ID is covered
         assert_ne!(compute(&ip2, &udp2, &t2, IcrcForm::Spec).unwrap(), base);
+    }
+
+    #[test]
+    fn ipv4_id_delta_matches_a_full_recompute() {
+        let (src, dst) = ([198, 18, 201, 1], [198, 18, 201, 2]);
+        for len in [12usize, 40, 1036, 4124, 8220] {
+            let transport: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+            for form in [IcrcForm::Spec, IcrcForm::RxeFlush] {
+                let ip_with = |id: u16| {
+                    let mut ip = [0u8; 20];
+                    ip[0] = 0x45;
+                    ip[2..4].copy_from_slice(&((20 + 8 + len + 4) as u16).to_be_bytes());
+                    ip[4..6].copy_from_slice(&id.to_be_bytes());
+                    ip[6] = 0x40;
+                    ip[9] = 17;
+                    ip[12..16].copy_from_slice(&src);
+                    ip[16..20].copy_from_slice(&dst);
+                    ip
+                };
+                let mut udp = [0x12, 0xb7, 0x12, 0xb7, 0, 0, 0, 0];
+                udp[4..6].copy_from_slice(&((8 + len + 4) as u16).to_be_bytes());
+                let base = compute(&ip_with(0), &udp, &transport, form).unwrap();
+                let zero = compute_for(src.into(), dst.into(), 4791, 4791, &transport, form);
+                assert_eq!(zero.unwrap(), base);
+                for id in [1u16, 2, 3, 17, 63, 64, 0x1234, 0xffff] {
+                    let full = compute(&ip_with(id), &udp, &transport, form).unwrap();
+                    assert_eq!(
+                        base ^ ipv4_id_delta(id, len, form),
+                        full,
+                        "id {id} len {len} {form:?}"
+                    );
+                }
+                assert_eq!(ipv4_id_delta(0, len, form), 0);
+            }
+        }
     }
 
     #[test]

@@ -20,10 +20,19 @@ pub(crate) struct Args {
     /// The port MTU in bytes of IB payload: 256, 512, 1024, 2048 or 4096 [default: 4096].
     #[arg(long)]
     pub(crate) mtu: Option<u32>,
-    /// I/O backend; only `udp` exists so far.
+    /// I/O backend: `udp`, `afpacket` or `uring` [default: udp].
     #[arg(long)]
-    pub(crate) backend: Option<String>,
-    /// A TOML file with the same keys (addr, socket, mtu, backend, pcap, spin_limit, inject).
+    pub(crate) backend: Option<rocex_io::BackendKind>,
+    /// One datagram per packet: no UDP GSO or GRO (the per-frame path).
+    #[arg(long)]
+    pub(crate) no_gso: bool,
+    /// Every peer is rocex: the udp and uring backends then check every received ICRC
+    /// (rocex's IPv4 identifications are predictable) and drop bad packets. Without it they
+    /// cannot tell kernel rxe's packets from corrupted ones and pass them unchecked.
+    #[arg(long)]
+    pub(crate) peers_are_rocex: bool,
+    /// A TOML file with the same keys (addr, socket, mtu, backend, gso, peers_are_rocex,
+    /// pcap, spin_limit, inject).
     #[arg(long)]
     pub(crate) config: Option<PathBuf>,
     /// Write every frame sent and received to this pcap file.
@@ -36,6 +45,9 @@ pub(crate) struct Args {
     /// network: `loss=P,dup=P,reorder=P,corrupt=P,delay=DURATION,seed=N`.
     #[arg(long, value_name = "SPEC")]
     pub(crate) inject: Option<rocex_io::Faults>,
+    /// Per-client limits.
+    #[command(flatten)]
+    pub(crate) limits: crate::limits::LimitArgs,
 }
 
 /// The configuration file's keys.
@@ -46,9 +58,12 @@ struct FileConfig {
     socket: Option<PathBuf>,
     mtu: Option<u32>,
     backend: Option<String>,
+    gso: Option<bool>,
+    peers_are_rocex: Option<bool>,
     pcap: Option<PathBuf>,
     spin_limit: Option<u32>,
     inject: Option<String>,
+    limits: Option<crate::limits::LimitKeys>,
 }
 
 /// The settings the daemon runs with.
@@ -60,12 +75,20 @@ pub(crate) struct Settings {
     pub(crate) socket: PathBuf,
     /// The port MTU.
     pub(crate) mtu: Mtu,
+    /// The I/O backend.
+    pub(crate) backend: rocex_io::BackendKind,
+    /// UDP GSO and GRO (off: one datagram per packet).
+    pub(crate) gso: bool,
+    /// Every peer is rocex: check every received ICRC.
+    pub(crate) peers_are_rocex: bool,
     /// Capture file.
     pub(crate) pcap: Option<PathBuf>,
     /// Empty loop turns before sleeping.
     pub(crate) spin_limit: u32,
     /// Faults injected into every packet sent.
     pub(crate) inject: Option<rocex_io::Faults>,
+    /// Per-client limits.
+    pub(crate) limits: crate::limits::Limits,
 }
 
 /// Why the settings are unusable.
@@ -81,8 +104,8 @@ pub(crate) enum ConfigError {
     NoAddr,
     /// An MTU that is not an IB MTU.
     Mtu(u32),
-    /// A backend this build does not have.
-    Backend(String),
+    /// A backend name that is not one of udp, afpacket, uring.
+    Backend(rocex_io::UnknownBackend),
 }
 
 impl std::fmt::Display for ConfigError {
@@ -93,7 +116,7 @@ impl std::fmt::Display for ConfigError {
             Self::Inject(e) => write!(f, "inject: {e}"),
             Self::NoAddr => f.write_str("no address: give --addr IP or `addr` in the config"),
             Self::Mtu(m) => write!(f, "MTU {m} is not one of 256, 512, 1024, 2048, 4096"),
-            Self::Backend(b) => write!(f, "backend {b:?} is not available (only \"udp\")"),
+            Self::Backend(e) => write!(f, "{e}"),
         }
     }
 }
@@ -127,13 +150,11 @@ impl Args {
             None => FileConfig::default(),
         };
         let addr = self.addr.or(file.addr).ok_or(ConfigError::NoAddr)?;
-        let backend = self
-            .backend
-            .or(file.backend)
-            .unwrap_or_else(|| "udp".into());
-        if backend != "udp" {
-            return Err(ConfigError::Backend(backend));
-        }
+        let backend = match (self.backend, file.backend) {
+            (Some(b), _) => b,
+            (None, Some(name)) => name.parse().map_err(ConfigError::Backend)?,
+            (None, None) => rocex_io::BackendKind::Udp,
+        };
         Ok(Settings {
             addr,
             socket: self
@@ -141,6 +162,9 @@ impl Args {
                 .or(file.socket)
                 .unwrap_or_else(|| default_socket(addr)),
             mtu: mtu_of(self.mtu.or(file.mtu).unwrap_or(4096))?,
+            backend,
+            gso: !self.no_gso && file.gso.unwrap_or(true),
+            peers_are_rocex: self.peers_are_rocex || file.peers_are_rocex.unwrap_or(false),
             pcap: self.pcap.or(file.pcap),
             spin_limit: self.spin_limit.or(file.spin_limit).unwrap_or(2000),
             inject: match (self.inject, file.inject) {
@@ -148,6 +172,7 @@ impl Args {
                 (None, Some(text)) => Some(text.parse().map_err(ConfigError::Inject)?),
                 (None, None) => None,
             },
+            limits: self.limits.merge(file.limits),
         })
     }
 }
@@ -183,6 +208,29 @@ mod tests {
         assert!(matches!(a.settings(), Err(ConfigError::Mtu(1500))));
         let a = Args::parse_from(["rocexd"]);
         assert!(matches!(a.settings(), Err(ConfigError::NoAddr)));
+        std::fs::write(
+            &f,
+            "addr = \"10.0.0.1\"\nbackend = \"uring\"\ngso = false\npeers_are_rocex = true\n",
+        )
+        .unwrap();
+        let a = Args::parse_from(["rocexd", "--config", f.to_str().unwrap()]);
+        let s = a.settings().unwrap();
+        assert_eq!((s.backend, s.gso), (rocex_io::BackendKind::Uring, false));
+        assert!(s.peers_are_rocex);
+        let a = Args::parse_from([
+            "rocexd",
+            "--config",
+            f.to_str().unwrap(),
+            "--backend",
+            "udp",
+        ]);
+        assert_eq!(a.settings().unwrap().backend, rocex_io::BackendKind::Udp);
+        let a = Args::parse_from(["rocexd", "--addr", "10.0.0.1", "--no-gso"]);
+        assert!(!a.settings().unwrap().gso);
+        std::fs::write(&f, "addr = \"10.0.0.1\"\nbackend = \"tcp\"\n").unwrap();
+        let a = Args::parse_from(["rocexd", "--config", f.to_str().unwrap()]);
+        assert!(matches!(a.settings(), Err(ConfigError::Backend(_))));
+        assert!(Args::try_parse_from(["rocexd", "--backend", "tcp"]).is_err());
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -1,16 +1,18 @@
-//! `rocexd`: the rocex daemon. One RoCE v2 device on one IP address: the engine on a UDP
-//! socket bound to port 4791, served to applications through a Unix control socket and
-//! shared-memory rings (`docs/abi.md`, `docs/daemon.md`).
+//! `rocexd`: the rocex daemon. One RoCE v2 device on one IP address: the engine on a
+//! packet I/O backend (by default a batched UDP socket bound to port 4791), served to
+//! applications through a Unix control socket and shared-memory rings (`docs/abi.md`,
+//! `docs/daemon.md`).
 
 mod client;
 mod config;
+mod limits;
+mod net;
 mod pcap;
 mod pump;
 mod server;
 mod shared_region;
 
 use std::io;
-use std::net::{SocketAddr, UdpSocket};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::process::ExitCode;
@@ -18,7 +20,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Parser;
 use rocex_proto::{Config, Engine};
-use rustix::net::sockopt;
 
 /// Set by SIGINT/SIGTERM; the event loop checks it every turn (poll(2) wakes with EINTR).
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -39,20 +40,6 @@ fn install_signals() {
             libc::sigaction(sig, &sa, std::ptr::null_mut());
         }
     }
-}
-
-/// The RoCE v2 socket: `addr:4791`, path-MTU discovery on so that the kernel sends with DF
-/// and IPv4 identification 0, the IP header the engine computed the ICRC over.
-fn bind_udp(addr: std::net::IpAddr) -> io::Result<UdpSocket> {
-    let s = UdpSocket::bind(SocketAddr::new(addr, 4791))?;
-    if addr.is_ipv4() {
-        sockopt::set_ip_mtu_discover(&s, sockopt::Ipv4PathMtuDiscovery::DO)?;
-    } else {
-        sockopt::set_ipv6_mtu_discover(&s, sockopt::Ipv6PathMtuDiscovery::DO)?;
-    }
-    let _ = sockopt::set_socket_recv_buffer_size(&s, 8 << 20);
-    let _ = sockopt::set_socket_send_buffer_size(&s, 8 << 20);
-    Ok(s)
 }
 
 /// Binds the control socket, replacing a stale file but refusing to steal the socket of
@@ -89,11 +76,11 @@ fn seed() -> [u8; 32] {
 fn run(settings: config::Settings) -> Result<(), Box<dyn std::error::Error>> {
     let mut cfg = Config::new(settings.addr, seed());
     cfg.port_mtu = settings.mtu;
-    cfg.udp_source_port = Some(4791);
     cfg.max_cqe = 1 << 16;
+    let backend = net::open(&settings)
+        .map_err(|e| format!("{} backend on {}: {e}", settings.backend, settings.addr))?;
+    cfg.udp_source_port = backend.fixed_source_port();
     let engine = Engine::new(cfg);
-    let udp =
-        bind_udp(settings.addr).map_err(|e| format!("cannot bind {}:4791: {e}", settings.addr))?;
     let tap = match &settings.pcap {
         Some(p) => Some(pcap::Tap::create(p).map_err(|e| format!("{}: {e}", p.display()))?),
         None => None,
@@ -104,10 +91,13 @@ fn run(settings: config::Settings) -> Result<(), Box<dyn std::error::Error>> {
         addr = %settings.addr,
         socket = %settings.socket.display(),
         mtu = settings.mtu.bytes(),
+        backend = %settings.backend,
+        gso = settings.gso,
+        peers_are_rocex = settings.peers_are_rocex,
         "rocexd serving"
     );
     let socket = settings.socket.clone();
-    let mut server = server::Server::new(engine, udp, listener, tap, settings)?;
+    let mut server = server::Server::new(engine, net::Net::new(backend, tap), listener, settings)?;
     let r = server.run(&STOP);
     let _ = std::fs::remove_file(&socket);
     drop(server);

@@ -1,16 +1,17 @@
 //! The event loop and the control-channel handlers.
 //!
-//! One thread owns everything: the engine, the UDP socket, the Unix listener and every
-//! client. Each turn it accepts clients, serves control requests, moves descriptors from
-//! the SQ/RQ rings into the engine, does the UDP I/O and timers, and moves completions
-//! into the CQ rings. While a turn finds work it turns again at once (busy polling: a
-//! posted request costs the client no system call); after `spin_limit` empty turns it arms
-//! every ring's doorbell (`need_wakeup`) and sleeps in poll(2) on the UDP socket, the
-//! listener, the client sockets and the doorbell eventfds, until the next engine timer.
+//! One thread owns everything: the engine, the packet I/O backend, the Unix listener and
+//! every client. Each turn it accepts clients, serves control requests, moves descriptors
+//! from the SQ/RQ rings into the engine, does the packet I/O and timers (`net.rs`), and
+//! moves completions into the CQ rings. While a turn finds work it turns again at once
+//! (busy polling: a posted request costs the client no system call); after `spin_limit`
+//! empty turns it arms every ring's doorbell (`need_wakeup`) and sleeps in poll(2) on the
+//! backend, the listener, the client sockets and the doorbell eventfds, until the next
+//! engine timer.
 
 use std::collections::BTreeMap;
 use std::io;
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::IpAddr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixListener;
 use std::sync::Arc;
@@ -19,14 +20,18 @@ use std::time::Duration;
 
 use rocex_mem::MemError;
 use rocex_proto::verbs::Access;
-use rocex_proto::{Engine, IcrcStatus, Instant, PdId, QpInit, VerbsError};
-use rocex_shm::control::{DeviceAttr, Request, Response, encode_frame, kind, response_fds};
+use rocex_proto::{Engine, Instant, PdId, QpInit, VerbsError};
+use rocex_shm::control::{
+    DeviceAttr, QpStat, Request, Response, STAT_BUDGET, StatGroup, Stats as StatBody, encode_frame,
+    kind, response_fds,
+};
 use rocex_shm::{ABI_VERSION, EventFd, SharedRegion};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
 use crate::client::{Client, Frame, Gone, MAX_PER_CLIENT};
 use crate::config::Settings;
-use crate::pcap::Tap;
+use crate::limits::{MrBytes, OverLimit, Resource};
+use crate::net::Net;
 use crate::pump::{self, CqPump, PumpStats, QpPump};
 use crate::shared_region::MappedRegion;
 
@@ -39,6 +44,8 @@ pub(crate) struct Stats {
     pub(crate) bad_frames: u64,
     /// Clients that went away.
     pub(crate) disconnects: u64,
+    /// Requests refused for a per-client limit.
+    pub(crate) over_limit: u64,
     /// Ring faults.
     pub(crate) pump: PumpStats,
 }
@@ -58,6 +65,10 @@ impl Reply {
     }
     fn err(errno: i32, why: impl Into<String>) -> Self {
         Self::ok(Response::error(errno, why))
+    }
+    /// `EDQUOT`, the detail starting with the limit's key (`docs/abi.md` §6.3).
+    fn over(e: OverLimit) -> Self {
+        Self::err(libc::EDQUOT, e.to_string())
     }
 }
 
@@ -80,45 +91,37 @@ fn errno_of(e: &VerbsError) -> i32 {
 pub(crate) struct Server {
     engine: Engine,
     epoch: std::time::Instant,
-    udp: UdpSocket,
+    net: Net,
     local: IpAddr,
     listener: UnixListener,
     clients: BTreeMap<u64, Client>,
+    /// Bytes each client has registered (`limits.max_mr_bytes`).
+    mr_bytes: BTreeMap<u64, MrBytes>,
     next_client: u64,
-    tap: Option<Tap>,
     settings: Settings,
-    buf: Vec<u8>,
-    /// Fault injection on the way out (`--inject`).
-    faults: Option<rocex_io::Injector>,
-    out: Vec<(IpAddr, Vec<u8>)>,
     /// Counters.
     pub(crate) stats: Stats,
 }
 
 impl Server {
-    /// A server for `engine` on a bound UDP socket and Unix listener.
+    /// A server for `engine` on a backend and a bound Unix listener.
     pub(crate) fn new(
         engine: Engine,
-        udp: UdpSocket,
+        net: Net,
         listener: UnixListener,
-        tap: Option<Tap>,
         settings: Settings,
     ) -> io::Result<Self> {
-        udp.set_nonblocking(true)?;
         listener.set_nonblocking(true)?;
         Ok(Self {
             engine,
             epoch: std::time::Instant::now(),
             local: settings.addr,
-            udp,
+            net,
             listener,
             clients: BTreeMap::new(),
+            mr_bytes: BTreeMap::new(),
             next_client: 1,
-            tap,
-            faults: settings.inject.map(rocex_io::Injector::new),
-            out: Vec::new(),
             settings,
-            buf: vec![0; 65536],
             stats: Stats::default(),
         })
     }
@@ -152,7 +155,10 @@ impl Server {
         let mut busy = self.accept();
         busy |= self.serve_clients();
         busy |= self.pump_rings();
-        busy |= self.net()?;
+        let epoch = self.epoch;
+        busy |= self.net.turn(&mut self.engine, || {
+            Instant::from_nanos(epoch.elapsed().as_nanos() as u64)
+        });
         busy |= self.fill_cqs();
         Ok(busy)
     }
@@ -231,6 +237,7 @@ impl Server {
         if let Response::Error { errno, detail } = &reply.resp {
             c.errors += 1;
             self.stats.request_errors += 1;
+            self.stats.over_limit += u64::from(*errno == libc::EDQUOT as u32);
             tracing::debug!(client = id, kind = k, errno, "request refused: {detail}");
         }
         let resp_kind = reply.resp.kind();
@@ -265,9 +272,12 @@ impl Server {
             };
         }
         let engine = &mut self.engine;
+        let limits = &self.settings.limits;
+        let held = |n: usize| n as u64;
         let verr = |e: VerbsError| Reply::err(errno_of(&e), e.to_string());
         match req {
             Request::Hello { .. } => Reply::err(libc::EINVAL, "Hello was already answered"),
+            Request::Stat { qpn, cursor } => self.stat(qpn, cursor),
             Request::QueryDevice => {
                 let mut gid = [0u8; 16];
                 match self.local {
@@ -290,8 +300,8 @@ impl Server {
                 }))
             }
             Request::AllocPd => {
-                if c.pds.len() >= MAX_PER_CLIENT {
-                    return Reply::err(libc::ENOMEM, "too many PDs");
+                if let Err(e) = limits.check(Resource::Pds, held(c.pds.len()), 1) {
+                    return Reply::over(e);
                 }
                 let pd = engine.alloc_pd().raw();
                 c.pds.insert(pd);
@@ -319,8 +329,12 @@ impl Server {
                 if !c.pds.contains(&pd) {
                     return Reply::err(libc::ENOENT, "no such PD");
                 }
-                if c.mrs.len() >= MAX_PER_CLIENT {
-                    return Reply::err(libc::ENOMEM, "too many MRs");
+                if let Err(e) = limits.check(Resource::Mrs, held(c.mrs.len()), 1) {
+                    return Reply::over(e);
+                }
+                let bytes = self.mr_bytes.entry(id).or_default();
+                if let Err(e) = limits.check(Resource::MrBytes, bytes.total(), len) {
+                    return Reply::over(e);
                 }
                 let Some(access) = Access::from_bits(access) else {
                     return Reply::err(libc::EINVAL, "undefined access bits");
@@ -338,6 +352,7 @@ impl Server {
                 match engine.reg_mr(PdId::from_raw(pd), iova, len, access, Arc::new(region)) {
                     Ok(keys) => {
                         c.mrs.insert(keys.lkey);
+                        bytes.add(keys.lkey, len);
                         Reply::ok(Response::RegMr {
                             kind: kind::REG_MR_SHARED,
                             lkey: keys.lkey,
@@ -358,6 +373,9 @@ impl Server {
                 match engine.dereg_mr(lkey) {
                     Ok(()) => {
                         c.mrs.remove(&lkey);
+                        if let Some(b) = self.mr_bytes.get_mut(&id) {
+                            b.remove(lkey);
+                        }
                         Reply::ok(Response::Done(kind::DEREG_MR))
                     }
                     Err(e) => verr(e),
@@ -384,8 +402,8 @@ impl Server {
                 }
             }
             Request::CreateCq { cqe, channel } => {
-                if c.cqs.len() >= MAX_PER_CLIENT {
-                    return Reply::err(libc::ENOMEM, "too many CQs");
+                if let Err(e) = limits.check(Resource::Cqs, held(c.cqs.len()), 1) {
+                    return Reply::over(e);
                 }
                 if cqe == 0 || cqe as usize > engine.config().max_cqe {
                     return Reply::err(libc::EINVAL, "cqe out of range");
@@ -440,8 +458,8 @@ impl Server {
                 recv_cq,
                 cap,
             } => {
-                if c.qps.len() >= MAX_PER_CLIENT {
-                    return Reply::err(libc::ENOMEM, "too many QPs");
+                if let Err(e) = limits.check(Resource::Qps, held(c.qps.len()), 1) {
+                    return Reply::over(e);
                 }
                 if !c.pds.contains(&pd) {
                     return Reply::err(libc::ENOENT, "no such PD");
@@ -513,12 +531,120 @@ impl Server {
         }
     }
 
+    /// `Stat`: the device's counter groups and a page of QPs (every client's: the socket's
+    /// permissions decide who may see them, as for every other request).
+    fn stat(&self, qpn: u32, cursor: u32) -> Reply {
+        let mut body = StatBody {
+            groups: self.stat_groups(),
+            ..StatBody::default()
+        };
+        let qp_stat = |qpn: u32| {
+            self.engine.qp_status(qpn).ok().map(|s| QpStat {
+                qpn,
+                qp_type: s.qp_type,
+                state: s.state,
+                counters: [
+                    ("sq_psn", u64::from(s.sq_psn)),
+                    ("unacked_psn", u64::from(s.unacked_psn)),
+                    ("rq_psn", u64::from(s.rq_psn)),
+                    ("msn", u64::from(s.msn)),
+                    ("sq_wqes", s.sq_wqes as u64),
+                    ("rq_wqes", s.rq_wqes as u64),
+                    ("retry_left", u64::from(s.retry_left)),
+                    ("rnr_retry_left", u64::from(s.rnr_retry_left)),
+                ]
+                .map(|(n, v)| (n.to_owned(), v))
+                .into(),
+            })
+        };
+        if qpn != 0 {
+            match qp_stat(qpn) {
+                Some(q) => body.qps.push(q),
+                None => return Reply::err(libc::ENOENT, format!("no QP {qpn:#x}")),
+            }
+            return Reply::ok(Response::Stat(body));
+        }
+        let mut qpns: Vec<u32> = self.engine.qpns().filter(|&q| q >= cursor).collect();
+        qpns.sort_unstable();
+        let mut len = body.encoded_len();
+        for q in qpns {
+            let Some(s) = qp_stat(q) else { continue };
+            len += s.encoded_len();
+            if len > STAT_BUDGET || body.qps.len() == usize::from(u16::MAX) {
+                body.next = q;
+                break;
+            }
+            body.qps.push(s);
+        }
+        Reply::ok(Response::Stat(body))
+    }
+
+    /// The device-wide groups: the engine's counters (rxe's names), the daemon's own, the
+    /// backend's, and the injected faults when `--inject` is on.
+    fn stat_groups(&self) -> Vec<StatGroup> {
+        let group = |name: &str, counters: &[(&str, u64)]| StatGroup {
+            name: name.to_owned(),
+            counters: counters.iter().map(|&(n, v)| (n.to_owned(), v)).collect(),
+        };
+        let engine: Vec<_> = self.engine.counters().iter().collect();
+        let s = &self.stats;
+        let (qps, mrs) = self.clients.values().fold((0, 0), |(q, m), c| {
+            (q + c.qps.len() as u64, m + c.mrs.len() as u64)
+        });
+        let registered: u64 = self.mr_bytes.values().map(MrBytes::total).sum();
+        let mut groups = vec![
+            group("engine", &engine),
+            group(
+                "daemon",
+                &[
+                    ("clients", self.clients.len() as u64),
+                    ("qps", qps),
+                    ("mrs", mrs),
+                    ("registered_bytes", registered),
+                    ("request_errors", s.request_errors),
+                    ("over_limit", s.over_limit),
+                    ("bad_frames", s.bad_frames),
+                    ("disconnects", s.disconnects),
+                    ("bad_descriptors", s.pump.bad_descriptors),
+                    ("broken_rings", s.pump.broken_rings),
+                    ("refused_wrs", s.pump.refused),
+                ],
+            ),
+        ];
+        let b = self.net.counters();
+        groups.push(group(
+            "backend",
+            &[
+                ("rx_packets", b.rx_packets),
+                ("tx_packets", b.tx_packets),
+                ("rx_batches", b.rx_batches),
+                ("tx_batches", b.tx_batches),
+                ("icrc_unchecked", b.icrc_unchecked),
+                ("tx_dropped", b.tx_dropped),
+                ("rx_ignored", b.rx_ignored),
+            ],
+        ));
+        if let Some(c) = self.net.fault_counters() {
+            groups.push(group(
+                "inject",
+                &[
+                    ("lost", c.lost),
+                    ("duplicated", c.duplicated),
+                    ("reordered", c.reordered),
+                    ("corrupted", c.corrupted),
+                ],
+            ));
+        }
+        groups
+    }
+
     /// Releases everything a client owned: QPs to error and destroyed, MRs deregistered
     /// (their mappings dropped with the last reference), CQs and PDs freed.
     fn disconnect(&mut self, id: u64, why: &Gone) {
         let Some(c) = self.clients.remove(&id) else {
             return;
         };
+        self.mr_bytes.remove(&id);
         self.stats.disconnects += 1;
         tracing::info!(
             client = id,
@@ -563,64 +689,6 @@ impl Server {
         busy
     }
 
-    /// Receives waiting datagrams, runs due timers, sends what the engine has.
-    fn net(&mut self) -> io::Result<bool> {
-        let mut busy = false;
-        for _ in 0..256 {
-            match self.udp.recv_from(&mut self.buf) {
-                Ok((n, src)) => {
-                    busy = true;
-                    let now = self.now();
-                    let payload = &self.buf[..n];
-                    if let Some(t) = &mut self.tap {
-                        t.record((src.ip(), src.port()), self.local, false, payload);
-                    }
-                    let status = match Engine::check_icrc_from_rocex(src, self.local, payload) {
-                        IcrcStatus::Valid => IcrcStatus::Valid,
-                        _ => IcrcStatus::Unchecked,
-                    };
-                    self.engine
-                        .handle_packet(now, src, self.local, payload, status);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // ICMP errors (a peer that is gone) surface here; the transport's timers
-                // deal with the loss.
-                Err(e) => {
-                    tracing::debug!("udp receive: {e}");
-                    break;
-                }
-            }
-        }
-        let now = self.now();
-        if self.engine.poll_timeout().is_some_and(|t| t <= now) {
-            busy = true;
-            self.engine.handle_timeout(now);
-        }
-        while let Some(t) = self.engine.poll_transmit(now, &mut self.buf) {
-            busy = true;
-            let payload = &self.buf[..t.len];
-            if let Some(tap) = &mut self.tap {
-                tap.record((self.local, t.src_port), t.dest, true, payload);
-            }
-            match &mut self.faults {
-                Some(f) => f.apply(std::time::Instant::now(), t.dest, payload, &mut self.out),
-                None => send_udp(&self.udp, t.dest, payload),
-            }
-        }
-        if let Some(f) = &mut self.faults {
-            let wall = std::time::Instant::now();
-            if !busy {
-                f.flush_held(wall, &mut self.out);
-            }
-            f.release(wall, &mut self.out);
-            for (dest, p) in self.out.drain(..) {
-                send_udp(&self.udp, dest, &p);
-            }
-        }
-        Ok(busy)
-    }
-
     /// Arms every doorbell and sleeps in poll(2) until a datagram, a client, a doorbell or
     /// the next timer.
     fn sleep(&mut self) -> io::Result<()> {
@@ -638,7 +706,7 @@ impl Server {
         if !ready {
             let now = self.now();
             let mut timeout = Duration::from_millis(100);
-            if let Some(due) = self.faults.as_ref().and_then(rocex_io::Injector::next_due) {
+            if let Some(due) = self.net.next_due() {
                 timeout = timeout.min(due.saturating_duration_since(std::time::Instant::now()));
             }
             if let Some(t) = self.engine.poll_timeout() {
@@ -647,11 +715,10 @@ impl Server {
             if stalled {
                 timeout = timeout.min(Duration::from_millis(1));
             }
-            if let Some(tap) = &mut self.tap {
-                tap.flush();
-            }
+            self.net.flush_tap();
+            let net_fd = self.net.fd();
             let mut fds = vec![
-                PollFd::new(&self.udp, PollFlags::IN),
+                PollFd::new(&net_fd, PollFlags::IN),
                 PollFd::new(&self.listener, PollFlags::IN),
             ];
             for c in self.clients.values() {
@@ -693,23 +760,13 @@ impl Server {
         for id in ids {
             self.disconnect(id, &Gone::Closed);
         }
-        if let Some(t) = &mut self.tap {
-            t.flush();
-            if t.skipped > 0 {
-                tracing::warn!(skipped = t.skipped, "datagrams not written to the capture");
-            }
+        self.net.flush_tap();
+        let skipped = self.net.tap_skipped();
+        if skipped > 0 {
+            tracing::warn!(skipped, "datagrams not written to the capture");
         }
-        let injected = self.faults.as_ref().map(|f| f.counters);
-        tracing::info!(stats = ?self.stats, counters = ?self.engine.counters(), ?injected, "stopped");
-    }
-}
-
-/// Sends one datagram to `dest:4791`; a full socket buffer drops it as a network would,
-/// and the transport retransmits.
-fn send_udp(udp: &UdpSocket, dest: IpAddr, payload: &[u8]) {
-    match udp.send_to(payload, SocketAddr::new(dest, 4791)) {
-        Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-        Err(e) => tracing::debug!("udp send to {dest}: {e}"),
+        let injected = self.net.fault_counters();
+        let backend = self.net.counters();
+        tracing::info!(stats = ?self.stats, counters = ?self.engine.counters(), ?backend, ?injected, "stopped");
     }
 }

@@ -3,17 +3,14 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rocex_verbs::verbs::{
-    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendOp, SendWr, WcOpcode,
-    WcStatus,
-};
-use rocex_verbs::{Access, Context, Cq, Mr, Pd, Qp, QpInitAttr};
+mod common;
 
-const T: Duration = Duration::from_secs(10);
+use common::{End, T, end, ok, pair, pattern, send_recv};
+use rocex_verbs::verbs::{QpState, RecvWr, SendOp, SendWr, WcOpcode, WcStatus};
 
 /// A daemon process, killed (SIGTERM, then SIGKILL) on drop.
 struct Daemon {
@@ -82,116 +79,6 @@ impl Drop for Daemon {
             let _ = std::fs::remove_dir_all(d);
         }
     }
-}
-
-const ACCESS: Access = Access::LOCAL_WRITE
-    .union(Access::REMOTE_WRITE)
-    .union(Access::REMOTE_READ)
-    .union(Access::REMOTE_ATOMIC);
-
-/// One endpoint: context, PD, MR, CQ, QP.
-struct End {
-    qp: Qp,
-    cq: Cq,
-    mr: Mr,
-    _pd: Pd,
-    ctx: Context,
-}
-
-fn end(sock: &PathBuf) -> End {
-    let ctx = Context::open(sock).expect("open");
-    let pd = ctx.alloc_pd().unwrap();
-    let mr = pd.alloc_mr(1 << 20, ACCESS).unwrap();
-    let cq = ctx.create_cq(256, None).unwrap();
-    let qp = pd
-        .create_qp(&QpInitAttr {
-            qp_type: QpType::Rc,
-            send_cq: &cq,
-            recv_cq: &cq,
-            cap: QpCap {
-                max_send_wr: 128,
-                max_recv_wr: 128,
-                ..QpCap::default()
-            },
-        })
-        .unwrap();
-    End {
-        qp,
-        cq,
-        mr,
-        _pd: pd,
-        ctx,
-    }
-}
-
-/// RESET → INIT → RTR → RTS towards `peer` (address, QPN, its send PSN).
-fn connect(qp: &Qp, my_psn: u32, peer: (IpAddr, u32, u32)) {
-    let mut a = QpAttr {
-        qp_state: QpState::Init,
-        qp_access_flags: ACCESS,
-        ..QpAttr::default()
-    };
-    qp.modify(
-        &a,
-        AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
-    )
-    .unwrap();
-    a.qp_state = QpState::Rtr;
-    a.ah_attr = Some(AddressVector { dest: peer.0 });
-    a.path_mtu = Mtu::M1024;
-    a.dest_qp_num = peer.1;
-    a.rq_psn = peer.2;
-    a.max_dest_rd_atomic = 16;
-    a.min_rnr_timer = 1;
-    qp.modify(
-        &a,
-        AttrMask::STATE
-            | AttrMask::AV
-            | AttrMask::PATH_MTU
-            | AttrMask::DEST_QPN
-            | AttrMask::RQ_PSN
-            | AttrMask::MAX_DEST_RD_ATOMIC
-            | AttrMask::MIN_RNR_TIMER,
-    )
-    .unwrap();
-    a.qp_state = QpState::Rts;
-    a.sq_psn = my_psn;
-    a.timeout = 10;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 16;
-    qp.modify(
-        &a,
-        AttrMask::STATE
-            | AttrMask::SQ_PSN
-            | AttrMask::TIMEOUT
-            | AttrMask::RETRY_CNT
-            | AttrMask::RNR_RETRY
-            | AttrMask::MAX_QP_RD_ATOMIC,
-    )
-    .unwrap();
-}
-
-fn pair(a: &End, b: &End) {
-    let (pa, pb) = (0x1234, 0xabcde);
-    connect(&a.qp, pa, (b.ctx.gid_addr(), b.qp.qpn(), pb));
-    connect(&b.qp, pb, (a.ctx.gid_addr(), a.qp.qpn(), pa));
-}
-
-fn ok(cq: &mut Cq, id: u64, op: WcOpcode) -> u32 {
-    let wc = cq.poll_wait(T).expect("completion");
-    assert_eq!(
-        (wc.wr_id, wc.status, wc.opcode),
-        (id, WcStatus::Success, op),
-        "{wc:?}"
-    );
-    wc.byte_len
-}
-
-fn pattern(seed: u8, n: usize) -> Vec<u8> {
-    (0..n)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
 }
 
 #[test]
@@ -332,28 +219,11 @@ fn two_daemons_send_write_read_atomics() {
 }
 
 /// Loopback pair on one daemon (two QPs, one context).
-fn loopback(sock: &PathBuf) -> (End, End) {
+fn loopback(sock: &Path) -> (End, End) {
     let x = end(sock);
     let y = end(sock);
     pair(&x, &y);
     (x, y)
-}
-
-fn send_recv(x: &mut End, y: &mut End, id: u64) {
-    let msg = pattern(id as u8, 3000);
-    x.mr.write(0, &msg).unwrap();
-    y.qp.post_recv(&[RecvWr {
-        wr_id: id,
-        sges: vec![y.mr.sge(0, 4096)],
-    }])
-    .unwrap();
-    x.qp.post_send(&[SendWr::new(id, SendOp::Send, vec![x.mr.sge(0, 3000)])])
-        .unwrap();
-    ok(&mut x.cq, id, WcOpcode::Send);
-    assert_eq!(ok(&mut y.cq, id, WcOpcode::Recv), 3000);
-    let mut got = vec![0; 3000];
-    y.mr.read(0, &mut got).unwrap();
-    assert_eq!(got, msg);
 }
 
 /// Run as a child process by `killed_client_leaves_daemon_serving`: streams WRITEs on a

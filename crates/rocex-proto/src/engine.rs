@@ -1,6 +1,6 @@
 //! The device: tables of PDs, MRs, CQs and QPs, and the sans-IO interface around them.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
@@ -18,6 +18,9 @@ use crate::time::Instant;
 use crate::verbs::{
     AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendData, SendOp, SendWr, WorkCompletion,
 };
+
+/// The General Services Interface's QP number: the UD QP of the CM's MADs.
+pub const GSI_QPN: u32 = 1;
 
 /// Engine configuration.
 #[derive(Debug, Clone)]
@@ -192,6 +195,31 @@ impl Ctx<'_> {
     }
 }
 
+/// A QP's transport progress ([`Engine::qp_status`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpStatus {
+    /// Transport.
+    pub qp_type: QpType,
+    /// State.
+    pub state: QpState,
+    /// PSN of the next request packet.
+    pub sq_psn: u32,
+    /// Oldest PSN not yet acknowledged.
+    pub unacked_psn: u32,
+    /// PSN the responder expects next.
+    pub rq_psn: u32,
+    /// Messages the responder completed (24 bits on the wire).
+    pub msn: u32,
+    /// Send work requests not yet completed.
+    pub sq_wqes: usize,
+    /// Receive work requests not yet consumed.
+    pub rq_wqes: usize,
+    /// Transport retries left for the current request (7: unlimited).
+    pub retry_left: u8,
+    /// RNR retries left for the current request (7: unlimited).
+    pub rnr_retry_left: u8,
+}
+
 /// One RDMA device.
 #[derive(Debug)]
 pub struct Engine {
@@ -203,6 +231,9 @@ pub struct Engine {
     qps: HashMap<u32, Qp>,
     /// QPs that may have a packet to send, in turn.
     ready: VecDeque<u32>,
+    /// The QPs in `ready`: queueing one stays O(1) with thousands of active QPs, where a
+    /// scan of `ready` cost more than the packet itself.
+    queued: HashSet<u32>,
     /// Each QP's registered deadline, and the same ordered by time.
     deadlines: HashMap<u32, Instant>,
     timers: BTreeSet<(Instant, u32)>,
@@ -225,6 +256,7 @@ impl Engine {
             next_cq: 1,
             qps: HashMap::new(),
             ready: VecDeque::new(),
+            queued: HashSet::new(),
             deadlines: HashMap::new(),
             timers: BTreeSet::new(),
             counters: Counters::default(),
@@ -445,6 +477,29 @@ impl Engine {
         Ok((attr, qp.cap))
     }
 
+    /// What a QP is doing now, for statistics (`rdma statistic qp` and `rdma res show qp`
+    /// show the same).
+    pub fn qp_status(&self, qpn: u32) -> Result<QpStatus, VerbsError> {
+        let qp = self.qps.get(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        Ok(QpStatus {
+            qp_type: qp.qp_type,
+            state: qp.state,
+            sq_psn: qp.req.psn.value(),
+            unacked_psn: qp.comp.psn.value(),
+            rq_psn: qp.resp.psn.value(),
+            msn: qp.resp.msn,
+            sq_wqes: qp.sq.len(),
+            rq_wqes: qp.rq.len(),
+            retry_left: qp.comp.retry_left,
+            rnr_retry_left: qp.comp.rnr_left,
+        })
+    }
+
+    /// Every QP number, in no particular order.
+    pub fn qpns(&self) -> impl Iterator<Item = u32> + '_ {
+        self.qps.keys().copied()
+    }
+
     /// Destroys a QP; its outstanding work requests are dropped without completions.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
         self.qps.remove(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
@@ -582,6 +637,7 @@ impl Engine {
                 self.ready.push_front(qpn);
                 return None;
             }
+            self.queued.remove(&qpn);
             turns -= 1;
             let local = self.config.local;
             let mut scratch = std::mem::take(&mut self.scratch);
@@ -667,7 +723,7 @@ impl Engine {
                 self.timers.insert((t, qpn));
             }
         }
-        if wants && !self.ready.contains(&qpn) {
+        if wants && self.queued.insert(qpn) {
             self.ready.push_back(qpn);
         }
         Some(r)
@@ -678,11 +734,13 @@ impl Engine {
     ///
     /// The number must lie in `0x10..=0xFFFFFF` (below 0x10 are rxe's special QPs) and be
     /// unused ([`VerbsError::BadAttribute`] otherwise). Real QPs use [`Engine::create_qp`],
-    /// whose numbers are unpredictable.
+    /// whose numbers are unpredictable. The one special QP allowed is QPN 1, the GSI, as a
+    /// UD QP: it carries the communication manager's MADs (IBTA chapter 13).
     pub fn create_qp_with_qpn(&mut self, init: QpInit, qpn: u32) -> Result<u32, VerbsError> {
-        if !(0x10..=Psn::MASK).contains(&qpn) {
+        let gsi = qpn == GSI_QPN && init.qp_type == QpType::Ud;
+        if !gsi && !(0x10..=Psn::MASK).contains(&qpn) {
             return Err(VerbsError::BadAttribute(
-                "a chosen QPN must lie in 0x10..=0xffffff",
+                "a chosen QPN must lie in 0x10..=0xffffff, or be 1 (the GSI) for a UD QP",
             ));
         }
         if self.qps.contains_key(&qpn) {

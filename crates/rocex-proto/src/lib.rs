@@ -22,7 +22,9 @@ pub mod verbs;
 
 pub use counters::Counters;
 pub use cq::NotifyOn;
-pub use engine::{Config, Engine, Event, IcrcStatus, QpInit, Transmit, VerbsError};
+pub use engine::{
+    Config, Engine, Event, GSI_QPN, IcrcStatus, QpInit, QpStatus, Transmit, VerbsError,
+};
 pub use qp::state::TransitionError;
 pub use qp::{GRH_LEN, MAX_PKT_PER_ACK, MAX_UNACKED_PSNS};
 pub use rocex_mem::{Access, Keys, MemError, PdId, Region, VecRegion};

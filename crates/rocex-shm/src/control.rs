@@ -44,6 +44,8 @@ pub mod kind {
     pub const QUERY_QP: u16 = 13;
     /// Destroy a QP.
     pub const DESTROY_QP: u16 = 14;
+    /// Device and QP counters (added in ABI 1 without a version change, §6.4).
+    pub const STAT: u16 = 15;
     /// Set on responses.
     pub const RESPONSE: u16 = 0x8000;
     /// An error response.
@@ -89,7 +91,7 @@ impl std::error::Error for FrameError {}
 
 fn known(kind: u16) -> bool {
     let base = kind & !kind::RESPONSE;
-    kind == kind::ERROR || (kind::HELLO..=kind::DESTROY_QP).contains(&base)
+    kind == kind::ERROR || (kind::HELLO..=kind::STAT).contains(&base)
 }
 
 /// One frame: header and body.
@@ -507,6 +509,13 @@ pub enum Request {
         /// QP number.
         qpn: u32,
     },
+    /// The device's counters and one page of its QPs' (every client's).
+    Stat {
+        /// Only this QP; 0 for every QP.
+        qpn: u32,
+        /// With `qpn` 0: the first QPN of the page (the last page's `next`; 0 to start).
+        cursor: u32,
+    },
 }
 
 impl Request {
@@ -527,6 +536,7 @@ impl Request {
             Self::ModifyQp { .. } => kind::MODIFY_QP,
             Self::QueryQp { .. } => kind::QUERY_QP,
             Self::DestroyQp { .. } => kind::DESTROY_QP,
+            Self::Stat { .. } => kind::STAT,
         }
     }
 
@@ -592,6 +602,9 @@ impl Request {
             Self::QueryQp { qpn } | Self::DestroyQp { qpn } => {
                 p.u32(*qpn);
             }
+            Self::Stat { qpn, cursor } => {
+                p.u32(*qpn).u32(*cursor);
+            }
         }
         p.0
     }
@@ -654,6 +667,10 @@ impl Request {
             }
             kind::QUERY_QP => Self::QueryQp { qpn: g.u32("qpn")? },
             kind::DESTROY_QP => Self::DestroyQp { qpn: g.u32("qpn")? },
+            kind::STAT => Self::Stat {
+                qpn: g.u32("qpn")?,
+                cursor: g.u32("cursor")?,
+            },
             k => return Err(BodyError::Kind(k)),
         };
         g.finish()?;
@@ -711,6 +728,162 @@ pub struct QpCreated {
     pub rq_slot_size: u32,
 }
 
+/// Named counters. Names travel with the values, so a daemon may add counters without
+/// a new ABI version; a client shows what it gets.
+pub type Counters = Vec<(String, u64)>;
+
+/// One group of device counters: `engine` (rxe's hw_counters names), `daemon`,
+/// `backend`, `inject`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatGroup {
+    /// The group's name.
+    pub name: String,
+    /// Its counters.
+    pub counters: Counters,
+}
+
+/// One QP's state and counters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QpStat {
+    /// QP number.
+    pub qpn: u32,
+    /// Transport.
+    pub qp_type: QpType,
+    /// State.
+    pub state: QpState,
+    /// PSNs, queue depths, retries left, ... by name.
+    pub counters: Counters,
+}
+
+/// `Stat`'s response: the device's counter groups and one page of QPs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Device-wide groups.
+    pub groups: Vec<StatGroup>,
+    /// QPs in ascending QPN order.
+    pub qps: Vec<QpStat>,
+    /// The cursor of the next page; 0 when this is the last.
+    pub next: u32,
+}
+
+/// Bytes a `Stat` response body may take (a frame's body limit).
+pub const STAT_BUDGET: usize = MAX_FRAME as usize - 12;
+
+fn put_name(p: &mut Put, name: &str) {
+    let b = &name.as_bytes()[..name.len().min(u8::MAX as usize)];
+    p.u8(b.len() as u8).bytes(b);
+}
+
+fn get_name(g: &mut Get<'_>, field: &'static str) -> Result<String, BodyError> {
+    let n = g.u8(field)?;
+    let b = g.take(n.into(), field)?;
+    core::str::from_utf8(b)
+        .map(str::to_owned)
+        .map_err(|_| BodyError::Utf8)
+}
+
+fn put_counters(p: &mut Put, c: &Counters) {
+    let n = c.len().min(u16::MAX as usize);
+    p.u16(n as u16);
+    for (name, v) in &c[..n] {
+        put_name(p, name);
+        p.u64(*v);
+    }
+}
+
+fn get_counters(g: &mut Get<'_>) -> Result<Counters, BodyError> {
+    let n = g.u16("counter_count")?;
+    // Each counter takes at least 9 bytes: no allocation beyond what the body holds.
+    let mut c = Vec::with_capacity(usize::from(n).min(g.b.len() / 9));
+    for _ in 0..n {
+        let name = get_name(g, "counter_name")?;
+        c.push((name, g.u64("counter_value")?));
+    }
+    Ok(c)
+}
+
+impl QpStat {
+    fn put(&self, p: &mut Put) {
+        p.u32(self.qpn)
+            .u8(qp_type_to_wire(self.qp_type))
+            .u8(self.state as u8);
+        put_counters(p, &self.counters);
+    }
+
+    /// Bytes this QP adds to a `Stat` body.
+    pub fn encoded_len(&self) -> usize {
+        let mut p = Put::default();
+        self.put(&mut p);
+        p.0.len()
+    }
+}
+
+impl Stats {
+    fn put(&self, p: &mut Put) {
+        let groups = self.groups.len().min(u8::MAX as usize);
+        p.u8(groups as u8);
+        for g in &self.groups[..groups] {
+            put_name(p, &g.name);
+            put_counters(p, &g.counters);
+        }
+        let qps = self.qps.len().min(u16::MAX as usize);
+        p.u16(qps as u16);
+        for q in &self.qps[..qps] {
+            q.put(p);
+        }
+        p.u32(self.next);
+    }
+
+    fn get(g: &mut Get<'_>) -> Result<Self, BodyError> {
+        let ng = g.u8("group_count")?;
+        let mut groups = Vec::with_capacity(ng.into());
+        for _ in 0..ng {
+            groups.push(StatGroup {
+                name: get_name(g, "group_name")?,
+                counters: get_counters(g)?,
+            });
+        }
+        let nq = g.u16("qp_count")?;
+        let mut qps = Vec::with_capacity(usize::from(nq).min(g.b.len() / 8));
+        for _ in 0..nq {
+            let qpn = g.u32("qpn")?;
+            let t = g.u8("qp_type")?;
+            let qp_type = qp_type_from_wire(t).ok_or_else(|| g.bad("qp_type", t.into()))?;
+            let s = g.u8("qp_state")?;
+            let state = qp_state_from_wire(s).ok_or_else(|| g.bad("qp_state", s.into()))?;
+            qps.push(QpStat {
+                qpn,
+                qp_type,
+                state,
+                counters: get_counters(g)?,
+            });
+        }
+        Ok(Self {
+            groups,
+            qps,
+            next: g.u32("next")?,
+        })
+    }
+
+    /// Bytes of the body without QPs; each QP adds [`QpStat::encoded_len`].
+    pub fn encoded_len(&self) -> usize {
+        let mut p = Put::default();
+        self.put(&mut p);
+        p.0.len()
+    }
+
+    /// The counter `name` of group `group`.
+    pub fn get_counter(&self, group: &str, name: &str) -> Option<u64> {
+        self.groups
+            .iter()
+            .find(|g| g.name == group)?
+            .counters
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|&(_, v)| v)
+    }
+}
+
 /// A response, daemon to client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Response {
@@ -760,6 +933,8 @@ pub enum Response {
         /// Capabilities.
         cap: QpCap,
     },
+    /// Counters (`Stat`).
+    Stat(Stats),
     /// A request with an empty response succeeded; the request kind.
     Done(u16),
     /// A request failed.
@@ -792,6 +967,7 @@ impl Response {
             Self::CreateCq { .. } => kind::CREATE_CQ,
             Self::CreateQp(_) => kind::CREATE_QP,
             Self::QueryQp { .. } => kind::QUERY_QP,
+            Self::Stat(_) => kind::STAT,
             Self::Done(k) => *k,
             Self::Error { .. } => return kind::ERROR,
         };
@@ -870,6 +1046,7 @@ impl Response {
                 put_attr(&mut p, attr);
                 put_cap(&mut p, cap);
             }
+            Self::Stat(st) => st.put(&mut p),
             Self::Done(_) => {}
             Self::Error { errno, detail } => {
                 let d = &detail.as_bytes()[..detail.len().min(u16::MAX as usize)];
@@ -942,6 +1119,7 @@ impl Response {
                 attr: get_attr(&mut g)?,
                 cap: get_cap(&mut g)?,
             },
+            kind::STAT => Self::Stat(Stats::get(&mut g)?),
             k @ (kind::DEALLOC_PD
             | kind::DEREG_MR
             | kind::DESTROY_CQ
@@ -1032,7 +1210,64 @@ mod body_tests {
             },
             Request::QueryQp { qpn: 0x22 },
             Request::DestroyQp { qpn: 0x33 },
+            Request::Stat { qpn: 0, cursor: 0 },
+            Request::Stat {
+                qpn: 0x44,
+                cursor: 7,
+            },
         ]
+    }
+
+    fn stats() -> Stats {
+        Stats {
+            groups: vec![
+                StatGroup {
+                    name: "engine".into(),
+                    counters: vec![("sent_pkts".into(), 12), ("rcvd_pkts".into(), u64::MAX)],
+                },
+                StatGroup {
+                    name: "daemon".into(),
+                    counters: vec![],
+                },
+            ],
+            qps: vec![QpStat {
+                qpn: 0x12_3456,
+                qp_type: QpType::Rc,
+                state: QpState::Rts,
+                counters: vec![("sq_psn".into(), 99)],
+            }],
+            next: 0x12_3457,
+        }
+    }
+
+    #[test]
+    fn stat_lengths_and_lookup() {
+        let s = stats();
+        let without = Stats {
+            qps: vec![],
+            ..s.clone()
+        };
+        assert_eq!(
+            s.encoded_len(),
+            without.encoded_len() + s.qps[0].encoded_len()
+        );
+        assert_eq!(s.encoded_len(), Response::Stat(s.clone()).encode().len());
+        assert_eq!(s.get_counter("engine", "rcvd_pkts"), Some(u64::MAX));
+        assert_eq!(s.get_counter("daemon", "rcvd_pkts"), None);
+        let mut b = Response::Stat(s).encode();
+        // The QP's state byte: after the groups, the QP count, the QPN and the type.
+        let at = without.encoded_len() - 6 + 2 + 4 + 1;
+        b[at] = 9;
+        assert!(matches!(
+            Response::decode(kind::STAT | kind::RESPONSE, &b),
+            Err(BodyError::BadValue {
+                field: "qp_state",
+                ..
+            })
+        ));
+        // A counter count far beyond the body is refused without allocating for it.
+        let huge = [1, 1, b'e', 0xff, 0xff];
+        assert!(Response::decode(kind::STAT | kind::RESPONSE, &huge).is_err());
     }
 
     fn responses() -> Vec<Response> {
@@ -1086,6 +1321,8 @@ mod body_tests {
                 attr: attr(),
                 cap: QpCap::default(),
             },
+            Response::Stat(stats()),
+            Response::Stat(Stats::default()),
             Response::Done(kind::DESTROY_QP),
             Response::Done(kind::MODIFY_QP),
             Response::error(22, "bad attribute: path_mtu – ü"),

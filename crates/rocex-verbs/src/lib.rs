@@ -58,6 +58,7 @@ use rocex_shm::{
     ABI_VERSION, CqReader, EventFd, PostError, ReadError, RegionHeader, Ring, RingKind, RingSpec,
     SharedRegion, SleepCheck, WqWriter,
 };
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
 /// The verbs vocabulary (QP attributes, work requests, completions), re-exported.
 pub mod verbs {
@@ -65,6 +66,7 @@ pub mod verbs {
 }
 pub use rocex_proto::verbs::{Access, WorkCompletion as Wc};
 pub use rocex_shm::control::DeviceAttr as DeviceAttributes;
+pub use rocex_shm::control::{QpStat, StatGroup, Stats};
 
 /// Where a client looks for the daemon without a path: `$ROCEX_SOCKET`, else
 /// `/run/rocex/rocexd.sock`.
@@ -97,6 +99,18 @@ pub enum Error {
     BadCompletion(ReadError),
     /// No completion arrived in time.
     Timeout,
+    /// The daemon is gone (killed, crashed or stopped): the control connection closed.
+    /// Every object of this context is lost; open a new [`Context`] once a daemon serves
+    /// the socket again.
+    DaemonGone,
+    /// A per-client limit of the daemon was reached (`EDQUOT`).
+    Limit {
+        /// The limit's configuration key (`max_qps`, `max_cqs`, `max_mrs`,
+        /// `max_mr_bytes`, `max_pds`).
+        key: String,
+        /// The daemon's explanation.
+        detail: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -111,6 +125,8 @@ impl fmt::Display for Error {
             Self::QueueFull => f.write_str("the work queue is full"),
             Self::BadCompletion(e) => write!(f, "malformed completion: {e}"),
             Self::Timeout => f.write_str("no completion within the timeout"),
+            Self::DaemonGone => f.write_str("rocexd is gone: the control connection closed"),
+            Self::Limit { detail, .. } => write!(f, "rocexd per-client limit: {detail}"),
         }
     }
 }
@@ -121,6 +137,30 @@ impl From<io::Error> for Error {
     fn from(e: io::Error) -> Self {
         Self::Io(e)
     }
+}
+
+/// A socket error that means the daemon's end is closed.
+fn gone_or_io(e: io::Error) -> Error {
+    match e.kind() {
+        io::ErrorKind::BrokenPipe
+        | io::ErrorKind::ConnectionReset
+        | io::ErrorKind::ConnectionAborted
+        | io::ErrorKind::NotConnected
+        | io::ErrorKind::UnexpectedEof => Error::DaemonGone,
+        _ => Error::Io(e),
+    }
+}
+
+/// `EDQUOT`: the per-client limits of `docs/abi.md` §6.3.
+const EDQUOT: u32 = rustix::io::Errno::DQUOT.raw_os_error() as u32;
+
+/// A refusal as its typed error: a limit's detail starts with the limit's key.
+fn refusal(errno: u32, detail: String) -> Error {
+    if errno == EDQUOT {
+        let key = detail.split(':').next().unwrap_or_default().to_owned();
+        return Error::Limit { key, detail };
+    }
+    Error::Daemon { errno, detail }
 }
 
 /// A result of a verbs call.
@@ -135,31 +175,58 @@ fn proto(why: impl Into<String>) -> Error {
 struct Channel {
     sock: UnixStream,
     seq: Cell<u64>,
+    /// The daemon closed the connection: every later call fails at once.
+    gone: Cell<bool>,
 }
 
 impl Channel {
     /// One request, one response: sends the frame with `fds`, reads the answer and the
-    /// descriptors its kind carries.
+    /// descriptors its kind carries. A closed connection is [`Error::DaemonGone`], now and
+    /// for every later call.
     fn call(&self, req: &Request, fds: &[OwnedFd]) -> Result<(Response, Vec<OwnedFd>)> {
+        if self.gone.get() {
+            return Err(Error::DaemonGone);
+        }
+        let r = self.exchange(req, fds);
+        if matches!(r, Err(Error::DaemonGone)) {
+            self.gone.set(true);
+        }
+        r
+    }
+
+    /// True when the daemon's end is closed (checked without blocking). The daemon never
+    /// writes outside an answer, so a readable socket between calls means end of file.
+    fn closed(&self) -> bool {
+        if self.gone.get() {
+            return true;
+        }
+        let mut fds = [PollFd::new(&self.sock, PollFlags::IN | PollFlags::RDHUP)];
+        let ts = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        let hup = matches!(poll(&mut fds, Some(&ts)), Ok(1)) && !fds[0].revents().is_empty();
+        self.gone.set(hup);
+        hup
+    }
+
+    fn exchange(&self, req: &Request, fds: &[OwnedFd]) -> Result<(Response, Vec<OwnedFd>)> {
         let seq = self.seq.get().wrapping_add(1);
         self.seq.set(seq);
         let frame =
             encode_frame(req.kind(), seq, &req.encode()).map_err(|e| proto(e.to_string()))?;
         let borrowed: Vec<_> = fds.iter().map(AsFd::as_fd).collect();
-        let n = send_fds(self.sock.as_fd(), &frame, &borrowed)?;
+        let n = send_fds(self.sock.as_fd(), &frame, &borrowed).map_err(gone_or_io)?;
         if n < frame.len() {
-            write_all(&self.sock, &frame[n..])?;
+            write_all(&self.sock, &frame[n..]).map_err(gone_or_io)?;
         }
         let mut head = [0u8; HEADER_LEN];
         let mut got = 0;
         let mut fds = Vec::new();
         while got < HEADER_LEN {
-            let (n, f) = recv_fds(self.sock.as_fd(), &mut head[got..], 4)?;
+            let (n, f) = recv_fds(self.sock.as_fd(), &mut head[got..], 4).map_err(gone_or_io)?;
             if n == 0 {
-                return Err(Error::Io(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "rocexd closed the connection",
-                )));
+                return Err(Error::DaemonGone);
             }
             fds.extend(f);
             got += n;
@@ -168,9 +235,9 @@ impl Channel {
         let mut body = vec![0u8; h.body_len];
         let mut got = 0;
         while got < body.len() {
-            let (n, f) = recv_fds(self.sock.as_fd(), &mut body[got..], 4)?;
+            let (n, f) = recv_fds(self.sock.as_fd(), &mut body[got..], 4).map_err(gone_or_io)?;
             if n == 0 {
-                return Err(proto("connection closed inside a frame"));
+                return Err(Error::DaemonGone);
             }
             fds.extend(f);
             got += n;
@@ -180,7 +247,7 @@ impl Channel {
         }
         let resp = Response::decode(h.kind, &body).map_err(|e| proto(e.to_string()))?;
         if let Response::Error { errno, detail } = resp {
-            return Err(Error::Daemon { errno, detail });
+            return Err(refusal(errno, detail));
         }
         if h.kind != req.kind() | kind::RESPONSE {
             return Err(proto(format!(
@@ -240,6 +307,7 @@ impl Context {
         let ch = Channel {
             sock,
             seq: Cell::new(0),
+            gone: Cell::new(false),
         };
         match ch
             .call(
@@ -272,6 +340,39 @@ impl Context {
     pub fn query_device(&self) -> Result<DeviceAttr> {
         match self.ch.call(&Request::QueryDevice, &[])?.0 {
             Response::QueryDevice(a) => Ok(a),
+            r => Err(proto(format!("unexpected {r:?}"))),
+        }
+    }
+
+    /// The device's counters and every QP's (`rdma statistic`): the engine's counters under
+    /// rxe's hw_counters names (group `engine`), the daemon's (`daemon`) and, when the
+    /// daemon injects faults, what it injected (`inject`). QPs come in ascending QPN order.
+    pub fn stats(&self) -> Result<Stats> {
+        let mut all = self.stat_page(0, 0)?;
+        let mut cursor = all.next;
+        while cursor != 0 {
+            let page = self.stat_page(0, cursor)?;
+            if page.next != 0 && page.next <= cursor {
+                return Err(proto("Stat cursor does not advance"));
+            }
+            cursor = page.next;
+            all.qps.extend(page.qps);
+        }
+        all.next = 0;
+        Ok(all)
+    }
+
+    /// The device's counters and one QP's (any client's).
+    pub fn qp_stats(&self, qpn: u32) -> Result<Stats> {
+        if qpn == 0 {
+            return Err(proto("QPN 0 names no QP"));
+        }
+        self.stat_page(qpn, 0)
+    }
+
+    fn stat_page(&self, qpn: u32, cursor: u32) -> Result<Stats> {
+        match self.ch.call(&Request::Stat { qpn, cursor }, &[])?.0 {
+            Response::Stat(s) => Ok(s),
             r => Err(proto(format!("unexpected {r:?}"))),
         }
     }
@@ -328,6 +429,7 @@ impl Context {
             (Response::CreateCompChannel { channel }, Some(fd)) => Ok(CompChannel {
                 id: channel,
                 ev: Rc::new(EventFd::from_fd(fd)),
+                ch: self.ch.clone(),
             }),
             (r, _) => Err(proto(format!("unexpected {r:?}"))),
         }
@@ -408,12 +510,46 @@ fn ring_in(map: &SharedRegion, off: usize, spec: RingSpec) -> Result<Ring<'_>> {
 pub struct CompChannel {
     id: u32,
     ev: Rc<EventFd>,
+    ch: Rc<Channel>,
 }
 
 impl CompChannel {
-    /// Waits for an event (or `timeout`); true when one came.
+    /// Waits for an event (or `timeout`); true when one came. Waits on the control socket
+    /// too: a daemon that dies wakes the waiter with [`Error::DaemonGone`] instead of
+    /// leaving it blocked on an eventfd nobody will write.
     pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
-        Ok(self.ev.wait(timeout)?)
+        if self.ch.closed() {
+            return Err(Error::DaemonGone);
+        }
+        let ts = timeout.map(|t| Timespec {
+            tv_sec: t.as_secs() as _,
+            tv_nsec: t.subsec_nanos() as _,
+        });
+        let mut fds = [
+            PollFd::new(&*self.ev, PollFlags::IN),
+            PollFd::new(&self.ch.sock, PollFlags::IN | PollFlags::RDHUP),
+        ];
+        loop {
+            match poll(&mut fds, ts.as_ref()) {
+                Ok(0) => return Ok(false),
+                Ok(_) => break,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(Error::Io(e.into())),
+            }
+        }
+        if !fds[0].revents().is_empty() {
+            return Ok(self.ev.drain()? > 0);
+        }
+        self.ch.gone.set(true);
+        Err(Error::DaemonGone)
+    }
+
+    /// The descriptors an event loop (epoll, tokio's `AsyncFd`) waits on in place of
+    /// [`CompChannel::wait`]: the eventfd the daemon writes, and the control socket, which
+    /// becomes readable between calls only when the daemon is gone. Once either is ready,
+    /// `wait(Some(Duration::ZERO))` drains the eventfd or reports [`Error::DaemonGone`].
+    pub fn wait_fds(&self) -> [std::os::fd::BorrowedFd<'_>; 2] {
+        [self.ev.as_fd(), self.ch.sock.as_fd()]
     }
 }
 
@@ -557,17 +693,31 @@ impl Mr {
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         self.check(offset, data.len())?;
         let v = self.map.view();
-        for (i, &b) in data.iter().enumerate() {
-            let at = offset + i;
-            let w = v.word(at & !3).map_err(|e| proto(e.to_string()))?;
-            let shift = at % 4;
-            let _ = w.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
-                let mut x = old.to_ne_bytes();
-                x[shift] = b;
-                Some(u32::from_ne_bytes(x))
-            });
+        let (head, body, _) = word_split(offset, data.len());
+        for (i, &b) in data[..head].iter().enumerate() {
+            self.write_byte(offset + i, b)?;
+        }
+        v.write(offset + head, &data[head..head + body])
+            .map_err(|e| proto(e.to_string()))?;
+        for (i, &b) in data[head + body..].iter().enumerate() {
+            self.write_byte(offset + head + body + i, b)?;
         }
         std::sync::atomic::fence(Ordering::Release);
+        Ok(())
+    }
+
+    /// Stores one byte of a shared word without disturbing its neighbours.
+    fn write_byte(&self, at: usize, b: u8) -> Result<()> {
+        let w = self
+            .map
+            .view()
+            .word(at & !3)
+            .map_err(|e| proto(e.to_string()))?;
+        let _ = w.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+            let mut x = old.to_ne_bytes();
+            x[at % 4] = b;
+            Some(u32::from_ne_bytes(x))
+        });
         Ok(())
     }
 
@@ -576,10 +726,18 @@ impl Mr {
         self.check(offset, out.len())?;
         std::sync::atomic::fence(Ordering::Acquire);
         let v = self.map.view();
-        for (i, b) in out.iter_mut().enumerate() {
-            let at = offset + i;
+        let (head, body, _) = word_split(offset, out.len());
+        let byte = |at: usize| -> Result<u8> {
             let w = v.word(at & !3).map_err(|e| proto(e.to_string()))?;
-            *b = w.load(Ordering::Relaxed).to_ne_bytes()[at % 4];
+            Ok(w.load(Ordering::Relaxed).to_ne_bytes()[at % 4])
+        };
+        for (i, b) in out[..head].iter_mut().enumerate() {
+            *b = byte(offset + i)?;
+        }
+        v.read(offset + head, &mut out[head..head + body])
+            .map_err(|e| proto(e.to_string()))?;
+        for (i, b) in out[head + body..].iter_mut().enumerate() {
+            *b = byte(offset + head + body + i)?;
         }
         Ok(())
     }
@@ -860,5 +1018,36 @@ impl Qp {
 impl Drop for Qp {
     fn drop(&mut self) {
         let _ = self.ctx.ch.done(&Request::DestroyQp { qpn: self.qpn });
+    }
+}
+
+/// Splits `len` bytes at `offset` into a head up to the first 4-byte boundary, a body of
+/// whole shared words and a tail: only the head and tail need byte-wise access.
+fn word_split(offset: usize, len: usize) -> (usize, usize, usize) {
+    let head = ((4 - offset % 4) % 4).min(len);
+    let body = (len - head) & !3;
+    (head, body, len - head - body)
+}
+
+#[cfg(test)]
+mod word_split_tests {
+    use super::word_split;
+
+    #[test]
+    fn splits_at_word_boundaries() {
+        assert_eq!(word_split(0, 10), (0, 8, 2));
+        assert_eq!(word_split(1, 10), (3, 4, 3));
+        assert_eq!(word_split(3, 1), (1, 0, 0));
+        assert_eq!(word_split(2, 1), (1, 0, 0));
+        assert_eq!(word_split(5, 0), (0, 0, 0));
+        for off in 0..8 {
+            for len in 0..20 {
+                let (h, b, t) = word_split(off, len);
+                assert_eq!(h + b + t, len);
+                assert_eq!(b % 4, 0);
+                assert!(b == 0 || (off + h) % 4 == 0);
+                assert!(t < 4 && h < 4);
+            }
+        }
     }
 }

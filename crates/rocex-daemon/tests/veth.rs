@@ -1,0 +1,763 @@
+//! Two `rocexd` in two network namespaces (`h3a`, `h3b`) joined by a veth pair
+//! (198.18.203.1 and 198.18.203.2/24, MTU 9000), made and removed by each test. The
+//! daemons run under `ip netns exec`; their control sockets are files, so the clients (this
+//! process, its children and `rocex perf`) stay in the root namespace.
+//!
+//! Needs root and `ip`: without them a test fails when `CI` is set and skips with a notice
+//! otherwise. The tests share the namespace names and addresses, so they run one at a time.
+//!
+//! `rocex perf` is the `rocex` next to `rocexd`, built by `cargo build -p rocex-cli` when a
+//! test first needs it, or `$ROCEX_BIN`.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use common::{End, T, end, ok, pair_at, pattern, send_recv};
+use rocex_verbs::Context;
+use rocex_verbs::verbs::{Mtu, RecvWr, SendData, SendOp, SendWr, WcOpcode, WcStatus};
+
+const NS: [&str; 2] = ["h3a", "h3b"];
+const VETH: [&str; 2] = ["h3v0", "h3v1"];
+const ADDR: [&str; 2] = ["198.18.203.1", "198.18.203.2"];
+/// Every backend `rocexd --backend` names.
+const BACKENDS: [&str; 3] = ["udp", "afpacket", "uring"];
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn ip(args: &[&str]) -> Output {
+    run(Command::new("ip").args(args))
+}
+
+fn effective_uid() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+    line.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// Why this machine cannot run the tests, if it cannot.
+fn missing() -> Option<&'static str> {
+    if effective_uid() != Some(0) {
+        return Some("root (network namespaces)");
+    }
+    if Command::new("ip").arg("-V").output().is_err() {
+        return Some("`ip` (iproute2)");
+    }
+    None
+}
+
+/// The namespaces and the veth pair, removed on drop; holding it serializes the tests.
+struct Net {
+    _serial: MutexGuard<'static, ()>,
+}
+
+impl Net {
+    /// `None` (after a notice) when the machine lacks what the test needs and `CI` is not
+    /// set.
+    fn up(test: &str) -> Option<Self> {
+        if let Some(what) = missing() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{test} needs {what}, and CI is set"
+            );
+            eprintln!("SKIPPED: {test} needs {what}");
+            return None;
+        }
+        let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        remove_namespaces();
+        for ns in NS {
+            ip(&["netns", "add", ns]);
+            ip(&["-n", ns, "link", "set", "lo", "up"]);
+        }
+        let net = Self { _serial: serial };
+        ip(&[
+            "link", "add", VETH[0], "netns", NS[0], "type", "veth", "peer", "name", VETH[1],
+            "netns", NS[1],
+        ]);
+        for i in 0..2 {
+            let cidr = format!("{}/24", ADDR[i]);
+            ip(&["-n", NS[i], "addr", "add", &cidr, "dev", VETH[i]]);
+            ip(&["-n", NS[i], "link", "set", VETH[i], "mtu", "9000", "up"]);
+        }
+        Some(net)
+    }
+}
+
+/// Deleting a namespace deletes the veth end in it, and with it the pair.
+fn remove_namespaces() {
+    for ns in NS {
+        let _ = Command::new("ip")
+            .args(["netns", "del", ns])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        remove_namespaces();
+    }
+}
+
+/// A `rocexd` in namespace `NS[i]`, killed on drop.
+struct Daemon {
+    child: Child,
+    sock: PathBuf,
+}
+
+impl Daemon {
+    /// Starts the daemon of side `i` on `backend`; panics with the daemon's own words when
+    /// it does not come up (an unknown backend, a bind error).
+    fn start(i: usize, backend: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("rocex-veth-{}-{i}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("d.sock");
+        let log = dir.join("stderr");
+        let child = Command::new("ip")
+            .args(["netns", "exec", NS[i]])
+            .arg(env!("CARGO_BIN_EXE_rocexd"))
+            .args([
+                "--addr",
+                ADDR[i],
+                "--backend",
+                backend,
+                "--spin-limit",
+                "200",
+            ])
+            .arg("--socket")
+            .arg(&sock)
+            .env("RUST_LOG", "warn")
+            .env("NO_COLOR", "1")
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start rocexd");
+        let mut d = Self { child, sock };
+        let end = Instant::now() + T;
+        while !d.sock.exists() {
+            if let Some(st) = d.child.try_wait().unwrap() {
+                panic!(
+                    "rocexd --backend {backend} on {} exited ({st}): {}",
+                    ADDR[i],
+                    std::fs::read_to_string(&log).unwrap_or_default().trim()
+                );
+            }
+            assert!(Instant::now() < end, "rocexd on {} did not start", ADDR[i]);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        d
+    }
+
+    fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(d) = self.sock.parent() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// Both daemons on `backend`.
+fn daemons(backend: &str) -> [Daemon; 2] {
+    [Daemon::start(0, backend), Daemon::start(1, backend)]
+}
+
+/// Ends on the two daemons, connected at path MTU 4096.
+fn across(d: &[Daemon; 2]) -> (End, End) {
+    let a = end(&d[0].sock);
+    let b = end(&d[1].sock);
+    pair_at(&a, &b, Mtu::M4096);
+    (a, b)
+}
+
+/// The `rocex` binary: `$ROCEX_BIN`, else built next to `rocexd` once per test run.
+fn rocex_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(p) = std::env::var_os("ROCEX_BIN") {
+            return PathBuf::from(p);
+        }
+        let dir = Path::new(env!("CARGO_BIN_EXE_rocexd"))
+            .parent()
+            .expect("the binaries' directory");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut build = Command::new(cargo);
+        build.args(["build", "-q", "-p", "rocex-cli", "--bin", "rocex"]);
+        if dir.ends_with("release") {
+            build.arg("--release");
+        }
+        run(&mut build);
+        dir.join("rocex")
+    })
+}
+
+/// Waits for `child` at most `limit`, killing it after that.
+fn finish(mut child: Child, limit: Duration, who: &str) -> Output {
+    let end = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > end {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{who} did not finish within {} s: {}",
+                limit.as_secs(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// The one JSON object `rocex perf --json` printed, as its keys and raw values. The
+/// object is flat and its strings hold no commas or colons, so splitting parses it.
+fn perf_json(o: &Output, who: &str) -> BTreeMap<String, String> {
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{who} failed: {}{text}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{who} printed more than one line: {text}");
+    let body = lines[0]
+        .trim()
+        .strip_prefix('{')
+        .and_then(|b| b.strip_suffix('}'))
+        .unwrap_or_else(|| panic!("{who}: not a JSON object: {text}"));
+    body.split(',')
+        .map(|kv| {
+            let (k, v) = kv
+                .split_once(':')
+                .unwrap_or_else(|| panic!("{who}: bad JSON member {kv:?}"));
+            (k.trim().trim_matches('"').to_owned(), v.trim().to_owned())
+        })
+        .collect()
+}
+
+/// `rocex perf OP bw --verify --json` with its server on daemon 1 and its client on daemon
+/// 0; the exchange runs over 127.0.0.1 in the root namespace. Both ends must have verified
+/// every iteration.
+fn perf(d: &[Daemon; 2], op: &str, args: &[&str], iters: u64) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap()
+        .to_string();
+    let iters_arg = iters.to_string();
+    let cmd = |sock: &Path| {
+        let mut c = Command::new(rocex_bin());
+        c.args(["perf", op, "bw", "-n", &iters_arg, "-p", &port])
+            .args(args)
+            .args(["--verify", "--json", "--socket"])
+            .arg(sock)
+            .env_remove("ROCEX_SOCKET")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    };
+    let server = cmd(&d[1].sock).spawn().expect("start the perf server");
+    std::thread::sleep(Duration::from_millis(200));
+    let client = cmd(&d[0].sock)
+        .arg("127.0.0.1")
+        .spawn()
+        .expect("start the perf client");
+    let limit = Duration::from_secs(180);
+    let c = perf_json(&finish(client, limit, "perf client"), "perf client");
+    let s = perf_json(&finish(server, limit, "perf server"), "perf server");
+    let want = [
+        ("op", format!("\"{op}\"")),
+        ("verified", "true".into()),
+        ("errors", "0".into()),
+        ("iters", iters.to_string()),
+    ];
+    for (who, v) in [("client", &c), ("server", &s)] {
+        for (k, val) in &want {
+            assert_eq!(v.get(*k), Some(val), "{op} {who}: {k} in {v:?}");
+        }
+    }
+}
+
+/// Every perf bandwidth test, verified, over daemons on `backend`.
+fn perf_on(backend: &str, test: &str) {
+    let Some(_net) = Net::up(test) else { return };
+    let d = daemons(backend);
+    perf(&d, "write", &["-s", "65536", "-q", "2"], 200);
+    perf(&d, "read", &["-s", "16384"], 200);
+    perf(&d, "send", &["-s", "4096"], 300);
+    perf(&d, "atomic", &["-A", "faa"], 300);
+}
+
+#[test]
+fn perf_udp() {
+    perf_on(BACKENDS[0], "perf_udp");
+}
+
+#[test]
+fn perf_afpacket() {
+    perf_on(BACKENDS[1], "perf_afpacket");
+}
+
+#[test]
+fn perf_uring() {
+    perf_on(BACKENDS[2], "perf_uring");
+}
+
+/// Posts one receive of `len` bytes at `at` on `e`.
+fn recv(e: &mut End, id: u64, at: u64, len: u32) {
+    e.qp.post_recv(&[RecvWr {
+        wr_id: id,
+        sges: vec![e.mr.sge(at, len)],
+    }])
+    .unwrap();
+}
+
+fn read_back(e: &End, at: usize, n: usize) -> Vec<u8> {
+    let mut v = vec![0; n];
+    e.mr.read(at, &mut v).unwrap();
+    v
+}
+
+/// SEND, SEND_WITH_IMM, WRITE, WRITE_WITH_IMM, READ, CMP_SWAP, FETCH_ADD and an inline
+/// SEND from `a` to `b`, each checked where its data lands.
+fn every_op(a: &mut End, b: &mut End) {
+    // SEND of several packets.
+    let msg = pattern(1, 10_000);
+    a.mr.write(0, &msg).unwrap();
+    recv(b, 10, 0, 16_384);
+    a.qp.post_send(&[SendWr::new(1, SendOp::Send, vec![a.mr.sge(0, 10_000)])])
+        .unwrap();
+    ok(&mut a.cq, 1, WcOpcode::Send);
+    assert_eq!(ok(&mut b.cq, 10, WcOpcode::Recv), 10_000);
+    assert!(read_back(b, 0, 10_000) == msg, "SEND data differs");
+
+    // SEND_WITH_IMM: the immediate arrives with the receive.
+    let msg = pattern(2, 5000);
+    a.mr.write(16_384, &msg).unwrap();
+    recv(b, 11, 16_384, 8192);
+    a.qp.post_send(&[SendWr::new(
+        2,
+        SendOp::SendWithImm(0x1234_5678),
+        vec![a.mr.sge(16_384, 5000)],
+    )])
+    .unwrap();
+    ok(&mut a.cq, 2, WcOpcode::Send);
+    let wc = b.cq.poll_wait(T).unwrap();
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode, wc.byte_len, wc.imm_data),
+        (
+            11,
+            WcStatus::Success,
+            WcOpcode::Recv,
+            5000,
+            Some(0x1234_5678)
+        )
+    );
+    assert!(
+        read_back(b, 16_384, 5000) == msg,
+        "SEND_WITH_IMM data differs"
+    );
+
+    // WRITE of 200 KB.
+    let data = pattern(3, 200_000);
+    a.mr.write(32_768, &data).unwrap();
+    a.qp.post_send(&[SendWr::new(
+        3,
+        SendOp::Write(b.mr.remote(65_536)),
+        vec![a.mr.sge(32_768, 200_000)],
+    )])
+    .unwrap();
+    ok(&mut a.cq, 3, WcOpcode::RdmaWrite);
+    assert!(read_back(b, 65_536, 200_000) == data, "WRITE data differs");
+
+    // WRITE_WITH_IMM: the data lands in place and the immediate consumes a receive.
+    let data = pattern(4, 30_000);
+    a.mr.write(300_000, &data).unwrap();
+    recv(b, 12, 0, 0);
+    a.qp.post_send(&[SendWr::new(
+        4,
+        SendOp::WriteWithImm(b.mr.remote(300_000), 0xfeed),
+        vec![a.mr.sge(300_000, 30_000)],
+    )])
+    .unwrap();
+    ok(&mut a.cq, 4, WcOpcode::RdmaWrite);
+    let wc = b.cq.poll_wait(T).unwrap();
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode, wc.imm_data),
+        (
+            12,
+            WcStatus::Success,
+            WcOpcode::RecvRdmaWithImm,
+            Some(0xfeed)
+        )
+    );
+    assert!(
+        read_back(b, 300_000, 30_000) == data,
+        "WRITE_WITH_IMM data differs"
+    );
+
+    // READ of 100 KB from b.
+    let data = pattern(5, 100_000);
+    b.mr.write(400_000, &data).unwrap();
+    a.qp.post_send(&[SendWr::new(
+        5,
+        SendOp::Read(b.mr.remote(400_000)),
+        vec![a.mr.sge(600_000, 100_000)],
+    )])
+    .unwrap();
+    ok(&mut a.cq, 5, WcOpcode::RdmaRead);
+    assert!(read_back(a, 600_000, 100_000) == data, "READ data differs");
+
+    // CMP_SWAP then FETCH_ADD on b's word.
+    b.mr.write_u64(1024, 0x1111).unwrap();
+    a.qp.post_send(&[SendWr::new(
+        6,
+        SendOp::CompareSwap {
+            remote: b.mr.remote(1024),
+            compare: 0x1111,
+            swap: 0x2222,
+        },
+        vec![a.mr.sge(2048, 8)],
+    )])
+    .unwrap();
+    ok(&mut a.cq, 6, WcOpcode::CompSwap);
+    assert_eq!(a.mr.read_u64(2048).unwrap(), 0x1111);
+    assert_eq!(b.mr.read_u64(1024).unwrap(), 0x2222);
+    a.qp.post_send(&[SendWr::new(
+        7,
+        SendOp::FetchAdd {
+            remote: b.mr.remote(1024),
+            add: 5,
+        },
+        vec![a.mr.sge(2056, 8)],
+    )])
+    .unwrap();
+    ok(&mut a.cq, 7, WcOpcode::FetchAdd);
+    assert_eq!(a.mr.read_u64(2056).unwrap(), 0x2222);
+    assert_eq!(b.mr.read_u64(1024).unwrap(), 0x2227);
+
+    // Inline SEND: the bytes travel in the descriptor, not through an SGE.
+    recv(b, 13, 800_000, 256);
+    let mut wr = SendWr::new(8, SendOp::Send, vec![]);
+    wr.data = SendData::Inline(pattern(8, 200));
+    a.qp.post_send(&[wr]).unwrap();
+    ok(&mut a.cq, 8, WcOpcode::Send);
+    assert_eq!(ok(&mut b.cq, 13, WcOpcode::Recv), 200);
+    assert_eq!(read_back(b, 800_000, 200), pattern(8, 200));
+}
+
+fn verbs_on(backend: &str, test: &str) {
+    let Some(_net) = Net::up(test) else { return };
+    let d = daemons(backend);
+    let (mut a, mut b) = across(&d);
+    every_op(&mut a, &mut b);
+    every_op(&mut b, &mut a);
+}
+
+#[test]
+fn every_op_udp() {
+    verbs_on(BACKENDS[0], "every_op_udp");
+}
+
+#[test]
+fn every_op_afpacket() {
+    verbs_on(BACKENDS[1], "every_op_afpacket");
+}
+
+#[test]
+fn every_op_uring() {
+    verbs_on(BACKENDS[2], "every_op_uring");
+}
+
+/// `rounds` WRITEs of 64 KiB from `a` to `b` with a pattern of their own, each checked at
+/// the target and read back; `seed` keeps concurrent clients' data apart.
+fn verified_writes(a: &mut End, b: &mut End, seed: u8, rounds: u64) {
+    for r in 0..rounds {
+        let data = pattern(seed.wrapping_add(r as u8), 65_536);
+        let at = 65_536 * (r % 8);
+        a.mr.write(at as usize, &data).unwrap();
+        a.qp.post_send(&[SendWr::new(
+            r,
+            SendOp::Write(b.mr.remote(at)),
+            vec![a.mr.sge(at, 65_536)],
+        )])
+        .unwrap();
+        ok(&mut a.cq, r, WcOpcode::RdmaWrite);
+        assert!(
+            read_back(b, at as usize, 65_536) == data,
+            "client {seed}: WRITE {r} differs"
+        );
+        a.qp.post_send(&[SendWr::new(
+            1000 + r,
+            SendOp::Read(b.mr.remote(at)),
+            vec![a.mr.sge(600_000, 65_536)],
+        )])
+        .unwrap();
+        ok(&mut a.cq, 1000 + r, WcOpcode::RdmaRead);
+        assert!(
+            read_back(a, 600_000, 65_536) == data,
+            "client {seed}: READ {r} differs"
+        );
+    }
+}
+
+#[test]
+fn concurrent_clients() {
+    let Some(_net) = Net::up("concurrent_clients") else {
+        return;
+    };
+    let d = daemons("udp");
+    let socks = [d[0].sock.clone(), d[1].sock.clone()];
+    let clients: Vec<_> = (0..4u8)
+        .map(|k| {
+            let socks = socks.clone();
+            std::thread::spawn(move || {
+                // Each client has its own contexts on both daemons.
+                let a = end(&socks[0]);
+                let b = end(&socks[1]);
+                pair_at(&a, &b, Mtu::M4096);
+                let (mut a, mut b) = (a, b);
+                verified_writes(&mut a, &mut b, 40 * k, 40);
+                send_recv(&mut b, &mut a, u64::from(k) + 1);
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().expect("a client failed");
+    }
+}
+
+/// Named counters of the daemon's `daemon` group.
+fn daemon_counter(ctx: &Context, name: &str) -> u64 {
+    let stats = ctx.stats().expect("stats");
+    let group = stats
+        .groups
+        .iter()
+        .find(|g| g.name == "daemon")
+        .expect("a daemon group");
+    group
+        .counters
+        .iter()
+        .find(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("no counter {name}"))
+        .1
+}
+
+/// The QPNs a daemon reports.
+fn qpns(ctx: &Context) -> BTreeSet<u32> {
+    ctx.stats()
+        .expect("stats")
+        .qps
+        .iter()
+        .map(|q| q.qpn)
+        .collect()
+}
+
+/// What the child prints before its QPNs, once it streams.
+const CHILD_MARK: &str = "child-qpns:";
+
+/// A child process, killed on drop so that a failing test leaves none behind.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Run as a child process by `killed_client_is_reclaimed`: a pair across the daemons at
+/// `ROCEX_VETH_CHILD`'s two sockets streaming WRITEs until killed (or until its daemon
+/// is gone), after printing its QPNs.
+#[test]
+fn child_client_entry() {
+    let Some(socks) = std::env::var_os("ROCEX_VETH_CHILD") else {
+        return;
+    };
+    let socks = socks.into_string().unwrap();
+    let (sa, sb) = socks.split_once('\n').unwrap();
+    let a = end(Path::new(sa));
+    let b = end(Path::new(sb));
+    pair_at(&a, &b, Mtu::M4096);
+    let (mut a, b) = (a, b);
+    println!("{CHILD_MARK} {} {}", a.qp.qpn(), b.qp.qpn());
+    let mut id = 0u64;
+    loop {
+        let wrs: Vec<SendWr> = (0..16)
+            .map(|i| {
+                id += 1;
+                SendWr::new(
+                    id,
+                    SendOp::Write(b.mr.remote(i * 65_536)),
+                    vec![a.mr.sge(i * 65_536, 65_536)],
+                )
+            })
+            .collect();
+        match a.qp.post_send(&wrs) {
+            Ok(()) => {
+                for _ in 0..16 {
+                    let _ = a.cq.poll_wait(T);
+                }
+            }
+            Err(rocex_verbs::Error::QueueFull) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Polls `cond` until it holds or `T` passes.
+fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let end = Instant::now() + T;
+    while !cond() {
+        assert!(Instant::now() < end, "{what} within {} s", T.as_secs());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn killed_client_is_reclaimed() {
+    let Some(_net) = Net::up("killed_client_is_reclaimed") else {
+        return;
+    };
+    let mut d = daemons("udp");
+    let watch = [
+        Context::open(&d[0].sock).unwrap(),
+        Context::open(&d[1].sock).unwrap(),
+    ];
+    let (mut good_a, mut good_b) = across(&d);
+    let keys = ["clients", "qps", "mrs"];
+    let before: Vec<Vec<u64>> = watch
+        .iter()
+        .map(|c| keys.iter().map(|k| daemon_counter(c, k)).collect())
+        .collect();
+
+    let socks = format!("{}\n{}", d[0].sock.display(), d[1].sock.display());
+    let mut child = Reaped(
+        Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "child_client_entry", "--nocapture"])
+            .env("ROCEX_VETH_CHILD", socks)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut out = BufReader::new(child.0.stdout.take().unwrap());
+    let mut line = String::new();
+    let theirs: Vec<u32> = loop {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "the child exited early"
+        );
+        if let Some((_, qpns)) = line.split_once(CHILD_MARK) {
+            break qpns
+                .split_whitespace()
+                .map(|n| n.parse().expect("a QPN"))
+                .collect();
+        }
+    };
+    for (w, qpn) in watch.iter().zip(&theirs) {
+        assert!(
+            qpns(w).contains(qpn),
+            "the child's QP {qpn:#x} is not listed"
+        );
+    }
+    // The others keep moving data while the child streams.
+    verified_writes(&mut good_a, &mut good_b, 7, 10);
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+
+    // Everything the child held goes: its QPs, MRs and connections.
+    for (i, w) in watch.iter().enumerate() {
+        eventually("the child's resources reclaimed", || {
+            let now: Vec<u64> = keys.iter().map(|k| daemon_counter(w, k)).collect();
+            now == before[i] && !theirs.iter().any(|q| qpns(w).contains(q))
+        });
+    }
+    assert!(
+        d[0].alive() && d[1].alive(),
+        "a daemon died with its client"
+    );
+    verified_writes(&mut good_a, &mut good_b, 9, 10);
+    send_recv(&mut good_b, &mut good_a, 3);
+    // A new client gets what the dead one had.
+    let (mut a, mut b) = across(&d);
+    verified_writes(&mut a, &mut b, 11, 5);
+}
+
+#[test]
+fn hostile_client_is_contained() {
+    let Some(_net) = Net::up("hostile_client_is_contained") else {
+        return;
+    };
+    let mut d = daemons("udp");
+    let socks = [d[0].sock.clone(), d[1].sock.clone()];
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let good = std::thread::spawn(move || {
+        let a = end(&socks[0]);
+        let b = end(&socks[1]);
+        pair_at(&a, &b, Mtu::M4096);
+        let (mut a, mut b) = (a, b);
+        verified_writes(&mut a, &mut b, 1, 5);
+        started_tx.send(()).unwrap();
+        verified_writes(&mut a, &mut b, 2, 60);
+    });
+    started_rx.recv().expect("the good client started");
+
+    let (mut bad, _bad_peer) = across(&d);
+    // An undefined opcode.
+    let mut slot = [0u8; 128];
+    slot[..8].copy_from_slice(&77u64.to_ne_bytes());
+    slot[8] = 200;
+    bad.qp.post_raw_send_slot(&slot).unwrap();
+    let wc = bad.cq.poll_wait(T).unwrap();
+    assert_eq!((wc.wr_id, wc.status), (77, WcStatus::LocQpOpErr));
+    // Garbage slots: each completes with an error.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..32u64 {
+        let mut slot = [0u8; 256];
+        for b in slot.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+        slot[..8].copy_from_slice(&(1000 + i).to_ne_bytes());
+        bad.qp.post_raw_send_slot(&slot).unwrap();
+    }
+    for _ in 0..32 {
+        let wc = bad.cq.poll_wait(T).unwrap();
+        assert_ne!(wc.status, WcStatus::Success, "{wc:?}");
+    }
+    // A producer index far ahead of anything posted breaks only that ring.
+    bad.qp.corrupt_sq_producer(0x8000_0000).unwrap();
+
+    good.join().expect("the good client's transfers");
+    assert!(
+        d[0].alive() && d[1].alive(),
+        "a daemon died on a hostile ring"
+    );
+    assert!(daemon_counter(&bad.ctx, "bad_descriptors") >= 1);
+    eventually("the broken ring counted", || {
+        daemon_counter(&bad.ctx, "broken_rings") >= 1
+    });
+}

@@ -17,6 +17,17 @@ demo:
 test:
     cargo test --workspace --all-targets
 
+# Two rocexd in two network namespaces joined by a veth pair: rocex perf on every backend,
+# every verbs operation, concurrent, killed and hostile clients. Needs root.
+veth:
+    cargo test -p rocex-daemon --test veth
+
+# One million mixed, checked messages over 16 QPs between two rocexd in network namespaces,
+# both injecting 10% loss, duplication, reordering and corruption.
+# The soak test: nothing lost, memory flat (`just soak --quick` for CI). Needs root.
+soak *ARGS:
+    proto-tests/soak/soak.sh {{ARGS}}
+
 # Install what the tests need on Debian (tshark, tcpdump).
 deps:
     .ci/install-deps.sh
@@ -40,15 +51,21 @@ fuzz TARGET *ARGS:
     proto-tests/fuzz/seed.sh
     cd proto-tests/fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run {{TARGET}} corpus/{{TARGET}} {{ARGS}}
 
-# Performance side by side on a veth pair: iperf3, raw UDP, rocex perf (writes
-# docs/performance.md). Needs root.
+# Performance side by side on a veth pair: iperf3, raw UDP, rocex perf, 1 to 4096 QPs
+# (writes docs/performance.md and its charts, docs/perf/). Needs root.
 bench-compare *ARGS:
-    cargo build -q --release -p rocex-cli
+    cargo build -q --release -p rocex-cli -p rocex-plot
     proto-tests/bench/compare.sh {{ARGS}}
+
+# rocex against kernel rxe in the same rxe lab guests (QEMU): perf write bw/lat vs
+# ib_write_bw/lat, ratios into docs/performance.md. Needs root and the lab image; slow.
+bench-lab *ARGS:
+    cargo build -q --release -p rocex-cli
+    proto-tests/bench/lab_compare.sh {{ARGS}}
 
 # A short run of every fuzz target (CI).
 fuzz-ci:
-    for t in frame responder; do just fuzz $t -- -max_total_time=30; done
+    for t in frame responder shm_desc control; do just fuzz $t -- -max_total_time=30; done
 
 # Lints: formatting and clippy, warnings as errors.
 lint:
@@ -61,3 +78,4 @@ interop *ARGS:
     proto-tests/interop/run.sh {{ARGS}}
     proto-tests/interop/perftest.sh {{ARGS}}
     proto-tests/interop/probe.sh {{ARGS}}
+    proto-tests/interop/rdmacm.sh {{ARGS}}

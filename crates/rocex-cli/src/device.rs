@@ -1,10 +1,13 @@
-//! The engine the command-line tools run: on rocex-io's UDP port, seeded from the OS.
+//! The engine the command-line tools run: on rocex-io's UDP port, seeded from the OS, or
+//! the rocexd they are pointed at.
 
 use std::io;
 use std::net::IpAddr;
+use std::path::{Path, PathBuf};
 
-use rocex_proto::Config;
+use rocex_io::{Driver, FaultCounters, Faults, UdpPort};
 use rocex_proto::verbs::Mtu;
+use rocex_proto::{Config, Engine};
 
 /// The path MTU of its size in bytes.
 pub(crate) fn mtu_of(bytes: u32) -> io::Result<Mtu> {
@@ -41,6 +44,34 @@ pub(crate) fn config(local: IpAddr) -> Config {
     c.port_mtu = Mtu::M4096;
     c.udp_source_port = Some(4791);
     c
+}
+
+/// `engine` on rocex-io's UDP port at `local`, with `inject`'s faults (rocexd's `--inject`
+/// syntax) applied to every packet it sends.
+pub(crate) fn driver(engine: Engine, local: IpAddr, inject: Option<Faults>) -> io::Result<Driver> {
+    let mut d = Driver::new(engine, UdpPort::bind(local)?);
+    if let Some(f) = inject {
+        d.inject(f);
+    }
+    Ok(d)
+}
+
+/// Prints what fault injection did, on stderr, in one `key=value` line for scripts that
+/// account for the faults (the interop runs match `corrupted=` against the capture).
+pub(crate) fn report_faults(tool: &str, faults: Option<FaultCounters>) {
+    if let Some(c) = faults {
+        eprintln!(
+            "{tool}: injected lost={} duplicated={} reordered={} corrupted={}",
+            c.lost, c.duplicated, c.reordered, c.corrupted
+        );
+    }
+}
+
+/// The rocexd control socket a tool should use: `flag`, else `$ROCEX_SOCKET`; `None`
+/// means run an engine in this process.
+pub(crate) fn daemon_socket(flag: Option<&Path>) -> Option<PathBuf> {
+    flag.map(Path::to_path_buf)
+        .or_else(|| std::env::var_os("ROCEX_SOCKET").map(PathBuf::from))
 }
 
 /// A verbs error as an I/O error, for the tools' error paths.

@@ -1,5 +1,6 @@
 //! `rocex`: the rocex command-line tool.
 
+mod cm;
 mod conform;
 mod demo;
 mod device;
@@ -9,6 +10,8 @@ mod oob;
 mod perf;
 mod pingpong;
 mod probe;
+mod soak;
+mod stat;
 
 use std::process::ExitCode;
 
@@ -42,6 +45,17 @@ enum Command {
     /// atomics, ATOMIC_WRITE, FLUSH, bad rkey, RNR, PSN wrap), speaking its out-of-band
     /// protocol.
     Probe(probe::Args),
+    /// librdmacm's rping over rdma_cm (CM MADs on QP1): SEND, RDMA READ and WRITE, either
+    /// side compatible with the stock tool.
+    Rping(cm::rping::Args),
+    /// librdmacm's ucmatose over rdma_cm: connect, exchange messages, disconnect.
+    Ucmatose(cm::cmatose::Args),
+    /// Many mixed, checked messages over QP pairs between two rocexd: nothing lost, duplicated,
+    /// corrupted or reordered, atomics consistent.
+    Soak(soak::Args),
+    /// A rocexd's counters: the engine's (rxe's hw_counters names), the daemon's, injected
+    /// faults, and each QP's state and PSNs (like `rdma statistic`).
+    Stat(stat::Args),
 }
 
 fn main() -> ExitCode {
@@ -54,5 +68,9 @@ fn main() -> ExitCode {
         Command::Devinfo(args) => devinfo::run(&args),
         Command::Perf(args) => perf::run(&args),
         Command::Probe(args) => probe::run(&args),
+        Command::Rping(args) => cm::rping::run(&args),
+        Command::Ucmatose(args) => cm::cmatose::run(&args),
+        Command::Soak(args) => soak::run(&args),
+        Command::Stat(args) => stat::run(&args),
     }
 }

@@ -1,12 +1,17 @@
-//! `rocex perf` between two rocex processes on 127.0.0.1 (client) and 127.0.0.2 (server):
-//! every bandwidth test with `--verify --json` must check its data and find no error.
+//! `rocex perf` between two rocex processes on 127.0.0.1 (client) and 127.0.0.2 (server),
+//! each with its own engine, and between two processes each on its own `rocexd` (127.0.7.1
+//! and 127.0.7.2, `--socket` or `$ROCEX_SOCKET`): every test with `--verify --json` must
+//! check its data and find no error.
 //!
-//! Each test binds RoCE's UDP port 4791 on both addresses, so they run one at a time.
+//! Each test binds RoCE's UDP port 4791 on both addresses, so they run one at a time. The
+//! daemon is the `rocexd` next to the `rocex` under test (`cargo build` makes it), or
+//! `$ROCEXD`.
 
 use std::net::TcpListener;
-use std::process::{Command, Stdio};
-use std::sync::Mutex;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -18,8 +23,44 @@ fn free_port() -> u16 {
         .unwrap_or(18600)
 }
 
+/// How each side of a pair reaches its device.
+#[derive(Clone, Copy)]
+enum Device<'a> {
+    /// An engine in the perf process, on the exchange's address.
+    InProcess,
+    /// A daemon named by `--socket`.
+    Flag(&'a Path),
+    /// A daemon named by `$ROCEX_SOCKET`.
+    Env(&'a Path),
+}
+
+impl Device<'_> {
+    fn apply(self, c: &mut Command) {
+        c.env_remove("ROCEX_SOCKET");
+        match self {
+            Device::InProcess => {}
+            Device::Flag(p) => {
+                c.arg("--socket").arg(p);
+            }
+            Device::Env(p) => {
+                c.env("ROCEX_SOCKET", p);
+            }
+        }
+    }
+}
+
 fn run_pair(args: &[&str]) -> (serde_json::Value, serde_json::Value) {
     let _guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    run_on(args, Device::InProcess, Device::InProcess, "127.0.0.2")
+}
+
+/// Server and client with the exchange on `server_addr`.
+fn run_on(
+    args: &[&str],
+    server_dev: Device,
+    client_dev: Device,
+    server_addr: &str,
+) -> (serde_json::Value, serde_json::Value) {
     let exe = env!("CARGO_BIN_EXE_rocex");
     let port = free_port().to_string();
     let common = |c: &mut Command| {
@@ -31,11 +72,13 @@ fn run_pair(args: &[&str]) -> (serde_json::Value, serde_json::Value) {
     };
     let mut server = Command::new(exe);
     common(&mut server);
+    server_dev.apply(&mut server);
     let server = server.spawn().expect("start the server");
     std::thread::sleep(Duration::from_millis(200));
     let mut client = Command::new(exe);
     common(&mut client);
-    client.arg("127.0.0.2");
+    client_dev.apply(&mut client);
+    client.arg(server_addr);
     let client = client.output().expect("run the client");
     let server = server.wait_with_output().expect("wait for the server");
     let parse = |o: &std::process::Output, who: &str| -> serde_json::Value {
@@ -58,10 +101,13 @@ fn run_pair(args: &[&str]) -> (serde_json::Value, serde_json::Value) {
 }
 
 fn check(args: &[&str], op: &str) {
-    let (c, s) = run_pair(args);
+    check_results(run_pair(args), op, "bw");
+}
+
+fn check_results((c, s): (serde_json::Value, serde_json::Value), op: &str, test: &str) {
     for (who, v) in [("client", &c), ("server", &s)] {
         assert_eq!(v["op"], op, "{who}: {v}");
-        assert_eq!(v["test"], "bw", "{who}: {v}");
+        assert_eq!(v["test"], test, "{who}: {v}");
         assert_eq!(v["verified"], true, "{who}: {v}");
         assert_eq!(v["errors"], 0, "{who}: {v}");
     }
@@ -91,4 +137,124 @@ fn send_bw_verified() {
 fn atomic_bw_verified() {
     check(&["atomic", "bw", "-A", "cas", "-n", "500"], "atomic");
     check(&["atomic", "bw", "-A", "faa", "-n", "500"], "atomic");
+}
+
+/// The `rocexd` binary: `$ROCEXD`, else built next to the `rocex` under test.
+fn rocexd() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(p) = std::env::var_os("ROCEXD") {
+            return PathBuf::from(p);
+        }
+        let rocex = Path::new(env!("CARGO_BIN_EXE_rocex"));
+        let dir = rocex.parent().expect("the binary's directory");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut build = Command::new(cargo);
+        build.args(["build", "-q", "-p", "rocex-daemon", "--bin", "rocexd"]);
+        if dir.ends_with("release") {
+            build.arg("--release");
+        }
+        let st = build.status().expect("run cargo build for rocexd");
+        assert!(st.success(), "cargo build of rocexd failed");
+        dir.join("rocexd")
+    })
+}
+
+/// A `rocexd` on `addr`, killed on drop.
+struct Daemon {
+    child: Child,
+    sock: PathBuf,
+}
+
+impl Daemon {
+    fn start(addr: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("rocex-perf-{}-{addr}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("d.sock");
+        let child = Command::new(rocexd())
+            .args(["--addr", addr, "--spin-limit", "200", "--socket"])
+            .arg(&sock)
+            .env("RUST_LOG", "warn")
+            .spawn()
+            .expect("start rocexd");
+        let end = Instant::now() + Duration::from_secs(10);
+        while !sock.exists() {
+            assert!(Instant::now() < end, "rocexd on {addr} did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self { child, sock }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(d) = self.sock.parent() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// Both sides on their own daemon; the exchange runs over 127.0.0.1, apart from the RoCE
+/// addresses, which come from the daemons.
+fn over_daemons(args: &[&str], op: &str, test: &str, env: bool) {
+    let _guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let (server, client) = (Daemon::start("127.0.7.2"), Daemon::start("127.0.7.1"));
+    let (s, c) = if env {
+        (Device::Env(&server.sock), Device::Env(&client.sock))
+    } else {
+        (Device::Flag(&server.sock), Device::Flag(&client.sock))
+    };
+    check_results(run_on(args, s, c, "127.0.0.1"), op, test);
+}
+
+#[test]
+fn daemon_write_bw_verified() {
+    over_daemons(
+        &["write", "bw", "-s", "65536", "-n", "200", "-q", "2"],
+        "write",
+        "bw",
+        false,
+    );
+}
+
+#[test]
+fn daemon_read_bw_verified() {
+    over_daemons(
+        &["read", "bw", "-s", "8192", "-n", "200"],
+        "read",
+        "bw",
+        true,
+    );
+}
+
+#[test]
+fn daemon_send_bw_inline_verified() {
+    over_daemons(
+        &["send", "bw", "-s", "256", "-n", "300", "-I", "256"],
+        "send",
+        "bw",
+        false,
+    );
+}
+
+#[test]
+fn daemon_atomic_bw_verified() {
+    over_daemons(
+        &["atomic", "bw", "-A", "cas", "-n", "300"],
+        "atomic",
+        "bw",
+        true,
+    );
+}
+
+#[test]
+fn daemon_write_lat_verified() {
+    over_daemons(
+        &["write", "lat", "-s", "64", "-n", "200"],
+        "write",
+        "lat",
+        false,
+    );
 }

@@ -9,7 +9,7 @@ use rocex_proto::verbs::{RecvWr, SendData, SendOp, SendWr, WcStatus, WorkComplet
 
 use super::exchange::{BwReport, KeyMsg, Oob, Verdict};
 use super::report::{Progress, Sampler};
-use super::{ATOMIC_START, AtomicType, Ctx, Op, Outcome, Params, pattern, verbs_err};
+use super::{ATOMIC_START, AtomicType, Ctx, Op, Outcome, Params, pattern};
 
 /// wr_id = QP index << 40 | sequence number.
 const QP_SHIFT: u32 = 40;
@@ -34,19 +34,13 @@ pub(crate) fn wc_ok(wc: &WorkCompletion) -> io::Result<()> {
 /// Posts receive slot `k` of QP `qp`.
 pub(crate) fn post_recv(ctx: &mut Ctx, qp: usize, k: u32) -> io::Result<()> {
     let sge = ctx.sge(qp, ctx.slot(qp, k), ctx.size);
-    let now = ctx.driver.now();
-    let qpn = ctx.qps[qp].qpn;
-    ctx.driver
-        .engine
-        .post_recv(
-            now,
-            qpn,
-            RecvWr {
-                wr_id: ((qp as u64) << QP_SHIFT) | u64::from(k),
-                sges: vec![sge],
-            },
-        )
-        .map_err(verbs_err)
+    ctx.nic.post_recv(
+        qp,
+        RecvWr {
+            wr_id: ((qp as u64) << QP_SHIFT) | u64::from(k),
+            sges: vec![sge],
+        },
+    )
 }
 
 /// Posts a receive into every slot of every QP (SEND tests), before the last handshake,
@@ -62,17 +56,20 @@ pub(crate) fn post_all_recvs(ctx: &mut Ctx, p: &Params) -> io::Result<()> {
 
 /// Checks a received or READ message in slot `k` against the pattern, then clears the
 /// slot so that a message that never lands there cannot pass on stale bytes.
-pub(crate) fn check_slot(ctx: &Ctx, qp: usize, k: u32, len: usize) -> u64 {
+pub(crate) fn check_slot(ctx: &Ctx, qp: usize, k: u32, len: usize) -> io::Result<u64> {
     let addr = ctx.slot(qp, k);
     let mut got = vec![0u8; len];
-    ctx.read_mem(qp, addr, &mut got);
-    let errors = got
-        .iter()
+    ctx.read_mem(qp, addr, &mut got)?;
+    ctx.write_mem(qp, addr, &vec![0u8; len])?;
+    Ok(mismatches(&got))
+}
+
+/// Bytes of `got` that differ from the pattern.
+pub(crate) fn mismatches(got: &[u8]) -> u64 {
+    got.iter()
         .enumerate()
         .filter(|(i, b)| **b != pattern(*i as u64))
-        .count() as u64;
-    ctx.write_mem(qp, addr, &vec![0u8; len]);
-    errors
+        .count() as u64
 }
 
 /// Posts request `seq` of QP `qp`.
@@ -98,26 +95,26 @@ pub(crate) fn post_request(ctx: &mut Ctx, p: &Params, qp: usize, seq: u64) -> io
     let mut wr = SendWr::new(((qp as u64) << QP_SHIFT) | seq, op, vec![sge]);
     if matches!(p.op, Op::Write | Op::Send) && p.size <= p.inline {
         let mut data = vec![0u8; p.size as usize];
-        ctx.read_mem(qp, ctx.local(qp), &mut data);
+        ctx.read_mem(qp, ctx.local(qp), &mut data)?;
         wr.data = SendData::Inline(data);
     }
-    let now = ctx.driver.now();
-    let qpn = ctx.qps[qp].qpn;
-    ctx.driver.engine.post_send(now, qpn, wr).map_err(verbs_err)
+    ctx.nic.post_send(qp, wr)
 }
 
 /// Checks what request `seq` brought back: READ data, or an atomic's original value, which
 /// is `ATOMIC_START + seq` because the responder runs one QP's atomics in order.
-pub(crate) fn check_result(ctx: &Ctx, p: &Params, qp: usize, seq: u64) -> u64 {
+pub(crate) fn check_result(ctx: &Ctx, p: &Params, qp: usize, seq: u64) -> io::Result<u64> {
     let k = (seq % u64::from(ctx.slots)) as u32;
     match p.op {
         Op::Read => check_slot(ctx, qp, k, p.size as usize),
         Op::Atomic => {
             let mut w = [0u8; 8];
-            ctx.read_mem(qp, ctx.slot(qp, k), &mut w);
-            u64::from(u64::from_ne_bytes(w) != ATOMIC_START.wrapping_add(seq))
+            ctx.read_mem(qp, ctx.slot(qp, k), &mut w)?;
+            Ok(u64::from(
+                u64::from_ne_bytes(w) != ATOMIC_START.wrapping_add(seq),
+            ))
         }
-        Op::Write | Op::Send => 0,
+        Op::Write | Op::Send => Ok(0),
     }
 }
 
@@ -174,9 +171,9 @@ fn client(
                 posted[q] += 1;
             }
         }
-        ctx.driver.turn()?;
+        ctx.nic.turn()?;
         let mut n = 0;
-        while let Some(wc) = ctx.driver.engine.poll_cq(ctx.cq) {
+        while let Some(wc) = ctx.nic.poll_cq()? {
             wc_ok(&wc)?;
             let (q, seq) = split(wc.wr_id);
             if q >= nq {
@@ -191,7 +188,7 @@ fn client(
                 );
             }
             if check {
-                errors += check_result(ctx, p, q, seq);
+                errors += check_result(ctx, p, q, seq)?;
             }
             done[q] += 1;
             n += 1;
@@ -213,7 +210,7 @@ fn client(
         }
         progress.update(start, done.iter().sum(), p.iters * nq as u64);
         if n == 0 {
-            ctx.driver.wait(Duration::from_micros(200))?;
+            ctx.nic.wait(Duration::from_micros(200))?;
         }
     }
     let seconds = sampler.elapsed(start);
@@ -269,12 +266,8 @@ fn passive_server(
     if check {
         for q in 0..ctx.qps.len() {
             let mut got = vec![0u8; p.size as usize];
-            ctx.read_mem(q, ctx.remote_area(q), &mut got);
-            errors += got
-                .iter()
-                .enumerate()
-                .filter(|(i, b)| **b != pattern(*i as u64))
-                .count() as u64;
+            ctx.read_mem(q, ctx.remote_area(q), &mut got)?;
+            errors += mismatches(&got);
         }
     }
     let c = &mut *ctx;
@@ -324,9 +317,9 @@ fn send_server(
     let start = Instant::now();
     let mut last = Instant::now();
     while got < target {
-        ctx.driver.turn()?;
+        ctx.nic.turn()?;
         let mut n = 0;
-        while let Some(wc) = ctx.driver.engine.poll_cq(ctx.cq) {
+        while let Some(wc) = ctx.nic.poll_cq()? {
             wc_ok(&wc)?;
             let (q, k) = split(wc.wr_id);
             if q >= nq {
@@ -338,7 +331,7 @@ fn send_server(
                 errors += 1;
             }
             if check {
-                errors += check_slot(ctx, q, k as u32, p.size as usize);
+                errors += check_slot(ctx, q, k as u32, p.size as usize)?;
             }
             post_recv(ctx, q, k as u32)?;
             got += 1;
@@ -357,7 +350,7 @@ fn send_server(
         }
         progress.update(start, got, target);
         if n == 0 {
-            ctx.driver.wait(Duration::from_millis(1))?;
+            ctx.nic.wait(Duration::from_millis(1))?;
         }
     }
     let seconds = sampler.elapsed(first.unwrap_or(start));

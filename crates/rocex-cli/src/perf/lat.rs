@@ -8,9 +8,9 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use super::bw::{check_result, check_slot, post_recv, post_request, split, wc_ok};
+use super::bw::{check_result, check_slot, mismatches, post_recv, post_request, split, wc_ok};
 use super::exchange::{KeyMsg, Oob, Verdict};
-use super::{Ctx, Op, Outcome, Params, pattern};
+use super::{Ctx, Op, Outcome, Params};
 
 const STALL: Duration = Duration::from_secs(30);
 
@@ -44,8 +44,8 @@ pub(crate) fn run(
 fn next_wc(ctx: &mut Ctx) -> io::Result<rocex_proto::verbs::WorkCompletion> {
     let since = Instant::now();
     loop {
-        ctx.driver.turn()?;
-        if let Some(wc) = ctx.driver.engine.poll_cq(ctx.cq) {
+        ctx.nic.turn()?;
+        if let Some(wc) = ctx.nic.poll_cq()? {
             wc_ok(&wc)?;
             return Ok(wc);
         }
@@ -55,7 +55,7 @@ fn next_wc(ctx: &mut Ctx) -> io::Result<rocex_proto::verbs::WorkCompletion> {
                 STALL.as_secs()
             )));
         }
-        ctx.driver.wait(Duration::from_millis(1))?;
+        ctx.nic.wait(Duration::from_millis(1))?;
     }
 }
 
@@ -73,7 +73,7 @@ fn one_at_a_time(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
         lat.push(t.elapsed().as_secs_f64() * 1e6);
         let (_, s) = split(wc.wr_id);
         if check {
-            errors += check_result(ctx, p, 0, s);
+            errors += check_result(ctx, p, 0, s)?;
         }
         seq += 1;
     }
@@ -94,29 +94,25 @@ fn one_at_a_time(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
 fn arrived(ctx: &mut Ctx, p: &Params, n: u64, check: bool, errors: &mut u64) -> io::Result<bool> {
     match p.op {
         Op::Write => {
-            while let Some(wc) = ctx.driver.engine.poll_cq(ctx.cq) {
+            while let Some(wc) = ctx.nic.poll_cq()? {
                 wc_ok(&wc)?;
             }
             let last = ctx.remote_area(0) + u64::from(p.size) - 1;
             let mut b = [0u8; 1];
-            ctx.read_mem(0, last, &mut b);
+            ctx.read_mem(0, last, &mut b)?;
             if b[0] != n as u8 {
                 return Ok(false);
             }
             if check && p.size > 1 {
                 let mut got = vec![0u8; p.size as usize - 1];
-                ctx.read_mem(0, ctx.remote_area(0), &mut got);
-                *errors += got
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, b)| **b != pattern(*i as u64))
-                    .count() as u64;
+                ctx.read_mem(0, ctx.remote_area(0), &mut got)?;
+                *errors += mismatches(&got);
             }
             Ok(true)
         }
         _ => {
             let mut seen = false;
-            while let Some(wc) = ctx.driver.engine.poll_cq(ctx.cq) {
+            while let Some(wc) = ctx.nic.poll_cq()? {
                 wc_ok(&wc)?;
                 if wc.opcode == rocex_proto::verbs::WcOpcode::Recv {
                     let (q, k) = split(wc.wr_id);
@@ -124,7 +120,7 @@ fn arrived(ctx: &mut Ctx, p: &Params, n: u64, check: bool, errors: &mut u64) -> 
                         *errors += 1;
                     }
                     if check {
-                        *errors += check_slot(ctx, q, k as u32, p.size as usize);
+                        *errors += check_slot(ctx, q, k as u32, p.size as usize)?;
                     }
                     post_recv(ctx, q, k as u32)?;
                     seen = true;
@@ -154,7 +150,7 @@ fn ping_pong(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
             rcnt += 1;
             let since = Instant::now();
             loop {
-                ctx.driver.turn()?;
+                ctx.nic.turn()?;
                 if arrived(ctx, p, rcnt, check, &mut errors)? {
                     break;
                 }
@@ -164,7 +160,7 @@ fn ping_pong(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
                         STALL.as_secs()
                     )));
                 }
-                ctx.driver.wait(Duration::from_millis(1))?;
+                ctx.nic.wait(Duration::from_millis(1))?;
             }
             if let Some(t) = sent_at.take() {
                 lat.push(t.elapsed().as_secs_f64() * 1e6 / 2.0);
@@ -174,11 +170,11 @@ fn ping_pong(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
             scnt += 1;
             if p.op == Op::Write {
                 // The last byte carries the counter the peer polls for.
-                ctx.write_mem(0, ctx.local(0) + u64::from(p.size) - 1, &[scnt as u8]);
+                ctx.write_mem(0, ctx.local(0) + u64::from(p.size) - 1, &[scnt as u8])?;
             }
             sent_at = Some(Instant::now());
             post_request(ctx, p, 0, scnt)?;
-            ctx.driver.turn()?;
+            ctx.nic.turn()?;
         }
     }
     Ok(Outcome {

@@ -10,28 +10,32 @@
 //! SEND receiver, the READ requester, the atomic requester's returned values). perftest
 //! fills its buffers with `rand()`, so against a stock tool there is nothing to check
 //! against; two rocex ends also exchange their verdicts at the end.
+//!
+//! The tests run on a [`Nic`]: an engine in this process on the exchange's address
+//! (`local`), or the `rocexd` at `--socket` / `$ROCEX_SOCKET` (`daemon`), whose GID is
+//! its own address, whatever address the exchange runs over.
 
 mod bw;
+mod daemon;
 mod exchange;
 mod lat;
+mod local;
+mod nic;
 mod report;
 
 use crate::device::mtu_of;
-pub(crate) use crate::device::verbs_err;
 use std::io;
 use std::net::IpAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
-use rocex_io::{Driver, UdpPort};
-use rocex_proto::verbs::{
-    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, Remote, Sge,
-};
-use rocex_proto::{Access, Engine, QpInit, Region, VecRegion};
+use rocex_proto::Access;
+use rocex_proto::verbs::{AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, Remote, Sge};
 
 use crate::oob;
 use exchange::{KeyMsg, Oob, Verdict};
+use nic::Nic;
 
 /// The operation under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -118,6 +122,15 @@ pub(crate) struct Args {
     /// Use the page-size default of perftest for CPU frequency checks (accepted, ignored).
     #[arg(short = 'F', long = "cpu-freq-f")]
     cpu_freq: bool,
+    /// Run on the rocexd at this control socket (also `$ROCEX_SOCKET`) instead of an
+    /// engine in this process on the exchange's address.
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// Fault injection on every packet the in-process engine sends (rocexd's syntax):
+    /// `loss=P,dup=P,reorder=P,corrupt=P,delay=D,seed=N`; printed on stderr at the end.
+    /// Refused with `--socket`: there the daemon's own `--inject` applies.
+    #[arg(long, value_name = "SPEC")]
+    inject: Option<rocex_io::Faults>,
 }
 
 /// The settled parameters of a run.
@@ -144,10 +157,6 @@ pub(crate) struct Params {
 const OUT_READS: u32 = 128;
 /// Recv or READ slots are capped at this many bytes per QP.
 const SLOT_BYTES: u64 = 64 << 20;
-/// Where QP `i`'s buffer is registered: far apart so that the regions never overlap.
-const fn base_of(i: usize) -> u64 {
-    0x1000_0000_0000 + ((i as u64) << 36)
-}
 
 /// The pattern a rocex writer or READ target holds: not constant, and not zero, so that a
 /// misplaced or missing byte shows.
@@ -158,14 +167,13 @@ pub(crate) fn pattern(offset: u64) -> u8 {
 /// The 8-byte word a rocex atomic target starts with.
 pub(crate) const ATOMIC_START: u64 = 0x0102_0304_0506_0708;
 
-/// One QP's memory: `[0, buf)` local source or sink, `[buf, 2 buf)` the remote-accessible
-/// area the key message advertises (perftest's layout), then `slots` message-sized slots
-/// for receives, READ results and atomic results, so that no two outstanding requests
-/// share bytes.
+/// One QP and its memory (MR `i` of QP `i`): `[0, buf)` local source or sink,
+/// `[buf, 2 buf)` the remote-accessible area the key message advertises (perftest's
+/// layout), then `slots` message-sized slots for receives, READ results and atomic
+/// results, so that no two outstanding requests share bytes.
 pub(crate) struct QpRes {
     pub(crate) qpn: u32,
     pub(crate) psn: u32,
-    pub(crate) region: Arc<VecRegion>,
     pub(crate) base: u64,
     pub(crate) lkey: u32,
     pub(crate) rkey: u32,
@@ -174,8 +182,7 @@ pub(crate) struct QpRes {
 
 /// The device, its QPs and the layout they share.
 pub(crate) struct Ctx {
-    pub(crate) driver: Driver,
-    pub(crate) cq: u32,
+    pub(crate) nic: Box<dyn Nic>,
     pub(crate) qps: Vec<QpRes>,
     /// perftest's `BUFF_SIZE`: the message size rounded up to the cycle buffer.
     pub(crate) buf: u64,
@@ -225,11 +232,11 @@ impl Ctx {
         }
     }
     /// Reads bytes of QP `qp`'s region at application address `addr`.
-    pub(crate) fn read_mem(&self, qp: usize, addr: u64, buf: &mut [u8]) {
-        self.qps[qp].region.read(addr - self.qps[qp].base, buf);
+    pub(crate) fn read_mem(&self, qp: usize, addr: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.nic.read(qp, addr - self.qps[qp].base, buf)
     }
-    pub(crate) fn write_mem(&self, qp: usize, addr: u64, data: &[u8]) {
-        self.qps[qp].region.write(addr - self.qps[qp].base, data);
+    pub(crate) fn write_mem(&self, qp: usize, addr: u64, data: &[u8]) -> io::Result<()> {
+        self.nic.write(qp, addr - self.qps[qp].base, data)
     }
     /// The key messages this side sends.
     fn keys(&self, gid: [u8; 16]) -> Vec<KeyMsg> {
@@ -248,15 +255,13 @@ impl Ctx {
     }
     /// Lets the engine answer the peer for a moment: what every wait does.
     pub(crate) fn pump(&mut self) -> io::Result<()> {
-        self.driver.wait(Duration::from_millis(1))
+        self.nic.wait(Duration::from_millis(1))
     }
 }
 
-/// A device on `local` with `p.qps` RC QPs in INIT, their memory laid out as perftest's
-/// and filled for the test.
-fn open(local: IpAddr, p: &Params, cycle_buffer: u32) -> io::Result<Ctx> {
-    let mut e = Engine::new(crate::device::config(local));
-    let pd = e.alloc_pd();
+/// `p.qps` RC QPs in INIT on `nic`, their memory laid out as perftest's and filled for
+/// the test.
+fn open(mut nic: Box<dyn Nic>, p: &Params, cycle_buffer: u32) -> io::Result<Ctx> {
     let cycle = u64::from(cycle_buffer.max(4096));
     let buf = u64::from(p.size).div_ceil(cycle).max(1) * cycle;
     let slot_len = u64::from(p.size).max(8);
@@ -266,22 +271,12 @@ fn open(local: IpAddr, p: &Params, cycle_buffer: u32) -> io::Result<Ctx> {
     let depth = if p.test == Test::Lat {
         256
     } else {
-        p.tx_depth.max(1) as usize
+        p.tx_depth.max(1)
     };
-    let cq = e
-        .create_cq((depth + p.rx_depth as usize + 16) * p.qps as usize)
-        .map_err(verbs_err)?;
+    nic.create_cq((depth + p.rx_depth + 16) * p.qps)?;
     let mut qps = Vec::new();
     for i in 0..p.qps as usize {
-        let region = Arc::new(VecRegion::new(len as usize));
-        let base = base_of(i);
-        let access = Access::LOCAL_WRITE
-            | Access::REMOTE_WRITE
-            | Access::REMOTE_READ
-            | Access::REMOTE_ATOMIC;
-        let keys = e
-            .reg_mr(pd, base, len, access, region.clone())
-            .map_err(verbs_err)?;
+        let keys = nic.reg_mr(len)?;
         let cap = QpCap {
             // A ping-pong has one message in flight, but its completion can trail the
             // peer's answer when an ACK is lost.
@@ -295,52 +290,38 @@ fn open(local: IpAddr, p: &Params, cycle_buffer: u32) -> io::Result<Ctx> {
             max_recv_sge: 1,
             max_inline_data: p.inline,
         };
-        let qpn = e
-            .create_qp(QpInit {
-                qp_type: QpType::Rc,
-                pd,
-                send_cq: cq,
-                recv_cq: cq,
-                cap,
-            })
-            .map_err(verbs_err)?;
+        let qpn = nic.create_qp(cap)?;
         let init = QpAttr {
             qp_state: QpState::Init,
             qp_access_flags: Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC,
             ..QpAttr::default()
         };
-        e.modify_qp(
-            qpn,
+        nic.modify_qp(
+            i,
             &init,
             AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
-        )
-        .map_err(verbs_err)?;
-        let psn = e.random_psn();
+        )?;
+        let psn = nic.random_psn();
         // The writer's source and the READ target hold the pattern; a WRITE target starts
         // zeroed so that missing bytes show; an atomic target holds a known word.
         let pat: Vec<u8> = (0..buf).map(pattern).collect();
-        region.write(0, &pat);
+        nic.write(i, 0, &pat)?;
         match p.op {
-            Op::Read => region.write(buf, &pat),
-            Op::Atomic => region.write(buf, &ATOMIC_START.to_ne_bytes()),
+            Op::Read => nic.write(i, buf, &pat)?,
+            Op::Atomic => nic.write(i, buf, &ATOMIC_START.to_ne_bytes())?,
             Op::Write | Op::Send => {}
         }
         qps.push(QpRes {
             qpn,
             psn,
-            region,
-            base,
+            base: keys.addr,
             lkey: keys.lkey,
             rkey: keys.rkey,
             peer: None,
         });
     }
-    let mut driver = Driver::new(e, UdpPort::bind(local)?);
-    // Latency tests busy-poll, as perftest's do (its CQ polling never sleeps).
-    driver.busy_poll(p.test == Test::Lat);
     Ok(Ctx {
-        driver,
-        cq,
+        nic,
         qps,
         buf,
         slots,
@@ -375,12 +356,8 @@ fn connect(ctx: &mut Ctx, mtu: Mtu) -> io::Result<()> {
             | AttrMask::RQ_PSN
             | AttrMask::MAX_DEST_RD_ATOMIC
             | AttrMask::MIN_RNR_TIMER;
-        let qpn = q.qpn;
         let psn = q.psn;
-        ctx.driver
-            .engine
-            .modify_qp(qpn, &a, rtr)
-            .map_err(verbs_err)?;
+        ctx.nic.modify_qp(i, &a, rtr)?;
         a.qp_state = QpState::Rts;
         a.timeout = 14;
         a.retry_cnt = 7;
@@ -393,10 +370,7 @@ fn connect(ctx: &mut Ctx, mtu: Mtu) -> io::Result<()> {
             | AttrMask::RNR_RETRY
             | AttrMask::SQ_PSN
             | AttrMask::MAX_QP_RD_ATOMIC;
-        ctx.driver
-            .engine
-            .modify_qp(qpn, &a, rts)
-            .map_err(verbs_err)?;
+        ctx.nic.modify_qp(i, &a, rts)?;
     }
     Ok(())
 }
@@ -424,6 +398,17 @@ fn pre_handshakes(op: Op, test: Test) -> usize {
         (Op::Write | Op::Read | Op::Atomic, Test::Bw) => 3,
         _ => 4,
     }
+}
+
+/// The device a run uses: the rocexd at `--socket` or `$ROCEX_SOCKET`, else an engine in
+/// this process on `local`, the exchange's address.
+fn open_nic(a: &Args, local: IpAddr, test: Test) -> io::Result<Box<dyn Nic>> {
+    // Latency tests busy-poll, as perftest's do (its CQ polling never sleeps).
+    let busy = test == Test::Lat;
+    Ok(match crate::device::daemon_socket(a.socket.as_deref()) {
+        Some(path) => Box::new(daemon::DaemonNic::open(&path, busy)?),
+        None => Box::new(local::LocalNic::open(local, busy, a.inject)?),
+    })
 }
 
 pub(crate) fn run(a: &Args) -> ExitCode {
@@ -458,6 +443,11 @@ fn params(a: &Args) -> io::Result<Params> {
     }
     if a.qps == 0 || a.qps > 64 {
         return Err(bad("--qps must be 1 to 64"));
+    }
+    if a.inject.is_some() && crate::device::daemon_socket(a.socket.as_deref()).is_some() {
+        return Err(bad(
+            "--inject applies to the engine in this process; on a rocexd, start the daemon with --inject",
+        ));
     }
     let duration = a.duration.map(Duration::from_secs_f64);
     if duration.is_some() && (a.op == Op::Send || (a.op == Op::Write && a.test == Test::Lat)) {
@@ -505,13 +495,15 @@ fn perf(a: &Args) -> io::Result<bool> {
             oob::accept(a.port)?
         }
     };
-    let local = stream.local_addr()?.ip();
+    let nic = open_nic(a, stream.local_addr()?.ip(), p.test)?;
+    let gid = nic.gid();
+    let local = oob::ip_of(gid);
+    let mtu = mtu.min(nic.port_mtu());
     let mut oob = Oob::new(stream, p.client)?;
     let pre = oob.prelude(mtu as u8)?;
     p.peer_rocex = pre.peer_is_rocex;
     let mtu = Mtu::from_ibv(pre.mtu_enum).unwrap_or(mtu);
-    let mut ctx = open(local, &p, pre.cycle_buffer)?;
-    let gid = oob::gid_of(local);
+    let mut ctx = open(nic, &p, pre.cycle_buffer)?;
     let mine = ctx.keys(gid);
     let peers = {
         let c = &mut ctx;
@@ -556,8 +548,9 @@ fn perf(a: &Args) -> io::Result<bool> {
         };
     }
     // The peer's last request may still need our ACK, and a lost one an answer again.
-    ctx.driver.linger(Duration::from_millis(300))?;
+    ctx.nic.linger(Duration::from_millis(300))?;
+    crate::device::report_faults("rocex perf", ctx.nic.fault_counters());
     p.iters = out.iters;
-    report::print(&p, &out, ctx.driver.engine.counters());
+    report::print(&p, &out, ctx.nic.counters().as_ref());
     Ok(!p.verify || (out.verdict.checked && out.verdict.errors == 0))
 }

@@ -200,7 +200,7 @@ fn lat_stats(v: &[f64]) -> Option<LatStats> {
     })
 }
 
-pub(crate) fn print(p: &Params, out: &Outcome, counters: &Counters) {
+pub(crate) fn print(p: &Params, out: &Outcome, counters: Option<&Counters>) {
     let bytes = out.iters as f64 * f64::from(p.size);
     let secs = out.seconds.max(1e-9);
     let gbps = if out.iters > 0 {
@@ -268,12 +268,14 @@ pub(crate) fn print(p: &Params, out: &Outcome, counters: &Counters) {
             }
         );
     }
-    eprintln!(
-        "rocex: sent_pkts={} rcvd_pkts={} retransmitted={} duplicate_request={} out_of_seq={}",
-        counters.sent_pkts,
-        counters.rcvd_pkts,
-        counters.retransmitted_pkts,
-        counters.duplicate_request,
-        counters.out_of_seq_request
-    );
+    if let Some(c) = counters {
+        eprintln!(
+            "rocex: sent_pkts={} rcvd_pkts={} retransmitted={} duplicate_request={} out_of_seq={}",
+            c.sent_pkts,
+            c.rcvd_pkts,
+            c.retransmitted_pkts,
+            c.duplicate_request,
+            c.out_of_seq_request
+        );
+    }
 }

@@ -1,0 +1,200 @@
+//! [`Nic`] on a `rocexd` through rocex-verbs: the daemon owns the RoCE port and moves the
+//! data; this process only posts to and polls the shared rings.
+
+use std::collections::VecDeque;
+use std::io;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rocex_proto::Counters;
+use rocex_proto::verbs::{AttrMask, Mtu, QpAttr, QpCap, QpType, RecvWr, SendWr, WorkCompletion};
+use rocex_verbs::{Access, Context, Cq, Mr, Pd, Qp, QpInitAttr};
+
+use super::nic::{MrKeys, Nic};
+
+/// How long a post waits for ring room the daemon has not yet freed.
+const RING_WAIT: Duration = Duration::from_secs(10);
+
+/// Completions taken from the CQ ring at a time.
+const POLL_BATCH: usize = 64;
+
+/// The objects of one run, dropped QPs first so that the daemon frees them in order.
+pub(crate) struct DaemonNic {
+    qps: Vec<Qp>,
+    mrs: Vec<Mr>,
+    cq: Option<Cq>,
+    pd: Pd,
+    ctx: Context,
+    ready: VecDeque<WorkCompletion>,
+    busy_poll: bool,
+}
+
+fn daemon_err(e: rocex_verbs::Error) -> io::Error {
+    io::Error::other(format!("rocexd: {e}"))
+}
+
+impl DaemonNic {
+    /// Opens the device the daemon at `socket` serves; `busy_poll` makes waits spin
+    /// instead of sleeping on the completion channel (latency tests).
+    pub(crate) fn open(socket: &Path, busy_poll: bool) -> io::Result<Self> {
+        let ctx = Context::open(socket)
+            .map_err(|e| io::Error::other(format!("rocexd at {}: {e}", socket.display())))?;
+        let pd = ctx.alloc_pd().map_err(daemon_err)?;
+        Ok(Self {
+            qps: Vec::new(),
+            mrs: Vec::new(),
+            cq: None,
+            pd,
+            ctx,
+            ready: VecDeque::new(),
+            busy_poll,
+        })
+    }
+
+    fn qp(&mut self, qp: usize) -> io::Result<&mut Qp> {
+        self.qps
+            .get_mut(qp)
+            .ok_or_else(|| io::Error::other(format!("no QP {qp}")))
+    }
+
+    fn mr(&self, mr: usize) -> io::Result<&Mr> {
+        self.mrs
+            .get(mr)
+            .ok_or_else(|| io::Error::other(format!("no MR {mr}")))
+    }
+
+    fn cq(&mut self) -> io::Result<&mut Cq> {
+        self.cq
+            .as_mut()
+            .ok_or_else(|| io::Error::other("the CQ is not created yet"))
+    }
+}
+
+/// Posts with `post`, retrying while the ring is full: a slot is free again once the
+/// daemon has read it, which can trail the completion that let the caller post.
+fn post_with_room(mut post: impl FnMut() -> rocex_verbs::Result<()>) -> io::Result<()> {
+    let end = Instant::now() + RING_WAIT;
+    loop {
+        match post() {
+            Err(rocex_verbs::Error::QueueFull) if Instant::now() < end => {
+                std::thread::yield_now();
+            }
+            r => return r.map_err(daemon_err),
+        }
+    }
+}
+
+impl Nic for DaemonNic {
+    fn gid(&self) -> [u8; 16] {
+        crate::oob::gid_of(self.ctx.gid_addr())
+    }
+
+    fn port_mtu(&self) -> Mtu {
+        self.ctx
+            .query_port(1)
+            .ok()
+            .and_then(|p| Mtu::from_ibv(p.active_mtu))
+            .unwrap_or(Mtu::M1024)
+    }
+
+    fn random_psn(&mut self) -> u32 {
+        let s = crate::device::seed();
+        u32::from_le_bytes([s[0], s[1], s[2], 0])
+    }
+
+    fn reg_mr(&mut self, len: u64) -> io::Result<MrKeys> {
+        let len = usize::try_from(len).map_err(|_| io::Error::other("region too large"))?;
+        let access = Access::LOCAL_WRITE
+            | Access::REMOTE_WRITE
+            | Access::REMOTE_READ
+            | Access::REMOTE_ATOMIC;
+        let mr = self.pd.alloc_mr(len, access).map_err(daemon_err)?;
+        let keys = MrKeys {
+            addr: mr.addr(),
+            lkey: mr.lkey(),
+            rkey: mr.rkey(),
+        };
+        self.mrs.push(mr);
+        Ok(keys)
+    }
+
+    fn read(&self, mr: usize, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let at = usize::try_from(offset).map_err(|_| io::Error::other("offset too large"))?;
+        self.mr(mr)?.read(at, buf).map_err(daemon_err)
+    }
+
+    fn write(&self, mr: usize, offset: u64, data: &[u8]) -> io::Result<()> {
+        let at = usize::try_from(offset).map_err(|_| io::Error::other("offset too large"))?;
+        self.mr(mr)?.write(at, data).map_err(daemon_err)
+    }
+
+    fn create_cq(&mut self, cqe: u32) -> io::Result<()> {
+        self.cq = Some(self.ctx.create_cq(cqe, None).map_err(daemon_err)?);
+        Ok(())
+    }
+
+    fn create_qp(&mut self, cap: QpCap) -> io::Result<u32> {
+        let cq = self
+            .cq
+            .as_ref()
+            .ok_or_else(|| io::Error::other("a QP needs the CQ first"))?;
+        let qp = self
+            .pd
+            .create_qp(&QpInitAttr {
+                qp_type: QpType::Rc,
+                send_cq: cq,
+                recv_cq: cq,
+                cap,
+            })
+            .map_err(daemon_err)?;
+        let qpn = qp.qpn();
+        self.qps.push(qp);
+        Ok(qpn)
+    }
+
+    fn modify_qp(&mut self, qp: usize, attr: &QpAttr, mask: AttrMask) -> io::Result<()> {
+        self.qp(qp)?.modify(attr, mask).map_err(daemon_err)
+    }
+
+    fn post_send(&mut self, qp: usize, wr: SendWr) -> io::Result<()> {
+        let qp = self.qp(qp)?;
+        let wrs = [wr];
+        post_with_room(|| qp.post_send(&wrs))
+    }
+
+    fn post_recv(&mut self, qp: usize, wr: RecvWr) -> io::Result<()> {
+        let qp = self.qp(qp)?;
+        let wrs = [wr];
+        post_with_room(|| qp.post_recv(&wrs))
+    }
+
+    fn poll_cq(&mut self) -> io::Result<Option<WorkCompletion>> {
+        if self.ready.is_empty() {
+            let got = self.cq()?.poll(POLL_BATCH).map_err(daemon_err)?;
+            self.ready.extend(got);
+        }
+        Ok(self.ready.pop_front())
+    }
+
+    fn turn(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn wait(&mut self, max: Duration) -> io::Result<()> {
+        if self.busy_poll || !self.ready.is_empty() {
+            std::thread::yield_now();
+            return Ok(());
+        }
+        self.cq()?.wait(max).map(drop).map_err(daemon_err)
+    }
+
+    fn linger(&mut self, d: Duration) -> io::Result<()> {
+        // The daemon answers the peer by itself; the QPs only have to live that long.
+        std::thread::sleep(d);
+        Ok(())
+    }
+
+    fn counters(&self) -> Option<Counters> {
+        None
+    }
+}

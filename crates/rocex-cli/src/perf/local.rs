@@ -1,0 +1,203 @@
+//! [`Nic`] on an engine in this process, on rocex-io's UDP port at the exchange's address
+//! (what the rxe interop runs use: no daemon needed).
+
+use std::io;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rocex_io::{Driver, FaultCounters};
+use rocex_proto::verbs::{AttrMask, Mtu, QpAttr, QpCap, QpType, RecvWr, SendWr, WorkCompletion};
+use rocex_proto::{Access, Counters, Engine, PdId, QpInit, Region, VecRegion};
+
+use super::nic::{MrKeys, Nic};
+use crate::device::verbs_err;
+
+/// Where MR `i` is registered: far apart so that the regions never overlap.
+const fn base_of(i: usize) -> u64 {
+    0x1000_0000_0000 + ((i as u64) << 36)
+}
+
+pub(crate) struct LocalNic {
+    driver: Driver,
+    local: IpAddr,
+    pd: PdId,
+    cq: Option<u32>,
+    mrs: Vec<(u64, Arc<VecRegion>)>,
+    qps: Vec<u32>,
+}
+
+impl LocalNic {
+    /// An engine on `local`'s RoCE port; `busy_poll` makes waits spin (latency tests);
+    /// `inject` faults what it sends.
+    pub(crate) fn open(
+        local: IpAddr,
+        busy_poll: bool,
+        inject: Option<rocex_io::Faults>,
+    ) -> io::Result<Self> {
+        let mut e = Engine::new(crate::device::config(local));
+        let pd = e.alloc_pd();
+        let mut driver = crate::device::driver(e, local, inject)?;
+        driver.busy_poll(busy_poll);
+        Ok(Self {
+            driver,
+            local,
+            pd,
+            cq: None,
+            mrs: Vec::new(),
+            qps: Vec::new(),
+        })
+    }
+
+    fn qpn(&self, qp: usize) -> io::Result<u32> {
+        self.qps
+            .get(qp)
+            .copied()
+            .ok_or_else(|| io::Error::other(format!("no QP {qp}")))
+    }
+
+    fn mr(&self, mr: usize) -> io::Result<&VecRegion> {
+        self.mrs
+            .get(mr)
+            .map(|(_, r)| &**r)
+            .ok_or_else(|| io::Error::other(format!("no MR {mr}")))
+    }
+}
+
+/// Whether `[offset, offset + n)` lies in a region of `len` bytes.
+fn in_bounds(offset: u64, n: usize, len: u64) -> io::Result<()> {
+    if offset.checked_add(n as u64).is_none_or(|e| e > len) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "access outside the memory region",
+        ));
+    }
+    Ok(())
+}
+
+impl Nic for LocalNic {
+    fn gid(&self) -> [u8; 16] {
+        crate::oob::gid_of(self.local)
+    }
+
+    fn port_mtu(&self) -> Mtu {
+        Mtu::M4096
+    }
+
+    fn random_psn(&mut self) -> u32 {
+        self.driver.engine.random_psn()
+    }
+
+    fn reg_mr(&mut self, len: u64) -> io::Result<MrKeys> {
+        let region = Arc::new(VecRegion::new(len as usize));
+        let addr = base_of(self.mrs.len());
+        let access = Access::LOCAL_WRITE
+            | Access::REMOTE_WRITE
+            | Access::REMOTE_READ
+            | Access::REMOTE_ATOMIC;
+        let keys = self
+            .driver
+            .engine
+            .reg_mr(self.pd, addr, len, access, region.clone())
+            .map_err(verbs_err)?;
+        self.mrs.push((addr, region));
+        Ok(MrKeys {
+            addr,
+            lkey: keys.lkey,
+            rkey: keys.rkey,
+        })
+    }
+
+    fn read(&self, mr: usize, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let r = self.mr(mr)?;
+        in_bounds(offset, buf.len(), r.len())?;
+        r.read(offset, buf);
+        Ok(())
+    }
+
+    fn write(&self, mr: usize, offset: u64, data: &[u8]) -> io::Result<()> {
+        let r = self.mr(mr)?;
+        in_bounds(offset, data.len(), r.len())?;
+        r.write(offset, data);
+        Ok(())
+    }
+
+    fn create_cq(&mut self, cqe: u32) -> io::Result<()> {
+        self.cq = Some(
+            self.driver
+                .engine
+                .create_cq(cqe as usize)
+                .map_err(verbs_err)?,
+        );
+        Ok(())
+    }
+
+    fn create_qp(&mut self, cap: QpCap) -> io::Result<u32> {
+        let cq = self
+            .cq
+            .ok_or_else(|| io::Error::other("a QP needs the CQ first"))?;
+        let qpn = self
+            .driver
+            .engine
+            .create_qp(QpInit {
+                qp_type: QpType::Rc,
+                pd: self.pd,
+                send_cq: cq,
+                recv_cq: cq,
+                cap,
+            })
+            .map_err(verbs_err)?;
+        self.qps.push(qpn);
+        Ok(qpn)
+    }
+
+    fn modify_qp(&mut self, qp: usize, attr: &QpAttr, mask: AttrMask) -> io::Result<()> {
+        let qpn = self.qpn(qp)?;
+        self.driver
+            .engine
+            .modify_qp(qpn, attr, mask)
+            .map_err(verbs_err)
+    }
+
+    fn post_send(&mut self, qp: usize, wr: SendWr) -> io::Result<()> {
+        let qpn = self.qpn(qp)?;
+        let now = self.driver.now();
+        self.driver
+            .engine
+            .post_send(now, qpn, wr)
+            .map_err(verbs_err)
+    }
+
+    fn post_recv(&mut self, qp: usize, wr: RecvWr) -> io::Result<()> {
+        let qpn = self.qpn(qp)?;
+        let now = self.driver.now();
+        self.driver
+            .engine
+            .post_recv(now, qpn, wr)
+            .map_err(verbs_err)
+    }
+
+    fn poll_cq(&mut self) -> io::Result<Option<WorkCompletion>> {
+        Ok(self.cq.and_then(|cq| self.driver.engine.poll_cq(cq)))
+    }
+
+    fn turn(&mut self) -> io::Result<()> {
+        self.driver.turn().map(drop)
+    }
+
+    fn wait(&mut self, max: Duration) -> io::Result<()> {
+        self.driver.wait(max)
+    }
+
+    fn linger(&mut self, d: Duration) -> io::Result<()> {
+        self.driver.linger(d)
+    }
+
+    fn counters(&self) -> Option<Counters> {
+        Some(self.driver.engine.counters().clone())
+    }
+
+    fn fault_counters(&self) -> Option<FaultCounters> {
+        self.driver.fault_counters()
+    }
+}

@@ -1,0 +1,304 @@
+//! `rocex stat --json` against a `rocexd` that moved data: the engine's counters (rxe's
+//! names) count the packets both ways, the daemon's count its clients and registered
+//! bytes, each QP shows its state and PSNs, and `--qp` and `--inject` add what they
+//! should. Daemons on 127.0.6.7 and 127.0.6.8.
+//!
+//! The daemon is `$ROCEXD`, else the `rocexd` built next to the `rocex` under test.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use rocex_verbs::verbs::{
+    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendOp, SendWr, WcOpcode,
+    WcStatus,
+};
+use rocex_verbs::{Access, Context, Cq, Mr, Pd, Qp, QpInitAttr};
+use serde_json::Value;
+
+const T: Duration = Duration::from_secs(10);
+
+fn rocexd() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(p) = std::env::var_os("ROCEXD") {
+            return PathBuf::from(p);
+        }
+        let dir = Path::new(env!("CARGO_BIN_EXE_rocex")).parent().unwrap();
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut build = Command::new(cargo);
+        build.args(["build", "-q", "-p", "rocex-daemon", "--bin", "rocexd"]);
+        if dir.ends_with("release") {
+            build.arg("--release");
+        }
+        let st = build.status().expect("run cargo build for rocexd");
+        assert!(st.success(), "cargo build of rocexd failed");
+        dir.join("rocexd")
+    })
+}
+
+/// A daemon process, killed on drop.
+struct Daemon {
+    child: Child,
+    sock: PathBuf,
+}
+
+impl Daemon {
+    fn start(addr: &str, tag: &str, extra: &[&str]) -> Self {
+        let dir = std::env::temp_dir().join(format!("rocex-stat-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("d.sock");
+        let child = Command::new(rocexd())
+            .args(["--addr", addr, "--socket"])
+            .arg(&sock)
+            .args(["--spin-limit", "200"])
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .spawn()
+            .expect("start rocexd");
+        let mut d = Self { child, sock };
+        let end = Instant::now() + T;
+        while std::os::unix::net::UnixStream::connect(&d.sock).is_err() {
+            assert!(d.child.try_wait().unwrap().is_none(), "rocexd exited");
+            assert!(Instant::now() < end, "rocexd on {addr} did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        d
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(d) = self.sock.parent() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+const ACCESS: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
+
+struct End {
+    qp: Qp,
+    cq: Cq,
+    mr: Mr,
+    _pd: Pd,
+    ctx: Context,
+}
+
+fn end(sock: &Path) -> End {
+    let ctx = Context::open(sock).expect("open");
+    let pd = ctx.alloc_pd().unwrap();
+    let mr = pd.alloc_mr(1 << 16, ACCESS).unwrap();
+    let cq = ctx.create_cq(64, None).unwrap();
+    let init = QpInitAttr {
+        qp_type: QpType::Rc,
+        send_cq: &cq,
+        recv_cq: &cq,
+        cap: QpCap::default(),
+    };
+    let qp = pd.create_qp(&init).unwrap();
+    End {
+        qp,
+        cq,
+        mr,
+        _pd: pd,
+        ctx,
+    }
+}
+
+/// RESET → INIT → RTR → RTS towards `peer` (address, QPN, its send PSN), MTU 1024.
+fn connect(qp: &Qp, my_psn: u32, peer: (IpAddr, u32, u32)) {
+    let mut a = QpAttr {
+        qp_state: QpState::Init,
+        qp_access_flags: ACCESS,
+        ..QpAttr::default()
+    };
+    qp.modify(
+        &a,
+        AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
+    )
+    .unwrap();
+    a.qp_state = QpState::Rtr;
+    a.ah_attr = Some(AddressVector { dest: peer.0 });
+    a.path_mtu = Mtu::M1024;
+    a.dest_qp_num = peer.1;
+    a.rq_psn = peer.2;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 1;
+    let conn = AttrMask::AV | AttrMask::PATH_MTU | AttrMask::DEST_QPN | AttrMask::RQ_PSN;
+    qp.modify(
+        &a,
+        AttrMask::STATE | conn | AttrMask::MAX_DEST_RD_ATOMIC | AttrMask::MIN_RNR_TIMER,
+    )
+    .unwrap();
+    a.qp_state = QpState::Rts;
+    a.sq_psn = my_psn;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 1;
+    let rts =
+        AttrMask::TIMEOUT | AttrMask::RETRY_CNT | AttrMask::RNR_RETRY | AttrMask::MAX_QP_RD_ATOMIC;
+    qp.modify(&a, AttrMask::STATE | AttrMask::SQ_PSN | rts)
+        .unwrap();
+}
+
+/// Two connected endpoints on one daemon: x sends from PSN 0x1234, y from 0xabcde.
+fn loopback(sock: &Path) -> (End, End) {
+    let (x, y) = (end(sock), end(sock));
+    connect(&x.qp, 0x1234, (y.ctx.gid_addr(), y.qp.qpn(), 0xabcde));
+    connect(&y.qp, 0xabcde, (x.ctx.gid_addr(), x.qp.qpn(), 0x1234));
+    (x, y)
+}
+
+fn ok(cq: &mut Cq, id: u64, op: WcOpcode) {
+    let wc = cq.poll_wait(T).expect("completion");
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode),
+        (id, WcStatus::Success, op),
+        "{wc:?}"
+    );
+}
+
+/// `n` SENDs of 3000 bytes (three packets each at MTU 1024) from x to y, data checked.
+fn sends(x: &mut End, y: &mut End, n: u64) {
+    for id in 1..=n {
+        let msg: Vec<u8> = (0..3000u32).map(|i| (i as u8) ^ id as u8).collect();
+        x.mr.write(0, &msg).unwrap();
+        let recv = RecvWr {
+            wr_id: id,
+            sges: vec![y.mr.sge(0, 3000)],
+        };
+        y.qp.post_recv(&[recv]).unwrap();
+        let send = SendWr::new(id, SendOp::Send, vec![x.mr.sge(0, 3000)]);
+        x.qp.post_send(&[send]).unwrap();
+        ok(&mut x.cq, id, WcOpcode::Send);
+        ok(&mut y.cq, id, WcOpcode::Recv);
+        let mut got = vec![0; 3000];
+        y.mr.read(0, &mut got).unwrap();
+        assert_eq!(got, msg);
+    }
+}
+
+fn stat(sock: &Path, extra: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_rocex"))
+        .args(["stat", "--json", "--socket"])
+        .arg(sock)
+        .args(extra)
+        .output()
+        .expect("run rocex stat");
+    assert!(
+        out.status.success(),
+        "rocex stat: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("{v} is not a counter"))
+}
+
+#[test]
+fn stat_json_counts_the_traffic_moved() {
+    let d = Daemon::start("127.0.6.7", "plain", &[]);
+    let (mut x, mut y) = loopback(&d.sock);
+    let before = stat(&d.sock, &[]);
+    let msgs = 20;
+    sends(&mut x, &mut y, msgs);
+    // A retransmission on a busy machine can leave a duplicate and its ACK in flight
+    // after the last completion: read until every packet sent has arrived.
+    let mut v = stat(&d.sock, &[]);
+    for _ in 0..100 {
+        let e = &v["device"]["engine"];
+        if e["sent_pkts"] == e["rcvd_pkts"] {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        v = stat(&d.sock, &[]);
+    }
+    let (e, was) = (&v["device"]["engine"], &before["device"]["engine"]);
+    let grew = |name: &str| n(&e[name]) - n(&was[name]);
+    // Both ends are on this device: every packet sent over loopback comes back in.
+    assert!(grew("sent_pkts") > msgs * 3, "{e}");
+    assert_eq!(grew("sent_pkts"), grew("rcvd_pkts"), "{e}");
+    assert_eq!(grew("rdma_sends"), msgs);
+    assert_eq!(grew("rdma_recvs"), msgs);
+    for none in ["send_err", "drop_icrc", "drop_malformed", "drop_no_qp"] {
+        assert_eq!(n(&e[none]), 0, "{none}: {e}");
+    }
+
+    // The backend handed over and sent exactly what the engine counted.
+    let (b, bwas) = (&v["device"]["backend"], &before["device"]["backend"]);
+    let bgrew = |name: &str| n(&b[name]) - n(&bwas[name]);
+    assert_eq!(bgrew("tx_packets"), grew("sent_pkts"), "{b}");
+    assert_eq!(bgrew("rx_packets"), grew("rcvd_pkts"), "{b}");
+
+    let dm = &v["device"]["daemon"];
+    assert_eq!(n(&dm["clients"]), 3, "two ends and rocex stat itself: {dm}");
+    assert_eq!(n(&dm["request_errors"]), 0, "{dm}");
+    assert_eq!(n(&dm["qps"]), 2);
+    assert_eq!(n(&dm["registered_bytes"]), 2 << 16);
+    assert!(v["device"].get("inject").is_none());
+
+    let qps = v["qps"].as_array().unwrap();
+    assert_eq!(qps.len(), 2);
+    for q in qps {
+        assert_eq!(
+            (q["type"].as_str(), q["state"].as_str()),
+            (Some("RC"), Some("RTS"))
+        );
+        assert_eq!(q["sq_psn"], q["unacked_psn"], "all acknowledged: {q}");
+        assert_eq!(n(&q["sq_wqes"]), 0);
+    }
+    let find = |qpn: u32| qps.iter().find(|q| n(&q["qpn"]) == u64::from(qpn)).unwrap();
+    let (xq, yq) = (find(x.qp.qpn()), find(y.qp.qpn()));
+    assert_eq!(n(&xq["sq_psn"]), 0x1234 + msgs * 3);
+    assert_eq!(yq["rq_psn"], xq["sq_psn"]);
+    assert_eq!(n(&yq["msn"]), msgs);
+
+    // --qp: the device's groups and that QP only.
+    let one = stat(&d.sock, &["--qp", &format!("{:#x}", y.qp.qpn())]);
+    assert_eq!(one["qps"].as_array().unwrap().len(), 1);
+    assert_eq!(one["qps"][0]["qpn"], yq["qpn"]);
+    assert!(one["device"]["engine"]["sent_pkts"].is_u64());
+
+    // Text names the counters as `rdma statistic` does.
+    let out = Command::new(env!("CARGO_BIN_EXE_rocex"))
+        .args(["stat", "--socket"])
+        .arg(&d.sock)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains(" engine sent_pkts "), "{text}");
+    assert!(text.contains(" type RC state RTS sq_psn "), "{text}");
+
+    // A QP that does not exist is an error, not an empty answer.
+    let out = Command::new(env!("CARGO_BIN_EXE_rocex"))
+        .args(["stat", "--qp", "0xfffff", "--socket"])
+        .arg(&d.sock)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}
+
+#[test]
+fn stat_shows_injected_faults() {
+    let d = Daemon::start("127.0.6.8", "inject", &["--inject", "loss=0.2,seed=3"]);
+    let (mut x, mut y) = loopback(&d.sock);
+    sends(&mut x, &mut y, 20);
+    let v = stat(&d.sock, &[]);
+    let inj = &v["device"]["inject"];
+    let lost = n(&inj["lost"]);
+    assert!(lost > 0, "{inj}");
+    let e = &v["device"]["engine"];
+    // What was lost on the way out never came back in, and the losses were made good.
+    assert!(n(&e["rcvd_pkts"]) + lost <= n(&e["sent_pkts"]), "{v}");
+    assert!(n(&e["retransmitted_pkts"]) > 0, "{e}");
+    assert_eq!(n(&e["send_err"]), 0, "{e}");
+}

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# rocex side by side with what users use instead (performance goals 1-4 of docs/performance.md), on a veth pair between
+# rocex side by side with what users use instead (performance goals 1-5 of docs/performance.md), on a veth pair between
 # two network namespaces created here (MTU 9000, 198.18.100.1/24 <-> 198.18.100.2/24).
 # Sender/client pinned to cpu0, receiver/server to cpu1, as in ../shared/notes/io-baselines.md.
 #
 #   proto-tests/bench/compare.sh [--runs N] [--out FILE] [--no-doc]
 #
 # Prints a table of medians and ratios and writes it into docs/performance.md between the
-# GENERATED markers (the hand-written analysis around them is kept). Needs root.
+# GENERATED markers (the hand-written analysis around them is kept), the medians as JSON
+# (docs/perf/results.json) and, with rocex-plot, the charts (docs/perf/*.svg). Needs root.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -20,7 +21,7 @@ while [ $# -gt 0 ]; do
     --runs) RUNS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --no-doc) WRITE_DOC=0; shift ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -36,6 +37,7 @@ if ! command -v iperf3 >/dev/null; then
   apt-get install -y -q iperf3 >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q iperf3 >/dev/null; }
 fi
 PY="$(command -v python3)"
+PNAME="$(basename "$ROCEX" | cut -c1-15)"   # its name in /proc/PID/status
 UDPB="$HERE/udp_bench.py"
 
 NA="rxbA$$"; NB="rxbB$$"
@@ -43,6 +45,8 @@ VA="vbA$$"; VB="vbB$$"
 IPA=198.18.100.1; IPB=198.18.100.2
 WORK="$(mktemp -d /tmp/rocex-bench.XXXXXX)"
 RES="$WORK/results.tsv"
+ERRS="$WORK/errors.tsv"   # metric, why it failed
+: >"$ERRS"
 PIDS=()
 
 cleanup() {
@@ -80,13 +84,26 @@ done
 inA() { ip netns exec "$NA" taskset -c 0 "$@"; }
 inB() { ip netns exec "$NB" taskset -c 1 "$@"; }
 
-# wait until something listens on TCP port $1 in namespace B
+# wait until something listens on TCP port $1 in namespace B (and, given $2, while that PID lives)
 wait_tcp() {
   for _ in $(seq 100); do
     ip netns exec "$NB" ss -Hltn "sport = :$1" | grep -q . && return 0
+    [ -n "${2:-}" ] && ! kill -0 "$2" 2>/dev/null && return 1
     sleep 0.05
   done
   return 1
+}
+# the peak VmHWM (kB) of the rocex processes in namespace $1, sampled until killed, into $2
+hwm_watch() {
+  local peak=0 p h
+  while :; do
+    for p in $(ip netns pids "$1" 2>/dev/null); do
+      [ "$(sed -n 's/^Name:\t//p' "/proc/$p/status" 2>/dev/null)" = "$PNAME" ] || continue
+      h="$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\).*/\1/p' "/proc/$p/status" 2>/dev/null)"
+      [ -n "$h" ] && [ "$h" -gt "$peak" ] && { peak=$h; echo "$peak" >"$2"; }
+    done
+    sleep 0.1
+  done
 }
 record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RES"; }   # run metric value
 jget() { "$PY" -c 'import json,sys
@@ -96,19 +113,51 @@ try:
     print("nan" if d is None else d)
 except Exception: print("nan")' "$1"; }
 
-# rocex perf client/server pair; $1 = run, $2 = label, rest = perf args (client gets SERVER)
+# rocex perf client/server pair; $1 = run, $2 = label, rest = perf args (client gets SERVER).
+# Output as --json unless FMT is set empty; with MEMW=1 the peak RSS of the server and the
+# client lands in $WORK/hwm.srv and $WORK/hwm.cli; a failure's reason in $WORK/why.
 rocex_pair() {
   local run="$1" label="$2"; shift 2
   local op="$1" test="$2"; shift 2
-  inB timeout 30 "$ROCEX" perf "$op" "$test" "${SRV_ARGS[@]}" --json >"$WORK/srv.json" 2>"$WORK/srv.err" &
+  local fmt=(${FMT-"--json"}) wa= wb=
+  rm -f "$WORK/hwm.srv" "$WORK/hwm.cli" "$WORK/why"
+  if [ "${MEMW:-0}" = 1 ]; then
+    hwm_watch "$NB" "$WORK/hwm.srv" & wb=$!
+    hwm_watch "$NA" "$WORK/hwm.cli" & wa=$!
+  fi
+  inB timeout 60 "$ROCEX" perf "$op" "$test" "${SRV_ARGS[@]}" "${fmt[@]}" >"$WORK/srv.json" 2>"$WORK/srv.err" &
   local sp=$!; PIDS+=("$sp")
-  if ! wait_tcp 18515; then echo "  $label: rocex server did not listen" >&2; kill "$sp" 2>/dev/null || true; wait "$sp" 2>/dev/null || true; echo nan; return; fi
+  if ! wait_tcp 18515 "$sp"; then
+    wait "$sp" 2>/dev/null || true
+    echo "server: $(tail -1 "$WORK/srv.err")" >"$WORK/why"
+    echo "  $label: rocex server did not listen: $(cat "$WORK/why")" >&2
+    kill "$sp" $wa $wb 2>/dev/null || true; wait $wa $wb 2>/dev/null || true
+    echo nan; return
+  fi
   local out
-  out="$(inA timeout 30 "$ROCEX" perf "$op" "$test" "$IPB" "$@" --json 2>"$WORK/cli.err" || true)"
+  out="$(inA timeout 60 "$ROCEX" perf "$op" "$test" "$IPB" "$@" "${fmt[@]}" 2>"$WORK/cli.err" || true)"
   wait "$sp" 2>/dev/null || true
-  [ -n "$out" ] || { echo "  $label: rocex client failed: $(tail -1 "$WORK/cli.err")" >&2; out='{}'; }
+  if [ -n "$wa" ]; then kill $wa $wb 2>/dev/null || true; wait $wa $wb 2>/dev/null || true; fi
+  if [ -z "$out" ] || ! grep -q '[0-9]' <<<"$out"; then
+    echo "client: $(grep -v '^\[' "$WORK/cli.err" | tail -1)" >"$WORK/why"
+    echo "  $label: rocex client failed: $(cat "$WORK/why")" >&2; out='{}'
+  fi
   echo "$out"
 }
+# records why metric $1 failed in this run (once per metric)
+record_why() {
+  [ -s "$WORK/why" ] && ! grep -q "^$1	" "$ERRS" && printf '%s\t%s\n' "$1" "$(cat "$WORK/why")" >>"$ERRS"
+  return 0
+}
+# perftest's latency row as: min p50 p99 p99.9 max (us, half round trips)
+latrow() { "$PY" -c 'import sys
+lines = sys.stdin.read().splitlines()
+for i, l in enumerate(lines):
+    if "t_typical" in l and i + 1 < len(lines):
+        r = lines[i + 1].split()  # bytes iters min max typical avg stdev p99 p99.9
+        print(r[2], r[4], r[7], r[8], r[3]); break
+else:
+    print("nan nan nan nan nan")'; }
 
 echo "rocex bench: $RUNS runs, namespaces $NA/$NB, veth MTU 9000, kernel $(uname -r)" >&2
 T0=$SECONDS
@@ -149,17 +198,22 @@ except Exception: print("nan")')"
   wait "$sp" 2>/dev/null || true
   record "$run" udp80_mpps "$(jget mpps <"$WORK/sink.json")"
 
-  # (4) latency: rocex write lat 8 B vs python UDP busy-poll ping-pong (40 B = an 8-byte WRITE's UDP payload)
+  # (4) latency: rocex write lat 8 B vs python UDP busy-poll ping-pong (40 B = an 8-byte WRITE's UDP payload);
+  # perftest's table rather than --json, for the whole distribution
   SRV_ARGS=(--size 8 --iters 20000)
-  j="$(rocex_pair "$run" write_lat write lat --size 8 --iters 20000)"
-  record "$run" rocex_lat_p50_us "$(jget lat_us_p50 <<<"$j")"
-  record "$run" rocex_lat_p99_us "$(jget lat_us_p99 <<<"$j")"
+  read -r lmin l50 l99 l999 lmax <<<"$(FMT= rocex_pair "$run" write_lat write lat --size 8 --iters 20000 | latrow)"
+  record "$run" rocex_lat_min_us "$lmin"
+  record "$run" rocex_lat_p50_us "$l50"
+  record "$run" rocex_lat_p99_us "$l99"
+  record "$run" rocex_lat_p999_us "$l999"
+  record "$run" rocex_lat_max_us "$lmax"
   inB timeout 20 "$PY" "$UDPB" pong "$IPB" 19001 15 >/dev/null 2>&1 &
   sp=$!; PIDS+=("$sp"); sleep 0.4
   j="$(inA timeout 20 "$PY" "$UDPB" ping "$IPB" 19001 40 20000 2>/dev/null || echo '{}')"
   wait "$sp" 2>/dev/null || true
   record "$run" udp_rtt_p50_us "$(jget rtt_us_p50 <<<"$j")"
   record "$run" udp_rtt_p99_us "$(jget rtt_us_p99 <<<"$j")"
+  for k in min p999 max; do record "$run" "udp_rtt_${k}_us" "$(jget "rtt_us_$k" <<<"$j")"; done
   record "$run" py_call_us "$(jget py_call_us <<<"$j")"
 
   # (5) message rate, 64-byte SEND and WRITE, 1 QP and 16 QPs
@@ -171,13 +225,45 @@ except Exception: print("nan")')"
     j="$(rocex_pair "$run" write_bw_64 write bw --size 64 --duration 2 --qps "$q")"
     record "$run" "rocex_write64_q${q}_mpps" "$(jget mpps <<<"$j")"
   done
+
+  # (6) message-size sweep, WRITE bw 4 KiB..1 MiB, 1 QP, MTU 4096
+  for s in 4096 16384 65536 262144 1048576; do
+    SRV_ARGS=(--size "$s" --mtu 4096)
+    j="$(rocex_pair "$run" "write_bw_$s" write bw --size "$s" --mtu 4096 --duration 2)"
+    record "$run" "rocex_wbw_s${s}_gbps" "$(jget gbps <<<"$j")"; record_why "rocex_wbw_s${s}_gbps"
+  done
+
+  # (7) goal 5, scale: WRITE bw 64 KiB with 1..4096 RC QPs (one receive per QP: WRITEs
+  # need none), and the peak RSS of each side
+  for q in 1 16 64 256 1024 4096; do
+    SRV_ARGS=(--size 65536 --mtu 4096 --qps "$q" --rx-depth 1)
+    j="$(MEMW=1 rocex_pair "$run" "write_bw_q$q" write bw --size 65536 --mtu 4096 --qps "$q" --rx-depth 1 --duration 3)"
+    g="$(jget gbps <<<"$j")"
+    record "$run" "rocex_wbw_q${q}_gbps" "$g"; record_why "rocex_wbw_q${q}_gbps"
+    if [ "$g" != nan ]; then
+      record "$run" "rocex_q${q}_srv_hwm_kb" "$(cat "$WORK/hwm.srv" 2>/dev/null || echo nan)"
+      record "$run" "rocex_q${q}_cli_hwm_kb" "$(cat "$WORK/hwm.cli" 2>/dev/null || echo nan)"
+    fi
+  done
+  # (7b) the same with 128 WRITEs in flight in total (perftest's 128 per QP overflows the
+  # receiver's socket buffer with many QPs)
+  for q in 16 64; do
+    SRV_ARGS=(--size 65536 --mtu 4096 --qps "$q" --rx-depth 1 --tx-depth $((128 / q)))
+    j="$(rocex_pair "$run" "write_bw_q${q}_d" write bw --size 65536 --mtu 4096 --qps "$q" --rx-depth 1 --tx-depth $((128 / q)) --duration 3)"
+    record "$run" "rocex_wbw_q${q}_d128_gbps" "$(jget gbps <<<"$j")"; record_why "rocex_wbw_q${q}_d128_gbps"
+  done
 done
 echo "done in $((SECONDS - T0)) s" >&2
 
 COND="kernel $(uname -r); $(nproc) vCPU ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')); veth between two namespaces, MTU 9000; senders/clients on cpu0, receivers/servers on cpu1; $RUNS runs, medians (min-max); rocex $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?') ($(date -u +%Y-%m-%dT%H:%MZ))"
-"$PY" "$HERE/report.py" "$RES" "$COND" "$RUNS" >"$WORK/table.md"
+"$PY" "$HERE/report.py" "$RES" "$COND" "$RUNS" --errors "$ERRS" --json "$WORK/results.json" >"$WORK/table.md"
 cat "$WORK/table.md"
 if [ "$WRITE_DOC" = 1 ]; then
   "$PY" "$HERE/report.py" --splice "$OUT" "$WORK/table.md"
   echo "wrote $OUT" >&2
+  PERF_DIR="$(dirname "$OUT")/perf"
+  mkdir -p "$PERF_DIR"
+  cp "$WORK/results.json" "$PERF_DIR/results.json"
+  (cd "$ROOT" && cargo run -q --release -p rocex-plot -- "$PERF_DIR/results.json" "$PERF_DIR") >&2 ||
+    echo "rocex-plot failed: the charts in $PERF_DIR are from an earlier run" >&2
 fi

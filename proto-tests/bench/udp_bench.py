@@ -144,7 +144,8 @@ def ping(dest, port, size, iters):
     rtt.sort()
     q = lambda p: rtt[min(len(rtt) - 1, int(p * len(rtt)))]
     print(json.dumps({"iters": iters, "size": size, "rtt_us_p50": q(0.5), "rtt_us_p99": q(0.99),
-                      "rtt_us_min": rtt[0], "spins_per_rtt": spins / (warm + iters),
+                      "rtt_us_p999": q(0.999), "rtt_us_min": rtt[0], "rtt_us_max": rtt[-1],
+                      "spins_per_rtt": spins / (warm + iters),
                       "py_call_us": py_call_us()}))
 
 

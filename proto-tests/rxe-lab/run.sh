@@ -24,6 +24,8 @@
 #                       server (default) or client (then PEER is the host)
 #   --set NAME=VALUE    a variable for the scenario (e.g. SIZE=65536 ITERS=100
 #                       for the ping-pong scenarios); repeatable
+#   --rocex FILE        ship a host-built rocex binary (stripped) into every
+#                       guest as /scenario/rocex ($ROCEX in the scenario)
 #   --timeout S         hard limit for the whole run (default 180)
 #   --accel auto|kvm|tcg  (default auto: KVM if it boots the guest, else TCG)
 #   --mem MB            guest memory (default 512)
@@ -35,7 +37,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 SCN_DIR=$RXE_LAB_DIR/scenarios
-usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; }
 
 if [[ ${1:-} == --list ]]; then
   for f in "$SCN_DIR"/*.sh; do
@@ -50,7 +52,7 @@ SCN_FILE=$SCN_DIR/$SCENARIO.sh
 meta() { sed -n "s/^# $1: //p" "$SCN_FILE" | head -n1; }
 
 OUT= MTU= LOSS= DELAY= REORDER= NETEM_ALL=0 IPV6=0 GUESTS=2 HOST_CMD= GUEST_ROLE=server
-TIMEOUT=180 ACCEL=${RXE_LAB_ACCEL:-auto} MEM=512 VERBOSE=0 SETS=()
+TIMEOUT=180 ACCEL=${RXE_LAB_ACCEL:-auto} MEM=512 VERBOSE=0 SETS=() ROCEX_BIN=
 while (($#)); do
   case $1 in
     --out) OUT=$2; shift ;;
@@ -64,6 +66,7 @@ while (($#)); do
     --host-cmd) HOST_CMD=$2; GUESTS=1; shift ;;
     --guest-role) GUEST_ROLE=$2; shift ;;
     --timeout) TIMEOUT=$2; shift ;;
+    --rocex) ROCEX_BIN=$2; shift ;;
     --set) [[ $2 =~ ^[A-Z][A-Z0-9_]*=[A-Za-z0-9._:/-]*$ ]] || die "--set takes NAME=VALUE (upper-case name, plain value)"
            SETS+=("$2"); shift ;;
     --accel) ACCEL=$2; shift ;;
@@ -88,6 +91,7 @@ esac
 [[ $GUESTS == 1 || $GUESTS == 2 ]] || die "--guests must be 1 or 2"
 [[ $GUEST_ROLE == server || $GUEST_ROLE == client ]] || die "--guest-role must be server or client"
 [[ $TIMEOUT =~ ^[0-9]+$ ]] || die "--timeout must be seconds"
+[[ -z $ROCEX_BIN || -x $ROCEX_BIN ]] || die "--rocex $ROCEX_BIN: not an executable"
 
 NETEM=
 [[ -n $DELAY || -n $REORDER ]] && NETEM+="delay ${DELAY:-1}ms "
@@ -203,8 +207,13 @@ mkscenario() { # $1 = guest index (1-based), $2 = role -> $TMP/gN.initrd
     printf 'NETEM=%q\nNETEM_ALL=%q\nGTIMEOUT=%q\n' "$NETEM" "$NETEM_ALL" "$GTIMEOUT"
     printf 'SCENARIO=%q\nGUESTS=%q\n' "$SCENARIO" "$GUESTS"
     for kv in "${SETS[@]}"; do printf '%s=%q\n' "${kv%%=*}" "${kv#*=}"; done
+    if [[ -n $ROCEX_BIN ]]; then echo "ROCEX=/scenario/rocex"; fi
   } >"$d/scenario/env"
   cp "$SCN_FILE" "$d/scenario/scenario.sh"
+  # Line tables only bloat the guest's RAM-backed root: strip, else copy as is.
+  if [[ -n $ROCEX_BIN ]]; then
+    strip -o "$d/scenario/rocex" "$ROCEX_BIN" 2>/dev/null || cp "$ROCEX_BIN" "$d/scenario/rocex"
+  fi
   cp "$RXE_LAB_INITRD" "$TMP/g$i.initrd"
   (cd "$d" && find scenario | cpio -o -H newc -R 0:0 --quiet) >>"$TMP/g$i.initrd"
 }

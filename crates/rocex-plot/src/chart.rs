@@ -1,0 +1,250 @@
+//! The three charts of docs/performance.md, drawn as SVG: throughput by message size,
+//! throughput by QP count, and the latency distribution of rocex against kernel UDP.
+
+use std::fmt::Display;
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use crate::results::{Percentiles, Results};
+
+/// A chart that could not be drawn, and why.
+#[derive(Debug)]
+pub(crate) struct DrawError {
+    pub(crate) chart: String,
+    pub(crate) why: String,
+}
+
+const SIZE: (u32, u32) = (760, 430);
+const FONT: &str = "sans-serif";
+const ROCEX: RGBColor = RGBColor(0xd6, 0x27, 0x28);
+const TCP: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
+const UDP: RGBColor = RGBColor(0x2c, 0xa0, 0x2c);
+
+/// Turns any drawing error into one that names the chart.
+fn at<E: Display>(path: &Path) -> impl Fn(E) -> DrawError + '_ {
+    move |e| DrawError {
+        chart: path.display().to_string(),
+        why: e.to_string(),
+    }
+}
+
+/// `4096` as `4 KiB`, `1048576` as `1 MiB`.
+fn bytes(n: f64) -> String {
+    match n {
+        n if n >= f64::from(1 << 20) => format!("{} MiB", n / f64::from(1 << 20)),
+        n if n >= 1024.0 => format!("{} KiB", n / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
+fn legend_line(color: RGBColor) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+    move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+}
+
+/// Gb/s of `rocex perf write bw` against log2 of the message size, with iperf3's and raw
+/// UDP's throughput as horizontal references.
+pub(crate) fn by_size(r: &Results, path: &Path) -> Result<(), DrawError> {
+    let e = at(path);
+    let pts: Vec<(f64, f64)> = r
+        .msg_size
+        .iter()
+        .filter_map(|p| Some(((p.size as f64).log2(), p.gbps?)))
+        .collect();
+    let lo = pts
+        .iter()
+        .map(|p| p.0)
+        .fold(f64::INFINITY, f64::min)
+        .min(12.0);
+    let hi = pts
+        .iter()
+        .map(|p| p.0)
+        .fold(f64::NEG_INFINITY, f64::max)
+        .max(20.0);
+    let refs = [
+        ("iperf3, 1 TCP stream", r.references.iperf3_gbps, TCP),
+        ("raw UDP, 4124 B per sendto", r.references.udp_gbps, UDP),
+    ];
+    let top = pts
+        .iter()
+        .map(|p| p.1)
+        .chain(refs.iter().filter_map(|x| x.1))
+        .fold(1.0, f64::max)
+        * 1.25;
+    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&WHITE).map_err(&e)?;
+    let mut c = ChartBuilder::on(&root)
+        .caption(
+            "RDMA WRITE throughput by message size (1 QP, MTU 4096)",
+            (FONT, 18),
+        )
+        .margin(14)
+        .x_label_area_size(42)
+        .y_label_area_size(56)
+        .build_cartesian_2d(lo..hi, 0.0..top)
+        .map_err(&e)?;
+    c.configure_mesh()
+        .x_labels((hi - lo) as usize + 1)
+        .x_label_formatter(&|x| bytes(x.exp2().round()))
+        .x_desc("message size")
+        .y_desc("Gb/s (payload)")
+        .draw()
+        .map_err(&e)?;
+    c.draw_series(LineSeries::new(pts.clone(), ROCEX.stroke_width(2)))
+        .map_err(&e)?
+        .label("rocex perf write bw")
+        .legend(legend_line(ROCEX));
+    c.draw_series(pts.iter().map(|&p| Circle::new(p, 4, ROCEX.filled())))
+        .map_err(&e)?;
+    for (name, v, color) in refs {
+        let Some(v) = v else { continue };
+        c.draw_series(LineSeries::new(
+            vec![(lo, v), (hi, v)],
+            color.stroke_width(2),
+        ))
+        .map_err(&e)?
+        .label(format!("{name}: {v:.1} Gb/s"))
+        .legend(legend_line(color));
+    }
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FONT, 13))
+        .draw()
+        .map_err(&e)?;
+    root.present().map_err(&e)
+}
+
+/// Gb/s of `rocex perf write bw` (64 KiB) against log2 of the QP count; counts whose run
+/// failed are named in the caption.
+pub(crate) fn by_qps(r: &Results, path: &Path) -> Result<(), DrawError> {
+    let e = at(path);
+    let pts: Vec<(f64, f64)> = r
+        .qps
+        .iter()
+        .filter_map(|p| Some((f64::from(p.qps).log2(), p.gbps?)))
+        .collect();
+    let failed: Vec<String> = r
+        .qps
+        .iter()
+        .filter(|p| p.gbps.is_none())
+        .map(|p| p.qps.to_string())
+        .collect();
+    let hi = r
+        .qps
+        .iter()
+        .map(|p| f64::from(p.qps).log2())
+        .fold(12.0, f64::max);
+    let top = pts.iter().map(|p| p.1).fold(1.0, f64::max) * 1.25;
+    let caption = if failed.is_empty() {
+        "RDMA WRITE 64 KiB throughput by QP count".to_owned()
+    } else {
+        format!(
+            "RDMA WRITE 64 KiB throughput by QP count (failed: {} QPs)",
+            failed.join(", ")
+        )
+    };
+    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&WHITE).map_err(&e)?;
+    let mut c = ChartBuilder::on(&root)
+        .caption(caption, (FONT, 18))
+        .margin(14)
+        .x_label_area_size(42)
+        .y_label_area_size(56)
+        .build_cartesian_2d(-0.5..hi + 0.5, 0.0..top)
+        .map_err(&e)?;
+    c.configure_mesh()
+        .x_labels(hi as usize + 2)
+        .x_label_formatter(&|x| format!("{}", x.exp2().round()))
+        .x_desc("RC QPs (all in one process on each side)")
+        .y_desc("Gb/s (payload, all QPs)")
+        .draw()
+        .map_err(&e)?;
+    c.draw_series(LineSeries::new(pts.clone(), ROCEX.stroke_width(2)))
+        .map_err(&e)?
+        .label("rocex perf write bw, MTU 4096")
+        .legend(legend_line(ROCEX));
+    c.draw_series(pts.iter().map(|&p| Circle::new(p, 4, ROCEX.filled())))
+        .map_err(&e)?;
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::LowerLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FONT, 13))
+        .draw()
+        .map_err(&e)?;
+    root.present().map_err(&e)
+}
+
+/// Round-trip percentiles (min, p50, p99, p99.9, max) of rocex's 8-byte WRITE and of the
+/// kernel UDP busy-poll ping-pong, on a log scale.
+pub(crate) fn latency(r: &Results, path: &Path) -> Result<(), DrawError> {
+    let e = at(path);
+    let series = [
+        (
+            "rocex perf write lat, 8 B (round trip)",
+            &r.latency.rocex_rtt_us,
+            ROCEX,
+        ),
+        (
+            "kernel UDP busy-poll ping-pong, 40 B (python3)",
+            &r.latency.udp_rtt_us,
+            UDP,
+        ),
+    ];
+    let points = |p: &Percentiles| -> Vec<(SegmentValue<i32>, f64)> {
+        p.points()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (_, v))| Some((SegmentValue::CenterOf(i as i32), (*v)?)))
+            .collect()
+    };
+    let all: Vec<f64> = series
+        .iter()
+        .flat_map(|s| points(s.1))
+        .map(|p| p.1)
+        .filter(|v| *v > 0.0)
+        .collect();
+    let lo = all.iter().copied().reduce(f64::min).unwrap_or(1.0) * 0.8;
+    let hi = all.iter().copied().fold(1.0, f64::max) * 1.5;
+    let labels = series[0].1.points().map(|(l, _)| l);
+    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&WHITE).map_err(&e)?;
+    let mut c = ChartBuilder::on(&root)
+        .caption("Round-trip latency distribution", (FONT, 18))
+        .margin(14)
+        .x_label_area_size(42)
+        .y_label_area_size(56)
+        .build_cartesian_2d((0..4).into_segmented(), (lo..hi).log_scale())
+        .map_err(&e)?;
+    c.configure_mesh()
+        .x_label_formatter(&|v| match v {
+            SegmentValue::CenterOf(i) => labels
+                .get(*i as usize)
+                .map_or_else(String::new, |l| (*l).to_owned()),
+            _ => String::new(),
+        })
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .x_desc("percentile")
+        .y_desc("round trip, us (log)")
+        .draw()
+        .map_err(&e)?;
+    for (name, p, color) in series {
+        let pts = points(p);
+        c.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+            .map_err(&e)?
+            .label(name)
+            .legend(legend_line(color));
+        c.draw_series(pts.into_iter().map(|p| Circle::new(p, 4, color.filled())))
+            .map_err(&e)?;
+    }
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FONT, 13))
+        .draw()
+        .map_err(&e)?;
+    root.present().map_err(&e)
+}

@@ -1,0 +1,131 @@
+//! `rocex-plot RESULTS.json OUT_DIR`: draws the charts of docs/performance.md
+//! (`msg_size.svg`, `qps.svg`, `latency.svg`) from the results `just bench-compare`
+//! collects, so that the pictures always come from a measured run.
+#![forbid(unsafe_code)]
+
+mod chart;
+mod results;
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use chart::DrawError;
+use results::Results;
+
+/// What went wrong, and with which file.
+#[derive(Debug)]
+enum Error {
+    Usage,
+    Read(PathBuf, io::Error),
+    Parse(PathBuf, serde_json::Error),
+    Draw(DrawError),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Usage => write!(f, "usage: rocex-plot RESULTS.json OUT_DIR"),
+            Self::Read(p, e) => write!(f, "{}: {e}", p.display()),
+            Self::Parse(p, e) => write!(f, "{}: not compare.sh's results: {e}", p.display()),
+            Self::Draw(d) => write!(f, "{}: {}", d.chart, d.why),
+        }
+    }
+}
+
+/// One chart's drawing function.
+type Draw = fn(&Results, &Path) -> Result<(), DrawError>;
+
+/// Reads the results and draws every chart into `out`; returns the files written.
+fn plot(results: &Path, out: &Path) -> Result<Vec<PathBuf>, Error> {
+    let text = std::fs::read_to_string(results).map_err(|e| Error::Read(results.to_owned(), e))?;
+    let r: Results =
+        serde_json::from_str(&text).map_err(|e| Error::Parse(results.to_owned(), e))?;
+    std::fs::create_dir_all(out).map_err(|e| Error::Read(out.to_owned(), e))?;
+    let charts: [(&str, Draw); 3] = [
+        ("msg_size.svg", chart::by_size),
+        ("qps.svg", chart::by_qps),
+        ("latency.svg", chart::latency),
+    ];
+    let mut written = Vec::new();
+    for (name, draw) in charts {
+        let path = out.join(name);
+        draw(&r, &path).map_err(Error::Draw)?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();
+    let run = match args.as_slice() {
+        [results, out] => plot(results, out),
+        _ => Err(Error::Usage),
+    };
+    match run {
+        Ok(files) => {
+            for f in files {
+                println!("wrote {}", f.display());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("rocex-plot: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = r#"{
+      "msg_size": [{"size": 4096, "gbps": 5.0}, {"size": 65536, "gbps": 14.0},
+                   {"size": 1048576, "gbps": null}],
+      "qps": [{"qps": 1, "gbps": 14.0}, {"qps": 16, "gbps": 12.5}, {"qps": 4096, "gbps": null}],
+      "references": {"iperf3_gbps": 19.7, "udp_gbps": null},
+      "latency": {
+        "rocex_rtt_us": {"min": 7.0, "p50": 8.3, "p99": 10.4, "p999": 30.0, "max": 120.0},
+        "udp_rtt_us": {"min": 4.0, "p50": 4.8, "p99": 6.2, "p999": null, "max": 50.0}
+      }
+    }"#;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("rocex-plot-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn draws_every_chart_and_names_failed_runs() {
+        let d = scratch("ok");
+        std::fs::write(d.join("r.json"), SAMPLE).unwrap();
+        let files = plot(&d.join("r.json"), &d.join("svg")).unwrap();
+        assert_eq!(files.len(), 3);
+        let svg = |n: &str| std::fs::read_to_string(d.join("svg").join(n)).unwrap();
+        assert!(svg("msg_size.svg").starts_with("<svg"));
+        assert!(svg("msg_size.svg").contains("iperf3, 1 TCP stream: 19.7 Gb/s"));
+        assert!(
+            !svg("msg_size.svg").contains("raw UDP"),
+            "a missing reference is left out"
+        );
+        assert!(svg("qps.svg").contains("failed: 4096 QPs"));
+        assert!(svg("latency.svg").contains("p99.9"));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn bad_input_is_an_error_that_names_the_file() {
+        let d = scratch("bad");
+        std::fs::write(d.join("r.json"), "{\"qps\": 1}").unwrap();
+        let e = plot(&d.join("r.json"), &d).unwrap_err();
+        assert!(matches!(e, Error::Parse(..)));
+        assert!(e.to_string().contains("r.json"));
+        let e = plot(&d.join("missing.json"), &d).unwrap_err();
+        assert!(matches!(e, Error::Read(..)));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}

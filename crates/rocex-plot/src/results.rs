@@ -1,0 +1,76 @@
+//! The results `proto-tests/bench/compare.sh` collects, as `report.py --json` writes them:
+//! medians over the runs, `null` where a measurement failed.
+
+use serde::Deserialize;
+
+/// One `just bench-compare`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Results {
+    /// `rocex perf write bw`, 1 QP, MTU 4096, per message size.
+    pub(crate) msg_size: Vec<SizePoint>,
+    /// `rocex perf write bw`, 64 KiB, MTU 4096, per QP count.
+    pub(crate) qps: Vec<QpPoint>,
+    /// What users use instead, for the same chart.
+    pub(crate) references: References,
+    /// Round trips of an 8-byte WRITE and of a 40-byte UDP ping-pong.
+    pub(crate) latency: Latency,
+}
+
+/// Throughput at one message size.
+#[derive(Debug, Deserialize)]
+pub(crate) struct SizePoint {
+    /// Bytes per WRITE.
+    pub(crate) size: u64,
+    /// Payload Gb/s.
+    pub(crate) gbps: Option<f64>,
+}
+
+/// Throughput with one number of QPs.
+#[derive(Debug, Deserialize)]
+pub(crate) struct QpPoint {
+    /// RC QPs on each side.
+    pub(crate) qps: u32,
+    /// Payload Gb/s, all QPs together; `None` when the run failed.
+    pub(crate) gbps: Option<f64>,
+}
+
+/// Reference throughputs.
+#[derive(Debug, Deserialize)]
+pub(crate) struct References {
+    /// iperf3, one TCP stream.
+    pub(crate) iperf3_gbps: Option<f64>,
+    /// Raw UDP, one 4124-byte datagram (a 4 KiB WRITE packet's size) per syscall.
+    pub(crate) udp_gbps: Option<f64>,
+}
+
+/// Two latency distributions.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Latency {
+    /// rocex's 8-byte WRITE round trip (twice perftest's half round trips).
+    pub(crate) rocex_rtt_us: Percentiles,
+    /// The kernel UDP busy-poll ping-pong's round trip.
+    pub(crate) udp_rtt_us: Percentiles,
+}
+
+/// Points of a latency distribution, in microseconds.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Percentiles {
+    pub(crate) min: Option<f64>,
+    pub(crate) p50: Option<f64>,
+    pub(crate) p99: Option<f64>,
+    pub(crate) p999: Option<f64>,
+    pub(crate) max: Option<f64>,
+}
+
+impl Percentiles {
+    /// The points in order, with their labels.
+    pub(crate) fn points(&self) -> [(&'static str, Option<f64>); 5] {
+        [
+            ("min", self.min),
+            ("p50", self.p50),
+            ("p99", self.p99),
+            ("p99.9", self.p999),
+            ("max", self.max),
+        ]
+    }
+}

@@ -1,22 +1,69 @@
 # Shared by the interop runners: one lab run with rocex on the host side, and its checks.
 # Callers set $root, $rocex and $out, and keep the tallies pass, fail and failed.
 
+# rocex's address on the lab's bridge (RXE_LAB_HOST_IP).
+ROCEX_LAB_IP=198.18.0.1
+
+# lab NAME SCENARIO GUEST_ROLE "LAB OPTIONS" "HOST COMMAND": the lab run, capture in
+# $out/NAME.pcap, output in $out/NAME.log.
+lab() {
+    local name=$1 scenario=$2 role=$3 lab=$4 host_cmd=$5
+    # shellcheck disable=SC2086
+    timeout 240 bash "$root/proto-tests/rxe-lab/run.sh" "$scenario" --guest-role "$role" $lab \
+        --out "$out/$name.pcap" --host-cmd "$host_cmd" >"$out/$name.log" 2>&1
+}
+
+# tally NAME OK DETAIL: counts and prints one case's verdict.
+tally() {
+    local name=$1 ok=$2 detail=$3
+    if ((ok)); then
+        pass=$((pass + 1))
+        printf 'PASS %-40s %s\n' "$name" "$detail"
+    else
+        fail=$((fail + 1)); failed+=("$name")
+        printf 'FAIL %-40s (see %s)\n' "$name" "$out/$name.log"
+        [[ -n $detail ]] && echo "     $detail"
+        tail -n 15 "$out/$name.log" | sed 's/^/     /'
+    fi
+}
+
 # run_case NAME SCENARIO GUEST_ROLE "LAB OPTIONS" "HOST COMMAND"
 # Boots the scenario's guest in GUEST_ROLE with rocex's HOST COMMAND on the bridge's host
 # side; passes when both sides succeed and the capture passes `rocex dump --check` and
 # `rocex conform replay`.
 run_case() {
-    local name=$1 scenario=$2 role=$3 lab=$4 host_cmd=$5 pcap=$out/$1.pcap
-    # shellcheck disable=SC2086
-    if timeout 240 bash "$root/proto-tests/rxe-lab/run.sh" "$scenario" --guest-role "$role" $lab \
-        --out "$pcap" --host-cmd "$host_cmd" >"$out/$name.log" 2>&1 \
+    local name=$1 pcap=$out/$1.pcap ok=0
+    rm -f "$out/$name".{check,conform}
+    if lab "$@" \
         && "$rocex" dump --check "$pcap" >"$out/$name.check" \
         && "$rocex" conform replay "$pcap" >"$out/$name.conform"; then
-        pass=$((pass + 1))
-        printf 'PASS %-40s %s | %s\n' "$name" "$(tail -n1 "$out/$name.check")" "$(tail -n1 "$out/$name.conform")"
-    else
-        fail=$((fail + 1)); failed+=("$name")
-        printf 'FAIL %-40s (see %s)\n' "$name" "$out/$name.log"
-        tail -n 15 "$out/$name.log" | sed 's/^/     /'
+        ok=1
     fi
+    tally "$name" "$ok" "$(tail -n1 "$out/$name.check" 2>/dev/null) | $(tail -n1 "$out/$name.conform" 2>/dev/null)"
+}
+
+# run_fault_case NAME SCENARIO GUEST_ROLE "LAB OPTIONS" "HOST COMMAND"
+# As run_case, for a HOST COMMAND whose rocex injects faults into what it sends
+# (`--inject`, its counters on stderr). The frames that fail `rocex dump --check` must be
+# exactly rocex's corrupted packets, dropped by rxe (faults.py keeps the account); the
+# capture without them must pass `rocex dump --check`, and its connections where rxe
+# answers `rocex conform replay`.
+run_fault_case() {
+    local name=$1 pcap=$out/$1.pcap clean=$out/$1.clean.pcap replay=$out/$1.replay.pcap
+    local ok=0 corrupted rcvd
+    rm -f "$out/$name".{check,faults,clean.check,conform} "$clean" "$replay"
+    if lab "$@"; then
+        "$rocex" dump --check "$pcap" >"$out/$name.check" || true
+        corrupted=$(sed -n 's/^\[host\] .*: injected .* corrupted=\([0-9]*\)$/\1/p' "$out/$name.log" | tail -n1)
+        rcvd=$(sed -n 's/^  rcvd_pkts \([0-9]*\)$/\1/p' "$out/$name.log" | tail -n1)
+        if [[ -z $corrupted ]]; then
+            echo "rocex printed no fault counters" >"$out/$name.faults"
+        elif python3 "$root/proto-tests/interop/faults.py" "$pcap" "$out/$name.check" \
+            "$ROCEX_LAB_IP" "$corrupted" "${rcvd:-0}" "$clean" "$replay" >"$out/$name.faults" \
+            && "$rocex" dump --check "$clean" >"$out/$name.clean.check" \
+            && "$rocex" conform replay "$replay" >"$out/$name.conform"; then
+            ok=1
+        fi
+    fi
+    tally "$name" "$ok" "$(sed -n 's/^\[host\] \(.*: injected .*\)$/\1/p' "$out/$name.log" | tail -n1) | $(cat "$out/$name.faults" 2>/dev/null) | $(tail -n1 "$out/$name.clean.check" 2>/dev/null) | $(tail -n1 "$out/$name.conform" 2>/dev/null)"
 }

@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
 # Interop: perftest's ib_{write,read,send,atomic}_{bw,lat} in a kernel rxe guest (the rxe
 # lab) against `rocex perf` on the host side of the lab's bridge, in both roles, with and
-# without loss. Each run's capture must pass `rocex dump --check` and `rocex conform
-# replay`. Prints one line per case and "perftest-interop: N passed, N failed"; exits
-# non-zero on any failure. Needs root.
+# without loss, and with faults rocex injects into its own packets (--inject). Each run's
+# capture must pass `rocex dump --check` (with --inject: but for rocex's corrupted packets,
+# accounted for by faults.py) and `rocex conform replay`. Prints one line per case and
+# "perftest-interop: N passed, N failed"; exits non-zero on any failure. Needs root.
 #
-# Usage: perftest.sh [--quick]   (--quick: bandwidth tests only)
+# Usage: perftest.sh [--quick] [--only REGEX]
+#   --quick     bandwidth tests only
+#   --only RE   only cases whose name matches RE
 # ROCEX=/path/to/rocex uses that binary instead of building target/release/rocex.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${INTEROP_OUT:-$root/target/interop-perftest}
 mkdir -p "$out"
-quick=0
-[[ ${1:-} == --quick ]] && quick=1
+quick=0 only=
+while (($#)); do
+    case $1 in
+    --quick) quick=1 ;;
+    --only) only=$2; shift ;;
+    *) echo "usage: $0 [--quick] [--only REGEX]" >&2; exit 2 ;;
+    esac
+    shift
+done
 
 if [[ -n ${ROCEX:-} ]]; then
     rocex=$ROCEX
@@ -24,13 +34,18 @@ bash "$root/proto-tests/rxe-lab/build.sh" >/dev/null
 
 source "$root/proto-tests/interop/lib.sh"
 pass=0 fail=0 failed=()
+# What rocex injects into its own packets in the --inject cases (plus a seed per case).
+inject=loss=0.05,reorder=0.05,dup=0.02,corrupt=0.01
 # case NAME SCENARIO GUEST_ROLE "LAB OPTIONS" "ROCEX PERF ARGUMENTS"
+# Arguments with --inject make it a run_fault_case.
 case_() {
-    local name=$1 scenario=$2 role=$3 lab=$4 args=$5
+    local name=$1 scenario=$2 role=$3 lab=$4 args=$5 runner=run_case
+    if [[ -n $only && ! $name =~ $only ]]; then return 0; fi
+    [[ $args == *--inject* ]] && runner=run_fault_case
     if [[ $role == server ]]; then
-        run_case "$name" "$scenario" "$role" "$lab" "$rocex perf $args \$RXE_LAB_GUEST_IP"
+        $runner "$name" "$scenario" "$role" "$lab" "$rocex perf $args \$RXE_LAB_GUEST_IP"
     else
-        run_case "$name" "$scenario" "$role" "$lab" "$rocex perf $args"
+        $runner "$name" "$scenario" "$role" "$lab" "$rocex perf $args"
     fi
 }
 
@@ -59,6 +74,10 @@ atomic_lat-cas|atomic_lat_cas|--set ITERS=100|atomic lat -A cas -n 100
 atomic_lat-faa|atomic_lat_faa|--set ITERS=100|atomic lat -A faa -n 100
 read_bw-4k-mtu4096|read_bw|--mtu 4096 --set SIZE=4096 --set ITERS=200|read bw -s 4096 -n 200
 send_lat-4k-loss5|send_lat|--loss 5 --set SIZE=4096 --set ITERS=50|send lat -s 4096 -n 50
+write_bw-16k-inject|write_bw|--set SIZE=16384 --set ITERS=100|write bw -s 16384 -n 100 --inject $inject,seed=21
+read_bw-16k-inject|read_bw|--set SIZE=16384 --set ITERS=50|read bw -s 16384 -n 50 --inject $inject,seed=22
+send_bw-4k-inject|send_bw|--set SIZE=4096 --set ITERS=100|send bw -s 4096 -n 100 --inject $inject,seed=23
+atomic_bw-faa-inject|atomic_bw_faa|--set ITERS=200|atomic bw -A faa -n 200 --inject $inject,seed=24
 EOF_CASES
 done
 ((fail == 0)) || echo "failed: ${failed[*]}"

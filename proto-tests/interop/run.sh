@@ -1,30 +1,46 @@
 #!/usr/bin/env bash
 # Interop: stock tools (ibv_rc_pingpong, ibv_ud_pingpong) in a kernel rxe guest (the rxe lab) against rocex on the host side
-# of the lab's bridge, in both roles, with and without loss. Each run's capture must pass
-# `rocex dump --check` and `rocex conform replay`. Prints one line per case and
-# "interop: N passed, N failed"; exits non-zero on any failure. Needs root.
+# of the lab's bridge, in both roles, with and without loss, ibv_rc_pingpong also with
+# completion events (-e), and with faults rocex injects into its own packets (--inject).
+# Each run's capture must pass `rocex dump --check` (with --inject: but for rocex's
+# corrupted packets, accounted for by faults.py) and `rocex conform replay`. Prints one line
+# per case and "interop: N passed, N failed"; exits non-zero on any failure. Needs root.
 #
-# Usage: run.sh [--quick]   (--quick: the CI subset)
+# Usage: run.sh [--quick] [--only REGEX]
+#   --quick     the CI subset
+#   --only RE   only cases whose name matches RE
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 rocex=$root/target/release/rocex
 out=${INTEROP_OUT:-$root/target/interop}
 mkdir -p "$out"
-quick=0
-[[ ${1:-} == --quick ]] && quick=1
+quick=0 only=
+while (($#)); do
+    case $1 in
+    --quick) quick=1 ;;
+    --only) only=$2; shift ;;
+    *) echo "usage: $0 [--quick] [--only REGEX]" >&2; exit 2 ;;
+    esac
+    shift
+done
 
 cargo build -q --release -p rocex-cli --manifest-path "$root/Cargo.toml"
 bash "$root/proto-tests/rxe-lab/build.sh" >/dev/null
 
 source "$root/proto-tests/interop/lib.sh"
 pass=0 fail=0 failed=()
+# What rocex injects into its own packets in the --inject cases (plus a seed per case).
+inject=loss=0.05,reorder=0.05,dup=0.02,corrupt=0.01
 # case SCENARIO NAME GUEST_ROLE "LAB OPTIONS" "ROCEX PINGPONG OPTIONS"
+# Options with --inject make it a run_fault_case.
 case_() {
-    local scenario=$1 name=$2 role=$3 lab=$4 pp=$5
+    local scenario=$1 name=$2 role=$3 lab=$4 pp=$5 runner=run_case
+    if [[ -n $only && ! $name =~ $only ]]; then return 0; fi
+    [[ $pp == *--inject* ]] && runner=run_fault_case
     if [[ $role == server ]]; then
-        run_case "$name" "$scenario" "$role" "$lab" "$rocex pingpong \$RXE_LAB_GUEST_IP $pp"
+        $runner "$name" "$scenario" "$role" "$lab" "$rocex pingpong \$RXE_LAB_GUEST_IP $pp"
     else
-        run_case "$name" "$scenario" "$role" "$lab" "$rocex pingpong $pp"
+        $runner "$name" "$scenario" "$role" "$lab" "$rocex pingpong $pp"
     fi
 }
 
@@ -38,6 +54,7 @@ for role in server client; do
 1k-mtu1024|--set SIZE=1024 --set ITERS=100|-s 1024 -n 100 -m 1024
 64k-mtu4096|--mtu 4096 --set SIZE=65536 --set ITERS=20|-s 65536 -n 20 -m 4096
 16k-mtu1024-loss5|--loss 5 --set SIZE=16384 --set ITERS=50|-s 16384 -n 50 -m 1024
+1k-mtu1024-events|--set SIZE=1024 --set ITERS=100 --set EVENTS=1|-s 1024 -n 100 -m 1024
 EOF_CASES
     case_ ud_pingpong "ud_pingpong-rxe_$role-1k" "$role" "--set SIZE=1024 --set ITERS=100" "--ud -s 1024 -n 100"
     ((quick)) && continue
@@ -49,6 +66,10 @@ EOF_CASES
 3000-mtu256-loss5|--mtu 256 --loss 5 --set SIZE=3000 --set ITERS=50|-s 3000 -n 50 -m 256
 1m-mtu4096|--mtu 4096 --set SIZE=1048576 --set ITERS=5|-s 1048576 -n 5 -m 4096
 4k-reorder|--delay 2 --reorder 25 --set SIZE=4096 --set ITERS=50|-s 4096 -n 50 -m 1024
+64k-mtu4096-events|--mtu 4096 --set SIZE=65536 --set ITERS=20 --set EVENTS=1|-s 65536 -n 20 -m 4096
+4k-mtu1024-loss5-events|--loss 5 --set SIZE=4096 --set ITERS=50 --set EVENTS=1|-s 4096 -n 50 -m 1024
+1k-mtu1024-inject|--set SIZE=1024 --set ITERS=100|-s 1024 -n 100 -m 1024 --inject $inject,seed=11
+16k-mtu1024-inject|--set SIZE=16384 --set ITERS=50|-s 16384 -n 50 -m 1024 --inject $inject,seed=12
 EOF_CASES
     case_ ud_pingpong "ud_pingpong-rxe_$role-4k-mtu4096" "$role" "--mtu 4096 --set SIZE=4096 --set ITERS=100" "--ud -s 4096 -n 100"
 done

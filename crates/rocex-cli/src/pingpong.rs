@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant as WallClock};
 
-use rocex_io::{Driver, UdpPort};
+use rocex_io::Driver;
 use rocex_proto::verbs::{
     AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendOp, SendWr, Sge,
     UdDest, WcStatus,
@@ -49,6 +49,11 @@ pub(crate) struct Args {
     /// room for the 40-byte GRH, the size at most the MTU.
     #[arg(long)]
     ud: bool,
+    /// Fault injection on every packet this side sends (rocexd's syntax):
+    /// `loss=P,dup=P,reorder=P,corrupt=P,delay=D,seed=N`. What was done is printed on stderr
+    /// at the end.
+    #[arg(long, value_name = "SPEC")]
+    inject: Option<rocex_io::Faults>,
 }
 
 /// The Q_Key `ibv_ud_pingpong` uses.
@@ -122,7 +127,7 @@ fn open(local: IpAddr, a: &Args) -> io::Result<Ctx> {
         AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | last,
     )
     .map_err(err)?;
-    let driver = Driver::new(e, UdpPort::bind(local)?);
+    let driver = device::driver(e, local, a.inject)?;
     let recv_sge = Sge {
         addr: BUF_ADDR,
         length: len,
@@ -372,5 +377,6 @@ fn pingpong(a: &Args) -> io::Result<()> {
         "rocex: sent_pkts={} rcvd_pkts={} retransmitted={} duplicate_request={} out_of_seq={}",
         c.sent_pkts, c.rcvd_pkts, c.retransmitted_pkts, c.duplicate_request, c.out_of_seq_request
     );
+    device::report_faults("rocex pingpong", ctx.driver.fault_counters());
     Ok(())
 }

@@ -10,12 +10,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant as WallClock};
 
-use rocex_io::{Driver, UdpPort};
+use rocex_io::Driver;
 use rocex_proto::verbs::{
     AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, Remote, SendOp, SendWr,
     Sge, WcOpcode, WcStatus, WorkCompletion,
 };
-use rocex_proto::{Access, Config, Engine, PdId, QpInit, Region, VecRegion};
+use rocex_proto::{Access, Engine, PdId, QpInit, Region, VecRegion};
 
 use crate::oob;
 
@@ -60,6 +60,10 @@ struct ServerArgs {
     /// Receive timeout of the out-of-band exchange, in seconds.
     #[arg(long, default_value_t = 60)]
     wait: u64,
+    /// Fault injection on every packet this side sends (rocexd's syntax):
+    /// `loss=P,dup=P,reorder=P,corrupt=P,delay=D,seed=N`; printed on stderr at the end.
+    #[arg(long, value_name = "SPEC")]
+    inject: Option<rocex_io::Faults>,
 }
 
 #[derive(clap::Args)]
@@ -122,6 +126,10 @@ struct ClientArgs {
     /// Receive timeout of the out-of-band exchange, in seconds.
     #[arg(long, default_value_t = 60)]
     wait: u64,
+    /// Fault injection on every packet this side sends (rocexd's syntax):
+    /// `loss=P,dup=P,reorder=P,corrupt=P,delay=D,seed=N`; printed on stderr at the end.
+    #[arg(long, value_name = "SPEC")]
+    inject: Option<rocex_io::Faults>,
 }
 
 fn parse_num(s: &str) -> Result<i64, String> {
@@ -302,20 +310,6 @@ fn mtu_of(bytes: u32) -> Res<Mtu> {
         .into_iter()
         .find(|m| m.bytes() == bytes)
         .map_or_else(|| fatal(format!("bad mtu {bytes}")), Ok)
-}
-
-fn seed() -> [u8; 32] {
-    let mut s = [0u8; 32];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut s))
-        .is_err()
-    {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        s[..16].copy_from_slice(&t.as_nanos().to_le_bytes());
-    }
-    s
 }
 
 /// What both sides agree on through the PLAN line, and the local QP settings.
@@ -522,11 +516,14 @@ macro_rules! say {
 
 impl Ctx {
     /// `setup()` of the C probe: memory filled with the side's pattern, MR, CQ, QP in INIT.
-    fn setup(role: &'static str, local: IpAddr, p: &Plan, server: bool) -> Res<Self> {
-        let mut config = Config::new(local, seed());
-        config.port_mtu = Mtu::M4096;
-        config.udp_source_port = Some(4791);
-        let mut e = Engine::new(config);
+    fn setup(
+        role: &'static str,
+        local: IpAddr,
+        p: &Plan,
+        server: bool,
+        inject: Option<rocex_io::Faults>,
+    ) -> Res<Self> {
+        let mut e = Engine::new(crate::device::config(local));
         let pd = e.alloc_pd();
         let depth = p.ops.len() as u32 * p.iters + 16;
         let cq = e.create_cq((depth * 2 + 16) as usize)?;
@@ -604,7 +601,7 @@ impl Ctx {
         ) {
             return fatal(format!("modify INIT: {err}"));
         }
-        let driver = Driver::new(e, UdpPort::bind(local)?);
+        let driver = crate::device::driver(e, local, inject)?;
         Ok(Self {
             role,
             driver,
@@ -857,7 +854,7 @@ fn run_client(a: &ClientArgs) -> Res<bool> {
         p.flags()
     ))?;
 
-    let mut c = Ctx::setup(ROLE, local, &p, false)?;
+    let mut c = Ctx::setup(ROLE, local, &p, false, a.inject)?;
     let psn = pick_psn(&p, &mut c.driver.engine);
     c.send_qp_line(&mut line, local, psn, c.rkey)?;
     let rem = c.recv_qp_line(&mut line, true)?;
@@ -1041,6 +1038,7 @@ fn run_client(a: &ClientArgs) -> Res<bool> {
     );
     // Answer what the peer may still retransmit (a lost ACK of ours).
     c.driver.linger(Duration::from_millis(200))?;
+    crate::device::report_faults("rocex probe", c.driver.fault_counters());
     Ok(ok)
 }
 
@@ -1103,7 +1101,7 @@ fn run_server(a: &ServerArgs) -> Res<bool> {
         f[5]
     );
 
-    let mut c = Ctx::setup(ROLE, local, &p, true)?;
+    let mut c = Ctx::setup(ROLE, local, &p, true, a.inject)?;
     let psn = pick_psn(&p, &mut c.driver.engine);
     let rem = c.recv_qp_line(&mut line, true)?;
     c.send_qp_line(&mut line, local, psn, c.rkey)?;
@@ -1249,5 +1247,6 @@ fn run_server(a: &ServerArgs) -> Res<bool> {
     line.send(&format!("RESULT {} {got}", if ok { 0 } else { 1 }))?;
     // The client may still retransmit a request whose ACK was lost.
     c.driver.linger(Duration::from_millis(300))?;
+    crate::device::report_faults("rocex probe", c.driver.fault_counters());
     Ok(ok)
 }

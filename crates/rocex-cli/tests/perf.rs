@@ -120,6 +120,15 @@ fn write_bw_verified() {
     check(&["write", "bw", "-s", "65536", "-n", "300"], "write");
 }
 
+/// Many QPs, as perftest allows: the depths per QP are cut to fit and the QPs share CQs
+/// in groups; every QP's WRITE target is checked.
+#[test]
+fn write_bw_many_qps_verified() {
+    let (c, s) = run_pair(&["write", "bw", "-s", "4096", "-n", "4", "-q", "512"]);
+    assert_eq!(c["iters"], 4, "client: {c}");
+    check_results((c, s), "write", "bw");
+}
+
 #[test]
 fn read_bw_verified() {
     check(&["read", "bw", "-s", "16384", "-n", "300"], "read");
@@ -213,6 +222,16 @@ fn over_daemons(args: &[&str], op: &str, test: &str, env: bool) {
 fn daemon_write_bw_verified() {
     over_daemons(
         &["write", "bw", "-s", "65536", "-n", "200", "-q", "2"],
+        "write",
+        "bw",
+        false,
+    );
+}
+
+#[test]
+fn daemon_write_bw_many_qps_verified() {
+    over_daemons(
+        &["write", "bw", "-s", "4096", "-n", "4", "-q", "256"],
         "write",
         "bw",
         false,

@@ -42,9 +42,12 @@ impl Driver {
     }
 
     /// Busy-polls instead of sleeping in poll(2) between turns: latency without a wake-up
-    /// (tens of microseconds here), at the cost of a core.
+    /// (tens of microseconds here), at the cost of a core. A busy-polling caller steps
+    /// ([`Driver::step`]), so its answers go before the ACKs that wait with them
+    /// ([`Engine::requests_before_acks`]).
     pub fn busy_poll(&mut self, on: bool) {
         self.busy_poll = on;
+        self.engine.requests_before_acks(on);
     }
 
     /// Declares that every peer is rocex, so that a packet whose ICRC the backend could
@@ -83,12 +86,29 @@ impl Driver {
     /// Does everything that is ready: receives waiting datagrams, runs due timers, sends
     /// what the engine has to send. Returns whether anything happened.
     pub fn turn(&mut self) -> io::Result<bool> {
+        let now = self.now();
+        let received = self.receive(now)?;
+        Ok(self.transmit(now)? | received)
+    }
+
+    /// One step of a busy-polling application: sends what is waiting, then receives and
+    /// runs due timers. What the received packets call for (ACKs) leaves at the next step,
+    /// after the application has looked at its completions and memory: an answer it posts
+    /// meanwhile goes out first, in the same batch. Returns whether anything happened.
+    pub fn step(&mut self) -> io::Result<bool> {
+        let now = self.now();
+        let sent = self.transmit(now)?;
+        Ok(self.receive(now)? | sent)
+    }
+
+    /// Receives waiting datagrams and runs the timers due at `now`. One clock reading
+    /// serves a whole turn: the engine's timers are milliseconds, a turn microseconds.
+    fn receive(&mut self, now: Instant) -> io::Result<bool> {
         let mut busy = false;
         // A few batches at most: the engine's ACKs must not wait behind a flood.
         for _ in 0..RX_BATCHES_PER_TURN {
-            let (engine, epoch, strict) = (&mut self.engine, self.epoch, self.peers_are_rocex);
+            let (engine, strict) = (&mut self.engine, self.peers_are_rocex);
             let n = self.port.recv(&mut |meta, payload| {
-                let now = Instant::from_nanos(epoch.elapsed().as_nanos() as u64);
                 let icrc = match meta.icrc {
                     IcrcStatus::Unchecked if strict => IcrcStatus::Invalid,
                     s => s,
@@ -100,11 +120,16 @@ impl Driver {
             }
             busy = true;
         }
-        let now = self.now();
         if self.engine.poll_timeout().is_some_and(|t| t <= now) {
             busy = true;
             self.engine.handle_timeout(now);
         }
+        Ok(busy)
+    }
+
+    /// Sends everything the engine has to send, in one flush.
+    fn transmit(&mut self, now: Instant) -> io::Result<bool> {
+        let mut busy = false;
         while let Some(t) = self.engine.poll_transmit(now, &mut self.buf) {
             busy = true;
             self.port.send(t.dest, t.src_port, &self.buf[..t.len])?;
@@ -115,8 +140,12 @@ impl Driver {
 
     /// Turns; if nothing happened, waits for a datagram, the next timer, or `max`,
     /// whichever comes first, and turns again. Callers check their CQs after each call.
+    /// A busy-polling driver only steps ([`Driver::step`]).
     pub fn wait(&mut self, max: Duration) -> io::Result<()> {
-        if self.turn()? || self.busy_poll {
+        if self.busy_poll {
+            return self.step().map(drop);
+        }
+        if self.turn()? {
             return Ok(());
         }
         let now = self.now();

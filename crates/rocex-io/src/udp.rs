@@ -13,7 +13,8 @@
 //! Each segment's ICRC is fixed for its ID before the send (`ids`). A kernel that refuses
 //! GSO (EIO, EINVAL) is remembered and sent to one datagram at a time.
 //!
-//! Receiving: one `recvmmsg` fills up to 32 slots; with GRO the kernel may coalesce a
+//! Receiving: one `recvmmsg` fills up to 32 slots (one after a call that found nothing,
+//! so that a busy poller's empty polls stay cheap); with GRO the kernel may coalesce a
 //! burst of same-size datagrams into one, which is cut again by the segment size it
 //! reports. A UDP socket does not show the received IP header, so an ICRC can be checked
 //! only by assuming the sender's identification: 0, or 1..63 for a GSO segment. A packet
@@ -21,7 +22,7 @@
 //! `Unchecked`, unless [`BackendOptions::peers_are_rocex`] says no such sender exists.
 
 mod batch;
-mod ids;
+pub(crate) mod ids;
 mod sys;
 
 use std::io;
@@ -54,6 +55,8 @@ pub struct UdpPort {
     tx: TxQueue,
     rx_bufs: Vec<u8>,
     rx: Vec<RxDatagram>,
+    /// The last receive found nothing.
+    rx_idle: bool,
     ids: IdDeltas,
     counters: BackendCounters,
 }
@@ -113,6 +116,7 @@ impl UdpPort {
             tx: TxQueue::default(),
             rx_bufs: vec![0; RX_SLOTS * RX_SLOT],
             rx: Vec::with_capacity(RX_SLOTS),
+            rx_idle: true,
             ids: IdDeltas::default(),
             counters: BackendCounters::default(),
         })
@@ -242,7 +246,15 @@ impl Backend for UdpPort {
 
     fn recv(&mut self, f: &mut dyn FnMut(RxMeta, &[u8])) -> io::Result<usize> {
         let mut rx = std::mem::take(&mut self.rx);
-        let got = sys::recvmmsg(self.sock.as_fd(), &mut self.rx_bufs, RX_SLOT, &mut rx);
+        // An idle socket is probed with one slot (a busy poller calls this in a loop); a
+        // datagram found means more may wait, and the next call takes a full batch.
+        let (fd, bufs) = (self.sock.as_fd(), &mut self.rx_bufs);
+        let got = if self.rx_idle {
+            sys::recvmmsg::<1>(fd, bufs, RX_SLOT, &mut rx)
+        } else {
+            sys::recvmmsg::<RX_SLOTS>(fd, bufs, RX_SLOT, &mut rx)
+        };
+        self.rx_idle = matches!(got, Ok(0));
         let got = match got {
             Ok(n) => n,
             Err(e) => {

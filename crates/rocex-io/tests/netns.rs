@@ -455,6 +455,26 @@ fn uring_moves_verified_writes_reads_and_sends() {
 }
 
 #[test]
+fn uring_checks_the_gso_segments_of_a_udp_peer() {
+    if !common::have_root() {
+        return;
+    }
+    let pair = VethPair::new("ug", 71, 9000).expect("veth pair");
+    // udp (GSO on) sends the WRITEs and SENDs, then the READ responses.
+    let (udp, uring) = transfer(&pair, Kind::Udp, Kind::Uring, rocex_peers());
+    let (uring2, udp2) = transfer(&pair, Kind::Uring, Kind::Udp, rocex_peers());
+    for (o, peer) in [(&uring, &udp), (&uring2, &udp2)] {
+        // Segments 1.. of each GSO send carry IDs other than 0, and still check.
+        assert!(
+            peer.backend.tx_batches < peer.backend.tx_packets,
+            "{peer:?}"
+        );
+        assert_eq!(o.backend.icrc_unchecked, 0, "{o:?}");
+        assert_eq!(o.engine.drop_icrc, 0, "{o:?}");
+    }
+}
+
+#[test]
 fn afpacket_and_udp_interoperate() {
     if !common::have_root() {
         return;
@@ -652,4 +672,83 @@ fn afpacket_counts_a_destination_that_does_not_answer() {
         .expect("port");
     assert_eq!(counters.tx_dropped, 2, "{counters:?}");
     assert_eq!(counters.tx_packets, 0, "{counters:?}");
+}
+
+/// Not a check but a measurement, run by hand: 64 KiB WRITE throughput (16 in flight) and
+/// the round trip of an 8-byte WRITE (request and ACK) between two afpacket ports
+/// (`cargo test --release -p rocex-io --test netns -- --ignored --nocapture`).
+#[test]
+#[ignore = "a measurement, run by hand"]
+fn afpacket_write_throughput_and_round_trip() {
+    if !common::have_root() {
+        return;
+    }
+    const WRITES: u64 = 4000;
+    const ROUND_TRIPS: usize = 2000;
+    let pair = VethPair::new("spd", 81, 9000).expect("veth pair");
+    let (to_b, from_a) = channel();
+    let (to_a, from_b) = channel();
+    let (done_tx, done_rx) = channel::<()>();
+    let (addr_a, addr_b) = (pair.addr(0), pair.addr(1));
+    let resp = pair.spawn(1, move || -> io::Result<()> {
+        let mut s = Side::new(open(Kind::AfPacket, addr_b, rocex_peers())?, 2)?;
+        s.connect(&to_a, &from_a)?;
+        let cq = s.cq;
+        while matches!(done_rx.try_recv(), Err(TryRecvError::Empty)) {
+            s.driver
+                .run_until(Duration::from_millis(20), |e| e.poll_cq(cq))?;
+        }
+        Ok(())
+    });
+    let req = pair.spawn(0, move || -> io::Result<()> {
+        let mut s = Side::new(open(Kind::AfPacket, addr_a, rocex_peers())?, 1)?;
+        let peer = s.connect(&to_b, &from_b)?;
+        let remote = Remote {
+            addr: BASE,
+            rkey: peer.rkey,
+        };
+        let (q, size) = (s.qpns[0], PLANS[0].1);
+        let post = |s: &mut Side, i: u64, len: u32| {
+            let now = s.driver.now();
+            let wr = SendWr::new(i, SendOp::Write(remote), s.sge(0, len));
+            s.driver.engine.post_send(now, q, wr).map_err(err)
+        };
+        let start = std::time::Instant::now();
+        let mut outstanding = 0;
+        for i in 0..WRITES {
+            if outstanding == 16 {
+                s.next()?;
+                outstanding -= 1;
+            }
+            post(&mut s, i, size)?;
+            outstanding += 1;
+        }
+        for _ in 0..outstanding {
+            s.next()?;
+        }
+        let gbps = (WRITES * u64::from(size) * 8) as f64 / start.elapsed().as_secs_f64() / 1e9;
+        let mut rtt = Vec::with_capacity(ROUND_TRIPS);
+        for i in 0..ROUND_TRIPS {
+            let t = std::time::Instant::now();
+            post(&mut s, i as u64, 8)?;
+            s.next()?;
+            rtt.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        let _ = done_tx.send(());
+        rtt.sort_by(f64::total_cmp);
+        eprintln!(
+            "afpacket: 64 KiB WRITE {gbps:.2} Gb/s; 8-byte WRITE round trip median {:.1} us, p99 {:.1} us",
+            rtt[ROUND_TRIPS / 2],
+            rtt[ROUND_TRIPS * 99 / 100]
+        );
+        Ok(())
+    });
+    req.join()
+        .expect("requester thread")
+        .and_then(|r| r)
+        .expect("requester");
+    resp.join()
+        .expect("responder thread")
+        .and_then(|r| r)
+        .expect("responder");
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use rocex_proto::Counters;
 use rocex_proto::verbs::{AttrMask, Mtu, QpAttr, QpCap, QpType, RecvWr, SendWr, WorkCompletion};
-use rocex_verbs::{Access, Context, Cq, Mr, Pd, Qp, QpInitAttr};
+use rocex_verbs::{Access, CompChannel, Context, Cq, Mr, Pd, Qp, QpInitAttr};
 
 use super::nic::{MrKeys, Nic};
 
@@ -22,7 +22,12 @@ const POLL_BATCH: usize = 64;
 pub(crate) struct DaemonNic {
     qps: Vec<Qp>,
     mrs: Vec<Mr>,
-    cq: Option<Cq>,
+    /// The CQs in creation order: each QP uses the last made before it. They share one
+    /// completion channel, so that a wait wakes for any of them.
+    cqs: Vec<Cq>,
+    channel: Option<CompChannel>,
+    /// The CQ the next poll starts at, so that none is left behind.
+    next_cq: usize,
     pd: Pd,
     ctx: Context,
     ready: VecDeque<WorkCompletion>,
@@ -43,7 +48,9 @@ impl DaemonNic {
         Ok(Self {
             qps: Vec::new(),
             mrs: Vec::new(),
-            cq: None,
+            cqs: Vec::new(),
+            channel: None,
+            next_cq: 0,
             pd,
             ctx,
             ready: VecDeque::new(),
@@ -61,12 +68,6 @@ impl DaemonNic {
         self.mrs
             .get(mr)
             .ok_or_else(|| io::Error::other(format!("no MR {mr}")))
-    }
-
-    fn cq(&mut self) -> io::Result<&mut Cq> {
-        self.cq
-            .as_mut()
-            .ok_or_else(|| io::Error::other("the CQ is not created yet"))
     }
 }
 
@@ -129,15 +130,22 @@ impl Nic for DaemonNic {
     }
 
     fn create_cq(&mut self, cqe: u32) -> io::Result<()> {
-        self.cq = Some(self.ctx.create_cq(cqe, None).map_err(daemon_err)?);
+        if self.channel.is_none() {
+            self.channel = Some(self.ctx.create_comp_channel().map_err(daemon_err)?);
+        }
+        let cq = self
+            .ctx
+            .create_cq(cqe, self.channel.as_ref())
+            .map_err(daemon_err)?;
+        self.cqs.push(cq);
         Ok(())
     }
 
     fn create_qp(&mut self, cap: QpCap) -> io::Result<u32> {
         let cq = self
-            .cq
-            .as_ref()
-            .ok_or_else(|| io::Error::other("a QP needs the CQ first"))?;
+            .cqs
+            .last()
+            .ok_or_else(|| io::Error::other("a QP needs a CQ first"))?;
         let qp = self
             .pd
             .create_qp(&QpInitAttr {
@@ -169,8 +177,16 @@ impl Nic for DaemonNic {
     }
 
     fn poll_cq(&mut self) -> io::Result<Option<WorkCompletion>> {
-        if self.ready.is_empty() {
-            let got = self.cq()?.poll(POLL_BATCH).map_err(daemon_err)?;
+        for _ in 0..self.cqs.len() {
+            if !self.ready.is_empty() {
+                break;
+            }
+            let got = self.cqs[self.next_cq]
+                .poll(POLL_BATCH)
+                .map_err(daemon_err)?;
+            if got.is_empty() {
+                self.next_cq = (self.next_cq + 1) % self.cqs.len();
+            }
             self.ready.extend(got);
         }
         Ok(self.ready.pop_front())
@@ -185,7 +201,17 @@ impl Nic for DaemonNic {
             std::thread::yield_now();
             return Ok(());
         }
-        self.cq()?.wait(max).map(drop).map_err(daemon_err)
+        // Every CQ but the last is armed here, the last by its wait: a completion on any
+        // of them writes the shared channel.
+        let Some((last, rest)) = self.cqs.split_last_mut() else {
+            return Err(io::Error::other("the CQs are not created yet"));
+        };
+        for cq in rest {
+            if cq.req_notify().map_err(daemon_err)? {
+                return Ok(());
+            }
+        }
+        last.wait(max).map(drop).map_err(daemon_err)
     }
 
     fn linger(&mut self, d: Duration) -> io::Result<()> {

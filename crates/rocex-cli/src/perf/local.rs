@@ -22,9 +22,13 @@ pub(crate) struct LocalNic {
     driver: Driver,
     local: IpAddr,
     pd: PdId,
-    cq: Option<u32>,
+    /// The CQs in creation order: each QP uses the last made before it.
+    cqs: Vec<u32>,
+    /// The CQ the next poll starts at, so that none is left behind.
+    next_cq: usize,
     mrs: Vec<(u64, Arc<VecRegion>)>,
     qps: Vec<u32>,
+    busy_poll: bool,
 }
 
 impl LocalNic {
@@ -43,9 +47,11 @@ impl LocalNic {
             driver,
             local,
             pd,
-            cq: None,
+            cqs: Vec::new(),
+            next_cq: 0,
             mrs: Vec::new(),
             qps: Vec::new(),
+            busy_poll,
         })
     }
 
@@ -123,19 +129,20 @@ impl Nic for LocalNic {
     }
 
     fn create_cq(&mut self, cqe: u32) -> io::Result<()> {
-        self.cq = Some(
-            self.driver
-                .engine
-                .create_cq(cqe as usize)
-                .map_err(verbs_err)?,
-        );
+        let cq = self
+            .driver
+            .engine
+            .create_cq(cqe as usize)
+            .map_err(verbs_err)?;
+        self.cqs.push(cq);
         Ok(())
     }
 
     fn create_qp(&mut self, cap: QpCap) -> io::Result<u32> {
-        let cq = self
-            .cq
-            .ok_or_else(|| io::Error::other("a QP needs the CQ first"))?;
+        let cq = *self
+            .cqs
+            .last()
+            .ok_or_else(|| io::Error::other("a QP needs a CQ first"))?;
         let qpn = self
             .driver
             .engine
@@ -178,11 +185,23 @@ impl Nic for LocalNic {
     }
 
     fn poll_cq(&mut self) -> io::Result<Option<WorkCompletion>> {
-        Ok(self.cq.and_then(|cq| self.driver.engine.poll_cq(cq)))
+        for _ in 0..self.cqs.len() {
+            let cq = self.cqs[self.next_cq];
+            if let Some(wc) = self.driver.engine.poll_cq(cq) {
+                return Ok(Some(wc));
+            }
+            self.next_cq = (self.next_cq + 1) % self.cqs.len();
+        }
+        Ok(None)
     }
 
+    /// Busy-polling, a step: the ACK for what arrives waits for the test's answer.
     fn turn(&mut self) -> io::Result<()> {
-        self.driver.turn().map(drop)
+        if self.busy_poll {
+            self.driver.step().map(drop)
+        } else {
+            self.driver.turn().map(drop)
+        }
     }
 
     fn wait(&mut self, max: Duration) -> io::Result<()> {

@@ -89,7 +89,8 @@ pub(crate) struct Args {
     /// write, read and atomic tests, whose server is passive).
     #[arg(short = 'D', long, conflicts_with = "iters")]
     duration: Option<f64>,
-    /// QPs (bandwidth tests).
+    /// QPs (bandwidth tests), 1 to 4096; with more than one, the depths per QP are cut so
+    /// that 16 MiB (8192 requests at most) are in flight and 8192 receives posted in all.
     #[arg(short = 'q', long, default_value_t = 1)]
     qps: u32,
     /// Path MTU (256 to 4096); the smaller of the two sides' is used.
@@ -157,6 +158,31 @@ pub(crate) struct Params {
 const OUT_READS: u32 = 128;
 /// Recv or READ slots are capped at this many bytes per QP.
 const SLOT_BYTES: u64 = 64 << 20;
+/// Most QPs a run makes: rocexd's default per-client limit.
+const MAX_QPS: u32 = 4096;
+/// The deepest CQ made: rxe's limit, which the engine keeps (rocexd's is larger). QPs share
+/// CQs in groups that fit, as many as a CQ of this depth holds.
+const MAX_CQE: u32 = 1 << 15;
+/// With more than one QP, what the depths per QP are cut to fit (perftest's 128 per QP on
+/// 4096 QPs would be 32 GiB of 64 KiB WRITEs in flight, far beyond any socket buffer):
+/// bytes and requests in flight over all QPs, and receives posted over all QPs.
+const IN_FLIGHT_BYTES: u64 = 16 << 20;
+const IN_FLIGHT_MAX: u64 = 8192;
+const RECVS_MAX: u32 = 8192;
+
+/// Requests of `size` bytes a bandwidth client keeps in flight over all its QPs.
+pub(crate) fn in_flight(size: u32) -> u64 {
+    (IN_FLIGHT_BYTES / u64::from(size.max(1))).clamp(1, IN_FLIGHT_MAX)
+}
+
+/// `depth` per QP cut so that `qps` QPs together stay within `total` (one at least).
+fn share(depth: u32, qps: u32, total: u64) -> u32 {
+    if qps <= 1 {
+        return depth;
+    }
+    let each = (total / u64::from(qps)).max(1);
+    depth.min(u32::try_from(each).unwrap_or(u32::MAX))
+}
 
 /// The pattern a rocex writer or READ target holds: not constant, and not zero, so that a
 /// misplaced or missing byte shows.
@@ -273,9 +299,14 @@ fn open(mut nic: Box<dyn Nic>, p: &Params, cycle_buffer: u32) -> io::Result<Ctx>
     } else {
         p.tx_depth.max(1)
     };
-    nic.create_cq((depth + p.rx_depth + 16) * p.qps)?;
+    let cqe_per_qp = depth + p.rx_depth + 16;
+    let qps_per_cq = (MAX_CQE / cqe_per_qp).max(1);
     let mut qps = Vec::new();
     for i in 0..p.qps as usize {
+        // The QPs from here on share a new CQ.
+        if i as u32 % qps_per_cq == 0 {
+            nic.create_cq(cqe_per_qp * qps_per_cq.min(p.qps - i as u32))?;
+        }
         let keys = nic.reg_mr(len)?;
         let cap = QpCap {
             // A ping-pong has one message in flight, but its completion can trail the
@@ -441,8 +472,8 @@ fn params(a: &Args) -> io::Result<Params> {
     if a.test == Test::Lat && a.qps != 1 {
         return Err(bad("latency tests use one QP"));
     }
-    if a.qps == 0 || a.qps > 64 {
-        return Err(bad("--qps must be 1 to 64"));
+    if a.qps == 0 || a.qps > MAX_QPS {
+        return Err(bad(&format!("--qps must be 1 to {MAX_QPS}")));
     }
     if a.inject.is_some() && crate::device::daemon_socket(a.socket.as_deref()).is_some() {
         return Err(bad(
@@ -469,9 +500,9 @@ fn params(a: &Args) -> io::Result<Params> {
         tx_depth: if a.test == Test::Lat {
             1
         } else {
-            a.tx_depth.clamp(1, 8192)
+            share(a.tx_depth.clamp(1, 8192), a.qps, in_flight(size))
         },
-        rx_depth: a.rx_depth.clamp(1, 8192),
+        rx_depth: share(a.rx_depth.clamp(1, 8192), a.qps, u64::from(RECVS_MAX)),
         inline: a.inline,
         verify: a.verify,
         peer_rocex: false,

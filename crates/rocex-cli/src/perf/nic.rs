@@ -2,7 +2,7 @@
 //! engine (`local`) or a `rocexd` through rocex-verbs (`daemon`).
 //!
 //! Handles are indices in creation order: the `i`-th [`Nic::reg_mr`] is MR `i`, the `i`-th
-//! [`Nic::create_qp`] QP `i`. Every QP sends and receives on the one CQ.
+//! [`Nic::create_qp`] QP `i`. Each QP sends and receives on the CQ made last before it.
 
 use std::io;
 use std::time::Duration;
@@ -32,7 +32,8 @@ pub(crate) trait Nic {
     fn read(&self, mr: usize, offset: u64, buf: &mut [u8]) -> io::Result<()>;
     /// Copies `data` into MR `mr` at `offset`.
     fn write(&self, mr: usize, offset: u64, data: &[u8]) -> io::Result<()>;
-    /// Creates the CQ every QP uses; call once, before [`Nic::create_qp`].
+    /// Creates a CQ that the QPs created after it use (one per group of QPs that fits the
+    /// device's CQ depth).
     fn create_cq(&mut self, cqe: u32) -> io::Result<()>;
     /// Creates an RC QP in RESET; returns its QPN.
     fn create_qp(&mut self, cap: QpCap) -> io::Result<u32>;

@@ -14,9 +14,9 @@
 //! those datagrams too: a UDP socket bound to port 4791 with a drop-everything filter keeps
 //! it from queueing them or answering with ICMP port unreachable.
 //!
-//! Receiving uses a TPACKET_V3 ring, whose blocks are handed over when full or when the
-//! block timer fires (1 ms asked, one kernel tick at least: 4 ms at HZ=250), so sparse
-//! traffic (a lone ACK, a round trip) waits for the timer; sending, a TX_RING that one
+//! Receiving uses a TPACKET_V2 ring of 72 KiB frames, each readable as soon as the kernel
+//! has filled it (a lone ACK does not wait for a timer, as a TPACKET_V3 block would), and
+//! large enough for a whole 64 KiB GSO burst from a UDP peer; sending, a TX_RING that one
 //! `sendto` per [`Backend::flush`] sends (one system call for a whole batch).
 
 mod filter;
@@ -32,7 +32,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
-use crate::{Backend, BackendCounters, BackendKind, BackendOptions, RxMeta};
+use crate::{Backend, BackendCounters, BackendKind, BackendOptions, RxMeta, sockopt};
 use frames::Headers;
 use link::Link;
 use neigh::Neighbours;
@@ -65,7 +65,7 @@ impl AfPacketPort {
         let rings = Rings::map(&sock)?;
         // This port's own frames are not received back (the receive path also skips
         // PACKET_OUTGOING, for kernels without the option).
-        let _ = sys::set_option(
+        let _ = sockopt::set(
             &sock,
             libc::SOL_PACKET,
             libc::PACKET_IGNORE_OUTGOING,
@@ -126,12 +126,12 @@ impl Backend for AfPacketPort {
     fn recv(&mut self, f: &mut dyn FnMut(RxMeta, &[u8])) -> io::Result<usize> {
         let (headers, c, scratch) = (&self.headers, &mut self.counters, &mut self.scratch);
         let mut n = 0;
-        let got = self.rings.rx_block(|frame| {
+        let got = self.rings.rx_frames(|frame| {
             let (handed, ignored) = headers.receive(&frame, scratch, f);
             n += handed;
             c.rx_ignored += ignored as u64;
         });
-        if got {
+        if got > 0 {
             c.rx_batches += 1;
             c.rx_packets += n as u64;
         }

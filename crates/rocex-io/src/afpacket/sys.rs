@@ -31,30 +31,6 @@ pub(super) fn packet_socket(kind: libc::c_int) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// setsockopt(2) with a plain-data value.
-pub(super) fn set_option<T: Copy>(
-    fd: &impl AsRawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: &T,
-) -> io::Result<()> {
-    // SAFETY: `value` points to a live `T` of the size passed.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            (value as *const T).cast(),
-            mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 fn link_addr(ifindex: u32, protocol: u16, mac: Option<[u8; 6]>) -> libc::sockaddr_ll {
     // SAFETY: sockaddr_ll is plain data; all zeroes is a valid value.
     let mut a: libc::sockaddr_ll = unsafe { mem::zeroed() };

@@ -23,7 +23,7 @@ const ID_BITS: usize = (MAX_SEGMENTS - 1).count_ones() as usize;
 
 /// Deltas for IDs 1..[`MAX_SEGMENTS`] (exclusive), per transport length and ICRC form.
 #[derive(Debug, Default)]
-pub(super) struct IdDeltas {
+pub(crate) struct IdDeltas {
     tables: HashMap<(usize, IcrcForm), Box<[u32; MAX_SEGMENTS - 1]>>,
 }
 
@@ -68,7 +68,7 @@ impl IdDeltas {
     /// Checks a received packet's ICRC with one CRC computation: valid when it is the
     /// ICRC for IPv4 identification 0 (a rocex datagram) or for the ID of a GSO segment
     /// (1..63), `Invalid` otherwise. IPv6 has no identification: ID 0 only.
-    pub(super) fn check(&mut self, src: SocketAddr, dst: IpAddr, payload: &[u8]) -> IcrcStatus {
+    pub(crate) fn check(&mut self, src: SocketAddr, dst: IpAddr, payload: &[u8]) -> IcrcStatus {
         let Some(body) = payload.len().checked_sub(ICRC_LEN).filter(|&b| b > 0) else {
             return IcrcStatus::Invalid;
         };

@@ -53,21 +53,7 @@ pub(super) fn set_int_opt(
     name: libc::c_int,
     value: libc::c_int,
 ) -> io::Result<()> {
-    // SAFETY: the option value is a c_int that lives for the call, with its size passed.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    crate::sockopt::set(&fd, level, name, &value)
 }
 
 /// Turns UDP GRO on: the kernel may hand over many same-size datagrams as one.
@@ -190,10 +176,11 @@ pub(super) fn sendmmsg(fd: BorrowedFd<'_>, buf: &[u8], msgs: &[TxMsg]) -> io::Re
     }
 }
 
-/// Receives up to one datagram per `slot`-byte slot of `bufs` (at most [`MAX_RX`]) in
-/// one non-blocking `recvmmsg`, describing each in `out` (cleared first). Returns how many
-/// came; none waiting is `Ok(0)`.
-pub(super) fn recvmmsg(
+/// Receives up to one datagram per `slot`-byte slot of `bufs` (at most `N`, which is at
+/// most [`MAX_RX`]) in one non-blocking `recvmmsg`, describing each in `out` (cleared
+/// first). Returns how many came; none waiting is `Ok(0)`. The headers for `N` slots are
+/// built on every call, so a small `N` makes an empty poll cheap.
+pub(super) fn recvmmsg<const N: usize>(
     fd: BorrowedFd<'_>,
     bufs: &mut [u8],
     slot: usize,
@@ -201,16 +188,17 @@ pub(super) fn recvmmsg(
 ) -> io::Result<usize> {
     out.clear();
     // sockaddr_in6 holds a sockaddr_in too, in a quarter of a sockaddr_storage.
-    let mut names = [zeroed_in6(); MAX_RX];
-    let mut controls = [Control([0; 32]); MAX_RX];
+    const { assert!(N <= MAX_RX) };
+    let mut names = [zeroed_in6(); N];
+    let mut controls = [Control([0; 32]); N];
     let mut iovs = [libc::iovec {
         iov_base: std::ptr::null_mut(),
         iov_len: 0,
-    }; MAX_RX];
+    }; N];
     // SAFETY: mmsghdr is plain data when zeroed.
-    let mut hdrs: [libc::mmsghdr; MAX_RX] = unsafe { mem::zeroed() };
+    let mut hdrs: [libc::mmsghdr; N] = unsafe { mem::zeroed() };
     let mut n = 0;
-    for (i, chunk) in bufs.chunks_exact_mut(slot).take(MAX_RX).enumerate() {
+    for (i, chunk) in bufs.chunks_exact_mut(slot).take(N).enumerate() {
         iovs[i] = libc::iovec {
             iov_base: chunk.as_mut_ptr().cast(),
             iov_len: chunk.len(),

@@ -9,10 +9,10 @@
 //! polled is an eventfd registered with the ring: readable when completions arrive.
 //!
 //! As with the UDP backend, the received IP header is hidden: an ICRC is `Valid` when it
-//! checks under rocex's rule (identification 0), else `Unchecked` (kernel rxe numbers its
-//! identifications otherwise), or `Invalid` when [`BackendOptions::peers_are_rocex`]. The
-//! segments of a UDP GSO send carry identifications 1, 2, ... after the first: from a
-//! UDP-backend peer with GSO on, those are not `Valid` here.
+//! checks under rocex's rule (identification 0) or for the identification 1..63 of a
+//! segment of a UDP-backend peer's GSO send (`udp::ids`), else `Unchecked` (kernel rxe
+//! numbers its identifications otherwise), or `Invalid` when
+//! [`BackendOptions::peers_are_rocex`].
 
 mod msg;
 mod sys;
@@ -23,9 +23,10 @@ use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use io_uring::{IoUring, opcode, squeue, types};
-use rocex_proto::{Engine, IcrcStatus};
+use rocex_proto::IcrcStatus;
 use rocex_wire::ROCE_V2_PORT;
 
+use crate::udp::ids::IdDeltas;
 use crate::{Backend, BackendCounters, BackendKind, BackendOptions, RxMeta};
 use msg::MsgSlot;
 
@@ -56,6 +57,8 @@ pub struct UringPort {
     /// Receive completions reaped but not yet handed over: slot and result.
     rx_done: VecDeque<(usize, i32)>,
     rx_armed: usize,
+    /// Checks received ICRCs, GSO segments' too.
+    ids: IdDeltas,
     tx: Box<[MsgSlot]>,
     tx_free: Vec<usize>,
     /// Entries pushed since the last submit, and how many of them are sends.
@@ -101,6 +104,7 @@ impl UringPort {
             rx: (0..RX_DEPTH).map(|_| MsgSlot::new(RX_SLOT)).collect(),
             rx_done: VecDeque::new(),
             rx_armed: 0,
+            ids: IdDeltas::default(),
             tx: (0..TX_SLOTS).map(|_| MsgSlot::new(TX_SLOT)).collect(),
             tx_free: (0..TX_SLOTS).rev().collect(),
             unsubmitted: 0,
@@ -214,8 +218,7 @@ impl Backend for UringPort {
                     let (src, payload) = self.rx[slot].received(len);
                     match src {
                         Some(src) => {
-                            let icrc = match Engine::check_icrc_from_rocex(src, self.local, payload)
-                            {
+                            let icrc = match self.ids.check(src, self.local, payload) {
                                 IcrcStatus::Invalid if !self.opts.peers_are_rocex => {
                                     self.counters.icrc_unchecked += 1;
                                     IcrcStatus::Unchecked

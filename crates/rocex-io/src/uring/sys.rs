@@ -45,19 +45,7 @@ pub(super) fn udp_socket(local: IpAddr, opts: &BackendOptions) -> io::Result<Udp
             libc::IPV6_PMTUDISC_DO,
         )
     };
-    // SAFETY: the option value is a c_int that lives for the call, with its size passed.
-    let r = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    crate::sockopt::set(&s, level, name, &value)?;
     s.bind(&SocketAddr::new(local, ROCE_V2_PORT).into())?;
     // Blocking: io_uring waits for readiness itself, whereas on a non-blocking socket it
     // completes a receive with EAGAIN at once and a send into a full buffer with EAGAIN.

@@ -246,9 +246,13 @@ fn stat_json_counts_the_traffic_moved() {
     assert_eq!(n(&dm["registered_bytes"]), 2 << 16);
     assert!(v["device"].get("inject").is_none());
 
-    let qps = v["qps"].as_array().unwrap();
+    let all = v["qps"].as_array().unwrap();
+    // The daemon's own QP 1 (GSI, UD) carries the connection manager's MADs.
+    let (gsi, qps): (Vec<_>, Vec<_>) = all.iter().partition(|q| n(&q["qpn"]) == 1);
+    assert_eq!(gsi.len(), 1, "{v}");
+    assert_eq!(gsi[0]["type"].as_str(), Some("UD"));
     assert_eq!(qps.len(), 2);
-    for q in qps {
+    for q in &qps {
         assert_eq!(
             (q["type"].as_str(), q["state"].as_str()),
             (Some("RC"), Some("RTS"))

@@ -52,6 +52,9 @@ pub(crate) struct Client {
     pub(crate) qps: HashMap<u32, QpPump>,
     /// Requests answered with an error.
     pub(crate) errors: u64,
+    /// The peer's process id from `SO_PEERCRED`, taken at accept (never from a message):
+    /// the process whose memory `RegMrProcess` registers. `None` if the kernel gave none.
+    pub(crate) pid: Option<libc::pid_t>,
 }
 
 /// Why the connection ends.
@@ -79,6 +82,9 @@ impl Client {
     /// A new connection (made non-blocking).
     pub(crate) fn new(sock: UnixStream) -> io::Result<Self> {
         sock.set_nonblocking(true)?;
+        let pid = rustix::net::sockopt::socket_peercred(&sock)
+            .ok()
+            .map(|cred| cred.pid.as_raw_nonzero().get());
         Ok(Self {
             sock,
             rx: Vec::new(),
@@ -91,6 +97,7 @@ impl Client {
             cqs: HashMap::new(),
             qps: HashMap::new(),
             errors: 0,
+            pid,
         })
     }
 

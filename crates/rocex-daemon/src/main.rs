@@ -4,10 +4,12 @@
 //! `docs/daemon.md`).
 
 mod client;
+mod cm;
 mod config;
 mod limits;
 mod net;
 mod pcap;
+mod process_region;
 mod pump;
 mod server;
 mod shared_region;

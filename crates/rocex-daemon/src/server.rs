@@ -29,10 +29,12 @@ use rocex_shm::{ABI_VERSION, EventFd, SharedRegion};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
 use crate::client::{Client, Frame, Gone, MAX_PER_CLIENT};
+use crate::cm::Cm;
 use crate::config::Settings;
 use crate::limits::{MrBytes, OverLimit, Resource};
 use crate::net::Net;
-use crate::pump::{self, CqPump, PumpStats, QpPump};
+use crate::process_region::{self, ProcessRegion};
+use crate::pump::{self, CqPump, PumpStats, QpPump, WIRE_SAMPLE_EVERY, WireLatency};
 use crate::shared_region::MappedRegion;
 
 /// Counters of hostile or failed input, logged at shutdown.
@@ -99,8 +101,12 @@ pub(crate) struct Server {
     mr_bytes: BTreeMap<u64, MrBytes>,
     next_client: u64,
     settings: Settings,
+    /// rdma_cm on QP1 for the clients.
+    cm: Cm,
     /// Counters.
     pub(crate) stats: Stats,
+    /// Sampled send work requests' time from descriptor to wire.
+    wire: WireLatency,
 }
 
 impl Server {
@@ -112,8 +118,13 @@ impl Server {
         settings: Settings,
     ) -> io::Result<Self> {
         listener.set_nonblocking(true)?;
+        let mut engine = engine;
+        engine.sample_sends(WIRE_SAMPLE_EVERY);
+        let cm = Cm::new(&mut engine, settings.addr, Instant::from_nanos(0))
+            .map_err(|e| io::Error::other(format!("QP1: {e}")))?;
         Ok(Self {
             engine,
+            cm,
             epoch: std::time::Instant::now(),
             local: settings.addr,
             net,
@@ -123,6 +134,7 @@ impl Server {
             next_client: 1,
             settings,
             stats: Stats::default(),
+            wire: WireLatency::default(),
         })
     }
 
@@ -159,6 +171,12 @@ impl Server {
         busy |= self.net.turn(&mut self.engine, || {
             Instant::from_nanos(epoch.elapsed().as_nanos() as u64)
         });
+        let now = self.now();
+        // The sampled requests whose first packet that turn's send carried.
+        for posted in self.engine.take_send_samples() {
+            self.wire.record(now.since(posted).as_nanos() as u64);
+        }
+        busy |= self.cm.turn(&mut self.engine, now);
         busy |= self.fill_cqs();
         Ok(busy)
     }
@@ -278,6 +296,15 @@ impl Server {
         match req {
             Request::Hello { .. } => Reply::err(libc::EINVAL, "Hello was already answered"),
             Request::Stat { qpn, cursor } => self.stat(qpn, cursor),
+            req @ (Request::CmListen { .. }
+            | Request::CmConnect { .. }
+            | Request::CmAccept { .. }
+            | Request::CmReject { .. }
+            | Request::CmDisconnect { .. }
+            | Request::CmPoll) => {
+                let now = Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64);
+                Reply::ok(self.cm.request(id, &c.qps, engine, now, req))
+            }
             Request::QueryDevice => {
                 let mut gid = [0u8; 16];
                 match self.local {
@@ -362,10 +389,48 @@ impl Server {
                     Err(e) => verr(e),
                 }
             }
-            Request::RegMrProcess { .. } => Reply::err(
-                libc::EOPNOTSUPP,
-                "RegMrProcess is not implemented; use memfd-backed MRs",
-            ),
+            Request::RegMrProcess {
+                pd,
+                addr,
+                len,
+                access,
+            } => {
+                if !c.pds.contains(&pd) {
+                    return Reply::err(libc::ENOENT, "no such PD");
+                }
+                if let Err(e) = limits.check(Resource::Mrs, held(c.mrs.len()), 1) {
+                    return Reply::over(e);
+                }
+                let bytes = self.mr_bytes.entry(id).or_default();
+                if let Err(e) = limits.check(Resource::MrBytes, bytes.total(), len) {
+                    return Reply::over(e);
+                }
+                let Some(access) = Access::from_bits(access) else {
+                    return Reply::err(libc::EINVAL, "undefined access bits");
+                };
+                let Some(pid) = c.pid else {
+                    return Reply::err(libc::EPERM, "the client's pid is unknown (SO_PEERCRED)");
+                };
+                let region = match ProcessRegion::attach(pid, addr, len) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let (errno, why) = process_region::refusal(&e, pid, addr, len);
+                        return Reply::err(errno, why);
+                    }
+                };
+                match engine.reg_mr(PdId::from_raw(pd), addr, len, access, Arc::new(region)) {
+                    Ok(keys) => {
+                        c.mrs.insert(keys.lkey);
+                        bytes.add(keys.lkey, len);
+                        Reply::ok(Response::RegMr {
+                            kind: kind::REG_MR_PROCESS,
+                            lkey: keys.lkey,
+                            rkey: keys.rkey,
+                        })
+                    }
+                    Err(e) => verr(e),
+                }
+            }
             Request::DeregMr { lkey } => {
                 if !c.mrs.contains(&lkey) {
                     return Reply::err(libc::ENOENT, "no such MR");
@@ -608,6 +673,9 @@ impl Server {
                     ("bad_descriptors", s.pump.bad_descriptors),
                     ("broken_rings", s.pump.broken_rings),
                     ("refused_wrs", s.pump.refused),
+                    ("doorbell_to_wire_samples", self.wire.samples()),
+                    ("doorbell_to_wire_p50_ns", self.wire.quantile_ns(0.5)),
+                    ("doorbell_to_wire_p99_ns", self.wire.quantile_ns(0.99)),
                 ],
             ),
         ];
@@ -645,6 +713,8 @@ impl Server {
             return;
         };
         self.mr_bytes.remove(&id);
+        let now = self.now();
+        self.cm.forget(&mut self.engine, now, id);
         self.stats.disconnects += 1;
         tracing::info!(
             client = id,
@@ -767,6 +837,7 @@ impl Server {
         }
         let injected = self.net.fault_counters();
         let backend = self.net.counters();
-        tracing::info!(stats = ?self.stats, counters = ?self.engine.counters(), ?backend, ?injected, "stopped");
+        let cm = self.cm.stats;
+        tracing::info!(stats = ?self.stats, counters = ?self.engine.counters(), ?backend, ?injected, ?cm, "stopped");
     }
 }

@@ -6,7 +6,7 @@
 
 use core::fmt;
 
-use crate::{Access, FlushError, PdId};
+use crate::{Access, AccessFault, FlushError, PdId};
 
 /// Why a memory operation or access check failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +65,8 @@ pub enum MemError {
     },
     /// The backing region could not flush.
     Flush(FlushError),
+    /// The backing region's memory could not be reached (its owner unmapped it or exited).
+    Fault(AccessFault),
     /// No unused key could be drawn; the key space is (nearly) full.
     KeysExhausted,
 }
@@ -100,6 +102,7 @@ impl fmt::Display for MemError {
                 write!(f, "The atomic at offset {offset:#x} is not 8-byte aligned.")
             }
             Self::Flush(e) => fmt::Display::fmt(e, f),
+            Self::Fault(e) => fmt::Display::fmt(e, f),
             Self::KeysExhausted => f.write_str("No unused memory key could be drawn."),
         }
     }
@@ -109,8 +112,15 @@ impl std::error::Error for MemError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Flush(e) => Some(e),
+            Self::Fault(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+impl From<AccessFault> for MemError {
+    fn from(e: AccessFault) -> Self {
+        Self::Fault(e)
     }
 }
 

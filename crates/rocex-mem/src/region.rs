@@ -43,7 +43,59 @@ pub trait Region: Send + Sync + fmt::Debug {
     fn persistent(&self) -> bool {
         false
     }
+
+    /// [`read`](Self::read) for memory that can become unreachable (another process's
+    /// pages, which it may unmap): the engine calls these, and such a region overrides them.
+    fn try_read(&self, offset: u64, buf: &mut [u8]) -> Result<(), AccessFault> {
+        self.read(offset, buf);
+        Ok(())
+    }
+
+    /// [`write`](Self::write), failing when the memory is unreachable.
+    fn try_write(&self, offset: u64, data: &[u8]) -> Result<(), AccessFault> {
+        self.write(offset, data);
+        Ok(())
+    }
+
+    /// [`compare_swap`](Self::compare_swap), failing when the memory is unreachable.
+    fn try_compare_swap(&self, offset: u64, compare: u64, swap: u64) -> Result<u64, AccessFault> {
+        Ok(self.compare_swap(offset, compare, swap))
+    }
+
+    /// [`fetch_add`](Self::fetch_add), failing when the memory is unreachable.
+    fn try_fetch_add(&self, offset: u64, add: u64) -> Result<u64, AccessFault> {
+        Ok(self.fetch_add(offset, add))
+    }
+
+    /// [`atomic_write`](Self::atomic_write), failing when the memory is unreachable.
+    fn try_atomic_write(&self, offset: u64, value: u64) -> Result<(), AccessFault> {
+        self.atomic_write(offset, value);
+        Ok(())
+    }
 }
+
+/// The memory behind a region could not be reached: its owner unmapped it or exited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccessFault {
+    /// Offset in the region of the access that failed.
+    pub offset: u64,
+    /// Length of the access.
+    pub len: u64,
+    /// What the operating system answered.
+    pub kind: std::io::ErrorKind,
+}
+
+impl fmt::Display for AccessFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "The {} bytes at offset {:#x} of the region could not be reached: {}.",
+            self.len, self.offset, self.kind
+        )
+    }
+}
+
+impl std::error::Error for AccessFault {}
 
 /// Why a region could not flush.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

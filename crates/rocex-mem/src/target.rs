@@ -85,8 +85,7 @@ impl Target {
             return Ok(());
         }
         let (offset, region) = self.locate(rel, buf.len() as u64)?;
-        region.read(offset, buf);
-        Ok(())
+        Ok(region.try_read(offset, buf)?)
     }
 
     /// Copy `data` into the target at `rel`.
@@ -95,8 +94,7 @@ impl Target {
             return Ok(());
         }
         let (offset, region) = self.locate(rel, data.len() as u64)?;
-        region.write(offset, data);
-        Ok(())
+        Ok(region.try_write(offset, data)?)
     }
 
     /// The 8 bytes at `rel`, which must be 8-aligned in the region.
@@ -112,20 +110,19 @@ impl Target {
     /// original value.
     pub fn compare_swap(&self, rel: u64, compare: u64, swap: u64) -> Result<u64, MemError> {
         let (offset, region) = self.word(rel)?;
-        Ok(region.compare_swap(offset, compare, swap))
+        Ok(region.try_compare_swap(offset, compare, swap)?)
     }
 
     /// Atomic wrapping add to the 8 bytes at `rel`; returns the original value.
     pub fn fetch_add(&self, rel: u64, add: u64) -> Result<u64, MemError> {
         let (offset, region) = self.word(rel)?;
-        Ok(region.fetch_add(offset, add))
+        Ok(region.try_fetch_add(offset, add)?)
     }
 
     /// Atomic store of the 8 bytes at `rel` (ATOMIC_WRITE).
     pub fn atomic_write(&self, rel: u64, value: u64) -> Result<(), MemError> {
         let (offset, region) = self.word(rel)?;
-        region.atomic_write(offset, value);
-        Ok(())
+        Ok(region.try_atomic_write(offset, value)?)
     }
 
     /// Make the whole target visible (global) or persistent.

@@ -240,6 +240,41 @@ pub struct Engine {
     counters: Counters,
     events: VecDeque<Event>,
     scratch: Vec<u8>,
+    sends: SendSampler,
+    requests_first: bool,
+}
+
+/// Post times of a sample of send work requests whose first packet has been built, for
+/// measuring how long a request waits before it goes out (without a clock per packet).
+#[derive(Debug, Default)]
+struct SendSampler {
+    /// Every how many posts one is sampled; 0: none.
+    every: u32,
+    posts: u32,
+    built: Vec<Instant>,
+}
+
+/// Samples kept until taken; later ones are dropped.
+const MAX_SEND_SAMPLES: usize = 1024;
+
+impl SendSampler {
+    fn on_post(&mut self, now: Instant) -> Option<Instant> {
+        if self.every == 0 {
+            return None;
+        }
+        self.posts += 1;
+        if self.posts < self.every {
+            return None;
+        }
+        self.posts = 0;
+        Some(now)
+    }
+
+    fn on_built(&mut self, posted_at: Instant) {
+        if self.built.len() < MAX_SEND_SAMPLES {
+            self.built.push(posted_at);
+        }
+    }
 }
 
 impl Engine {
@@ -262,6 +297,8 @@ impl Engine {
             counters: Counters::default(),
             events: VecDeque::new(),
             scratch: Vec::new(),
+            sends: SendSampler::default(),
+            requests_first: false,
         }
     }
 
@@ -525,6 +562,7 @@ impl Engine {
             first_psn: Psn::default(),
             npkts: 0,
             started: false,
+            posted_at: self.sends.on_post(now),
         };
         self.with_qp(qpn, now, |qp, ctx| {
             qp.sq.push_back(wqe);
@@ -641,8 +679,13 @@ impl Engine {
             turns -= 1;
             let local = self.config.local;
             let mut scratch = std::mem::take(&mut self.scratch);
+            let mut sampled = None;
+            let requests_first = self.requests_first;
             let out = self.with_qp(qpn, now, |qp, ctx| {
-                if qp.resp.has_output() {
+                // With `requests_first`, a request waiting with a bare ACK goes first:
+                // the peer acts on the request, while the ACK only frees its send queue.
+                let request_first = requests_first && qp.resp.ack_can_wait(qp.requester_ready());
+                if qp.resp.has_output() && !request_first {
                     let len = qp.next_reply(buf, &mut scratch)?;
                     let dest = qp.attr.ah_attr?.dest;
                     return Some(Outgoing {
@@ -652,7 +695,9 @@ impl Engine {
                         dest_qpn: qp.attr.dest_qp_num,
                     });
                 }
-                qp.next_request(ctx, buf)
+                let out = qp.next_request(ctx, buf);
+                sampled = qp.req.sampled.take();
+                out
             });
             self.scratch = scratch;
             let Some(Some(out)) = out else { continue };
@@ -669,6 +714,9 @@ impl Engine {
             };
             buf[body..out.len].copy_from_slice(&icrc::to_wire(crc));
             self.counters.sent_pkts += 1;
+            if let Some(t) = sampled {
+                self.sends.on_built(t);
+            }
             return Some(Transmit {
                 dest: out.dest,
                 src_port,
@@ -676,6 +724,28 @@ impl Engine {
             });
         }
         None
+    }
+
+    /// Lets a QP's request packet leave before a positive ACK of the same QP that waits
+    /// with it (the ACK follows right after; it waits for one packet at most). For a
+    /// caller that posts its answer between receiving and sending (a busy-polling
+    /// ping-pong), the answer then reaches the peer first. Off by default.
+    pub fn requests_before_acks(&mut self, on: bool) {
+        self.requests_first = on;
+    }
+
+    /// Samples one send work request in `every` (0: none): [`Engine::take_send_samples`]
+    /// then gives the post times of those whose first packet [`Engine::poll_transmit`]
+    /// has written.
+    pub fn sample_sends(&mut self, every: u32) {
+        self.sends.every = every;
+        self.sends.posts = 0;
+    }
+
+    /// The post times of the sampled send work requests whose first packet has been
+    /// written since the last call, oldest first (at most 1024 are kept).
+    pub fn take_send_samples(&mut self) -> std::vec::Drain<'_, Instant> {
+        self.sends.built.drain(..)
     }
 
     /// The earliest time [`Engine::handle_timeout`] has work.

@@ -46,6 +46,18 @@ pub mod kind {
     pub const DESTROY_QP: u16 = 14;
     /// Device and QP counters (added in ABI 1 without a version change, §6.4).
     pub const STAT: u16 = 15;
+    /// Listen on an rdma_cm port (added in ABI 1 without a version change, §6.5).
+    pub const CM_LISTEN: u16 = 16;
+    /// Connect a QP through the CM to an address and rdma_cm port.
+    pub const CM_CONNECT: u16 = 17;
+    /// Accept a connection request with a QP.
+    pub const CM_ACCEPT: u16 = 18;
+    /// Reject a connection request.
+    pub const CM_REJECT: u16 = 19;
+    /// Disconnect a CM connection.
+    pub const CM_DISCONNECT: u16 = 20;
+    /// Take the next CM event.
+    pub const CM_POLL: u16 = 21;
     /// Set on responses.
     pub const RESPONSE: u16 = 0x8000;
     /// An error response.
@@ -91,7 +103,7 @@ impl std::error::Error for FrameError {}
 
 fn known(kind: u16) -> bool {
     let base = kind & !kind::RESPONSE;
-    kind == kind::ERROR || (kind::HELLO..=kind::STAT).contains(&base)
+    kind == kind::ERROR || (kind::HELLO..=kind::CM_POLL).contains(&base)
 }
 
 /// One frame: header and body.
@@ -417,6 +429,85 @@ fn get_attr(g: &mut Get<'_>) -> Result<QpAttr, BodyError> {
     })
 }
 
+/// Most private-data bytes a `CmConnect` carries: a REQ's 92 less rdma_cm's 36-byte
+/// address header.
+pub const CM_PRIVATE_DATA_LEN: usize = 56;
+
+fn put_addr(p: &mut Put, a: IpAddr) {
+    match a {
+        IpAddr::V4(v4) => p.u8(4).bytes(&v4.octets()).bytes(&[0; 12]),
+        IpAddr::V6(v6) => p.u8(6).bytes(&v6.octets()),
+    };
+}
+
+fn get_addr(g: &mut Get<'_>) -> Result<IpAddr, BodyError> {
+    let fam = g.u8("family")?;
+    let a: [u8; 16] = g.arr("addr")?;
+    match fam {
+        4 if a[4..] == [0; 12] => Ok(IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3]))),
+        6 => Ok(IpAddr::V6(Ipv6Addr::from(a))),
+        _ => Err(g.bad("family", fam.into())),
+    }
+}
+
+fn put_private(p: &mut Put, d: &[u8]) {
+    let d = &d[..d.len().min(CM_PRIVATE_DATA_LEN)];
+    p.u8(d.len() as u8).bytes(d);
+}
+
+fn get_private(g: &mut Get<'_>) -> Result<Vec<u8>, BodyError> {
+    let n = g.u8("private_data_len")?;
+    if usize::from(n) > CM_PRIVATE_DATA_LEN {
+        return Err(g.bad("private_data_len", n.into()));
+    }
+    Ok(g.take(n.into(), "private_data")?.to_vec())
+}
+
+/// What happened to a CM connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmEventKind {
+    /// A REQ for a port the client listens on: accept or reject it.
+    ConnectRequest = 1,
+    /// The connection is up: the QP is in RTS.
+    Established = 2,
+    /// The peer rejected the connection (`reason`, IBTA table 112; 8: nobody listens).
+    Rejected = 3,
+    /// The peer never answered.
+    Unreachable = 4,
+    /// The connection ended (either side's DREQ); the QP is in ERROR.
+    Disconnected = 5,
+}
+
+impl CmEventKind {
+    fn from_wire(v: u8) -> Option<Self> {
+        Some(match v {
+            1 => Self::ConnectRequest,
+            2 => Self::Established,
+            3 => Self::Rejected,
+            4 => Self::Unreachable,
+            5 => Self::Disconnected,
+            _ => return None,
+        })
+    }
+}
+
+/// One CM event (`CmPoll`'s answer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CmEvent {
+    /// What happened.
+    pub kind: CmEventKind,
+    /// The connection's id.
+    pub id: u32,
+    /// The peer's address.
+    pub peer: IpAddr,
+    /// The listening port (a request), or 0.
+    pub port: u16,
+    /// The REJ reason (`Rejected`), or 0.
+    pub reason: u16,
+    /// The REQ's private data after rdma_cm's header (`ConnectRequest`), else empty.
+    pub private_data: Vec<u8>,
+}
+
 /// A request, client to daemon.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
@@ -516,6 +607,42 @@ pub enum Request {
         /// With `qpn` 0: the first QPN of the page (the last page's `next`; 0 to start).
         cursor: u32,
     },
+    /// Receive the connection requests for an rdma_cm port (TCP port space).
+    CmListen {
+        /// The port.
+        port: u16,
+    },
+    /// Connect the client's RC QP `qpn` (in INIT) to `addr`:`port`; answered with the
+    /// connection's id at once, the outcome comes as a [`CmEvent`].
+    CmConnect {
+        /// The client's QP.
+        qpn: u32,
+        /// The listener's address.
+        addr: IpAddr,
+        /// Its rdma_cm port.
+        port: u16,
+        /// Private data for the listener, at most [`CM_PRIVATE_DATA_LEN`] bytes.
+        private_data: Vec<u8>,
+    },
+    /// Accept the request `id` (a [`CmEventKind::ConnectRequest`]) with QP `qpn` (in INIT).
+    CmAccept {
+        /// The request's connection id.
+        id: u32,
+        /// The client's QP.
+        qpn: u32,
+    },
+    /// Reject the request `id`.
+    CmReject {
+        /// The request's connection id.
+        id: u32,
+    },
+    /// Disconnect `id` (DREQ); its QP goes to ERROR.
+    CmDisconnect {
+        /// The connection id.
+        id: u32,
+    },
+    /// The next CM event of this client, if any.
+    CmPoll,
 }
 
 impl Request {
@@ -537,6 +664,12 @@ impl Request {
             Self::QueryQp { .. } => kind::QUERY_QP,
             Self::DestroyQp { .. } => kind::DESTROY_QP,
             Self::Stat { .. } => kind::STAT,
+            Self::CmListen { .. } => kind::CM_LISTEN,
+            Self::CmConnect { .. } => kind::CM_CONNECT,
+            Self::CmAccept { .. } => kind::CM_ACCEPT,
+            Self::CmReject { .. } => kind::CM_REJECT,
+            Self::CmDisconnect { .. } => kind::CM_DISCONNECT,
+            Self::CmPoll => kind::CM_POLL,
         }
     }
 
@@ -552,7 +685,7 @@ impl Request {
             Self::Hello { abi_version } => {
                 p.u32(*abi_version);
             }
-            Self::QueryDevice | Self::AllocPd | Self::CreateCompChannel => {}
+            Self::QueryDevice | Self::AllocPd | Self::CreateCompChannel | Self::CmPoll => {}
             Self::DeallocPd { pd } => {
                 p.u32(*pd);
             }
@@ -604,6 +737,26 @@ impl Request {
             }
             Self::Stat { qpn, cursor } => {
                 p.u32(*qpn).u32(*cursor);
+            }
+            Self::CmListen { port } => {
+                p.u16(*port);
+            }
+            Self::CmConnect {
+                qpn,
+                addr,
+                port,
+                private_data,
+            } => {
+                p.u32(*qpn);
+                put_addr(&mut p, *addr);
+                p.u16(*port);
+                put_private(&mut p, private_data);
+            }
+            Self::CmAccept { id, qpn } => {
+                p.u32(*id).u32(*qpn);
+            }
+            Self::CmReject { id } | Self::CmDisconnect { id } => {
+                p.u32(*id);
             }
         }
         p.0
@@ -671,6 +824,22 @@ impl Request {
                 qpn: g.u32("qpn")?,
                 cursor: g.u32("cursor")?,
             },
+            kind::CM_LISTEN => Self::CmListen {
+                port: g.u16("port")?,
+            },
+            kind::CM_CONNECT => Self::CmConnect {
+                qpn: g.u32("qpn")?,
+                addr: get_addr(&mut g)?,
+                port: g.u16("port")?,
+                private_data: get_private(&mut g)?,
+            },
+            kind::CM_ACCEPT => Self::CmAccept {
+                id: g.u32("id")?,
+                qpn: g.u32("qpn")?,
+            },
+            kind::CM_REJECT => Self::CmReject { id: g.u32("id")? },
+            kind::CM_DISCONNECT => Self::CmDisconnect { id: g.u32("id")? },
+            kind::CM_POLL => Self::CmPoll,
             k => return Err(BodyError::Kind(k)),
         };
         g.finish()?;
@@ -935,6 +1104,13 @@ pub enum Response {
     },
     /// Counters (`Stat`).
     Stat(Stats),
+    /// The new connection's id (`CmConnect`).
+    CmConnect {
+        /// Connection id.
+        id: u32,
+    },
+    /// The next CM event, `None` when there is none (`CmPoll`).
+    CmPoll(Option<CmEvent>),
     /// A request with an empty response succeeded; the request kind.
     Done(u16),
     /// A request failed.
@@ -968,6 +1144,8 @@ impl Response {
             Self::CreateQp(_) => kind::CREATE_QP,
             Self::QueryQp { .. } => kind::QUERY_QP,
             Self::Stat(_) => kind::STAT,
+            Self::CmConnect { .. } => kind::CM_CONNECT,
+            Self::CmPoll(_) => kind::CM_POLL,
             Self::Done(k) => *k,
             Self::Error { .. } => return kind::ERROR,
         };
@@ -1047,6 +1225,18 @@ impl Response {
                 put_cap(&mut p, cap);
             }
             Self::Stat(st) => st.put(&mut p),
+            Self::CmConnect { id } => {
+                p.u32(*id);
+            }
+            Self::CmPoll(None) => {
+                p.u8(0);
+            }
+            Self::CmPoll(Some(e)) => {
+                p.u8(e.kind as u8).u32(e.id);
+                put_addr(&mut p, e.peer);
+                p.u16(e.port).u16(e.reason);
+                put_private(&mut p, &e.private_data);
+            }
             Self::Done(_) => {}
             Self::Error { errno, detail } => {
                 let d = &detail.as_bytes()[..detail.len().min(u16::MAX as usize)];
@@ -1120,11 +1310,27 @@ impl Response {
                 cap: get_cap(&mut g)?,
             },
             kind::STAT => Self::Stat(Stats::get(&mut g)?),
+            kind::CM_CONNECT => Self::CmConnect { id: g.u32("id")? },
+            kind::CM_POLL => match g.u8("event")? {
+                0 => Self::CmPoll(None),
+                k => Self::CmPoll(Some(CmEvent {
+                    kind: CmEventKind::from_wire(k).ok_or_else(|| g.bad("event", k.into()))?,
+                    id: g.u32("id")?,
+                    peer: get_addr(&mut g)?,
+                    port: g.u16("port")?,
+                    reason: g.u16("reason")?,
+                    private_data: get_private(&mut g)?,
+                })),
+            },
             k @ (kind::DEALLOC_PD
             | kind::DEREG_MR
             | kind::DESTROY_CQ
             | kind::MODIFY_QP
-            | kind::DESTROY_QP) => Self::Done(k),
+            | kind::DESTROY_QP
+            | kind::CM_LISTEN
+            | kind::CM_ACCEPT
+            | kind::CM_REJECT
+            | kind::CM_DISCONNECT) => Self::Done(k),
             _ => return Err(BodyError::Kind(kind)),
         };
         g.finish()?;
@@ -1215,6 +1421,23 @@ mod body_tests {
                 qpn: 0x44,
                 cursor: 7,
             },
+            Request::CmListen { port: 7471 },
+            Request::CmConnect {
+                qpn: 0x12,
+                addr: IpAddr::from([198, 18, 0, 2]),
+                port: 7471,
+                private_data: vec![1, 2, 3],
+            },
+            Request::CmConnect {
+                qpn: 0x12,
+                addr: "fd00::2".parse().unwrap(),
+                port: 1,
+                private_data: vec![0xa5; CM_PRIVATE_DATA_LEN],
+            },
+            Request::CmAccept { id: 5, qpn: 0x13 },
+            Request::CmReject { id: 6 },
+            Request::CmDisconnect { id: 7 },
+            Request::CmPoll,
         ]
     }
 
@@ -1325,6 +1548,25 @@ mod body_tests {
             Response::Stat(Stats::default()),
             Response::Done(kind::DESTROY_QP),
             Response::Done(kind::MODIFY_QP),
+            Response::Done(kind::CM_LISTEN),
+            Response::CmConnect { id: 9 },
+            Response::CmPoll(None),
+            Response::CmPoll(Some(CmEvent {
+                kind: CmEventKind::ConnectRequest,
+                id: 3,
+                peer: IpAddr::from([198, 18, 0, 1]),
+                port: 7471,
+                reason: 0,
+                private_data: vec![7; 40],
+            })),
+            Response::CmPoll(Some(CmEvent {
+                kind: CmEventKind::Rejected,
+                id: 4,
+                peer: "fd00::1".parse().unwrap(),
+                port: 0,
+                reason: 8,
+                private_data: vec![],
+            })),
             Response::error(22, "bad attribute: path_mtu – ü"),
         ]
     }

@@ -12,7 +12,9 @@
 //! the daemon maps, so RDMA moves bytes straight between the wire and the application's
 //! pages. Because the daemon may write those pages at any time, the library gives no
 //! `&mut [u8]` over them (that would be a data race in Rust's model): [`Mr::write`],
-//! [`Mr::read`] and the `u64` helpers copy through atomic words.
+//! [`Mr::read`] and the `u64` helpers copy through atomic words. [`Pd::reg_mr_process`]
+//! registers ordinary memory instead (a `Vec<u8>`, borrowed while registered), which the
+//! daemon reaches with one system call per access: no shared pages, and slower.
 //!
 //! # Example
 //!
@@ -39,6 +41,7 @@
 use std::cell::Cell;
 use std::fmt;
 use std::io;
+use std::marker::PhantomData;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
@@ -66,7 +69,10 @@ pub mod verbs {
 }
 pub use rocex_proto::verbs::{Access, WorkCompletion as Wc};
 pub use rocex_shm::control::DeviceAttr as DeviceAttributes;
+pub use rocex_shm::control::{CmEvent, CmEventKind};
 pub use rocex_shm::control::{QpStat, StatGroup, Stats};
+
+mod cm;
 
 /// Where a client looks for the daemon without a path: `$ROCEX_SOCKET`, else
 /// `/run/rocex/rocexd.sock`.
@@ -606,6 +612,60 @@ impl Pd {
         })
     }
 
+    /// Registers `buf`, ordinary memory of this process (a `Vec`, an array), with
+    /// `access`, without copying it into shared memory. The MR borrows `buf` until it is
+    /// dropped, so the program cannot touch the bytes while the daemon may.
+    ///
+    /// The daemon moves the data with `process_vm_readv`/`process_vm_writev`, one system
+    /// call per access: much slower than [`alloc_mr`](Self::alloc_mr), and only allowed
+    /// when `rocexd` may ptrace this process (same uid with `kernel.yama.ptrace_scope` 0,
+    /// or `CAP_SYS_PTRACE`); otherwise the daemon answers `EPERM` (`docs/abi.md` §6.2).
+    /// RDMA atomics on such memory are not atomic with respect to this process's own
+    /// accesses.
+    pub fn reg_mr_process<'a>(&self, buf: &'a mut [u8], access: Access) -> Result<ProcessMr<'a>> {
+        // SAFETY: the returned MR holds the exclusive borrow of `buf` for as long as the
+        // daemon may access it (until `Drop` has deregistered it).
+        unsafe { self.reg_mr_process_raw(buf.as_mut_ptr() as u64, buf.len(), access) }
+    }
+
+    /// Registers `len` bytes at `addr` of this process, like
+    /// [`reg_mr_process`](Self::reg_mr_process) but tied to no borrow. If the memory is
+    /// unmapped while registered, later accesses fail (remote access errors for a peer,
+    /// protection errors for local work requests); the daemon is unaffected.
+    ///
+    /// # Safety
+    ///
+    /// Until the MR is dropped, the daemon may write the range at any time (as granted by
+    /// `access`): the program must not hold references into it, nor let the allocator hand
+    /// it out again, while the MR lives.
+    pub unsafe fn reg_mr_process_raw(
+        &self,
+        addr: u64,
+        len: usize,
+        access: Access,
+    ) -> Result<ProcessMr<'static>> {
+        let (r, _) = self.ctx.ch.call(
+            &Request::RegMrProcess {
+                pd: self.pd,
+                addr,
+                len: len as u64,
+                access: access.bits(),
+            },
+            &[],
+        )?;
+        let Response::RegMr { lkey, rkey, .. } = r else {
+            return Err(proto("bad RegMr response"));
+        };
+        Ok(ProcessMr {
+            ctx: self.ctx.clone(),
+            addr,
+            len,
+            lkey,
+            rkey,
+            _buf: PhantomData,
+        })
+    }
+
     /// Creates a queue pair in RESET.
     pub fn create_qp(&self, init: &QpInitAttr<'_>) -> Result<Qp> {
         let (r, mut fds) = self.ctx.ch.call(
@@ -764,6 +824,64 @@ impl Mr {
 
 impl Drop for Mr {
     fn drop(&mut self) {
+        let _ = self.ctx.ch.done(&Request::DeregMr { lkey: self.lkey });
+    }
+}
+
+/// A memory region over the process's own memory ([`Pd::reg_mr_process`]), which the
+/// daemon reaches by system calls; addresses are the memory's own virtual addresses.
+#[derive(Debug)]
+pub struct ProcessMr<'a> {
+    ctx: Context,
+    addr: u64,
+    len: usize,
+    lkey: u32,
+    rkey: u32,
+    _buf: PhantomData<&'a mut [u8]>,
+}
+
+impl ProcessMr<'_> {
+    /// Local key.
+    pub fn lkey(&self) -> u32 {
+        self.lkey
+    }
+    /// Remote key (give it to the peer).
+    pub fn rkey(&self) -> u32 {
+        self.rkey
+    }
+    /// The address of the first byte (its address in this process).
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+    /// Bytes registered.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True for a zero-length region.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// An SGE over `[offset, offset + len)`.
+    pub fn sge(&self, offset: u64, len: u32) -> Sge {
+        Sge {
+            addr: self.addr + offset,
+            length: len,
+            lkey: self.lkey,
+        }
+    }
+    /// A remote token for the peer: address and rkey of `offset`.
+    pub fn remote(&self, offset: u64) -> verbs::Remote {
+        verbs::Remote {
+            addr: self.addr + offset,
+            rkey: self.rkey,
+        }
+    }
+}
+
+impl Drop for ProcessMr<'_> {
+    fn drop(&mut self) {
+        // Answered only once the daemon has deregistered it: no access follows, and the
+        // borrow of the memory can end.
         let _ = self.ctx.ch.done(&Request::DeregMr { lkey: self.lkey });
     }
 }

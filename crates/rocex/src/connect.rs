@@ -11,7 +11,7 @@ use rocex_verbs::{Access, CompChannel, QpInitAttr};
 use rustix::event::{PollFd, PollFlags, poll};
 use rustix::net::sockopt;
 
-use crate::connection::Connection;
+use crate::connection::{Connection, Link};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::exchange::{self, Params};
@@ -173,7 +173,17 @@ impl Endpoint {
         link.set_nonblocking(true)?;
         link.set_nodelay(true)?;
         keepalive(&link)?;
-        Ok(Connection {
+        Ok(self.into_connection(peer, Link::Tcp(link)))
+    }
+
+    /// The QP, for the daemon's CM to connect.
+    pub(crate) fn qp(&self) -> &rocex_verbs::Qp {
+        &self.st.qp
+    }
+
+    /// The connected endpoint over `link`.
+    pub(crate) fn into_connection(self, peer: Params, link: Link) -> Connection {
+        Connection {
             #[cfg(feature = "tokio")]
             reactor: std::cell::OnceCell::new(),
             st: std::cell::RefCell::new(self.st),
@@ -181,7 +191,7 @@ impl Endpoint {
             link,
             device: self.device,
             peer,
-        })
+        }
     }
 }
 

@@ -5,10 +5,11 @@
 //! ([`Connection::progress`]), see whether the caller's condition holds, otherwise arm the
 //! CQ and sleep on the completion channel's eventfd, the daemon's control socket (which
 //! wakes when the daemon dies) and the out-of-band TCP connection (which wakes when the
-//! peer closes it).
+//! peer closes it). A connection made through rdma_cm has no such link: the peer's DREQ
+//! moves the QP to ERROR, which flushes every operation.
 
 use std::io::{self, Read};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::ops::RangeBounds;
 use std::rc::Rc;
 use std::time::Duration;
@@ -52,11 +53,50 @@ pub struct Connection {
     pub(crate) reactor: std::cell::OnceCell<crate::nonblocking::Reactor>,
     pub(crate) st: std::cell::RefCell<State>,
     pub(crate) channel: CompChannel,
-    /// The out-of-band TCP connection, kept open as the peer's sign of life
-    /// (non-blocking; with keepalive).
-    pub(crate) link: TcpStream,
+    pub(crate) link: Link,
     pub(crate) device: Device,
     pub(crate) peer: Params,
+}
+
+/// How the connection was made, and how the peer's end is noticed.
+#[derive(Debug)]
+pub(crate) enum Link {
+    /// The out-of-band TCP connection, kept open as the peer's sign of life
+    /// (non-blocking; with keepalive).
+    Tcp(TcpStream),
+    /// An rdma_cm connection of the daemon: disconnected (DREQ) when dropped.
+    Cm {
+        /// The daemon's connection id.
+        id: u32,
+        /// The peer's address and rdma_cm port.
+        peer: SocketAddr,
+    },
+}
+
+impl Link {
+    fn peer_addr(&self) -> io::Result<SocketAddr> {
+        match self {
+            Self::Tcp(s) => s.peer_addr(),
+            Self::Cm { peer, .. } => Ok(*peer),
+        }
+    }
+
+    /// The TCP link while the connection is open: the descriptor to watch.
+    pub(crate) fn watch(&self) -> Option<&TcpStream> {
+        match self {
+            Self::Tcp(s) => Some(s),
+            Self::Cm { .. } => None,
+        }
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if let Link::Cm { id, .. } = self.link {
+            // The peer hears of it by DREQ; a daemon that is gone took the QP with it.
+            let _ = self.device.inner.ctx.cm_disconnect(id);
+        }
+    }
 }
 
 impl std::fmt::Debug for Connection {
@@ -122,8 +162,9 @@ impl Connection {
         self.peer.recv_size as usize
     }
 
-    /// The peer's address on the out-of-band connection.
-    pub fn peer_addr(&self) -> Result<std::net::SocketAddr> {
+    /// The peer's address on the out-of-band connection (its rdma_cm address and port for
+    /// a connection made through rdma_cm).
+    pub fn peer_addr(&self) -> Result<SocketAddr> {
         Ok(self.link.peer_addr()?)
     }
 
@@ -161,9 +202,12 @@ impl Connection {
     /// True when the out-of-band connection reached end of file or failed. The peer
     /// sends nothing after the exchange; anything it does send is ignored.
     fn link_closed(&self) -> bool {
+        let Some(mut link) = self.link.watch() else {
+            return false;
+        };
         let mut b = [0u8; 64];
         loop {
-            match (&self.link).read(&mut b) {
+            match link.read(&mut b) {
                 Ok(0) => return true,
                 Ok(_) => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
@@ -214,14 +258,12 @@ impl Connection {
         let [ev, ctl] = self.channel.wait_fds();
         let closed = self.st.borrow().closed;
         let hup = PollFlags::IN | PollFlags::RDHUP;
-        let mut fds = [
-            PollFd::new(&ev, PollFlags::IN),
-            PollFd::new(&ctl, hup),
-            PollFd::new(&self.link, hup),
-        ];
-        let n = if closed { 2 } else { 3 };
+        let mut fds = vec![PollFd::new(&ev, PollFlags::IN), PollFd::new(&ctl, hup)];
+        if let Some(link) = self.link.watch().filter(|_| !closed) {
+            fds.push(PollFd::new(link, hup));
+        }
         loop {
-            match poll(&mut fds[..n], None) {
+            match poll(&mut fds, None) {
                 Ok(_) => break,
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(e) => return Err(Error::Io(e.into())),

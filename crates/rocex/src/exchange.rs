@@ -103,6 +103,12 @@ pub enum HandshakeError {
     Closed,
     /// The peer did not answer within the configured time.
     Timeout,
+    /// The peer's CM rejected the rdma_cm connection (IBTA table 112's reason: 8 when
+    /// nobody listens on the port, 28 when the listener refused).
+    Rejected {
+        /// The REJ's reason.
+        reason: u16,
+    },
 }
 
 impl fmt::Display for HandshakeError {
@@ -125,6 +131,12 @@ impl fmt::Display for HandshakeError {
             }
             Self::Closed => f.write_str("the peer closed the connection during the exchange"),
             Self::Timeout => f.write_str("the peer did not answer the exchange in time"),
+            Self::Rejected { reason: 8 } => {
+                f.write_str("the peer rejected the connection: nobody listens on the port")
+            }
+            Self::Rejected { reason } => {
+                write!(f, "the peer rejected the connection (REJ reason {reason})")
+            }
         }
     }
 }

@@ -5,6 +5,9 @@
 //! * [`Device`]: an open `rocexd` ([`Device::open`] finds it through `$ROCEX_SOCKET`).
 //! * [`Listener`] and [`Connection::connect`]: a reliable connection (an RC queue pair at
 //!   RTS) to the peer at a TCP address, set up by a small exchange ("The exchange" below).
+//! * [`CmListener`] and [`Connection::connect_cm`]: the same connection set up through
+//!   rdma_cm instead: the daemons' CMs exchange REQ, REP and RTU (the REQ's private data
+//!   carries this end's exchange parameters) and bring the QPs to RTS.
 //! * [`Buffer`]: a registered buffer from [`Device::alloc`] that derefs to `[u8]`;
 //!   [`Buffer::share`] grants the peer [`Rights`] and returns a [`RemoteBuffer`], a plain
 //!   token (address, rkey, length) to send the peer however the application likes.
@@ -153,6 +156,7 @@
 #![deny(unsafe_code)]
 
 mod buffer;
+mod cm;
 mod connect;
 mod connection;
 mod device;
@@ -164,6 +168,7 @@ mod state;
 mod token;
 
 pub use buffer::{Buffer, Rights};
+pub use cm::CmListener;
 pub use connect::{Config, Listener};
 pub use connection::Connection;
 pub use device::Device;

@@ -27,7 +27,8 @@ use crate::token::RemoteBuffer;
 pub(crate) struct Reactor {
     ev: AsyncFd<OwnedFd>,
     ctl: AsyncFd<OwnedFd>,
-    link: AsyncFd<OwnedFd>,
+    /// The TCP link; none for an rdma_cm connection.
+    link: Option<AsyncFd<OwnedFd>>,
 }
 
 /// Registers a duplicate of `fd` for readability.
@@ -51,7 +52,7 @@ impl Reactor {
         Ok(Self {
             ev: register(ev)?,
             ctl: register(ctl)?,
-            link: register(&conn.link)?,
+            link: conn.link.watch().map(register).transpose()?,
         })
     }
 
@@ -63,7 +64,12 @@ impl Reactor {
         };
         let mut ev = pin!(self.ev.readable());
         let mut ctl = pin!(self.ctl.readable());
-        let mut link = pin!(self.link.readable());
+        let mut link = pin!(async {
+            match &self.link {
+                Some(l) => l.readable().await,
+                None => std::future::pending().await,
+            }
+        });
         poll_fn(|cx| {
             {
                 let mut st = conn.st.borrow_mut();

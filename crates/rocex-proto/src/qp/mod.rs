@@ -42,6 +42,8 @@ pub(crate) struct SendWqe {
     pub(crate) npkts: u32,
     /// Whether the first packet has been sent.
     pub(crate) started: bool,
+    /// A sampled request's post time, until its first packet is built.
+    pub(crate) posted_at: Option<Instant>,
 }
 
 impl SendWqe {

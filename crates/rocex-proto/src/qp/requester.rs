@@ -15,6 +15,7 @@ use rocex_wire::{
 };
 
 use super::{MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, Qp, SendWqe};
+use crate::time::Instant;
 use crate::verbs::{QpState, QpType, SendData, SendOp, WcStatus};
 use crate::{Ctx, Outgoing};
 
@@ -31,6 +32,8 @@ pub(crate) struct Requester {
     pub(crate) offset: u64,
     noack_pkts: u32,
     scratch: Vec<u8>,
+    /// The post time of the sampled request whose first packet was built last.
+    pub(crate) sampled: Option<Instant>,
 }
 
 /// Packets a message spans at `mtu`: at least one.
@@ -181,6 +184,7 @@ impl Qp {
         let wqe = &mut self.sq[i];
         if !wqe.started {
             wqe.started = true;
+            self.req.sampled = wqe.posted_at.take();
             wqe.first_psn = psn;
             wqe.npkts = match wqe.wr.op {
                 SendOp::CompareSwap { .. }

@@ -16,7 +16,7 @@
 use core::net::IpAddr;
 use std::collections::VecDeque;
 
-use rocex_mem::{Access, Target};
+use rocex_mem::{Access, MemError, Target};
 use rocex_wire::opcode::{Operation, Position};
 use rocex_wire::{
     AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, OpcodeInfo, PacketRepr, Psn, Syndrome,
@@ -103,6 +103,8 @@ pub(crate) struct Responder {
     msg: Option<InMsg>,
     resources: VecDeque<Resource>,
     out: VecDeque<Reply>,
+    /// The ACK at the front of `out` has already let one request packet go first.
+    ack_waited: bool,
     /// UC: a packet was lost; drop until the next first packet.
     uc_resync: bool,
 }
@@ -127,12 +129,44 @@ impl Responder {
         }
     }
 
+    /// Queues an acknowledgement. A positive ACK behind a positive ACK for an earlier PSN
+    /// replaces it: ACKs are cumulative, so the later one covers both (the IBA lets a
+    /// responder coalesce acknowledgements).
     fn queue_ack(&mut self, psn: Psn, syndrome: Syndrome) {
+        if let (
+            Syndrome::Ack { .. },
+            Some(Reply::Ack {
+                psn: p,
+                syndrome: s,
+                msn,
+            }),
+        ) = (syndrome, self.out.back_mut())
+            && matches!(s, Syndrome::Ack { .. })
+            && psn.is_after(*p)
+        {
+            (*p, *s, *msn) = (psn, syndrome, self.msn);
+            return;
+        }
         self.out.push_back(Reply::Ack {
             psn,
             syndrome,
             msn: self.msn,
         });
+    }
+
+    /// Whether a request packet (one is `request_ready`) may go before the next reply: it
+    /// is a positive ACK that has not yet waited. An ACK waits for one packet at most, so
+    /// a stream of requests cannot hold it back.
+    pub(crate) fn ack_can_wait(&mut self, request_ready: bool) -> bool {
+        let positive = matches!(
+            self.out.front(),
+            Some(Reply::Ack {
+                syndrome: Syndrome::Ack { .. },
+                ..
+            })
+        );
+        self.ack_waited = positive && request_ready && !self.ack_waited;
+        self.ack_waited
     }
 
     fn save(&mut self, limit: u8, r: Resource) {
@@ -382,7 +416,11 @@ impl Qp {
         let Some(InMsg::Write { target, offset, .. }) = &mut self.resp.msg else {
             return Err(INVALID);
         };
-        target.write_at(*offset, pkt.payload).map_err(|_| LENGTH)?;
+        target.write_at(*offset, pkt.payload).map_err(|e| match e {
+            // The region's memory is gone (another process's pages): an access error.
+            MemError::Fault(_) => ACCESS,
+            _ => LENGTH,
+        })?;
         *offset += pkt.payload.len() as u64;
         if !info.position.ends() {
             return Ok(());
@@ -412,6 +450,15 @@ impl Qp {
             u64::from(reth.dma_len),
             Access::REMOTE_READ,
         )?;
+        // Memory that can vanish (another process's pages) is probed at both ends now, so
+        // a READ of memory already gone is refused rather than answered later with zeros.
+        if let Some(last) = target.len().checked_sub(1) {
+            let mut byte = [0u8; 1];
+            target
+                .read_at(0, &mut byte)
+                .and_then(|()| target.read_at(last, &mut byte))
+                .map_err(|_| ACCESS)?;
+        }
         let psn = pkt.bth.psn;
         let npkts = packets(u64::from(reth.dma_len), self.mtu());
         let kind = ResourceKind::Read {

@@ -1,0 +1,542 @@
+//! rdma_cm for the daemon's clients: QP1 (the GSI) in the engine carries CM MADs, and
+//! `rocex_cm::conn` state machines connect the clients' RC QPs (`docs/abi.md` §6.5).
+//!
+//! A client listens on an rdma_cm port (TCP port space), or connects one of its QPs to an
+//! address and port; the daemon sends and answers REQ, REP, RTU, REJ, DREQ and DREP, moves
+//! the client's QP to RTR and RTS with the attributes both sides settled (to ERROR on a
+//! disconnect), and queues each outcome as a [`CmEvent`] the client takes with `CmPoll`.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use rocex_cm::conn::{self, AcceptParams, Conn, ConnectParams, Event, Local, QpParams, State};
+use rocex_cm::{MAD_LEN, Mad, Message, ReqRepr, cma, rej};
+use rocex_proto::VerbsError;
+use rocex_proto::verbs::{
+    AttrMask, QpAttr, QpCap, QpState, QpType, RecvWr, SendData, SendOp, SendWr, Sge, UdDest,
+    WcStatus,
+};
+use rocex_proto::{Access, Engine, GRH_LEN, GSI_QPN, Instant, QpInit, Region, VecRegion};
+use rocex_shm::control::{CM_PRIVATE_DATA_LEN, CmEvent, CmEventKind, Request, Response, kind};
+
+use crate::pump::{self, QpPump};
+
+/// The Q_Key of QP1 (IBTA chapter 13's well-known GSI Q_Key).
+const GSI_QKEY: u32 = 0x8001_0000;
+/// Receives kept posted on QP1.
+const GSI_SLOTS: u32 = 64;
+const SLOT: u32 = (GRH_LEN + MAD_LEN) as u32;
+const GSI_BASE: u64 = 0x7000_0000;
+/// The wr_id of MAD sends, whose completions are dropped.
+const GSI_SEND: u64 = u64::MAX;
+/// Bytes of rdma_cm's header at the start of a REQ's private data.
+const CMA_HDR_LEN: usize = 36;
+/// Events a client may leave untaken before the oldest are dropped.
+const MAX_EVENTS: usize = 1024;
+/// READs and atomics in flight each way (the device's `max_qp_rd_atom`).
+const RD_ATOMIC: u8 = 16;
+/// Transport retries after a timeout: 6, the most that still ends.
+const RETRY_COUNT: u8 = 6;
+/// RNR retries: forever.
+const RNR_RETRY: u8 = 7;
+
+/// A connection: the client it serves, its QP and where the handshake stands.
+#[derive(Debug)]
+struct Entry {
+    client: u64,
+    peer: IpAddr,
+    slot: Slot,
+}
+
+#[derive(Debug)]
+enum Slot {
+    /// A REQ waiting for the listening client's `CmAccept` or `CmReject`.
+    Pending { tid: u64, req: Box<ReqRepr> },
+    /// A handshake or connection in progress, with the client's QP.
+    Live { conn: Box<Conn>, qpn: u32 },
+}
+
+/// Counters of the CM (logged at shutdown).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct CmStats {
+    /// MADs that did not parse or arrived in error.
+    pub(crate) bad_mads: u64,
+    /// REQs for a port nobody listens on, rejected.
+    pub(crate) unserved: u64,
+    /// Events dropped because the client did not take them.
+    pub(crate) dropped_events: u64,
+}
+
+/// QP1 and every client's CM connections.
+#[derive(Debug)]
+pub(crate) struct Cm {
+    local: IpAddr,
+    cq: u32,
+    lkey: u32,
+    mem: Arc<VecRegion>,
+    listeners: BTreeMap<u16, u64>,
+    conns: BTreeMap<u32, Entry>,
+    next_id: u32,
+    events: HashMap<u64, VecDeque<CmEvent>>,
+    pub(crate) stats: CmStats,
+}
+
+impl Cm {
+    /// QP1 in RTS with its receives posted.
+    pub(crate) fn new(
+        engine: &mut Engine,
+        local: IpAddr,
+        now: Instant,
+    ) -> Result<Self, VerbsError> {
+        let pd = engine.alloc_pd();
+        let len = u64::from(GSI_SLOTS * SLOT);
+        let mem = Arc::new(VecRegion::new(len as usize));
+        let keys = engine.reg_mr(pd, GSI_BASE, len, Access::LOCAL_WRITE, mem.clone())?;
+        let cq = engine.create_cq(2 * GSI_SLOTS as usize + 256)?;
+        let init = QpInit {
+            qp_type: QpType::Ud,
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            cap: QpCap {
+                max_send_wr: 256,
+                max_recv_wr: GSI_SLOTS,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: MAD_LEN as u32,
+            },
+        };
+        engine.create_qp_with_qpn(init, GSI_QPN)?;
+        let mut a = QpAttr {
+            qp_state: QpState::Init,
+            qkey: GSI_QKEY,
+            ..QpAttr::default()
+        };
+        let m = AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::QKEY;
+        engine.modify_qp(GSI_QPN, &a, m)?;
+        a.qp_state = QpState::Rtr;
+        engine.modify_qp(GSI_QPN, &a, AttrMask::STATE)?;
+        a.qp_state = QpState::Rts;
+        engine.modify_qp(GSI_QPN, &a, AttrMask::STATE | AttrMask::SQ_PSN)?;
+        let cm = Self {
+            local,
+            cq,
+            lkey: keys.lkey,
+            mem,
+            listeners: BTreeMap::new(),
+            conns: BTreeMap::new(),
+            next_id: 1,
+            events: HashMap::new(),
+            stats: CmStats::default(),
+        };
+        for slot in 0..GSI_SLOTS {
+            cm.post_recv(engine, now, slot)?;
+        }
+        Ok(cm)
+    }
+
+    fn post_recv(&self, engine: &mut Engine, now: Instant, slot: u32) -> Result<(), VerbsError> {
+        let wr = RecvWr {
+            wr_id: u64::from(slot),
+            sges: vec![Sge {
+                addr: GSI_BASE + u64::from(slot * SLOT),
+                length: SLOT,
+                lkey: self.lkey,
+            }],
+        };
+        engine.post_recv(now, GSI_QPN, wr)
+    }
+
+    fn send(engine: &mut Engine, now: Instant, peer: IpAddr, mad: &Mad) {
+        let mut b = vec![0u8; MAD_LEN];
+        if mad.emit(&mut b).is_err() {
+            return;
+        }
+        let mut wr = SendWr::new(GSI_SEND, SendOp::Send, vec![]);
+        wr.data = SendData::Inline(b);
+        wr.ud = Some(UdDest {
+            dest: peer,
+            remote_qpn: GSI_QPN,
+            remote_qkey: GSI_QKEY,
+        });
+        if let Err(e) = engine.post_send(now, GSI_QPN, wr) {
+            tracing::warn!(%peer, "cannot send a CM MAD: {e}");
+        }
+    }
+
+    fn local_cm(&self) -> Local {
+        let g = rocex_cm::path::gid_of(self.local);
+        let mut guid = [0u8; 8];
+        guid.copy_from_slice(&g[8..16]);
+        Local {
+            addr: self.local,
+            ca_guid: u64::from_be_bytes(guid) | 0x0200_0000_0000_0000,
+        }
+    }
+
+    fn new_id(&mut self) -> u32 {
+        loop {
+            let id = self.next_id;
+            self.next_id = self.next_id.wrapping_add(1).max(1);
+            if !self.conns.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    fn event(&mut self, client: u64, kind: CmEventKind, id: u32, peer: IpAddr) -> &mut CmEvent {
+        let q = self.events.entry(client).or_default();
+        if q.len() >= MAX_EVENTS {
+            q.pop_front();
+            self.stats.dropped_events += 1;
+        }
+        q.push_back(CmEvent {
+            kind,
+            id,
+            peer,
+            port: 0,
+            reason: 0,
+            private_data: Vec::new(),
+        });
+        q.back_mut().expect("just pushed")
+    }
+
+    /// Answers a CM request of `client`, whose QPs are `qps`.
+    pub(crate) fn request(
+        &mut self,
+        client: u64,
+        qps: &HashMap<u32, QpPump>,
+        engine: &mut Engine,
+        now: Instant,
+        req: Request,
+    ) -> Response {
+        let no_conn = || Response::error(libc::ENOENT, "no such CM connection");
+        match req {
+            Request::CmListen { port } => match self.listeners.get(&port) {
+                Some(&c) if c != client => {
+                    Response::error(libc::EADDRINUSE, format!("rdma_cm port {port} is taken"))
+                }
+                _ => {
+                    self.listeners.insert(port, client);
+                    Response::Done(kind::CM_LISTEN)
+                }
+            },
+            Request::CmConnect {
+                qpn,
+                addr,
+                port,
+                private_data,
+            } => {
+                if !qps.contains_key(&qpn) {
+                    return Response::error(libc::ENOENT, "no such QP");
+                }
+                if addr.is_ipv4() != self.local.is_ipv4() {
+                    return Response::error(libc::EAFNOSUPPORT, "address family differs");
+                }
+                let mut pd = [0u8; rocex_cm::req::PRIVATE_DATA_LEN];
+                let src_port = 0xc000 | (engine.random_psn() as u16 & 0x3fff);
+                let hdr = cma::Repr {
+                    src_port,
+                    src: self.local,
+                    dst: addr,
+                };
+                if let Err(e) = hdr.emit(&mut cma::Hdr::new_unchecked(&mut pd[..])) {
+                    return Response::error(libc::EINVAL, e.to_string());
+                }
+                let Some(user) = pd.get_mut(CMA_HDR_LEN..CMA_HDR_LEN + private_data.len()) else {
+                    return Response::error(libc::EINVAL, "private data over 56 bytes");
+                };
+                user.copy_from_slice(&private_data);
+                let p = ConnectParams {
+                    qpn,
+                    starting_psn: engine.random_psn(),
+                    service_id: cma::service_id(cma::PS_TCP, port),
+                    responder_resources: RD_ATOMIC,
+                    initiator_depth: RD_ATOMIC,
+                    retry_count: RETRY_COUNT,
+                    rnr_retry_count: RNR_RETRY,
+                    path_mtu: engine.config().port_mtu,
+                    private_data: pd,
+                };
+                let id = self.new_id();
+                let tid = u64::from(engine.random_psn()) << 24 | u64::from(engine.random_psn());
+                let comm_id = engine.random_psn() << 8 ^ id;
+                let c = Conn::connect(now, self.local_cm(), addr, &p, tid, comm_id);
+                self.conns.insert(
+                    id,
+                    Entry {
+                        client,
+                        peer: addr,
+                        slot: Slot::Live {
+                            conn: Box::new(c),
+                            qpn,
+                        },
+                    },
+                );
+                self.flush(engine, now, id);
+                Response::CmConnect { id }
+            }
+            Request::CmAccept { id, qpn } => {
+                if !qps.contains_key(&qpn) {
+                    return Response::error(libc::ENOENT, "no such QP");
+                }
+                let Some(e) = self.conns.get(&id).filter(|e| e.client == client) else {
+                    return no_conn();
+                };
+                let Slot::Pending { tid, ref req } = e.slot else {
+                    return Response::error(libc::EINVAL, "the connection is not a request");
+                };
+                let (peer, req) = (e.peer, **req);
+                let p = AcceptParams {
+                    qpn,
+                    starting_psn: engine.random_psn(),
+                    responder_resources: RD_ATOMIC,
+                    initiator_depth: RD_ATOMIC,
+                    rnr_retry_count: RNR_RETRY,
+                    max_mtu: engine.config().port_mtu,
+                };
+                let comm_id = engine.random_psn() << 8 ^ id;
+                let accepted = Conn::accept(now, self.local_cm(), peer, tid, &req, &p, comm_id)
+                    .and_then(|c| c.params().map(|params| (c, params)));
+                let Some((c, params)) = accepted else {
+                    self.refuse(engine, now, id, rej::REASON_CONSUMER);
+                    return Response::error(libc::EINVAL, "the request's path MTU is invalid");
+                };
+                if let Err(e) = ready(engine, qpn, &params) {
+                    self.refuse(engine, now, id, rej::REASON_CONSUMER);
+                    return Response::error(libc::EINVAL, format!("QP {qpn:#x}: {e}"));
+                }
+                if let Some(e) = self.conns.get_mut(&id) {
+                    e.slot = Slot::Live {
+                        conn: Box::new(c),
+                        qpn,
+                    };
+                }
+                self.flush(engine, now, id);
+                Response::Done(kind::CM_ACCEPT)
+            }
+            Request::CmReject { id } => {
+                match self.conns.get(&id) {
+                    Some(e) if e.client == client && matches!(e.slot, Slot::Pending { .. }) => {}
+                    _ => return no_conn(),
+                }
+                self.refuse(engine, now, id, rej::REASON_CONSUMER);
+                Response::Done(kind::CM_REJECT)
+            }
+            Request::CmDisconnect { id } => {
+                let Some(e) = self.conns.get_mut(&id).filter(|e| e.client == client) else {
+                    return no_conn();
+                };
+                let Slot::Live { conn, qpn } = &mut e.slot else {
+                    return Response::error(libc::EINVAL, "the connection is not up");
+                };
+                pump::to_error(engine, *qpn);
+                conn.disconnect(now);
+                self.flush(engine, now, id);
+                Response::Done(kind::CM_DISCONNECT)
+            }
+            Request::CmPoll => {
+                Response::CmPoll(self.events.get_mut(&client).and_then(VecDeque::pop_front))
+            }
+            _ => Response::error(libc::EINVAL, "not a CM request"),
+        }
+    }
+
+    /// Rejects the pending request `id` and forgets it.
+    fn refuse(&mut self, engine: &mut Engine, now: Instant, id: u32, reason: u16) {
+        if let Some(Entry {
+            peer,
+            slot: Slot::Pending { tid, req },
+            ..
+        }) = self.conns.remove(&id)
+        {
+            Self::send(engine, now, peer, &conn::reject(tid, &req, reason));
+        }
+    }
+
+    /// Feeds the MADs QP1 received to their connections, runs the timers, acts on the
+    /// connections' events and sends what they have to send; true when anything arrived.
+    pub(crate) fn turn(&mut self, engine: &mut Engine, now: Instant) -> bool {
+        let mut busy = false;
+        while let Some(wc) = engine.poll_cq(self.cq) {
+            if wc.wr_id == GSI_SEND {
+                continue;
+            }
+            busy = true;
+            let slot = wc.wr_id as u32;
+            let mut bytes = [0u8; SLOT as usize];
+            self.mem.read(u64::from(slot * SLOT), &mut bytes);
+            if let Err(e) = self.post_recv(engine, now, slot) {
+                tracing::warn!("cannot repost a QP1 receive: {e}");
+            }
+            if wc.status != WcStatus::Success || (wc.byte_len as usize) < SLOT as usize {
+                self.stats.bad_mads += 1;
+                continue;
+            }
+            let grh = &bytes[..GRH_LEN];
+            let src = if self.local.is_ipv4() {
+                IpAddr::from([grh[32], grh[33], grh[34], grh[35]])
+            } else {
+                let mut s = [0u8; 16];
+                s.copy_from_slice(&grh[8..24]);
+                IpAddr::from(s)
+            };
+            match Mad::parse(&bytes[GRH_LEN..]) {
+                Ok(m) => self.receive(engine, now, src, &m),
+                Err(e) => {
+                    self.stats.bad_mads += 1;
+                    tracing::debug!(%src, "dropped a MAD: {e}");
+                }
+            }
+        }
+        // Empty (no allocation) unless a retransmission or timeout is due.
+        let due: Vec<u32> = self
+            .conns
+            .iter()
+            .filter(|(_, e)| match &e.slot {
+                Slot::Live { conn, .. } => conn.poll_timeout().is_some_and(|t| t <= now),
+                Slot::Pending { .. } => false,
+            })
+            .map(|(&id, _)| id)
+            .collect();
+        for id in due {
+            if let Some(Entry {
+                slot: Slot::Live { conn, .. },
+                ..
+            }) = self.conns.get_mut(&id)
+            {
+                conn.handle_timeout(now);
+            }
+            self.flush(engine, now, id);
+            busy = true;
+        }
+        busy
+    }
+
+    fn receive(&mut self, engine: &mut Engine, now: Instant, src: IpAddr, mad: &Mad) {
+        let owner = self
+            .conns
+            .iter_mut()
+            .find_map(|(&id, e)| match &mut e.slot {
+                Slot::Live { conn, .. } if conn.owns(src, mad) => {
+                    conn.handle(now, mad);
+                    Some(id)
+                }
+                Slot::Pending { req, .. } => match mad.msg {
+                    Message::Req(r) if e.peer == src && r.local_comm_id == req.local_comm_id => {
+                        Some(id)
+                    }
+                    _ => None,
+                },
+                _ => None,
+            });
+        if let Some(id) = owner {
+            self.flush(engine, now, id);
+            return;
+        }
+        let Message::Req(req) = mad.msg else { return };
+        let target = conn::rdma_cm_target(&req)
+            .filter(|&(ps, _, hdr)| ps == cma::PS_TCP && hdr.src == src)
+            .and_then(|(_, port, _)| Some((port, *self.listeners.get(&port)?)));
+        let Some((port, client)) = target.filter(|_| req.transport_service_type == 0) else {
+            self.stats.unserved += 1;
+            let rej = conn::reject(mad.tid, &req, rej::REASON_INVALID_SERVICE_ID);
+            Self::send(engine, now, src, &rej);
+            return;
+        };
+        let id = self.new_id();
+        self.conns.insert(
+            id,
+            Entry {
+                client,
+                peer: src,
+                slot: Slot::Pending {
+                    tid: mad.tid,
+                    req: Box::new(req),
+                },
+            },
+        );
+        let ev = self.event(client, CmEventKind::ConnectRequest, id, src);
+        ev.port = port;
+        ev.private_data = req.private_data[CMA_HDR_LEN..][..CM_PRIVATE_DATA_LEN].to_vec();
+    }
+
+    /// Acts on connection `id`'s events, sends its MADs, forgets it once closed.
+    fn flush(&mut self, engine: &mut Engine, now: Instant, id: u32) {
+        let Some(e) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let (client, peer) = (e.client, e.peer);
+        let Slot::Live { conn, qpn } = &mut e.slot else {
+            return;
+        };
+        let qpn = *qpn;
+        let mut out = Vec::new();
+        let mut failed = false;
+        while !failed {
+            while let Some(m) = conn.poll_transmit() {
+                Self::send(engine, now, peer, &m);
+            }
+            let Some(ev) = conn.poll_event() else { break };
+            match ev {
+                Event::Reply(params) => match ready(engine, qpn, &params) {
+                    Ok(()) => conn.establish(),
+                    Err(err) => {
+                        tracing::debug!(qpn, "cannot ready the QP: {err}");
+                        // The peer's REP retries end in its own timeout.
+                        out.push((CmEventKind::Rejected, rej::REASON_CONSUMER));
+                        failed = true;
+                    }
+                },
+                Event::Established => out.push((CmEventKind::Established, 0)),
+                Event::Rejected(r) => out.push((CmEventKind::Rejected, r)),
+                Event::TimedOut => out.push((CmEventKind::Unreachable, 0)),
+                Event::Disconnected => {
+                    pump::to_error(engine, qpn);
+                    out.push((CmEventKind::Disconnected, 0));
+                }
+            }
+        }
+        if failed || conn.state() == State::Closed {
+            self.conns.remove(&id);
+        }
+        for (kind, reason) in out {
+            self.event(client, kind, id, peer).reason = reason;
+        }
+    }
+
+    /// Forgets a client that went away: its listeners and requests, its connections
+    /// (their QPs are destroyed with the client; the peers get a DREQ).
+    pub(crate) fn forget(&mut self, engine: &mut Engine, now: Instant, client: u64) {
+        self.listeners.retain(|_, c| *c != client);
+        self.events.remove(&client);
+        let ids: Vec<u32> = self
+            .conns
+            .iter()
+            .filter(|(_, e)| e.client == client)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in ids {
+            match self.conns.get_mut(&id).map(|e| &mut e.slot) {
+                Some(Slot::Pending { .. }) => self.refuse(engine, now, id, rej::REASON_CONSUMER),
+                Some(Slot::Live { conn, .. }) => {
+                    conn.disconnect(now);
+                    while let Some(m) = conn.poll_transmit() {
+                        Self::send(engine, now, conn.peer(), &m);
+                    }
+                    self.conns.remove(&id);
+                }
+                None => {}
+            }
+        }
+    }
+}
+
+/// INIT → RTR → RTS with the connection's attributes.
+fn ready(engine: &mut Engine, qpn: u32, p: &QpParams) -> Result<(), VerbsError> {
+    let (a, m) = p.rtr();
+    engine.modify_qp(qpn, &a, m)?;
+    let (a, m) = p.rts();
+    engine.modify_qp(qpn, &a, m)
+}

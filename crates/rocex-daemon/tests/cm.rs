@@ -1,0 +1,183 @@
+//! rdma_cm through two `rocexd` processes on loopback addresses: each daemon's QP1 carries
+//! the CM MADs, and the daemons move their clients' QPs (`docs/abi.md` §6.5).
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+mod common;
+
+use common::{ACCESS, End, T, end, ok, pattern};
+use rocex_verbs::verbs::{AttrMask, QpAttr, QpState, RecvWr, SendOp, SendWr, WcOpcode};
+use rocex_verbs::{CmEvent, CmEventKind, Context};
+
+/// A daemon process, killed on drop.
+struct Daemon {
+    child: Child,
+    sock: PathBuf,
+}
+
+impl Daemon {
+    fn start(addr: &str, tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("rocexd-cm-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("d.sock");
+        let child = Command::new(env!("CARGO_BIN_EXE_rocexd"))
+            .args(["--addr", addr, "--socket", sock.to_str().unwrap()])
+            .args(["--spin-limit", "200"])
+            .env("RUST_LOG", "warn")
+            .spawn()
+            .expect("start rocexd");
+        let end = Instant::now() + T;
+        while !sock.exists() {
+            assert!(Instant::now() < end, "rocexd on {addr} did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self { child, sock }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(d) = self.sock.parent() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// An endpoint whose QP is in INIT, as the CM wants it.
+fn cm_end(d: &Daemon) -> End {
+    let e = end(&d.sock);
+    let a = QpAttr {
+        qp_state: QpState::Init,
+        qp_access_flags: ACCESS,
+        ..QpAttr::default()
+    };
+    e.qp.modify(
+        &a,
+        AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
+    )
+    .unwrap();
+    e
+}
+
+fn event(ctx: &Context, kind: CmEventKind) -> CmEvent {
+    let e = ctx.cm_wait_event(T).expect("a CM event");
+    assert_eq!(e.kind, kind, "{e:?}");
+    e
+}
+
+fn state(e: &End) -> QpState {
+    e.qp.query().unwrap().0.qp_state
+}
+
+const ADDR_A: [u8; 4] = [127, 0, 9, 1];
+const ADDR_B: [u8; 4] = [127, 0, 9, 2];
+
+#[test]
+fn connect_accept_move_data_and_disconnect() {
+    let da = Daemon::start("127.0.9.1", "a");
+    let db = Daemon::start("127.0.9.2", "b");
+    let mut a = cm_end(&da);
+    let mut b = cm_end(&db);
+    b.ctx.cm_listen(7471).unwrap();
+    // The listener's receive is posted before it accepts, as rdma_cm applications do.
+    b.qp.post_recv(&[RecvWr {
+        wr_id: 7,
+        sges: vec![b.mr.sge(0, 8192)],
+    }])
+    .unwrap();
+
+    let id_a = a
+        .ctx
+        .cm_connect(&a.qp, IpAddr::from(ADDR_B), 7471, b"rocex cm test")
+        .unwrap();
+    let req = event(&b.ctx, CmEventKind::ConnectRequest);
+    assert_eq!((req.peer, req.port), (IpAddr::from(ADDR_A), 7471));
+    assert_eq!(&req.private_data[..13], b"rocex cm test");
+    b.ctx.cm_accept(req.id, &b.qp).unwrap();
+    let up = event(&a.ctx, CmEventKind::Established);
+    assert_eq!((up.id, up.peer), (id_a, IpAddr::from(ADDR_B)));
+    event(&b.ctx, CmEventKind::Established);
+
+    let (qa, qb) = (a.qp.query().unwrap().0, b.qp.query().unwrap().0);
+    assert_eq!((qa.qp_state, qb.qp_state), (QpState::Rts, QpState::Rts));
+    assert_eq!((qa.dest_qp_num, qb.dest_qp_num), (b.qp.qpn(), a.qp.qpn()));
+    assert_eq!(qa.sq_psn, qb.rq_psn);
+    assert_eq!(qb.sq_psn, qa.rq_psn);
+
+    // SEND a → b, 5000 bytes over several packets.
+    let msg = pattern(3, 5000);
+    a.mr.write(0, &msg).unwrap();
+    a.qp.post_send(&[SendWr::new(1, SendOp::Send, vec![a.mr.sge(0, 5000)])])
+        .unwrap();
+    ok(&mut a.cq, 1, WcOpcode::Send);
+    assert_eq!(ok(&mut b.cq, 7, WcOpcode::Recv), 5000);
+    let mut got = vec![0; 5000];
+    b.mr.read(0, &mut got).unwrap();
+    assert_eq!(got, msg);
+
+    // WRITE b → a, READ a ← b.
+    let w = pattern(9, 3000);
+    b.mr.write(65536, &w).unwrap();
+    b.qp.post_send(&[SendWr::new(
+        2,
+        SendOp::Write(a.mr.remote(131_072)),
+        vec![b.mr.sge(65536, 3000)],
+    )])
+    .unwrap();
+    ok(&mut b.cq, 2, WcOpcode::RdmaWrite);
+    let mut got = vec![0; 3000];
+    a.mr.read(131_072, &mut got).unwrap();
+    assert_eq!(got, w);
+    a.qp.post_send(&[SendWr::new(
+        3,
+        SendOp::Read(b.mr.remote(65536)),
+        vec![a.mr.sge(262_144, 3000)],
+    )])
+    .unwrap();
+    ok(&mut a.cq, 3, WcOpcode::RdmaRead);
+    a.mr.read(262_144, &mut got).unwrap();
+    assert_eq!(got, w);
+
+    // DREQ from a: both QPs leave RTS, both ends hear of it.
+    a.ctx.cm_disconnect(id_a).unwrap();
+    assert_eq!(event(&a.ctx, CmEventKind::Disconnected).id, id_a);
+    assert_eq!(event(&b.ctx, CmEventKind::Disconnected).id, req.id);
+    assert_eq!((state(&a), state(&b)), (QpState::Err, QpState::Err));
+}
+
+#[test]
+fn nobody_listening_and_a_refusal_are_rejections() {
+    let da = Daemon::start("127.0.9.3", "c");
+    let db = Daemon::start("127.0.9.4", "d");
+    let a = cm_end(&da);
+    let b = cm_end(&db);
+    let peer = IpAddr::from([127, 0, 9, 4]);
+
+    // No listener on port 9: REJ, invalid service ID (IBTA table 112, reason 8).
+    let id = a.ctx.cm_connect(&a.qp, peer, 9, &[]).unwrap();
+    let rej = event(&a.ctx, CmEventKind::Rejected);
+    assert_eq!((rej.id, rej.reason), (id, 8));
+    assert_eq!(state(&a), QpState::Init);
+
+    // A listener that says no: REJ, consumer reason (28).
+    b.ctx.cm_listen(18515).unwrap();
+    let id = a.ctx.cm_connect(&a.qp, peer, 18515, &[]).unwrap();
+    let req = event(&b.ctx, CmEventKind::ConnectRequest);
+    b.ctx.cm_reject(req.id).unwrap();
+    let rej = event(&a.ctx, CmEventKind::Rejected);
+    assert_eq!((rej.id, rej.reason), (id, 28));
+    assert!(
+        b.ctx.cm_accept(req.id, &b.qp).is_err(),
+        "a rejected request is gone"
+    );
+
+    // Bad requests get typed refusals.
+    assert!(a.ctx.cm_connect(&a.qp, peer, 1, &[0; 57]).is_err());
+    assert!(a.ctx.cm_disconnect(12345).is_err());
+    assert!(a.ctx.cm_poll_event().unwrap().is_none());
+}

@@ -1,0 +1,90 @@
+//! rdma_cm through the daemon (`docs/abi.md` §6.5): the daemon runs the CM on its QP1,
+//! sends and answers the MADs and moves the QPs; this end names QPs and connections and
+//! takes the events.
+
+use std::io;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use rocex_shm::control::{CM_PRIVATE_DATA_LEN, CmEvent, Request, Response};
+
+use crate::{Context, Error, Qp, Result, proto};
+
+/// The longest sleep between two event polls of [`Context::cm_wait_event`].
+const MAX_NAP: Duration = Duration::from_millis(5);
+
+impl Context {
+    /// `rdma_listen` on rdma_cm `port` (TCP port space): REQs for it become
+    /// [`CmEventKind::ConnectRequest`](crate::CmEventKind::ConnectRequest) events.
+    pub fn cm_listen(&self, port: u16) -> Result<()> {
+        self.ch.done(&Request::CmListen { port })
+    }
+
+    /// `rdma_connect`: connects `qp` (an RC QP in INIT) to the listener at `addr`:`port`
+    /// with up to 56 bytes of `private_data`. Returns the connection's id at once; the
+    /// outcome is an `Established`, `Rejected` or `Unreachable` event with that id.
+    pub fn cm_connect(&self, qp: &Qp, addr: IpAddr, port: u16, private_data: &[u8]) -> Result<u32> {
+        if private_data.len() > CM_PRIVATE_DATA_LEN {
+            return Err(Error::Io(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} bytes of private data; a REQ carries at most {CM_PRIVATE_DATA_LEN}",
+                    private_data.len()
+                ),
+            )));
+        }
+        let req = Request::CmConnect {
+            qpn: qp.qpn(),
+            addr,
+            port,
+            private_data: private_data.to_vec(),
+        };
+        match self.ch.call(&req, &[])?.0 {
+            Response::CmConnect { id } => Ok(id),
+            r => Err(proto(format!("unexpected {r:?}"))),
+        }
+    }
+
+    /// `rdma_accept`: answers the request `id` with `qp` (an RC QP in INIT), which the
+    /// daemon moves to RTS before it sends the REP; `Established` follows the peer's RTU.
+    pub fn cm_accept(&self, id: u32, qp: &Qp) -> Result<()> {
+        self.ch.done(&Request::CmAccept { id, qpn: qp.qpn() })
+    }
+
+    /// `rdma_reject`: refuses the request `id` (REJ, consumer reason).
+    pub fn cm_reject(&self, id: u32) -> Result<()> {
+        self.ch.done(&Request::CmReject { id })
+    }
+
+    /// `rdma_disconnect`: moves the connection's QP to ERROR and sends a DREQ; both ends
+    /// get a `Disconnected` event.
+    pub fn cm_disconnect(&self, id: u32) -> Result<()> {
+        self.ch.done(&Request::CmDisconnect { id })
+    }
+
+    /// The next CM event, if one is waiting.
+    pub fn cm_poll_event(&self) -> Result<Option<CmEvent>> {
+        match self.ch.call(&Request::CmPoll, &[])?.0 {
+            Response::CmPoll(e) => Ok(e),
+            r => Err(proto(format!("unexpected {r:?}"))),
+        }
+    }
+
+    /// Waits up to `timeout` for the next CM event ([`Error::Timeout`] if none comes),
+    /// polling the daemon with short sleeps in between.
+    pub fn cm_wait_event(&self, timeout: Duration) -> Result<CmEvent> {
+        let end = Instant::now() + timeout;
+        let mut nap = Duration::from_micros(100);
+        loop {
+            if let Some(e) = self.cm_poll_event()? {
+                return Ok(e);
+            }
+            let now = Instant::now();
+            if now >= end {
+                return Err(Error::Timeout);
+            }
+            std::thread::sleep(nap.min(end - now));
+            nap = (nap * 2).min(MAX_NAP);
+        }
+    }
+}

@@ -378,3 +378,25 @@ fn injected_faults_are_survived() {
     }
     assert!(da.stop() && db.stop());
 }
+
+#[test]
+fn mr_bytes_at_any_offset_and_length() {
+    let d = Daemon::start("127.0.5.9", "bytes");
+    let e = end(&d.sock);
+    let base = pattern(9, 64);
+    for off in 0..9 {
+        for len in 0..14 {
+            e.mr.write(0, &base).unwrap();
+            let data = pattern((off * 16 + len) as u8, len);
+            e.mr.write(off, &data).unwrap();
+            let mut want = base.clone();
+            want[off..off + len].copy_from_slice(&data);
+            let mut got = vec![0; 64];
+            e.mr.read(0, &mut got).unwrap();
+            assert_eq!(got, want, "write of {len} bytes at {off}");
+            let mut part = vec![0; len];
+            e.mr.read(off, &mut part).unwrap();
+            assert_eq!(part, data, "read of {len} bytes at {off}");
+        }
+    }
+}

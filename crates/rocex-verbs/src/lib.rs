@@ -757,8 +757,10 @@ impl Mr {
         for (i, &b) in data[..head].iter().enumerate() {
             self.write_byte(offset + i, b)?;
         }
-        v.write(offset + head, &data[head..head + body])
-            .map_err(|e| proto(e.to_string()))?;
+        if body > 0 {
+            v.write(offset + head, &data[head..head + body])
+                .map_err(|e| proto(e.to_string()))?;
+        }
         for (i, &b) in data[head + body..].iter().enumerate() {
             self.write_byte(offset + head + body + i, b)?;
         }
@@ -794,8 +796,10 @@ impl Mr {
         for (i, b) in out[..head].iter_mut().enumerate() {
             *b = byte(offset + i)?;
         }
-        v.read(offset + head, &mut out[head..head + body])
-            .map_err(|e| proto(e.to_string()))?;
+        if body > 0 {
+            v.read(offset + head, &mut out[head..head + body])
+                .map_err(|e| proto(e.to_string()))?;
+        }
         for (i, b) in out[head + body..].iter_mut().enumerate() {
             *b = byte(offset + head + body + i)?;
         }
@@ -1140,7 +1144,8 @@ impl Drop for Qp {
 }
 
 /// Splits `len` bytes at `offset` into a head up to the first 4-byte boundary, a body of
-/// whole shared words and a tail: only the head and tail need byte-wise access.
+/// whole shared words and a tail: only the head and tail need byte-wise access. The body
+/// starts on a boundary only when it is not empty.
 fn word_split(offset: usize, len: usize) -> (usize, usize, usize) {
     let head = ((4 - offset % 4) % 4).min(len);
     let body = (len - head) & !3;

@@ -352,84 +352,33 @@ impl Server {
                 offset,
                 len,
                 access,
-            } => {
-                if !c.pds.contains(&pd) {
-                    return Reply::err(libc::ENOENT, "no such PD");
-                }
-                if let Err(e) = limits.check(Resource::Mrs, held(c.mrs.len()), 1) {
-                    return Reply::over(e);
-                }
-                let bytes = self.mr_bytes.entry(id).or_default();
-                if let Err(e) = limits.check(Resource::MrBytes, bytes.total(), len) {
-                    return Reply::over(e);
-                }
-                let Some(access) = Access::from_bits(access) else {
-                    return Reply::err(libc::EINVAL, "undefined access bits");
-                };
-                let Some(fd) = fds.pop() else {
-                    return Reply::err(libc::EINVAL, "no memfd");
-                };
-                let map = match SharedRegion::from_fd(fd) {
-                    Ok(m) => Arc::new(m),
-                    Err(e) => return Reply::err(libc::EINVAL, format!("memfd: {e}")),
-                };
-                let Some(region) = MappedRegion::new(map, offset, len) else {
-                    return Reply::err(libc::EINVAL, "offset + len exceeds the memfd");
-                };
-                match engine.reg_mr(PdId::from_raw(pd), iova, len, access, Arc::new(region)) {
-                    Ok(keys) => {
-                        c.mrs.insert(keys.lkey);
-                        bytes.add(keys.lkey, len);
-                        Reply::ok(Response::RegMr {
-                            kind: kind::REG_MR_SHARED,
-                            lkey: keys.lkey,
-                            rkey: keys.rkey,
-                        })
-                    }
-                    Err(e) => verr(e),
-                }
-            }
+            } => self.reg_mr(id, pd, iova, len, access, kind::REG_MR_SHARED, move || {
+                let fd = fds
+                    .pop()
+                    .ok_or_else(|| Reply::err(libc::EINVAL, "no memfd"))?;
+                let map = SharedRegion::from_fd(fd)
+                    .map_err(|e| Reply::err(libc::EINVAL, format!("memfd: {e}")))?;
+                let region = MappedRegion::new(Arc::new(map), offset, len)
+                    .ok_or_else(|| Reply::err(libc::EINVAL, "offset + len exceeds the memfd"))?;
+                Ok(Arc::new(region))
+            }),
             Request::RegMrProcess {
                 pd,
                 addr,
                 len,
                 access,
             } => {
-                if !c.pds.contains(&pd) {
-                    return Reply::err(libc::ENOENT, "no such PD");
-                }
-                if let Err(e) = limits.check(Resource::Mrs, held(c.mrs.len()), 1) {
-                    return Reply::over(e);
-                }
-                let bytes = self.mr_bytes.entry(id).or_default();
-                if let Err(e) = limits.check(Resource::MrBytes, bytes.total(), len) {
-                    return Reply::over(e);
-                }
-                let Some(access) = Access::from_bits(access) else {
-                    return Reply::err(libc::EINVAL, "undefined access bits");
-                };
-                let Some(pid) = c.pid else {
-                    return Reply::err(libc::EPERM, "the client's pid is unknown (SO_PEERCRED)");
-                };
-                let region = match ProcessRegion::attach(pid, addr, len) {
-                    Ok(r) => r,
-                    Err(e) => {
+                let pid = c.pid;
+                self.reg_mr(id, pd, addr, len, access, kind::REG_MR_PROCESS, move || {
+                    let pid = pid.ok_or_else(|| {
+                        Reply::err(libc::EPERM, "the client's pid is unknown (SO_PEERCRED)")
+                    })?;
+                    let region = ProcessRegion::attach(pid, addr, len).map_err(|e| {
                         let (errno, why) = process_region::refusal(&e, pid, addr, len);
-                        return Reply::err(errno, why);
-                    }
-                };
-                match engine.reg_mr(PdId::from_raw(pd), addr, len, access, Arc::new(region)) {
-                    Ok(keys) => {
-                        c.mrs.insert(keys.lkey);
-                        bytes.add(keys.lkey, len);
-                        Reply::ok(Response::RegMr {
-                            kind: kind::REG_MR_PROCESS,
-                            lkey: keys.lkey,
-                            rkey: keys.rkey,
-                        })
-                    }
-                    Err(e) => verr(e),
-                }
+                        Reply::err(errno, why)
+                    })?;
+                    Ok(Arc::new(region))
+                })
             }
             Request::DeregMr { lkey } => {
                 if !c.mrs.contains(&lkey) {
@@ -708,6 +657,58 @@ impl Server {
 
     /// Releases everything a client owned: QPs to error and destroyed, MRs deregistered
     /// (their mappings dropped with the last reference), CQs and PDs freed.
+    /// Registers an MR for client `id` after the checks every registration shares (the PD
+    /// is the client's, its MR count and registered bytes stay within its limits, the access
+    /// bits are defined); `region` makes the memory once those pass.
+    #[allow(clippy::too_many_arguments)]
+    fn reg_mr(
+        &mut self,
+        id: u64,
+        pd: u32,
+        iova: u64,
+        len: u64,
+        access: u32,
+        kind: u16,
+        region: impl FnOnce() -> Result<Arc<dyn rocex_mem::Region>, Reply>,
+    ) -> Reply {
+        let Some(c) = self.clients.get_mut(&id) else {
+            return Reply::err(libc::ENOENT, "no such client");
+        };
+        if !c.pds.contains(&pd) {
+            return Reply::err(libc::ENOENT, "no such PD");
+        }
+        let limits = &self.settings.limits;
+        if let Err(e) = limits.check(Resource::Mrs, c.mrs.len() as u64, 1) {
+            return Reply::over(e);
+        }
+        let bytes = self.mr_bytes.entry(id).or_default();
+        if let Err(e) = limits.check(Resource::MrBytes, bytes.total(), len) {
+            return Reply::over(e);
+        }
+        let Some(access) = Access::from_bits(access) else {
+            return Reply::err(libc::EINVAL, "undefined access bits");
+        };
+        let region = match region() {
+            Ok(r) => r,
+            Err(refused) => return refused,
+        };
+        match self
+            .engine
+            .reg_mr(PdId::from_raw(pd), iova, len, access, region)
+        {
+            Ok(keys) => {
+                c.mrs.insert(keys.lkey);
+                bytes.add(keys.lkey, len);
+                Reply::ok(Response::RegMr {
+                    kind,
+                    lkey: keys.lkey,
+                    rkey: keys.rkey,
+                })
+            }
+            Err(e) => Reply::err(errno_of(&e), e.to_string()),
+        }
+    }
+
     fn disconnect(&mut self, id: u64, why: &Gone) {
         let Some(c) = self.clients.remove(&id) else {
             return;

@@ -2,51 +2,12 @@
 //! the CM MADs, and the daemons move their clients' QPs (`docs/abi.md` §6.5).
 
 use std::net::IpAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command};
-use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{ACCESS, End, T, end, ok, pattern};
+use common::{ACCESS, Daemon, End, T, end, ok, pattern};
 use rocex_verbs::verbs::{AttrMask, QpAttr, QpState, RecvWr, SendOp, SendWr, WcOpcode};
 use rocex_verbs::{CmEvent, CmEventKind, Context};
-
-/// A daemon process, killed on drop.
-struct Daemon {
-    child: Child,
-    sock: PathBuf,
-}
-
-impl Daemon {
-    fn start(addr: &str, tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("rocexd-cm-{}-{tag}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let sock = dir.join("d.sock");
-        let child = Command::new(env!("CARGO_BIN_EXE_rocexd"))
-            .args(["--addr", addr, "--socket", sock.to_str().unwrap()])
-            .args(["--spin-limit", "200"])
-            .env("RUST_LOG", "warn")
-            .spawn()
-            .expect("start rocexd");
-        let end = Instant::now() + T;
-        while !sock.exists() {
-            assert!(Instant::now() < end, "rocexd on {addr} did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Self { child, sock }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if let Some(d) = self.sock.parent() {
-            let _ = std::fs::remove_dir_all(d);
-        }
-    }
-}
 
 /// An endpoint whose QP is in INIT, as the CM wants it.
 fn cm_end(d: &Daemon) -> End {
@@ -79,8 +40,8 @@ const ADDR_B: [u8; 4] = [127, 0, 9, 2];
 
 #[test]
 fn connect_accept_move_data_and_disconnect() {
-    let da = Daemon::start("127.0.9.1", "a");
-    let db = Daemon::start("127.0.9.2", "b");
+    let da = Daemon::fresh("127.0.9.1", "cm-a", &[]);
+    let db = Daemon::fresh("127.0.9.2", "cm-b", &[]);
     let mut a = cm_end(&da);
     let mut b = cm_end(&db);
     b.ctx.cm_listen(7471).unwrap();
@@ -152,8 +113,8 @@ fn connect_accept_move_data_and_disconnect() {
 
 #[test]
 fn nobody_listening_and_a_refusal_are_rejections() {
-    let da = Daemon::start("127.0.9.3", "c");
-    let db = Daemon::start("127.0.9.4", "d");
+    let da = Daemon::fresh("127.0.9.3", "cm-c", &[]);
+    let db = Daemon::fresh("127.0.9.4", "cm-d", &[]);
     let a = cm_end(&da);
     let b = cm_end(&db);
     let peer = IpAddr::from([127, 0, 9, 4]);

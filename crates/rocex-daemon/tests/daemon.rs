@@ -3,89 +3,21 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 mod common;
 
-use common::{End, T, end, ok, pair, pattern, send_recv};
+use common::{Daemon, T, end, loopback, ok, pair, pattern, post_garbage_slots};
+use common::{post_undefined_opcode, send_recv};
 use rocex_verbs::verbs::{QpState, RecvWr, SendOp, SendWr, WcOpcode, WcStatus};
-
-/// A daemon process, killed (SIGTERM, then SIGKILL) on drop.
-struct Daemon {
-    child: Child,
-    sock: PathBuf,
-}
-
-impl Daemon {
-    fn start(addr: &str, tag: &str) -> Self {
-        Self::start_with(addr, tag, &[])
-    }
-
-    fn start_with(addr: &str, tag: &str, extra: &[&str]) -> Self {
-        let dir = std::env::temp_dir().join(format!("rocexd-test-{}-{tag}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let sock = dir.join("d.sock");
-        let child = Command::new(env!("CARGO_BIN_EXE_rocexd"))
-            .args([
-                "--addr",
-                addr,
-                "--socket",
-                sock.to_str().unwrap(),
-                "--spin-limit",
-                "200",
-            ])
-            .args(extra)
-            .env("RUST_LOG", "warn")
-            .spawn()
-            .expect("start rocexd");
-        let end = Instant::now() + T;
-        while !sock.exists() {
-            assert!(Instant::now() < end, "rocexd on {addr} did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Self { child, sock }
-    }
-
-    fn alive(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-
-    /// SIGTERM; waits for a clean exit; returns whether it exited 0 and removed its socket.
-    fn stop(&mut self) -> bool {
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let end = Instant::now() + T;
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return st.success() && !self.sock.exists();
-            }
-            if Instant::now() > end {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if self.alive() {
-            let _ = self.child.kill();
-        }
-        let _ = self.child.wait();
-        if let Some(d) = self.sock.parent() {
-            let _ = std::fs::remove_dir_all(d);
-        }
-    }
-}
 
 #[test]
 fn two_daemons_send_write_read_atomics() {
     let cap = std::env::temp_dir().join(format!("rocexd-test-{}.pcap", std::process::id()));
-    let mut da = Daemon::start_with("127.0.5.1", "a", &["--pcap", cap.to_str().unwrap()]);
-    let mut db = Daemon::start("127.0.5.2", "b");
+    let mut da = Daemon::fresh("127.0.5.1", "test-a", &["--pcap", cap.to_str().unwrap()]);
+    let mut db = Daemon::fresh("127.0.5.2", "test-b", &[]);
     let mut a = end(&da.sock);
     let mut b = end(&db.sock);
     assert_eq!(a.ctx.gid_addr(), IpAddr::from([127, 0, 5, 1]));
@@ -218,14 +150,6 @@ fn two_daemons_send_write_read_atomics() {
     }
 }
 
-/// Loopback pair on one daemon (two QPs, one context).
-fn loopback(sock: &Path) -> (End, End) {
-    let x = end(sock);
-    let y = end(sock);
-    pair(&x, &y);
-    (x, y)
-}
-
 /// Run as a child process by `killed_client_leaves_daemon_serving`: streams WRITEs on a
 /// loopback pair forever, after printing "running".
 #[test]
@@ -257,7 +181,7 @@ fn child_client_entry() {
 
 #[test]
 fn killed_client_leaves_daemon_serving() {
-    let mut d = Daemon::start("127.0.5.3", "k");
+    let mut d = Daemon::fresh("127.0.5.3", "test-k", &[]);
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child_client_entry", "--nocapture"])
         .env("ROCEX_TEST_CHILD_SOCKET", &d.sock)
@@ -285,17 +209,12 @@ fn killed_client_leaves_daemon_serving() {
 
 #[test]
 fn hostile_client_gets_errors_and_others_are_unaffected() {
-    let mut d = Daemon::start("127.0.5.4", "h");
+    let mut d = Daemon::fresh("127.0.5.4", "test-h", &[]);
     let (mut good_x, mut good_y) = loopback(&d.sock);
     let (mut bad, _bad_peer) = loopback(&d.sock);
 
     // An undefined opcode: completes with LOC_QP_OP_ERR, QP to error.
-    let mut slot = [0u8; 128];
-    slot[..8].copy_from_slice(&77u64.to_ne_bytes());
-    slot[8] = 200; // opcode
-    bad.qp.post_raw_send_slot(&slot).unwrap();
-    let wc = bad.cq.poll_wait(T).unwrap();
-    assert_eq!((wc.wr_id, wc.status), (77, WcStatus::LocQpOpErr));
+    post_undefined_opcode(&mut bad);
     // Reserved bits set on an otherwise valid SEND.
     let mut slot = [0u8; 128];
     slot[..8].copy_from_slice(&78u64.to_ne_bytes());
@@ -306,22 +225,7 @@ fn hostile_client_gets_errors_and_others_are_unaffected() {
     assert_eq!(wc.wr_id, 78);
     assert_ne!(wc.status, WcStatus::Success);
     // Random garbage slots: each completes with an error (the QP is in error now).
-    let mut x = 0x1234_5678_9abc_def0u64;
-    for i in 0..20u64 {
-        let mut slot = [0u8; 256];
-        for b in slot.iter_mut() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            *b = x as u8;
-        }
-        slot[..8].copy_from_slice(&(1000 + i).to_ne_bytes());
-        bad.qp.post_raw_send_slot(&slot).unwrap();
-    }
-    for _ in 0..20 {
-        let wc = bad.cq.poll_wait(T).unwrap();
-        assert_ne!(wc.status, WcStatus::Success, "{wc:?}");
-    }
+    post_garbage_slots(&mut bad, 0x1234_5678_9abc_def0, 20);
     // A producer index far ahead of anything posted: the ring is refused.
     bad.qp.corrupt_sq_producer(0x8000_0000).unwrap();
     std::thread::sleep(Duration::from_millis(100));
@@ -347,8 +251,8 @@ fn hostile_client_gets_errors_and_others_are_unaffected() {
 #[test]
 fn injected_faults_are_survived() {
     let faults = ["--inject", "loss=0.1,dup=0.05,reorder=0.1,seed=3"];
-    let mut da = Daemon::start_with("127.0.5.5", "fa", &faults);
-    let mut db = Daemon::start_with("127.0.5.6", "fb", &faults);
+    let mut da = Daemon::fresh("127.0.5.5", "test-fa", &faults);
+    let mut db = Daemon::fresh("127.0.5.6", "test-fb", &faults);
     let mut a = end(&da.sock);
     let b = end(&db.sock);
     pair(&a, &b);
@@ -381,7 +285,7 @@ fn injected_faults_are_survived() {
 
 #[test]
 fn mr_bytes_at_any_offset_and_length() {
-    let d = Daemon::start("127.0.5.9", "bytes");
+    let d = Daemon::fresh("127.0.5.9", "test-bytes", &[]);
     let e = end(&d.sock);
     let base = pattern(9, 64);
     for off in 0..9 {

@@ -3,14 +3,14 @@
 //! a hang, and a new `Context::open` works against the new daemon. Daemons on 127.0.6.1
 //! and 127.0.6.2.
 
-mod rocexd;
+mod common;
 
 use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
+use common::{Daemon, T, send_recv_len, small_loopback, socket_in};
 use rocex_verbs::{Context, Error};
-use rocexd::{Daemon, T, loopback, send_recv, socket_in};
 
 /// Runs `f` on its own thread (clients are single-threaded objects, so each is made
 /// there), reports "blocked" just before `f` blocks, and sends back what `f` returned.
@@ -35,7 +35,7 @@ fn killed_daemon_wakes_every_blocked_client_with_daemon_gone() {
     // A client in Cq::poll_wait with a long timeout: nothing will complete.
     let s = sock.clone();
     let (r1, poll_wait) = blocked(move |ready| {
-        let (mut x, _y) = loopback(&s);
+        let (mut x, _y) = small_loopback(&s);
         ready.send(()).unwrap();
         x.cq.poll_wait(Duration::from_secs(3600))
             .map(|wc| format!("{wc:?}"))
@@ -80,8 +80,8 @@ fn killed_daemon_wakes_every_blocked_client_with_daemon_gone() {
 fn restarted_daemon_on_the_same_socket_serves_new_contexts() {
     let sock = socket_in("life-restart");
     let mut d = Daemon::start("127.0.6.2", &sock, &[]);
-    let (mut x, mut y) = loopback(&sock);
-    send_recv(&mut x, &mut y, 1, 2000);
+    let (mut x, mut y) = small_loopback(&sock);
+    send_recv_len(&mut x, &mut y, 1, 2000);
     d.kill9();
     assert!(sock.exists(), "SIGKILL leaves the socket file behind");
 
@@ -97,9 +97,9 @@ fn restarted_daemon_on_the_same_socket_serves_new_contexts() {
 
     // A new daemon replaces the stale socket file; new contexts work end to end.
     let _d = Daemon::start("127.0.6.2", &sock, &[]);
-    let (mut x, mut y) = loopback(&sock);
+    let (mut x, mut y) = small_loopback(&sock);
     for id in 1..=3 {
-        send_recv(&mut x, &mut y, id, 3000);
+        send_recv_len(&mut x, &mut y, id, 3000);
     }
 }
 

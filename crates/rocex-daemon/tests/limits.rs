@@ -3,11 +3,11 @@
 //! client lets go; other clients keep their own allowance. Daemons on 127.0.6.5 and
 //! 127.0.6.6.
 
-mod rocexd;
+mod common;
 
+use common::{Daemon, RDMA_ACCESS, socket_in};
 use rocex_verbs::verbs::{QpCap, QpType};
 use rocex_verbs::{Context, Error, QpInitAttr};
-use rocexd::{ACCESS, Daemon, socket_in};
 
 fn is_limit(r: Result<impl std::fmt::Debug, Error>, key: &str) {
     match r {
@@ -65,15 +65,17 @@ fn every_limit_is_enforced_per_client() {
     let _qp3 = pd.create_qp(&init).unwrap();
 
     // Registered bytes: 64 KiB in all; an MR that would pass them is refused.
-    let big = pd.alloc_mr(48 << 10, ACCESS).unwrap();
-    is_limit(pd.alloc_mr(32 << 10, ACCESS), "max_mr_bytes");
-    let small = pd.alloc_mr(16 << 10, ACCESS).unwrap();
-    is_limit(pd.alloc_mr(4096, ACCESS), "max_mr_bytes");
+    let big = pd.alloc_mr(48 << 10, RDMA_ACCESS).unwrap();
+    is_limit(pd.alloc_mr(32 << 10, RDMA_ACCESS), "max_mr_bytes");
+    let small = pd.alloc_mr(16 << 10, RDMA_ACCESS).unwrap();
+    is_limit(pd.alloc_mr(4096, RDMA_ACCESS), "max_mr_bytes");
     drop(big);
 
     // MRs: four, whatever their size.
-    let mrs: Vec<_> = (0..3).map(|_| pd.alloc_mr(4096, ACCESS).unwrap()).collect();
-    is_limit(pd.alloc_mr(4096, ACCESS), "max_mrs");
+    let mrs: Vec<_> = (0..3)
+        .map(|_| pd.alloc_mr(4096, RDMA_ACCESS).unwrap())
+        .collect();
+    is_limit(pd.alloc_mr(4096, RDMA_ACCESS), "max_mrs");
     drop((small, mrs));
 
     // Another client has its own allowance.
@@ -81,7 +83,7 @@ fn every_limit_is_enforced_per_client() {
     let opd = other.alloc_pd().unwrap();
     let _opd2 = other.alloc_pd().unwrap();
     is_limit(other.alloc_pd(), "max_pds");
-    let _m = opd.alloc_mr(64 << 10, ACCESS).unwrap();
+    let _m = opd.alloc_mr(64 << 10, RDMA_ACCESS).unwrap();
 
     // Refusals are counted.
     let st = ctx.stats().unwrap();

@@ -6,12 +6,10 @@
 //! ptrace the client refuses. Daemons on 127.0.8.1 to 127.0.8.7.
 
 mod common;
-mod rocexd;
 
-use common::{ACCESS, End, T, connect, end, ok, pair, pair_at, pattern};
+use common::{ACCESS, Daemon, End, T, connect, end, ok, pair, pair_at, pattern, socket_in};
 use rocex_verbs::verbs::{Mtu, QpCap, QpType, RecvWr, Remote, SendOp, SendWr, WcOpcode, WcStatus};
 use rocex_verbs::{Context, Error, Qp, QpInitAttr};
-use rocexd::{Daemon, socket_in};
 
 /// Posts one signaled request with `sges` from `x` and returns its completion's status.
 fn run(sges: Vec<rocex_verbs::verbs::Sge>, x: &mut End, id: u64, op: SendOp) -> WcStatus {

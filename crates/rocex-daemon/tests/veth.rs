@@ -18,7 +18,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use common::{End, T, end, ok, pair_at, pattern, send_recv};
+use common::{Daemon, End, Opts, T, end, ok, pair_at, pattern, post_garbage_slots};
+use common::{post_undefined_opcode, send_recv, socket_in};
 use rocex_verbs::Context;
 use rocex_verbs::verbs::{Mtu, RecvWr, SendData, SendOp, SendWr, WcOpcode, WcStatus};
 
@@ -114,78 +115,31 @@ impl Drop for Net {
     }
 }
 
-/// A `rocexd` in namespace `NS[i]`, killed on drop.
-struct Daemon {
-    child: Child,
-    sock: PathBuf,
-}
-
-impl Daemon {
-    /// Starts the daemon of side `i` on `backend`; panics with the daemon's own words when
-    /// it does not come up (an unknown backend, a bind error).
-    fn start(i: usize, backend: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("rocex-veth-{}-{i}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let sock = dir.join("d.sock");
-        let log = dir.join("stderr");
-        let child = Command::new("ip")
-            .args(["netns", "exec", NS[i]])
-            .arg(env!("CARGO_BIN_EXE_rocexd"))
-            .args([
-                "--addr",
-                ADDR[i],
-                "--backend",
-                backend,
-                "--spin-limit",
-                "200",
-            ])
-            .arg("--socket")
-            .arg(&sock)
-            .env("RUST_LOG", "warn")
-            .env("NO_COLOR", "1")
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start rocexd");
-        let mut d = Self { child, sock };
-        let end = Instant::now() + T;
-        while !d.sock.exists() {
-            if let Some(st) = d.child.try_wait().unwrap() {
-                panic!(
-                    "rocexd --backend {backend} on {} exited ({st}): {}",
-                    ADDR[i],
-                    std::fs::read_to_string(&log).unwrap_or_default().trim()
-                );
-            }
-            assert!(Instant::now() < end, "rocexd on {} did not start", ADDR[i]);
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        d
-    }
-
-    fn alive(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if let Some(d) = self.sock.parent() {
-            let _ = std::fs::remove_dir_all(d);
-        }
-    }
+/// Starts the daemon of side `i` on `backend` in namespace `NS[i]`; panics with the
+/// daemon's own words when it does not come up (an unknown backend, a bind error).
+fn daemon(i: usize, backend: &str) -> Daemon {
+    let opts = Opts {
+        netns: Some(NS[i]),
+        extra: &["--backend", backend],
+        log: true,
+    };
+    Daemon::start_with(ADDR[i], &socket_in(&format!("veth-{i}")), opts)
 }
 
 /// Both daemons on `backend`.
 fn daemons(backend: &str) -> [Daemon; 2] {
-    [Daemon::start(0, backend), Daemon::start(1, backend)]
+    [daemon(0, backend), daemon(1, backend)]
 }
 
 /// Ends on the two daemons, connected at path MTU 4096.
 fn across(d: &[Daemon; 2]) -> (End, End) {
-    let a = end(&d[0].sock);
-    let b = end(&d[1].sock);
+    across_socks(&d[0].sock, &d[1].sock)
+}
+
+/// Ends on the daemons at `sa` and `sb`, connected at path MTU 4096.
+fn across_socks(sa: &Path, sb: &Path) -> (End, End) {
+    let a = end(sa);
+    let b = end(sb);
     pair_at(&a, &b, Mtu::M4096);
     (a, b)
 }
@@ -533,10 +487,7 @@ fn concurrent_clients() {
             let socks = socks.clone();
             std::thread::spawn(move || {
                 // Each client has its own contexts on both daemons.
-                let a = end(&socks[0]);
-                let b = end(&socks[1]);
-                pair_at(&a, &b, Mtu::M4096);
-                let (mut a, mut b) = (a, b);
+                let (mut a, mut b) = across_socks(&socks[0], &socks[1]);
                 verified_writes(&mut a, &mut b, 40 * k, 40);
                 send_recv(&mut b, &mut a, u64::from(k) + 1);
             })
@@ -596,10 +547,7 @@ fn child_client_entry() {
     };
     let socks = socks.into_string().unwrap();
     let (sa, sb) = socks.split_once('\n').unwrap();
-    let a = end(Path::new(sa));
-    let b = end(Path::new(sb));
-    pair_at(&a, &b, Mtu::M4096);
-    let (mut a, b) = (a, b);
+    let (mut a, b) = across_socks(Path::new(sa), Path::new(sb));
     println!("{CHILD_MARK} {} {}", a.qp.qpn(), b.qp.qpn());
     let mut id = 0u64;
     loop {
@@ -713,10 +661,7 @@ fn hostile_client_is_contained() {
     let socks = [d[0].sock.clone(), d[1].sock.clone()];
     let (started_tx, started_rx) = std::sync::mpsc::channel();
     let good = std::thread::spawn(move || {
-        let a = end(&socks[0]);
-        let b = end(&socks[1]);
-        pair_at(&a, &b, Mtu::M4096);
-        let (mut a, mut b) = (a, b);
+        let (mut a, mut b) = across_socks(&socks[0], &socks[1]);
         verified_writes(&mut a, &mut b, 1, 5);
         started_tx.send(()).unwrap();
         verified_writes(&mut a, &mut b, 2, 60);
@@ -725,29 +670,9 @@ fn hostile_client_is_contained() {
 
     let (mut bad, _bad_peer) = across(&d);
     // An undefined opcode.
-    let mut slot = [0u8; 128];
-    slot[..8].copy_from_slice(&77u64.to_ne_bytes());
-    slot[8] = 200;
-    bad.qp.post_raw_send_slot(&slot).unwrap();
-    let wc = bad.cq.poll_wait(T).unwrap();
-    assert_eq!((wc.wr_id, wc.status), (77, WcStatus::LocQpOpErr));
+    post_undefined_opcode(&mut bad);
     // Garbage slots: each completes with an error.
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    for i in 0..32u64 {
-        let mut slot = [0u8; 256];
-        for b in slot.iter_mut() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            *b = x as u8;
-        }
-        slot[..8].copy_from_slice(&(1000 + i).to_ne_bytes());
-        bad.qp.post_raw_send_slot(&slot).unwrap();
-    }
-    for _ in 0..32 {
-        let wc = bad.cq.poll_wait(T).unwrap();
-        assert_ne!(wc.status, WcStatus::Success, "{wc:?}");
-    }
+    post_garbage_slots(&mut bad, 0x9e37_79b9_7f4a_7c15, 32);
     // A producer index far ahead of anything posted breaks only that ring.
     bad.qp.corrupt_sq_producer(0x8000_0000).unwrap();
 

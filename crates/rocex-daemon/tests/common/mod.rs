@@ -1,24 +1,157 @@
-//! What the daemon tests share: one rocex-verbs endpoint (context, PD, MR, CQ, RC QP),
-//! connecting two of them, checking completions, and data patterns.
+//! What the daemon tests share: `rocexd` child processes, one rocex-verbs endpoint
+//! (context, PD, MR, CQ, RC QP), connecting two of them, checking completions, and data
+//! patterns.
 
 // Each test crate uses its own subset.
 #![allow(dead_code)]
 
 use std::net::IpAddr;
-use std::path::Path;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
 
 use rocex_verbs::verbs::{AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, WcOpcode};
 use rocex_verbs::verbs::{RecvWr, SendOp, SendWr, WcStatus};
 use rocex_verbs::{Access, Context, Cq, Mr, Pd, Qp, QpInitAttr};
 
-/// How long a test waits for one completion.
+/// How long a test waits for one completion, or for anything else.
 pub(crate) const T: Duration = Duration::from_secs(10);
 
-pub(crate) const ACCESS: Access = Access::LOCAL_WRITE
+/// Local write, remote write and read: no atomics.
+pub(crate) const RDMA_ACCESS: Access = Access::LOCAL_WRITE
     .union(Access::REMOTE_WRITE)
-    .union(Access::REMOTE_READ)
-    .union(Access::REMOTE_ATOMIC);
+    .union(Access::REMOTE_READ);
+
+pub(crate) const ACCESS: Access = RDMA_ACCESS.union(Access::REMOTE_ATOMIC);
+
+/// A socket path in a fresh directory of its own, `rocexd-{tag}-{pid}`; the `Daemon`
+/// serving it removes the directory.
+pub(crate) fn socket_in(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rocexd-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("d.sock")
+}
+
+/// How to start a daemon, beyond its address and socket.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Opts<'a> {
+    /// Run it as `ip netns exec NETNS rocexd ...`.
+    pub(crate) netns: Option<&'a str>,
+    /// Arguments after `--addr`, `--socket` and `--spin-limit 200`.
+    pub(crate) extra: &'a [&'a str],
+    /// Write its stderr (without colour) to `stderr` beside the socket, and quote it when
+    /// the daemon exits at start.
+    pub(crate) log: bool,
+}
+
+/// A daemon process, killed on drop, which also removes its socket's directory.
+pub(crate) struct Daemon {
+    pub(crate) child: Child,
+    pub(crate) sock: PathBuf,
+}
+
+impl Daemon {
+    /// `rocexd --addr addr --socket sock --spin-limit 200 extra...`, once its socket
+    /// answers.
+    pub(crate) fn start(addr: &str, sock: &Path, extra: &[&str]) -> Self {
+        Self::start_with(
+            addr,
+            sock,
+            Opts {
+                extra,
+                ..Opts::default()
+            },
+        )
+    }
+
+    /// `start` on a socket in a fresh directory named after `tag` (see `socket_in`).
+    pub(crate) fn fresh(addr: &str, tag: &str, extra: &[&str]) -> Self {
+        Self::start(addr, &socket_in(tag), extra)
+    }
+
+    /// `start` with all of `opts`.
+    pub(crate) fn start_with(addr: &str, sock: &Path, opts: Opts<'_>) -> Self {
+        let mut cmd = match opts.netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_rocexd")]);
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_rocexd")),
+        };
+        cmd.args(["--addr", addr, "--socket"])
+            .arg(sock)
+            .args(["--spin-limit", "200"])
+            .args(opts.extra)
+            .env("RUST_LOG", "warn");
+        let log = sock.with_file_name("stderr");
+        if opts.log {
+            cmd.env("NO_COLOR", "1")
+                .stderr(std::fs::File::create(&log).unwrap());
+        }
+        let child = cmd.spawn().expect("start rocexd");
+        let mut d = Self {
+            child,
+            sock: sock.to_owned(),
+        };
+        let end = Instant::now() + T;
+        while std::os::unix::net::UnixStream::connect(sock).is_err() {
+            if let Some(st) = d.child.try_wait().unwrap() {
+                let said = match opts.log {
+                    true => std::fs::read_to_string(&log).unwrap_or_default(),
+                    false => String::new(),
+                };
+                panic!(
+                    "rocexd {:?} on {addr} exited at start ({st}): {}",
+                    opts.extra,
+                    said.trim()
+                );
+            }
+            assert!(Instant::now() < end, "rocexd on {addr} did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        d
+    }
+
+    pub(crate) fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// SIGTERM; waits for a clean exit; returns whether it exited 0 and removed its socket.
+    pub(crate) fn stop(&mut self) -> bool {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let end = Instant::now() + T;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st.success() && !self.sock.exists();
+            }
+            if Instant::now() > end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL: no clean shutdown, the socket file stays behind.
+    pub(crate) fn kill9(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if self.alive() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+        if let Some(d) = self.sock.parent() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
 
 /// One endpoint: context, PD, MR, CQ, QP (dropped in that order).
 pub(crate) struct End {
@@ -31,20 +164,33 @@ pub(crate) struct End {
 
 /// An endpoint on the daemon at `sock` with a 1 MiB MR and 128-deep queues.
 pub(crate) fn end(sock: &Path) -> End {
+    let cap = QpCap {
+        max_send_wr: 128,
+        max_recv_wr: 128,
+        ..QpCap::default()
+    };
+    end_with(sock, 1 << 20, 256, cap, ACCESS)
+}
+
+/// An endpoint on the daemon at `sock` with a 64 KiB MR without atomics, a 64-entry CQ
+/// and default queues.
+pub(crate) fn small_end(sock: &Path) -> End {
+    end_with(sock, 1 << 16, 64, QpCap::default(), RDMA_ACCESS)
+}
+
+/// An endpoint with an MR of `mr_len` bytes and `access`, a CQ of `cqe` entries and a QP
+/// of `cap`.
+pub(crate) fn end_with(sock: &Path, mr_len: usize, cqe: u32, cap: QpCap, access: Access) -> End {
     let ctx = Context::open(sock).expect("open");
     let pd = ctx.alloc_pd().unwrap();
-    let mr = pd.alloc_mr(1 << 20, ACCESS).unwrap();
-    let cq = ctx.create_cq(256, None).unwrap();
+    let mr = pd.alloc_mr(mr_len, access).unwrap();
+    let cq = ctx.create_cq(cqe, None).unwrap();
     let qp = pd
         .create_qp(&QpInitAttr {
             qp_type: QpType::Rc,
             send_cq: &cq,
             recv_cq: &cq,
-            cap: QpCap {
-                max_send_wr: 128,
-                max_recv_wr: 128,
-                ..QpCap::default()
-            },
+            cap,
         })
         .unwrap();
     End {
@@ -58,9 +204,20 @@ pub(crate) fn end(sock: &Path) -> End {
 
 /// RESET → INIT → RTR → RTS towards `peer` (address, QPN, its send PSN) at `mtu`.
 pub(crate) fn connect(qp: &Qp, my_psn: u32, peer: (IpAddr, u32, u32), mtu: Mtu) {
+    connect_with(qp, my_psn, peer, mtu, ACCESS);
+}
+
+/// `connect` granting the peer `access`.
+pub(crate) fn connect_with(
+    qp: &Qp,
+    my_psn: u32,
+    peer: (IpAddr, u32, u32),
+    mtu: Mtu,
+    access: Access,
+) {
     let mut a = QpAttr {
         qp_state: QpState::Init,
-        qp_access_flags: ACCESS,
+        qp_access_flags: access,
         ..QpAttr::default()
     };
     qp.modify(
@@ -106,14 +263,35 @@ pub(crate) fn connect(qp: &Qp, my_psn: u32, peer: (IpAddr, u32, u32), mtu: Mtu) 
 
 /// Connects `a` and `b` to each other at `mtu`.
 pub(crate) fn pair_at(a: &End, b: &End, mtu: Mtu) {
+    pair_with(a, b, mtu, ACCESS);
+}
+
+/// `pair_at`, each granting the other `access`.
+pub(crate) fn pair_with(a: &End, b: &End, mtu: Mtu, access: Access) {
     let (pa, pb) = (0x1234, 0xabcde);
-    connect(&a.qp, pa, (b.ctx.gid_addr(), b.qp.qpn(), pb), mtu);
-    connect(&b.qp, pb, (a.ctx.gid_addr(), a.qp.qpn(), pa), mtu);
+    connect_with(&a.qp, pa, (b.ctx.gid_addr(), b.qp.qpn(), pb), mtu, access);
+    connect_with(&b.qp, pb, (a.ctx.gid_addr(), a.qp.qpn(), pa), mtu, access);
 }
 
 /// Connects `a` and `b` to each other at path MTU 1024.
 pub(crate) fn pair(a: &End, b: &End) {
     pair_at(a, b, Mtu::M1024);
+}
+
+/// Two `end`s on one daemon, connected (their packets go through its UDP socket).
+pub(crate) fn loopback(sock: &Path) -> (End, End) {
+    let x = end(sock);
+    let y = end(sock);
+    pair(&x, &y);
+    (x, y)
+}
+
+/// Two `small_end`s on one daemon, connected at path MTU 1024.
+pub(crate) fn small_loopback(sock: &Path) -> (End, End) {
+    let x = small_end(sock);
+    let y = small_end(sock);
+    pair_with(&x, &y, Mtu::M1024, RDMA_ACCESS);
+    (x, y)
 }
 
 /// Waits for the next completion and checks it is `id`'s, successful, of `op`; returns
@@ -137,18 +315,65 @@ pub(crate) fn pattern(seed: u8, n: usize) -> Vec<u8> {
 
 /// One 3000-byte SEND from `x` to `y`, checked byte for byte.
 pub(crate) fn send_recv(x: &mut End, y: &mut End, id: u64) {
-    let msg = pattern(id as u8, 3000);
-    x.mr.write(0, &msg).unwrap();
+    send_checked(x, y, id, &pattern(id as u8, 3000), 4096);
+}
+
+/// One SEND of `len` bytes from `x` to `y` into a receive of just that size, checked
+/// byte for byte.
+pub(crate) fn send_recv_len(x: &mut End, y: &mut End, id: u64, len: u32) {
+    let msg: Vec<u8> = (0..len)
+        .map(|i| (i as u8).wrapping_mul(31) ^ id as u8)
+        .collect();
+    send_checked(x, y, id, &msg, len);
+}
+
+/// SENDs `msg` from the start of `x`'s MR into a receive of `room` bytes at the start of
+/// `y`'s, and checks what arrives.
+fn send_checked(x: &mut End, y: &mut End, id: u64, msg: &[u8], room: u32) {
+    let len = msg.len() as u32;
+    x.mr.write(0, msg).unwrap();
     y.qp.post_recv(&[RecvWr {
         wr_id: id,
-        sges: vec![y.mr.sge(0, 4096)],
+        sges: vec![y.mr.sge(0, room)],
     }])
     .unwrap();
-    x.qp.post_send(&[SendWr::new(id, SendOp::Send, vec![x.mr.sge(0, 3000)])])
+    x.qp.post_send(&[SendWr::new(id, SendOp::Send, vec![x.mr.sge(0, len)])])
         .unwrap();
     ok(&mut x.cq, id, WcOpcode::Send);
-    assert_eq!(ok(&mut y.cq, id, WcOpcode::Recv), 3000);
-    let mut got = vec![0; 3000];
+    assert_eq!(ok(&mut y.cq, id, WcOpcode::Recv), len);
+    let mut got = vec![0; msg.len()];
     y.mr.read(0, &mut got).unwrap();
     assert_eq!(got, msg);
+}
+
+/// Posts a slot whose opcode (200) is undefined: it completes with LOC_QP_OP_ERR and
+/// moves `e`'s QP to the error state.
+pub(crate) fn post_undefined_opcode(e: &mut End) {
+    let mut slot = [0u8; 128];
+    slot[..8].copy_from_slice(&77u64.to_ne_bytes());
+    slot[8] = 200; // opcode
+    e.qp.post_raw_send_slot(&slot).unwrap();
+    let wc = e.cq.poll_wait(T).unwrap();
+    assert_eq!((wc.wr_id, wc.status), (77, WcStatus::LocQpOpErr));
+}
+
+/// Posts `n` slots of xorshift garbage from `seed` (work request IDs from 1000), then
+/// checks that each completes with an error.
+pub(crate) fn post_garbage_slots(e: &mut End, seed: u64, n: u64) {
+    let mut x = seed;
+    for i in 0..n {
+        let mut slot = [0u8; 256];
+        for b in slot.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+        slot[..8].copy_from_slice(&(1000 + i).to_ne_bytes());
+        e.qp.post_raw_send_slot(&slot).unwrap();
+    }
+    for _ in 0..n {
+        let wc = e.cq.poll_wait(T).unwrap();
+        assert_ne!(wc.status, WcStatus::Success, "{wc:?}");
+    }
 }

@@ -110,6 +110,14 @@ impl std::fmt::Debug for Connection {
 }
 
 /// An operation ready to post: the request and the registration it reads or fills.
+/// An atomic operation's operands.
+pub(crate) enum Atomic {
+    /// FETCH_ADD.
+    Add(u64),
+    /// CMP_SWAP.
+    Swap { expect: u64, new: u64 },
+}
+
 pub(crate) struct Prepared {
     pub(crate) req: Request,
     pub(crate) keep: Option<Rc<Mr>>,
@@ -453,15 +461,29 @@ impl Connection {
         self.block(|st| st.take_arrival(buf))
     }
 
+    /// The request of an atomic on the 8 bytes at `offset` of `remote`.
+    pub(crate) fn prepare_atomic(
+        remote: &RemoteBuffer,
+        offset: u64,
+        op: Atomic,
+    ) -> Result<Prepared> {
+        let remote = Self::atomic_target(remote, offset)?;
+        let req = match op {
+            Atomic::Add(add) => Request::FetchAdd { remote, add },
+            Atomic::Swap { expect, new } => Request::CompareSwap {
+                remote,
+                expect,
+                new,
+            },
+        };
+        Ok(Prepared { req, keep: None })
+    }
+
     /// Atomically adds `add` to the 8 bytes at `offset` of the peer's buffer (aligned, in
     /// the peer's byte order); returns the value before.
     pub fn fetch_add(&self, remote: &RemoteBuffer, offset: u64, add: u64) -> Result<u64> {
-        let remote = Self::atomic_target(remote, offset)?;
-        let p = Prepared {
-            req: Request::FetchAdd { remote, add },
-            keep: None,
-        };
-        self.run(&p).map(|d| d.old)
+        self.run(&Self::prepare_atomic(remote, offset, Atomic::Add(add))?)
+            .map(|d| d.old)
     }
 
     /// Atomically replaces the 8 bytes at `offset` of the peer's buffer with `new` if they
@@ -473,15 +495,11 @@ impl Connection {
         expect: u64,
         new: u64,
     ) -> Result<u64> {
-        let remote = Self::atomic_target(remote, offset)?;
-        let p = Prepared {
-            req: Request::CompareSwap {
-                remote,
-                expect,
-                new,
-            },
-            keep: None,
-        };
-        self.run(&p).map(|d| d.old)
+        self.run(&Self::prepare_atomic(
+            remote,
+            offset,
+            Atomic::Swap { expect, new },
+        )?)
+        .map(|d| d.old)
     }
 }

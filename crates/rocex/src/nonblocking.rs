@@ -16,11 +16,11 @@ use tokio::io::unix::AsyncFd;
 
 use crate::buffer::Buffer;
 use crate::connect::{Config, Endpoint, Listener};
-use crate::connection::{Connection, Prepared, Ticket, Wake};
+use crate::connection::{Atomic, Connection, Prepared, Ticket, Wake};
 use crate::device::Device;
 use crate::error::Result;
 use crate::exchange::{self, HandshakeError};
-use crate::state::{Done, Request, State};
+use crate::state::{Done, State};
 use crate::token::RemoteBuffer;
 
 /// A connection's descriptors, registered with the tokio reactor of the first async call.
@@ -215,11 +215,7 @@ impl Connection {
         offset: u64,
         add: u64,
     ) -> Result<u64> {
-        let remote = Self::atomic_target(remote, offset)?;
-        let p = Prepared {
-            req: Request::FetchAdd { remote, add },
-            keep: None,
-        };
+        let p = Self::prepare_atomic(remote, offset, Atomic::Add(add))?;
         self.run_async(&p).await.map(|d| d.old)
     }
 
@@ -231,15 +227,7 @@ impl Connection {
         expect: u64,
         new: u64,
     ) -> Result<u64> {
-        let remote = Self::atomic_target(remote, offset)?;
-        let p = Prepared {
-            req: Request::CompareSwap {
-                remote,
-                expect,
-                new,
-            },
-            keep: None,
-        };
+        let p = Self::prepare_atomic(remote, offset, Atomic::Swap { expect, new })?;
         self.run_async(&p).await.map(|d| d.old)
     }
 

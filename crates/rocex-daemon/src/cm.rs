@@ -374,14 +374,8 @@ impl Cm {
                 self.stats.bad_mads += 1;
                 continue;
             }
-            let grh = &bytes[..GRH_LEN];
-            let src = if self.local.is_ipv4() {
-                IpAddr::from([grh[32], grh[33], grh[34], grh[35]])
-            } else {
-                let mut s = [0u8; 16];
-                s.copy_from_slice(&grh[8..24]);
-                IpAddr::from(s)
-            };
+            let grh = bytes[..GRH_LEN].try_into().expect("a slot holds a GRH");
+            let src = rocex_proto::grh_source(grh);
             match Mad::parse(&bytes[GRH_LEN..]) {
                 Ok(m) => self.receive(engine, now, src, &m),
                 Err(e) => {

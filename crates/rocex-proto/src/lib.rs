@@ -26,7 +26,7 @@ pub use engine::{
     Config, Engine, Event, GSI_QPN, IcrcStatus, QpInit, QpStatus, Transmit, VerbsError,
 };
 pub use qp::state::TransitionError;
-pub use qp::{GRH_LEN, MAX_PKT_PER_ACK, MAX_UNACKED_PSNS};
+pub use qp::{GRH_LEN, MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, grh_source};
 pub use rocex_mem::{Access, Keys, MemError, PdId, Region, VecRegion};
 pub use time::Instant;
 

@@ -142,14 +142,8 @@ impl CmDevice {
             let at = slot * SLOT;
             let mut bytes = [0u8; SLOT as usize];
             self.gsi_mem.read(at as u64, &mut bytes);
-            let grh = &bytes[..GRH_LEN];
-            let src = if self.local.is_ipv4() {
-                IpAddr::from([grh[32], grh[33], grh[34], grh[35]])
-            } else {
-                let mut s = [0u8; 16];
-                s.copy_from_slice(&grh[8..24]);
-                IpAddr::from(s)
-            };
+            let grh = bytes[..GRH_LEN].try_into().expect("a slot holds a GRH");
+            let src = rocex_proto::grh_source(grh);
             let ok = wc.status == rocex_proto::verbs::WcStatus::Success;
             let mad = &bytes[GRH_LEN..];
             self.post_gsi_recv(slot)?;

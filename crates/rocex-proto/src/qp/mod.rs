@@ -21,8 +21,8 @@ use crate::verbs::{
 
 pub(crate) use completer::Completer;
 pub(crate) use requester::Requester;
-pub use responder::GRH_LEN;
 pub(crate) use responder::Responder;
+pub use responder::{GRH_LEN, grh_source};
 
 /// The most PSNs a requester sends beyond the oldest unacknowledged one (rxe
 /// `RXE_MAX_UNACKED_PSNS`).

@@ -852,6 +852,19 @@ fn place(
     })
 }
 
+/// The sender's address in the 40 bytes a UD receive buffer starts with (the counterpart
+/// of what the responder writes there): an IPv6 header's source, or the IPv4 header's in
+/// the last 20 bytes.
+pub fn grh_source(grh: &[u8; GRH_LEN]) -> IpAddr {
+    if grh[0] >> 4 == 6 {
+        let mut s = [0u8; 16];
+        s.copy_from_slice(&grh[8..24]);
+        IpAddr::from(s)
+    } else {
+        IpAddr::from([grh[32], grh[33], grh[34], grh[35]])
+    }
+}
+
 /// The 40 bytes a UD receive buffer starts with: for IPv4, 20 bytes of zero and the IPv4
 /// header; for IPv6, the IPv6 header (rxe `rxe_resp.c: execute`).
 fn grh(src: IpAddr, dst: IpAddr, payload: usize) -> [u8; GRH_LEN] {
@@ -878,4 +891,18 @@ fn grh(src: IpAddr, dst: IpAddr, payload: usize) -> [u8; GRH_LEN] {
         _ => {}
     }
     g
+}
+
+#[cfg(test)]
+mod grh_tests {
+    use super::{grh, grh_source};
+    use std::net::IpAddr;
+
+    #[test]
+    fn the_source_comes_back_out_of_the_grh() {
+        for (s, d) in [("198.18.0.1", "198.18.0.2"), ("fd00::1", "fd00::2")] {
+            let (s, d): (IpAddr, IpAddr) = (s.parse().unwrap(), d.parse().unwrap());
+            assert_eq!(grh_source(&grh(s, d, 100)), s);
+        }
+    }
 }

@@ -1,6 +1,23 @@
 # Shared by the interop runners: one lab run with rocex on the host side, and its checks.
 # Callers set $root, $rocex and $out, and keep the tallies pass, fail and failed.
 
+# interop_args QUICK_REGEX ARGS...: a runner's options into $roles and $only: --role R (the
+# cases where rxe plays R), --only RE (cases whose name matches RE), --quick (QUICK_REGEX).
+interop_args() {
+    local quick_re=$1
+    shift
+    roles=(server client) only=
+    while (($#)); do
+        case $1 in
+        --role) roles=("$2"); shift ;;
+        --only) only=$2; shift ;;
+        --quick) only=$quick_re ;;
+        *) echo "usage: $0 [--quick] [--role server|client] [--only REGEX]" >&2; exit 2 ;;
+        esac
+        shift
+    done
+}
+
 # rocex's address on the lab's bridge (RXE_LAB_HOST_IP).
 ROCEX_LAB_IP=198.18.0.1
 

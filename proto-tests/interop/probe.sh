@@ -15,21 +15,12 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 rocex=$root/target/release/rocex
 out=${INTEROP_OUT:-$root/target/interop-probe}
 mkdir -p "$out"
-roles=(server client) only=
-while (($#)); do
-    case $1 in
-    --role) roles=("$2"); shift ;;
-    --only) only=$2; shift ;;
-    --quick) only='^probe_(all|flush)-rxe_' ;;
-    *) echo "usage: $0 [--quick] [--role server|client] [--only REGEX]" >&2; exit 2 ;;
-    esac
-    shift
-done
+source "$root/proto-tests/interop/lib.sh"
+interop_args '^probe_(all|flush)-rxe_' "$@"
 
 cargo build -q --release -p rocex-cli --manifest-path "$root/Cargo.toml"
 bash "$root/proto-tests/rxe-lab/build.sh" >/dev/null
 
-source "$root/proto-tests/interop/lib.sh"
 pass=0 fail=0 failed=()
 # What rocex injects into its own packets in the --inject cases (plus a seed per case).
 inject=loss=0.05,reorder=0.05,dup=0.02,corrupt=0.01

@@ -15,21 +15,12 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 rocex=$root/target/release/rocex
 out=${INTEROP_OUT:-$root/target/interop-rdmacm}
 mkdir -p "$out"
-roles=(server client) only=
-while (($#)); do
-    case $1 in
-    --role) roles=("$2"); shift ;;
-    --only) only=$2; shift ;;
-    --quick) only='^rping-rxe_(server|client)$' ;;
-    *) echo "usage: $0 [--quick] [--role server|client] [--only REGEX]" >&2; exit 2 ;;
-    esac
-    shift
-done
+source "$root/proto-tests/interop/lib.sh"
+interop_args '^rping-rxe_(server|client)$' "$@"
 
 cargo build -q --release -p rocex-cli --manifest-path "$root/Cargo.toml"
 bash "$root/proto-tests/rxe-lab/build.sh" >/dev/null
 
-source "$root/proto-tests/interop/lib.sh"
 pass=0 fail=0 failed=()
 # The host side of each scenario (proto-tests/rxe-lab/scenarios/{rping,ucmatose}.sh), with
 # the guest's options: rocex is the client when rxe serves, and the server otherwise.

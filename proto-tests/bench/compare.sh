@@ -69,17 +69,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-ip netns add "$NA"
-ip netns add "$NB"
-ip link add "$VA" type veth peer name "$VB"
-ip link set "$VA" netns "$NA"
-ip link set "$VB" netns "$NB"
-for x in "$NA:$VA:$IPA" "$NB:$VB:$IPB"; do
-  IFS=: read -r ns dev addr <<<"$x"
-  ip -n "$ns" link set lo up
-  ip -n "$ns" link set "$dev" mtu 9000 up
-  ip -n "$ns" addr add "$addr/24" dev "$dev"
-done
+source "$HERE/../veth.sh"
+veth_pair "$NA" "$NB" "$VA" "$VB" "$IPA" "$IPB"
 
 inA() { ip netns exec "$NA" taskset -c 0 "$@"; }
 inB() { ip netns exec "$NB" taskset -c 1 "$@"; }

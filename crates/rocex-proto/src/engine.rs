@@ -179,6 +179,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) counters: &'a mut Counters,
     pub(crate) events: &'a mut VecDeque<Event>,
     pub(crate) port_mtu: u32,
+    /// Back-to-back positive ACKs coalesce into the last (with `requests_before_acks`).
+    pub(crate) coalesce_acks: bool,
 }
 
 impl Ctx<'_> {
@@ -729,7 +731,9 @@ impl Engine {
     /// Lets a QP's request packet leave before a positive ACK of the same QP that waits
     /// with it (the ACK follows right after; it waits for one packet at most). For a
     /// caller that posts its answer between receiving and sending (a busy-polling
-    /// ping-pong), the answer then reaches the peer first. Off by default.
+    /// ping-pong), the answer then reaches the peer first. Positive ACKs queued back to
+    /// back then also coalesce into the last, which covers them all. Off by default, as
+    /// rxe sends every ACK in order.
     pub fn requests_before_acks(&mut self, on: bool) {
         self.requests_first = on;
     }
@@ -780,6 +784,7 @@ impl Engine {
             counters: &mut self.counters,
             events: &mut self.events,
             port_mtu: self.config.port_mtu.bytes(),
+            coalesce_acks: self.requests_first,
         };
         let r = f(qp, &mut ctx);
         let deadline = qp.deadline();

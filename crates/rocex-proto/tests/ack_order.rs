@@ -243,3 +243,22 @@ fn acks_queued_back_to_back_coalesce_into_one_that_covers_all() {
     );
     assert!(drain(&mut a).is_empty(), "nothing to resend");
 }
+
+#[test]
+fn by_default_every_ack_goes_as_rxe_sends_them() {
+    let (mut a, mut b) = pair();
+    b.e.requests_before_acks(false);
+    for id in 1..=3 {
+        write(&mut a, &b, id);
+    }
+    let req = drain(&mut a);
+    deliver(&a, &mut b, &req);
+    assert_eq!(
+        describe(&drain(&mut b)),
+        [
+            (Opcode::RC_ACKNOWLEDGE, 100, true),
+            (Opcode::RC_ACKNOWLEDGE, 101, true),
+            (Opcode::RC_ACKNOWLEDGE, 102, true)
+        ]
+    );
+}

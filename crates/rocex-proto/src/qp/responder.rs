@@ -129,10 +129,10 @@ impl Responder {
         }
     }
 
-    /// Queues an acknowledgement. A positive ACK behind a positive ACK for an earlier PSN
-    /// replaces it: ACKs are cumulative, so the later one covers both (the IBA lets a
-    /// responder coalesce acknowledgements).
-    fn queue_ack(&mut self, psn: Psn, syndrome: Syndrome) {
+    /// Queues an acknowledgement. With `coalesce`, a positive ACK behind a positive ACK for
+    /// an earlier PSN replaces it: ACKs are cumulative, so the later one covers both (the
+    /// IBA lets a responder coalesce acknowledgements; rxe sends each, which is the default).
+    fn queue_ack(&mut self, psn: Psn, syndrome: Syndrome, coalesce: bool) {
         if let (
             Syndrome::Ack { .. },
             Some(Reply::Ack {
@@ -141,6 +141,7 @@ impl Responder {
                 msn,
             }),
         ) = (syndrome, self.out.back_mut())
+            && coalesce
             && matches!(s, Syndrome::Ack { .. })
             && psn.is_after(*p)
         {
@@ -239,7 +240,7 @@ impl Qp {
                 ctx.counters.nak_psn_sequence += 1;
                 let expected = self.resp.psn;
                 self.resp
-                    .queue_ack(expected, Syndrome::Nak(NakCode::PsnSequenceError));
+                    .queue_ack(expected, Syndrome::Nak(NakCode::PsnSequenceError), false);
             }
             return;
         }
@@ -279,7 +280,7 @@ impl Qp {
         if needs_recv && self.rq.is_empty() && !matches!(self.resp.msg, Some(InMsg::Send { .. })) {
             ctx.counters.send_rnr_err += 1;
             let timer = self.attr.min_rnr_timer;
-            self.resp.queue_ack(psn, Syndrome::RnrNak { timer });
+            self.resp.queue_ack(psn, Syndrome::RnrNak { timer }, false);
             return Ok(());
         }
         self.check_length(pkt, info)?;
@@ -297,7 +298,7 @@ impl Qp {
         }
         self.resp.psn = psn.add(1);
         if pkt.bth.ack_req {
-            self.resp.queue_ack(psn, Syndrome::ACK);
+            self.resp.queue_ack(psn, Syndrome::ACK, ctx.coalesce_acks);
         }
         Ok(())
     }
@@ -377,7 +378,7 @@ impl Qp {
                 ctx.complete(self.recv_cq, wc, pkt.bth.solicited);
                 self.resp.psn = pkt.bth.psn.add(1);
                 if pkt.bth.ack_req {
-                    self.resp.queue_ack(pkt.bth.psn, Syndrome::ACK);
+                    self.resp.queue_ack(pkt.bth.psn, Syndrome::ACK, ctx.coalesce_acks);
                 }
                 self.enter_error(ctx);
                 return Err(Refusal {
@@ -580,7 +581,7 @@ impl Qp {
         match info.operation {
             Operation::Send | Operation::Write => {
                 let last = self.resp.psn.sub(1);
-                self.resp.queue_ack(last, Syndrome::ACK);
+                self.resp.queue_ack(last, Syndrome::ACK, false);
             }
             Operation::ReadRequest => {
                 let Some(reth) = pkt.reth else { return };
@@ -659,7 +660,7 @@ impl Qp {
             NakCode::RemoteAccessError => ctx.counters.nak_remote_access += 1,
             _ => ctx.counters.nak_remote_operation += 1,
         }
-        self.resp.queue_ack(psn, Syndrome::Nak(r.nak));
+        self.resp.queue_ack(psn, Syndrome::Nak(r.nak), false);
         if let Some(wr) = self.resp.take_recv() {
             let mut wc = self.recv_wc(wr.wr_id, WcOpcode::Recv, 0);
             wc.status = r.recv_status;

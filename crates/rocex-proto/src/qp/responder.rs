@@ -378,7 +378,8 @@ impl Qp {
                 ctx.complete(self.recv_cq, wc, pkt.bth.solicited);
                 self.resp.psn = pkt.bth.psn.add(1);
                 if pkt.bth.ack_req {
-                    self.resp.queue_ack(pkt.bth.psn, Syndrome::ACK, ctx.coalesce_acks);
+                    self.resp
+                        .queue_ack(pkt.bth.psn, Syndrome::ACK, ctx.coalesce_acks);
                 }
                 self.enter_error(ctx);
                 return Err(Refusal {

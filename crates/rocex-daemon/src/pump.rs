@@ -17,8 +17,8 @@ use rocex_shm::control::QpCreated;
 use rocex_shm::desc::sge_capacity;
 use rocex_shm::layout::RING_ALIGN;
 use rocex_shm::{
-    CqWriter, EventFd, ReadError, RegionHeader, Ring, RingKind, RingSpec, RqLimits, RqReader,
-    SharedRegion, SleepCheck, SqLimits, SqReader,
+    Consumer, CqWriter, EventFd, ReadError, RegionHeader, Ring, RingKind, RingSpec, RqLimits,
+    RqReader, SharedRegion, SleepCheck, SqLimits, SqReader,
 };
 use zerocopy::IntoBytes;
 
@@ -158,20 +158,10 @@ fn ring_at(map: &SharedRegion, off: usize, spec: RingSpec) -> Option<Ring<'_>> {
 pub(crate) struct QpPump {
     pub(crate) qpn: u32,
     map: SharedRegion,
-    sq: RingSpec,
-    sq_off: usize,
-    rq: RingSpec,
-    rq_off: usize,
-    sq_head: u32,
-    rq_head: u32,
-    sq_limits: SqLimits,
-    rq_limits: RqLimits,
+    sq: WorkQueue<SendWr>,
+    rq: WorkQueue<RecvWr>,
     /// The doorbell the client writes when the daemon sleeps.
     pub(crate) doorbell: EventFd,
-    /// A request the engine could not take yet (queue full, QP not ready): retried before
-    /// anything else is read, which is what holds back the ring (back-pressure).
-    stash_send: Option<SendWr>,
-    stash_recv: Option<RecvWr>,
     /// The rings' indices were impossible: nothing more is read from them.
     pub(crate) broken: bool,
     /// The send CQ (engine id = client handle).
@@ -221,23 +211,23 @@ impl QpPump {
             Self {
                 qpn,
                 map,
-                sq,
-                sq_off,
-                rq,
-                rq_off,
-                sq_head: 0,
-                rq_head: 0,
-                sq_limits: SqLimits {
-                    qp_type,
-                    max_sge: cap.max_send_sge,
-                    max_inline: cap.max_inline_data,
-                },
-                rq_limits: RqLimits {
-                    max_sge: cap.max_recv_sge,
-                },
+                sq: WorkQueue::new(
+                    sq_off,
+                    sq,
+                    SqLimits {
+                        qp_type,
+                        max_sge: cap.max_send_sge,
+                        max_inline: cap.max_inline_data,
+                    },
+                ),
+                rq: WorkQueue::new(
+                    rq_off,
+                    rq,
+                    RqLimits {
+                        max_sge: cap.max_recv_sge,
+                    },
+                ),
                 doorbell: EventFd::new()?,
-                stash_send: None,
-                stash_recv: None,
                 broken: false,
                 send_cq: cqs.0,
                 recv_cq: cqs.1,
@@ -264,133 +254,41 @@ impl QpPump {
         if self.broken {
             return false;
         }
-        let mut busy = false;
         // Receive first, so a SEND that races in finds its buffer.
-        if let Some(wr) = self.stash_recv.take() {
-            match engine.post_recv(now, self.qpn, wr.clone()) {
-                Ok(()) => busy = true,
-                Err(VerbsError::QueueFull | VerbsError::InvalidState(_)) => {
-                    self.stash_recv = Some(wr)
-                }
-                Err(e) => self.refuse(engine, cqs, stats, wr.wr_id, false, &e),
-            }
-        }
-        if self.stash_recv.is_none() {
-            busy |= self.drain_rq(engine, now, cqs, stats);
-        }
-        if let Some(wr) = self.stash_send.take() {
-            let id = wr.wr_id;
-            match engine.post_send(now, self.qpn, wr.clone()) {
-                Ok(()) => busy = true,
-                Err(VerbsError::QueueFull | VerbsError::InvalidState(_)) => {
-                    self.stash_send = Some(wr)
-                }
-                Err(e) => self.refuse(engine, cqs, stats, id, true, &e),
-            }
-        }
-        if self.stash_send.is_none() {
-            busy |= self.drain_sq(engine, now, cqs, stats);
-        }
-        busy
+        let busy = self.drain_queue::<RecvWr>(engine, now, cqs, stats);
+        self.drain_queue::<SendWr>(engine, now, cqs, stats) | busy
     }
 
-    fn drain_rq(
+    /// Retries the request the engine could not take, then, once it is in, moves new
+    /// descriptors from the queue's ring into the engine.
+    fn drain_queue<W: Pumped>(
         &mut self,
         engine: &mut Engine,
         now: Instant,
         cqs: &mut HashMap<u32, CqPump>,
         stats: &mut PumpStats,
     ) -> bool {
-        let Some(ring) = ring_at(&self.map, self.rq_off, self.rq) else {
-            return false;
-        };
-        let mut reader = RqReader::new(ring.consumer_at(self.rq_head), self.rq_limits);
-        let mut n = 0u32;
-        let mut errors = Vec::new();
-        let mut broken = false;
-        loop {
-            match reader.read_recv() {
-                Ok(None) => break,
-                Ok(Some(wr)) => {
-                    n += 1;
-                    match engine.post_recv(now, self.qpn, wr.clone()) {
-                        Ok(()) => {}
-                        Err(VerbsError::QueueFull | VerbsError::InvalidState(_)) => {
-                            self.stash_recv = Some(wr);
-                            break;
-                        }
-                        Err(e) => errors.push((wr.wr_id, WcStatus::LocQpOpErr, e.to_string())),
-                    }
-                }
-                Err(ReadError::Desc { wr_id, error }) => {
-                    n += 1;
-                    stats.bad_descriptors += 1;
-                    errors.push((wr_id, error.wc_status(), error.to_string()));
-                }
-                Err(ReadError::Ring(e)) => {
-                    tracing::warn!(qpn = self.qpn, "RQ ring broken: {e}");
-                    broken = true;
-                    break;
+        let qpn = self.qpn;
+        let mut busy = false;
+        let (_, queue) = W::queue(self);
+        if let Some(wr) = queue.stash.take() {
+            match wr.post(engine, now, qpn) {
+                Ok(()) => busy = true,
+                Err((wr, e)) if must_wait(&e) => queue.stash = Some(wr),
+                Err((wr, e)) => {
+                    stats.refused += 1;
+                    let refused = vec![refusal(wr.wr_id(), &e)];
+                    self.fail_all(engine, cqs, stats, refused, W::SEND, false);
                 }
             }
         }
-        reader.ring().release();
-        self.rq_head = self.rq_head.wrapping_add(n);
-        self.fail_all(engine, cqs, stats, errors, false, broken);
-        n > 0
-    }
-
-    fn drain_sq(
-        &mut self,
-        engine: &mut Engine,
-        now: Instant,
-        cqs: &mut HashMap<u32, CqPump>,
-        stats: &mut PumpStats,
-    ) -> bool {
-        let Some(ring) = ring_at(&self.map, self.sq_off, self.sq) else {
-            return false;
-        };
-        let mut reader = SqReader::new(ring.consumer_at(self.sq_head), self.sq_limits);
-        let mut n = 0u32;
-        let mut errors = Vec::new();
-        let mut broken = false;
-        loop {
-            match reader.read_send() {
-                Ok(None) => break,
-                Ok(Some(wr)) => {
-                    n += 1;
-                    let id = wr.wr_id;
-                    match engine.post_send(now, self.qpn, wr.clone()) {
-                        Ok(()) => {}
-                        Err(VerbsError::QueueFull | VerbsError::InvalidState(_)) => {
-                            self.stash_send = Some(wr);
-                            break;
-                        }
-                        Err(e) => {
-                            let status = match e {
-                                VerbsError::MessageTooLong => WcStatus::LocLenErr,
-                                _ => WcStatus::LocQpOpErr,
-                            };
-                            errors.push((id, status, e.to_string()));
-                        }
-                    }
-                }
-                Err(ReadError::Desc { wr_id, error }) => {
-                    n += 1;
-                    stats.bad_descriptors += 1;
-                    errors.push((wr_id, error.wc_status(), error.to_string()));
-                }
-                Err(ReadError::Ring(e)) => {
-                    tracing::warn!(qpn = self.qpn, "SQ ring broken: {e}");
-                    broken = true;
-                    break;
-                }
-            }
+        let (map, queue) = W::queue(self);
+        if queue.stash.is_some() {
+            return busy;
         }
-        reader.ring().release();
-        self.sq_head = self.sq_head.wrapping_add(n);
-        self.fail_all(engine, cqs, stats, errors, true, broken);
-        n > 0
+        let pass = queue.drain_ring(map, engine, now, qpn, stats);
+        self.fail_all(engine, cqs, stats, pass.refused, W::SEND, pass.broken);
+        busy | (pass.consumed > 0)
     }
 
     /// Completes refused requests with their status and moves the QP to error.
@@ -399,7 +297,7 @@ impl QpPump {
         engine: &mut Engine,
         cqs: &mut HashMap<u32, CqPump>,
         stats: &mut PumpStats,
-        errors: Vec<(u64, WcStatus, String)>,
+        errors: Vec<Refusal>,
         send: bool,
         broken: bool,
     ) {
@@ -434,30 +332,6 @@ impl QpPump {
         }
     }
 
-    fn refuse(
-        &mut self,
-        engine: &mut Engine,
-        cqs: &mut HashMap<u32, CqPump>,
-        stats: &mut PumpStats,
-        wr_id: u64,
-        send: bool,
-        e: &VerbsError,
-    ) {
-        stats.refused += 1;
-        let status = match e {
-            VerbsError::MessageTooLong => WcStatus::LocLenErr,
-            _ => WcStatus::LocQpOpErr,
-        };
-        self.fail_all(
-            engine,
-            cqs,
-            stats,
-            vec![(wr_id, status, e.to_string())],
-            send,
-            false,
-        );
-    }
-
     /// Arms both rings' doorbells before the daemon sleeps; true when work raced in (do
     /// not sleep).
     pub(crate) fn arm(&mut self) -> bool {
@@ -465,10 +339,7 @@ impl QpPump {
             return false;
         }
         let mut ready = false;
-        for (off, spec, head) in [
-            (self.sq_off, self.sq, self.sq_head),
-            (self.rq_off, self.rq, self.rq_head),
-        ] {
+        for (off, spec, head) in [self.sq.ring(), self.rq.ring()] {
             if let Some(r) = ring_at(&self.map, off, spec) {
                 match r.consumer_at(head).prepare_sleep(1) {
                     Ok(SleepCheck::Sleep) => {}
@@ -482,20 +353,200 @@ impl QpPump {
     /// True while a request waits for the engine (QP not yet ready to send, or its queue
     /// full): the daemon then sleeps only briefly, since no doorbell announces the change.
     pub(crate) fn stalled(&self) -> bool {
-        self.stash_send.is_some() || self.stash_recv.is_some()
+        self.sq.stash.is_some() || self.rq.stash.is_some()
     }
 
     /// Disarms after the sleep.
     pub(crate) fn disarm(&mut self) {
         let _ = self.doorbell.drain();
-        for (off, spec, head) in [
-            (self.sq_off, self.sq, self.sq_head),
-            (self.rq_off, self.rq, self.rq_head),
-        ] {
+        for (off, spec, head) in [self.sq.ring(), self.rq.ring()] {
             if let Some(r) = ring_at(&self.map, off, spec) {
                 r.consumer_at(head).finish_sleep();
             }
         }
+    }
+}
+
+/// A request refused for good: its `wr_id`, the status it completes with, and why.
+type Refusal = (u64, WcStatus, String);
+
+/// True when the engine refused a request only for now (its queue full, the QP not ready
+/// yet): the request waits in the stash instead of failing.
+fn must_wait(e: &VerbsError) -> bool {
+    matches!(e, VerbsError::QueueFull | VerbsError::InvalidState(_))
+}
+
+/// The completion of a request the engine refused for good.
+fn refusal(wr_id: u64, e: &VerbsError) -> Refusal {
+    let status = match e {
+        VerbsError::MessageTooLong => WcStatus::LocLenErr,
+        _ => WcStatus::LocQpOpErr,
+    };
+    (wr_id, status, e.to_string())
+}
+
+/// The daemon's side of one work queue (SQ or RQ) of a QP.
+#[derive(Debug)]
+struct WorkQueue<W: Pumped> {
+    /// Where the ring lies in the QP's memfd.
+    off: usize,
+    spec: RingSpec,
+    /// The next descriptor to read (private: the only index the daemon trusts).
+    head: u32,
+    limits: W::Limits,
+    /// A request the engine could not take yet (queue full, QP not ready): retried before
+    /// anything else is read, which is what holds back the ring (back-pressure).
+    stash: Option<W>,
+}
+
+/// What one pass over a ring did.
+#[derive(Default)]
+struct Pass {
+    /// Descriptors taken off the ring (posted, stashed or refused).
+    consumed: u32,
+    /// Requests to complete with an error status.
+    refused: Vec<Refusal>,
+    /// The ring's indices were impossible.
+    broken: bool,
+}
+
+impl<W: Pumped> WorkQueue<W> {
+    fn new(off: usize, spec: RingSpec, limits: W::Limits) -> Self {
+        Self {
+            off,
+            spec,
+            head: 0,
+            limits,
+            stash: None,
+        }
+    }
+
+    /// The ring's offset, geometry and the daemon's index in it.
+    fn ring(&self) -> (usize, RingSpec, u32) {
+        (self.off, self.spec, self.head)
+    }
+
+    /// Posts descriptors from the ring in `map` until it is empty, broken, or the engine
+    /// cannot take one yet (which then waits in the stash), and releases what was read.
+    fn drain_ring(
+        &mut self,
+        map: &SharedRegion,
+        engine: &mut Engine,
+        now: Instant,
+        qpn: u32,
+        stats: &mut PumpStats,
+    ) -> Pass {
+        let mut pass = Pass::default();
+        let Some(ring) = ring_at(map, self.off, self.spec) else {
+            return pass;
+        };
+        let mut reader = W::reader(ring.consumer_at(self.head), self.limits);
+        loop {
+            match W::next(&mut reader) {
+                Ok(None) => break,
+                Ok(Some(wr)) => {
+                    pass.consumed += 1;
+                    match wr.post(engine, now, qpn) {
+                        Ok(()) => {}
+                        Err((wr, e)) if must_wait(&e) => {
+                            self.stash = Some(wr);
+                            break;
+                        }
+                        Err((wr, e)) => pass.refused.push(refusal(wr.wr_id(), &e)),
+                    }
+                }
+                Err(ReadError::Desc { wr_id, error }) => {
+                    pass.consumed += 1;
+                    stats.bad_descriptors += 1;
+                    pass.refused
+                        .push((wr_id, error.wc_status(), error.to_string()));
+                }
+                Err(ReadError::Ring(e)) => {
+                    tracing::warn!(qpn, "{} ring broken: {e}", W::QUEUE);
+                    pass.broken = true;
+                    break;
+                }
+            }
+        }
+        W::release(&mut reader);
+        self.head = self.head.wrapping_add(pass.consumed);
+        pass
+    }
+}
+
+/// A work request as the pump moves it: which queue of the QP it comes from, how its
+/// ring is read, and how the engine takes it.
+trait Pumped: Sized + std::fmt::Debug {
+    /// The QP's limits its descriptors are checked against.
+    type Limits: Copy + std::fmt::Debug;
+    /// The validating reader of its ring.
+    type Reader<'m>;
+    /// The queue's name, for logs.
+    const QUEUE: &'static str;
+    /// True for sends: refusals complete on the send CQ.
+    const SEND: bool;
+
+    /// The queue of `pump` and the memory its ring lies in.
+    fn queue(pump: &mut QpPump) -> (&SharedRegion, &mut WorkQueue<Self>);
+    fn reader(ring: Consumer<'_>, limits: Self::Limits) -> Self::Reader<'_>;
+    /// The next request on the ring, validated; `Ok(None)` when the ring is empty.
+    fn next(reader: &mut Self::Reader<'_>) -> Result<Option<Self>, ReadError>;
+    /// Hands what `reader` read back to the client.
+    fn release(reader: &mut Self::Reader<'_>);
+    fn wr_id(&self) -> u64;
+    /// Hands the request to the engine; a refused one comes back with the reason.
+    fn post(self, engine: &mut Engine, now: Instant, qpn: u32) -> Result<(), (Self, VerbsError)>;
+}
+
+impl Pumped for SendWr {
+    type Limits = SqLimits;
+    type Reader<'m> = SqReader<'m>;
+    const QUEUE: &'static str = "SQ";
+    const SEND: bool = true;
+
+    fn queue(pump: &mut QpPump) -> (&SharedRegion, &mut WorkQueue<Self>) {
+        (&pump.map, &mut pump.sq)
+    }
+    fn reader(ring: Consumer<'_>, limits: SqLimits) -> SqReader<'_> {
+        SqReader::new(ring, limits)
+    }
+    fn next(reader: &mut SqReader<'_>) -> Result<Option<Self>, ReadError> {
+        reader.read_send()
+    }
+    fn release(reader: &mut SqReader<'_>) {
+        reader.ring().release();
+    }
+    fn wr_id(&self) -> u64 {
+        self.wr_id
+    }
+    fn post(self, engine: &mut Engine, now: Instant, qpn: u32) -> Result<(), (Self, VerbsError)> {
+        engine.try_post_send(now, qpn, self)
+    }
+}
+
+impl Pumped for RecvWr {
+    type Limits = RqLimits;
+    type Reader<'m> = RqReader<'m>;
+    const QUEUE: &'static str = "RQ";
+    const SEND: bool = false;
+
+    fn queue(pump: &mut QpPump) -> (&SharedRegion, &mut WorkQueue<Self>) {
+        (&pump.map, &mut pump.rq)
+    }
+    fn reader(ring: Consumer<'_>, limits: RqLimits) -> RqReader<'_> {
+        RqReader::new(ring, limits)
+    }
+    fn next(reader: &mut RqReader<'_>) -> Result<Option<Self>, ReadError> {
+        reader.read_recv()
+    }
+    fn release(reader: &mut RqReader<'_>) {
+        reader.ring().release();
+    }
+    fn wr_id(&self) -> u64 {
+        self.wr_id
+    }
+    fn post(self, engine: &mut Engine, now: Instant, qpn: u32) -> Result<(), (Self, VerbsError)> {
+        engine.try_post_recv(now, qpn, self)
     }
 }
 

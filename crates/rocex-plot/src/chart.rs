@@ -1,9 +1,10 @@
 //! The three charts of docs/performance.md, drawn as SVG: throughput by message size,
 //! throughput by QP count, and the latency distribution of rocex against kernel UDP.
 
-use std::fmt::Display;
 use std::path::Path;
 
+use plotters::coord::Shift;
+use plotters::coord::ranged1d::AsRangedCoord;
 use plotters::prelude::*;
 
 use crate::results::{Percentiles, Results};
@@ -21,12 +22,41 @@ const ROCEX: RGBColor = RGBColor(0xd6, 0x27, 0x28);
 const TCP: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
 const UDP: RGBColor = RGBColor(0x2c, 0xa0, 0x2c);
 
-/// Turns any drawing error into one that names the chart.
-fn at<E: Display>(path: &Path) -> impl Fn(E) -> DrawError + '_ {
-    move |e| DrawError {
-        chart: path.display().to_string(),
-        why: e.to_string(),
-    }
+/// What plotters' SVG backend fails with.
+type SvgError = DrawingAreaErrorKind<std::io::Error>;
+
+/// The page of one chart.
+type Page<'b> = DrawingArea<SVGBackend<'b>, Shift>;
+
+/// A chart on a page, with plain (linear, log or segmented) axes.
+type Chart<'a, 'b, X, Y> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, Y>>;
+
+/// Draws one chart into the SVG file `path`: a white page, `draw`'s content, then the
+/// file; a failure names the chart.
+fn svg(path: &Path, draw: impl FnOnce(&Page<'_>) -> Result<(), SvgError>) -> Result<(), DrawError> {
+    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&WHITE)
+        .and_then(|()| draw(&root))
+        .and_then(|()| root.present())
+        .map_err(|e| DrawError {
+            chart: path.display().to_string(),
+            why: e.to_string(),
+        })
+}
+
+/// The captioned frame every chart shares, over `x` and `y`.
+fn frame<'a, 'b, X: AsRangedCoord, Y: AsRangedCoord>(
+    root: &'a Page<'b>,
+    caption: &str,
+    x: X,
+    y: Y,
+) -> Result<Chart<'a, 'b, X::CoordDescType, Y::CoordDescType>, SvgError> {
+    ChartBuilder::on(root)
+        .caption(caption, (FONT, 18))
+        .margin(14)
+        .x_label_area_size(42)
+        .y_label_area_size(56)
+        .build_cartesian_2d(x, y)
 }
 
 /// `4096` as `4 KiB`, `1048576` as `1 MiB`.
@@ -42,10 +72,53 @@ fn legend_line(color: RGBColor) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)
     move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
 }
 
+/// A line through `pts` and its legend entry `label`.
+fn line<X: Ranged, Y: Ranged>(
+    c: &mut Chart<'_, '_, X, Y>,
+    pts: Vec<(X::ValueType, Y::ValueType)>,
+    color: RGBColor,
+    label: impl Into<String>,
+) -> Result<(), SvgError>
+where
+    (X::ValueType, Y::ValueType): Clone + 'static,
+{
+    c.draw_series(LineSeries::new(pts, color.stroke_width(2)))?
+        .label(label)
+        .legend(legend_line(color));
+    Ok(())
+}
+
+/// A line through `pts` with a dot on each point, and its legend entry `label`.
+fn dotted_line<X: Ranged, Y: Ranged>(
+    c: &mut Chart<'_, '_, X, Y>,
+    pts: Vec<(X::ValueType, Y::ValueType)>,
+    color: RGBColor,
+    label: impl Into<String>,
+) -> Result<(), SvgError>
+where
+    (X::ValueType, Y::ValueType): Clone + 'static,
+{
+    line(c, pts.clone(), color, label)?;
+    c.draw_series(pts.into_iter().map(|p| Circle::new(p, 4, color.filled())))?;
+    Ok(())
+}
+
+/// The legend box, at `position`.
+fn legend<'a, 'b: 'a, X: Ranged, Y: Ranged>(
+    c: &mut Chart<'a, 'b, X, Y>,
+    position: SeriesLabelPosition,
+) -> Result<(), SvgError> {
+    c.configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FONT, 13))
+        .draw()
+}
+
 /// Gb/s of `rocex perf write bw` against log2 of the message size, with iperf3's and raw
 /// UDP's throughput as horizontal references.
 pub(crate) fn by_size(r: &Results, path: &Path) -> Result<(), DrawError> {
-    let e = at(path);
     let pts: Vec<(f64, f64)> = r
         .msg_size
         .iter()
@@ -71,55 +144,36 @@ pub(crate) fn by_size(r: &Results, path: &Path) -> Result<(), DrawError> {
         .chain(refs.iter().filter_map(|x| x.1))
         .fold(1.0, f64::max)
         * 1.25;
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
-    root.fill(&WHITE).map_err(&e)?;
-    let mut c = ChartBuilder::on(&root)
-        .caption(
+    svg(path, |root| {
+        let mut c = frame(
+            root,
             "RDMA WRITE throughput by message size (1 QP, MTU 4096)",
-            (FONT, 18),
-        )
-        .margin(14)
-        .x_label_area_size(42)
-        .y_label_area_size(56)
-        .build_cartesian_2d(lo..hi, 0.0..top)
-        .map_err(&e)?;
-    c.configure_mesh()
-        .x_labels((hi - lo) as usize + 1)
-        .x_label_formatter(&|x| bytes(x.exp2().round()))
-        .x_desc("message size")
-        .y_desc("Gb/s (payload)")
-        .draw()
-        .map_err(&e)?;
-    c.draw_series(LineSeries::new(pts.clone(), ROCEX.stroke_width(2)))
-        .map_err(&e)?
-        .label("rocex perf write bw")
-        .legend(legend_line(ROCEX));
-    c.draw_series(pts.iter().map(|&p| Circle::new(p, 4, ROCEX.filled())))
-        .map_err(&e)?;
-    for (name, v, color) in refs {
-        let Some(v) = v else { continue };
-        c.draw_series(LineSeries::new(
-            vec![(lo, v), (hi, v)],
-            color.stroke_width(2),
-        ))
-        .map_err(&e)?
-        .label(format!("{name}: {v:.1} Gb/s"))
-        .legend(legend_line(color));
-    }
-    c.configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FONT, 13))
-        .draw()
-        .map_err(&e)?;
-    root.present().map_err(&e)
+            lo..hi,
+            0.0..top,
+        )?;
+        c.configure_mesh()
+            .x_labels((hi - lo) as usize + 1)
+            .x_label_formatter(&|x| bytes(x.exp2().round()))
+            .x_desc("message size")
+            .y_desc("Gb/s (payload)")
+            .draw()?;
+        dotted_line(&mut c, pts, ROCEX, "rocex perf write bw")?;
+        for (name, v, color) in refs {
+            let Some(v) = v else { continue };
+            line(
+                &mut c,
+                vec![(lo, v), (hi, v)],
+                color,
+                format!("{name}: {v:.1} Gb/s"),
+            )?;
+        }
+        legend(&mut c, SeriesLabelPosition::LowerRight)
+    })
 }
 
 /// Gb/s of `rocex perf write bw` (64 KiB) against log2 of the QP count; counts whose run
 /// failed are named in the caption.
 pub(crate) fn by_qps(r: &Results, path: &Path) -> Result<(), DrawError> {
-    let e = at(path);
     let pts: Vec<(f64, f64)> = r
         .qps
         .iter()
@@ -145,42 +199,22 @@ pub(crate) fn by_qps(r: &Results, path: &Path) -> Result<(), DrawError> {
             failed.join(", ")
         )
     };
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
-    root.fill(&WHITE).map_err(&e)?;
-    let mut c = ChartBuilder::on(&root)
-        .caption(caption, (FONT, 18))
-        .margin(14)
-        .x_label_area_size(42)
-        .y_label_area_size(56)
-        .build_cartesian_2d(-0.5..hi + 0.5, 0.0..top)
-        .map_err(&e)?;
-    c.configure_mesh()
-        .x_labels(hi as usize + 2)
-        .x_label_formatter(&|x| format!("{}", x.exp2().round()))
-        .x_desc("RC QPs (all in one process on each side)")
-        .y_desc("Gb/s (payload, all QPs)")
-        .draw()
-        .map_err(&e)?;
-    c.draw_series(LineSeries::new(pts.clone(), ROCEX.stroke_width(2)))
-        .map_err(&e)?
-        .label("rocex perf write bw, MTU 4096")
-        .legend(legend_line(ROCEX));
-    c.draw_series(pts.iter().map(|&p| Circle::new(p, 4, ROCEX.filled())))
-        .map_err(&e)?;
-    c.configure_series_labels()
-        .position(SeriesLabelPosition::LowerLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FONT, 13))
-        .draw()
-        .map_err(&e)?;
-    root.present().map_err(&e)
+    svg(path, |root| {
+        let mut c = frame(root, &caption, -0.5..hi + 0.5, 0.0..top)?;
+        c.configure_mesh()
+            .x_labels(hi as usize + 2)
+            .x_label_formatter(&|x| format!("{}", x.exp2().round()))
+            .x_desc("RC QPs (all in one process on each side)")
+            .y_desc("Gb/s (payload, all QPs)")
+            .draw()?;
+        dotted_line(&mut c, pts, ROCEX, "rocex perf write bw, MTU 4096")?;
+        legend(&mut c, SeriesLabelPosition::LowerLeft)
+    })
 }
 
 /// Round-trip percentiles (min, p50, p99, p99.9, max) of rocex's 8-byte WRITE and of the
 /// kernel UDP busy-poll ping-pong, on a log scale.
 pub(crate) fn latency(r: &Results, path: &Path) -> Result<(), DrawError> {
-    let e = at(path);
     let series = [
         (
             "rocex perf write lat, 8 B (round trip)",
@@ -209,42 +243,27 @@ pub(crate) fn latency(r: &Results, path: &Path) -> Result<(), DrawError> {
     let lo = all.iter().copied().reduce(f64::min).unwrap_or(1.0) * 0.8;
     let hi = all.iter().copied().fold(1.0, f64::max) * 1.5;
     let labels = series[0].1.points().map(|(l, _)| l);
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
-    root.fill(&WHITE).map_err(&e)?;
-    let mut c = ChartBuilder::on(&root)
-        .caption("Round-trip latency distribution", (FONT, 18))
-        .margin(14)
-        .x_label_area_size(42)
-        .y_label_area_size(56)
-        .build_cartesian_2d((0..4).into_segmented(), (lo..hi).log_scale())
-        .map_err(&e)?;
-    c.configure_mesh()
-        .x_label_formatter(&|v| match v {
-            SegmentValue::CenterOf(i) => labels
-                .get(*i as usize)
-                .map_or_else(String::new, |l| (*l).to_owned()),
-            _ => String::new(),
-        })
-        .y_label_formatter(&|y| format!("{y:.0}"))
-        .x_desc("percentile")
-        .y_desc("round trip, us (log)")
-        .draw()
-        .map_err(&e)?;
-    for (name, p, color) in series {
-        let pts = points(p);
-        c.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-            .map_err(&e)?
-            .label(name)
-            .legend(legend_line(color));
-        c.draw_series(pts.into_iter().map(|p| Circle::new(p, 4, color.filled())))
-            .map_err(&e)?;
-    }
-    c.configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FONT, 13))
-        .draw()
-        .map_err(&e)?;
-    root.present().map_err(&e)
+    svg(path, |root| {
+        let mut c = frame(
+            root,
+            "Round-trip latency distribution",
+            (0..4).into_segmented(),
+            (lo..hi).log_scale(),
+        )?;
+        c.configure_mesh()
+            .x_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => labels
+                    .get(*i as usize)
+                    .map_or_else(String::new, |l| (*l).to_owned()),
+                _ => String::new(),
+            })
+            .y_label_formatter(&|y| format!("{y:.0}"))
+            .x_desc("percentile")
+            .y_desc("round trip, us (log)")
+            .draw()?;
+        for (name, p, color) in series {
+            dotted_line(&mut c, points(p), color, name)?;
+        }
+        legend(&mut c, SeriesLabelPosition::UpperLeft)
+    })
 }

@@ -550,9 +550,31 @@ impl Engine {
 
     /// Posts a send work request.
     pub fn post_send(&mut self, now: Instant, qpn: u32, wr: SendWr) -> Result<(), VerbsError> {
+        self.try_post_send(now, qpn, wr).map_err(|(_, e)| e)
+    }
+
+    /// Posts a send work request; a refused one comes back with the reason, so that a
+    /// caller that retries it later (the queue full, the QP not yet ready) keeps it
+    /// without a copy.
+    #[expect(
+        clippy::result_large_err,
+        reason = "a boxed request would cost the allocation that returning it saves"
+    )]
+    pub fn try_post_send(
+        &mut self,
+        now: Instant,
+        qpn: u32,
+        wr: SendWr,
+    ) -> Result<(), (SendWr, VerbsError)> {
         let port_mtu = self.config.port_mtu.bytes();
-        let qp = self.qps.get(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
-        validate_send(qp, &wr, port_mtu)?;
+        let checked = self
+            .qps
+            .get(&qpn)
+            .ok_or(VerbsError::NoSuchQp(qpn))
+            .and_then(|qp| validate_send(qp, &wr, port_mtu));
+        if let Err(e) = checked {
+            return Err((wr, e));
+        }
         let len = match wr.op {
             SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } | SendOp::AtomicWrite { .. } => 8,
             SendOp::Flush { .. } => 0,
@@ -577,15 +599,24 @@ impl Engine {
 
     /// Posts a receive work request.
     pub fn post_recv(&mut self, now: Instant, qpn: u32, wr: RecvWr) -> Result<(), VerbsError> {
-        let qp = self.qps.get(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
-        if qp.state == QpState::Reset {
-            return Err(VerbsError::InvalidState(qp.state));
-        }
-        if qp.rq.len() >= qp.cap.max_recv_wr as usize {
-            return Err(VerbsError::QueueFull);
-        }
-        if wr.sges.len() > qp.cap.max_recv_sge as usize {
-            return Err(VerbsError::TooManySge);
+        self.try_post_recv(now, qpn, wr).map_err(|(_, e)| e)
+    }
+
+    /// Posts a receive work request; a refused one comes back with the reason, as with
+    /// [`Engine::try_post_send`].
+    pub fn try_post_recv(
+        &mut self,
+        now: Instant,
+        qpn: u32,
+        wr: RecvWr,
+    ) -> Result<(), (RecvWr, VerbsError)> {
+        let checked = self
+            .qps
+            .get(&qpn)
+            .ok_or(VerbsError::NoSuchQp(qpn))
+            .and_then(|qp| validate_recv(qp, &wr));
+        if let Err(e) = checked {
+            return Err((wr, e));
         }
         self.with_qp(qpn, now, |qp, ctx| {
             qp.rq.push_back(wr);
@@ -857,6 +888,20 @@ impl Engine {
     pub fn alloc_mw_with_key(&mut self, pd: PdId, rkey: u32) -> Result<u32, VerbsError> {
         Ok(self.mem.alloc_mw_with_key(pd, rkey)?)
     }
+}
+
+/// The checks `ibv_post_recv` makes before a request is queued.
+fn validate_recv(qp: &Qp, wr: &RecvWr) -> Result<(), VerbsError> {
+    if qp.state == QpState::Reset {
+        return Err(VerbsError::InvalidState(qp.state));
+    }
+    if qp.rq.len() >= qp.cap.max_recv_wr as usize {
+        return Err(VerbsError::QueueFull);
+    }
+    if wr.sges.len() > qp.cap.max_recv_sge as usize {
+        return Err(VerbsError::TooManySge);
+    }
+    Ok(())
 }
 
 /// The checks `ibv_post_send` makes before a request is queued.

@@ -41,7 +41,6 @@
 use std::cell::Cell;
 use std::fmt;
 use std::io;
-use std::marker::PhantomData;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
@@ -50,7 +49,7 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use rocex_proto::verbs::{AttrMask, QpAttr, QpCap, QpType, RecvWr, SendWr, Sge, WorkCompletion};
+use rocex_proto::verbs::{AttrMask, QpAttr, QpCap, QpType, RecvWr, SendWr, WorkCompletion};
 use rocex_shm::control::{
     DeviceAttr, HEADER_LEN, QpCreated, Request, Response, decode_header, encode_frame, kind,
     response_fds,
@@ -73,6 +72,9 @@ pub use rocex_shm::control::{CmEvent, CmEventKind};
 pub use rocex_shm::control::{QpStat, StatGroup, Stats};
 
 mod cm;
+mod mr;
+
+pub use mr::{Mr, ProcessMr, Registration};
 
 /// Where a client looks for the daemon without a path: `$ROCEX_SOCKET`, else
 /// `/run/rocex/rocexd.sock`.
@@ -602,14 +604,11 @@ impl Pd {
         let Response::RegMr { lkey, rkey, .. } = r else {
             return Err(proto("bad RegMr response"));
         };
-        Ok(Mr {
-            ctx: self.ctx.clone(),
+        Ok(Mr::new(
+            self.ctx.clone(),
             map,
-            len,
-            iova,
-            lkey,
-            rkey,
-        })
+            Registration::new(iova, len, lkey, rkey),
+        ))
     }
 
     /// Registers `buf`, ordinary memory of this process (a `Vec`, an array), with
@@ -656,14 +655,10 @@ impl Pd {
         let Response::RegMr { lkey, rkey, .. } = r else {
             return Err(proto("bad RegMr response"));
         };
-        Ok(ProcessMr {
-            ctx: self.ctx.clone(),
-            addr,
-            len,
-            lkey,
-            rkey,
-            _buf: PhantomData,
-        })
+        Ok(ProcessMr::new(
+            self.ctx.clone(),
+            Registration::new(addr, len, lkey, rkey),
+        ))
     }
 
     /// Creates a queue pair in RESET.
@@ -688,205 +683,6 @@ impl Pd {
 impl Drop for Pd {
     fn drop(&mut self) {
         let _ = self.ctx.ch.done(&Request::DeallocPd { pd: self.pd });
-    }
-}
-
-/// A registered memory region in shared memory.
-#[derive(Debug)]
-pub struct Mr {
-    ctx: Context,
-    map: SharedRegion,
-    len: usize,
-    iova: u64,
-    lkey: u32,
-    rkey: u32,
-}
-
-impl Mr {
-    /// Local key.
-    pub fn lkey(&self) -> u32 {
-        self.lkey
-    }
-    /// Remote key (give it to the peer).
-    pub fn rkey(&self) -> u32 {
-        self.rkey
-    }
-    /// The address of the first byte, as SGEs and peers name it.
-    pub fn addr(&self) -> u64 {
-        self.iova
-    }
-    /// Bytes registered.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    /// True for a zero-length region.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-    /// An SGE over `[offset, offset + len)`.
-    pub fn sge(&self, offset: u64, len: u32) -> Sge {
-        Sge {
-            addr: self.iova + offset,
-            length: len,
-            lkey: self.lkey,
-        }
-    }
-    /// A remote token for the peer: address and rkey of `offset`.
-    pub fn remote(&self, offset: u64) -> verbs::Remote {
-        verbs::Remote {
-            addr: self.iova + offset,
-            rkey: self.rkey,
-        }
-    }
-
-    fn check(&self, offset: usize, n: usize) -> Result<()> {
-        if offset.checked_add(n).is_none_or(|e| e > self.len) {
-            return Err(Error::Io(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "access outside the memory region",
-            )));
-        }
-        Ok(())
-    }
-
-    /// Copies `data` into the region at `offset`.
-    pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
-        self.check(offset, data.len())?;
-        let v = self.map.view();
-        let (head, body, _) = word_split(offset, data.len());
-        for (i, &b) in data[..head].iter().enumerate() {
-            self.write_byte(offset + i, b)?;
-        }
-        if body > 0 {
-            v.write(offset + head, &data[head..head + body])
-                .map_err(|e| proto(e.to_string()))?;
-        }
-        for (i, &b) in data[head + body..].iter().enumerate() {
-            self.write_byte(offset + head + body + i, b)?;
-        }
-        std::sync::atomic::fence(Ordering::Release);
-        Ok(())
-    }
-
-    /// Stores one byte of a shared word without disturbing its neighbours.
-    fn write_byte(&self, at: usize, b: u8) -> Result<()> {
-        let w = self
-            .map
-            .view()
-            .word(at & !3)
-            .map_err(|e| proto(e.to_string()))?;
-        let _ = w.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
-            let mut x = old.to_ne_bytes();
-            x[at % 4] = b;
-            Some(u32::from_ne_bytes(x))
-        });
-        Ok(())
-    }
-
-    /// Copies `out.len()` bytes at `offset` out of the region.
-    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        self.check(offset, out.len())?;
-        std::sync::atomic::fence(Ordering::Acquire);
-        let v = self.map.view();
-        let (head, body, _) = word_split(offset, out.len());
-        let byte = |at: usize| -> Result<u8> {
-            let w = v.word(at & !3).map_err(|e| proto(e.to_string()))?;
-            Ok(w.load(Ordering::Relaxed).to_ne_bytes()[at % 4])
-        };
-        for (i, b) in out[..head].iter_mut().enumerate() {
-            *b = byte(offset + i)?;
-        }
-        if body > 0 {
-            v.read(offset + head, &mut out[head..head + body])
-                .map_err(|e| proto(e.to_string()))?;
-        }
-        for (i, b) in out[head + body..].iter_mut().enumerate() {
-            *b = byte(offset + head + body + i)?;
-        }
-        Ok(())
-    }
-
-    /// The region's bytes, copied.
-    pub fn to_vec(&self) -> Vec<u8> {
-        let mut v = vec![0; self.len];
-        let _ = self.read(0, &mut v);
-        v
-    }
-
-    /// The 8 bytes at `offset` in host order (atomics' operands and results).
-    pub fn read_u64(&self, offset: usize) -> Result<u64> {
-        let mut b = [0u8; 8];
-        self.read(offset, &mut b)?;
-        Ok(u64::from_ne_bytes(b))
-    }
-
-    /// Stores 8 bytes at `offset` in host order.
-    pub fn write_u64(&self, offset: usize, v: u64) -> Result<()> {
-        self.write(offset, &v.to_ne_bytes())
-    }
-}
-
-impl Drop for Mr {
-    fn drop(&mut self) {
-        let _ = self.ctx.ch.done(&Request::DeregMr { lkey: self.lkey });
-    }
-}
-
-/// A memory region over the process's own memory ([`Pd::reg_mr_process`]), which the
-/// daemon reaches by system calls; addresses are the memory's own virtual addresses.
-#[derive(Debug)]
-pub struct ProcessMr<'a> {
-    ctx: Context,
-    addr: u64,
-    len: usize,
-    lkey: u32,
-    rkey: u32,
-    _buf: PhantomData<&'a mut [u8]>,
-}
-
-impl ProcessMr<'_> {
-    /// Local key.
-    pub fn lkey(&self) -> u32 {
-        self.lkey
-    }
-    /// Remote key (give it to the peer).
-    pub fn rkey(&self) -> u32 {
-        self.rkey
-    }
-    /// The address of the first byte (its address in this process).
-    pub fn addr(&self) -> u64 {
-        self.addr
-    }
-    /// Bytes registered.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    /// True for a zero-length region.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-    /// An SGE over `[offset, offset + len)`.
-    pub fn sge(&self, offset: u64, len: u32) -> Sge {
-        Sge {
-            addr: self.addr + offset,
-            length: len,
-            lkey: self.lkey,
-        }
-    }
-    /// A remote token for the peer: address and rkey of `offset`.
-    pub fn remote(&self, offset: u64) -> verbs::Remote {
-        verbs::Remote {
-            addr: self.addr + offset,
-            rkey: self.rkey,
-        }
-    }
-}
-
-impl Drop for ProcessMr<'_> {
-    fn drop(&mut self) {
-        // Answered only once the daemon has deregistered it: no access follows, and the
-        // borrow of the memory can end.
-        let _ = self.ctx.ch.done(&Request::DeregMr { lkey: self.lkey });
     }
 }
 
@@ -1140,37 +936,5 @@ impl Qp {
 impl Drop for Qp {
     fn drop(&mut self) {
         let _ = self.ctx.ch.done(&Request::DestroyQp { qpn: self.qpn });
-    }
-}
-
-/// Splits `len` bytes at `offset` into a head up to the first 4-byte boundary, a body of
-/// whole shared words and a tail: only the head and tail need byte-wise access. The body
-/// starts on a boundary only when it is not empty.
-fn word_split(offset: usize, len: usize) -> (usize, usize, usize) {
-    let head = ((4 - offset % 4) % 4).min(len);
-    let body = (len - head) & !3;
-    (head, body, len - head - body)
-}
-
-#[cfg(test)]
-mod word_split_tests {
-    use super::word_split;
-
-    #[test]
-    fn splits_at_word_boundaries() {
-        assert_eq!(word_split(0, 10), (0, 8, 2));
-        assert_eq!(word_split(1, 10), (3, 4, 3));
-        assert_eq!(word_split(3, 1), (1, 0, 0));
-        assert_eq!(word_split(2, 1), (1, 0, 0));
-        assert_eq!(word_split(5, 0), (0, 0, 0));
-        for off in 0..8 {
-            for len in 0..20 {
-                let (h, b, t) = word_split(off, len);
-                assert_eq!(h + b + t, len);
-                assert_eq!(b % 4, 0);
-                assert!(b == 0 || (off + h) % 4 == 0);
-                assert!(t < 4 && h < 4);
-            }
-        }
     }
 }

@@ -7,7 +7,9 @@
 //! at that packet, a READ at the bytes already received. `retry_cnt` counts retries after
 //! timeouts and sequence NAKs, `rnr_retry` after RNR NAKs; both are restored by progress,
 //! and 7 means "forever" for both, as in rxe. A READ response after a gap is dropped and
-//! left to the timer, as rxe does.
+//! left to the timer, as rxe does. The retransmit timer runs from the last response of
+//! any kind, as rxe's does: a timeout, and the retry it counts, means the responder has
+//! been silent for the whole timeout, not merely that nothing new was acknowledged.
 
 use rocex_mem::Access;
 use rocex_wire::{NakCode, PacketRepr, Psn, Syndrome};
@@ -42,6 +44,25 @@ const INFINITE: u8 = 7;
 impl Qp {
     /// Handles a response packet (ACK, NAK, READ response, atomic ACK) on an RC QP.
     pub(crate) fn handle_response(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>) {
+        self.judge_response(ctx, pkt);
+        self.kick_timer(ctx);
+    }
+
+    /// Restarts an armed retransmit timer: any response, even a duplicate or one after a
+    /// gap, shows the responder alive (rxe `rxe_comp.c`: every completer run that ends in
+    /// COMPST_EXIT with PSNs sent and unacknowledged calls `mod_timer`; "we do not reset
+    /// the timer but kick it down the road"). Restarted only on progress, the timer fired
+    /// every timeout while responses delayed past it kept streaming in, each firing spent
+    /// a retry, and READs and atomics in flight failed with RETRY_EXC_ERR while their
+    /// answers were on the way.
+    fn kick_timer(&mut self, ctx: &Ctx<'_>) {
+        if self.comp.timer.is_some() {
+            self.comp.timer = ack_timeout(self.attr.timeout).map(|t| ctx.now + t);
+        }
+    }
+
+    /// Acts on what the response says: acknowledgement, NAK, READ data or atomic result.
+    fn judge_response(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>) {
         let psn = pkt.bth.psn;
         let aeth = pkt.aeth;
         match aeth.map(|a| a.syndrome) {

@@ -5,9 +5,11 @@
 #
 #   proto-tests/bench/compare.sh [--runs N] [--out FILE] [--no-doc]
 #
-# Prints a table of medians and ratios and writes it into docs/performance.md between the
-# GENERATED markers (the hand-written analysis around them is kept), the medians as JSON
-# (docs/perf/results.json) and, with rocex-plot, the charts (docs/perf/*.svg). Needs root.
+# References: iperf3 and `rocex baseline` (the kernel's own UDP path, native: one datagram
+# per call, busy-poll ping-pong). Prints a table of medians and ratios and writes it into
+# docs/performance.md between the GENERATED markers (the hand-written analysis around them
+# is kept), the medians as JSON (docs/perf/results.json) and, with rocex-plot, the charts
+# (docs/perf/*.svg). Needs root.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -21,7 +23,7 @@ while [ $# -gt 0 ]; do
     --runs) RUNS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --no-doc) WRITE_DOC=0; shift ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -29,8 +31,9 @@ done
 [ "$(id -u)" = 0 ] || { echo "compare.sh needs root (network namespaces)" >&2; exit 1; }
 
 ROCEX="${ROCEX:-$ROOT/target/release/rocex}"
-if [ ! -x "$ROCEX" ]; then
-  (cd "$ROOT" && cargo build --release -p rocex-cli)
+ROCEXD="${ROCEXD:-$(dirname "$ROCEX")/rocexd}"
+if [ ! -x "$ROCEX" ] || [ ! -x "$ROCEXD" ]; then
+  (cd "$ROOT" && cargo build --release -p rocex-cli -p rocex-daemon)
 fi
 if ! command -v iperf3 >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive
@@ -38,7 +41,6 @@ if ! command -v iperf3 >/dev/null; then
 fi
 PY="$(command -v python3)"
 PNAME="$(basename "$ROCEX" | cut -c1-15)"   # its name in /proc/PID/status
-UDPB="$HERE/udp_bench.py"
 
 NA="rxbA$$"; NB="rxbB$$"
 VA="vbA$$"; VB="vbB$$"
@@ -150,6 +152,31 @@ for i, l in enumerate(lines):
 else:
     print("nan nan nan nan nan")'; }
 
+# two rocexd (afpacket), daemon A on cpu0 and B on cpu1; client A sends one 8-byte WRITE at a
+# time for 3 s; prints daemon A's doorbell-to-wire p50 and p99 and doorbell-to-send-return
+# p50, in us ("nan nan nan" when the run failed)
+daemon_wire() {
+  local sa="$WORK/dA.sock" sb="$WORK/dB.sock" pa pb sp out
+  ip netns exec "$NA" taskset -c 0 "$ROCEXD" --addr "$IPA" --socket "$sa" --backend afpacket >"$WORK/dA.log" 2>&1 &
+  pa=$!; PIDS+=("$pa")
+  ip netns exec "$NB" taskset -c 1 "$ROCEXD" --addr "$IPB" --socket "$sb" --backend afpacket >"$WORK/dB.log" 2>&1 &
+  pb=$!; PIDS+=("$pb")
+  for _ in $(seq 50); do [ -S "$sa" ] && [ -S "$sb" ] && break; sleep 0.1; done
+  ip netns exec "$NB" timeout 30 "$ROCEX" perf write bw --size 8 --socket "$sb" >/dev/null 2>&1 &
+  sp=$!; PIDS+=("$sp")
+  wait_tcp 18515 "$sp" &&
+    ip netns exec "$NA" timeout 30 "$ROCEX" perf write bw "$IPB" --size 8 --tx-depth 1 --duration 3 --socket "$sa" >/dev/null 2>&1
+  wait "$sp" 2>/dev/null || true
+  out="$("$ROCEX" stat --socket "$sa" --json 2>/dev/null | "$PY" -c 'import json,sys
+try:
+    d = json.load(sys.stdin)["device"]["daemon"]
+    print(*(d[k] / 1000 if d.get("doorbell_to_wire_samples") else "nan"
+            for k in ("doorbell_to_wire_p50_ns", "doorbell_to_wire_p99_ns", "doorbell_to_sent_p50_ns")))
+except Exception: print("nan nan nan")')"
+  kill "$pa" "$pb" 2>/dev/null; wait "$pa" "$pb" 2>/dev/null || true
+  echo "${out:-nan nan nan}"
+}
+
 echo "rocex bench: $RUNS runs, namespaces $NA/$NB, veth MTU 9000, kernel $(uname -r)" >&2
 T0=$SECONDS
 for run in $(seq 1 "$RUNS"); do
@@ -173,39 +200,55 @@ except Exception: print("nan")')"
   record "$run" rocex_wbw_gbps "$(jget gbps <<<"$j")"
   record "$run" rocex_wbw_msg_mpps "$(jget mpps <<<"$j")"
 
-  # (3) raw UDP, one datagram per syscall, RoCE-sized (4096 payload + 12 BTH + 16 RETH... = 4124 B)
-  inB timeout 20 "$PY" "$UDPB" sink "$IPB" 19000 $((SECS + 6)) >"$WORK/sink.json" 2>/dev/null &
+  # (2b) the per-frame path (goal 2): the same with one datagram per packet each way, no
+  # GSO/GRO batching, as when the peer is kernel rxe
+  j="$(rocex_pair "$run" write_bw_64k_nogso write bw --size 65536 --mtu 4096 --duration "$SECS" --no-gso)"
+  record "$run" rocex_wbw_nogso_gbps "$(jget gbps <<<"$j")"
+  record "$run" rocex_wbw_nogso_msg_mpps "$(jget mpps <<<"$j")"
+
+  # (3) raw UDP, one datagram per syscall, RoCE-sized (12 BTH + 4096 + 4 ICRC = 4112 B, a
+  # WRITE's middle packet)
+  inB timeout 20 "$ROCEX" baseline sink "$IPB:19000" $((SECS + 6)) >"$WORK/sink.json" 2>/dev/null &
   sp=$!; PIDS+=("$sp"); sleep 0.4
-  inA timeout 20 "$PY" "$UDPB" blast "$IPB" 19000 4124 "$SECS" >"$WORK/blast.json" 2>/dev/null || true
+  inA timeout 20 "$ROCEX" baseline blast "$IPB:19000" 4112 "$SECS" >"$WORK/blast.json" 2>/dev/null || true
   wait "$sp" 2>/dev/null || true
   record "$run" udp4k_mpps "$(jget mpps <"$WORK/sink.json")"
   record "$run" udp4k_gbps "$(jget gbps_payload <"$WORK/sink.json")"
   record "$run" udp4k_sent_mpps "$(jget mpps <"$WORK/blast.json")"
 
   # (3b) raw UDP at the size of a 64-byte SEND (12 BTH + 64 + 4 ICRC = 80 B), for goal 4
-  inB timeout 20 "$PY" "$UDPB" sink "$IPB" 19002 8 >"$WORK/sink.json" 2>/dev/null &
+  inB timeout 20 "$ROCEX" baseline sink "$IPB:19002" 8 >"$WORK/sink.json" 2>/dev/null &
   sp=$!; PIDS+=("$sp"); sleep 0.4
-  inA timeout 20 "$PY" "$UDPB" blast "$IPB" 19002 80 2 >/dev/null 2>&1 || true
+  inA timeout 20 "$ROCEX" baseline blast "$IPB:19002" 80 2 >/dev/null 2>&1 || true
   wait "$sp" 2>/dev/null || true
   record "$run" udp80_mpps "$(jget mpps <"$WORK/sink.json")"
 
-  # (4) latency: rocex write lat 8 B vs python UDP busy-poll ping-pong (40 B = an 8-byte WRITE's UDP payload);
-  # perftest's table rather than --json, for the whole distribution
-  SRV_ARGS=(--size 8 --iters 20000)
-  read -r lmin l50 l99 l999 lmax <<<"$(FMT= rocex_pair "$run" write_lat write lat --size 8 --iters 20000 | latrow)"
-  record "$run" rocex_lat_min_us "$lmin"
-  record "$run" rocex_lat_p50_us "$l50"
-  record "$run" rocex_lat_p99_us "$l99"
-  record "$run" rocex_lat_p999_us "$l999"
-  record "$run" rocex_lat_max_us "$lmax"
-  inB timeout 20 "$PY" "$UDPB" pong "$IPB" 19001 15 >/dev/null 2>&1 &
+  # (4) latency: rocex write lat 8 B, busy polling, on the afpacket backend (goal 3) and on
+  # the UDP backend, against the kernel's UDP busy-poll ping-pong (40 B = an 8-byte WRITE's
+  # UDP payload); perftest's table rather than --json, for the whole distribution
+  for be in afpacket udp; do
+    pre=rocex_lat; [ "$be" = udp ] && pre=rocex_udp_lat
+    SRV_ARGS=(--size 8 --iters 20000 --backend "$be")
+    read -r lmin l50 l99 l999 lmax <<<"$(FMT= rocex_pair "$run" "write_lat_$be" write lat --size 8 --iters 20000 --backend "$be" | latrow)"
+    record "$run" "${pre}_min_us" "$lmin"
+    record "$run" "${pre}_p50_us" "$l50"
+    record "$run" "${pre}_p99_us" "$l99"
+    record "$run" "${pre}_p999_us" "$l999"
+    record "$run" "${pre}_max_us" "$lmax"
+  done
+  inB timeout 20 "$ROCEX" baseline pong "$IPB:19001" 15 >/dev/null 2>&1 &
   sp=$!; PIDS+=("$sp"); sleep 0.4
-  j="$(inA timeout 20 "$PY" "$UDPB" ping "$IPB" 19001 40 20000 2>/dev/null || echo '{}')"
+  j="$(inA timeout 20 "$ROCEX" baseline ping "$IPB:19001" 40 20000 2>/dev/null || echo '{}')"
   wait "$sp" 2>/dev/null || true
-  record "$run" udp_rtt_p50_us "$(jget rtt_us_p50 <<<"$j")"
-  record "$run" udp_rtt_p99_us "$(jget rtt_us_p99 <<<"$j")"
-  for k in min p999 max; do record "$run" "udp_rtt_${k}_us" "$(jget "rtt_us_$k" <<<"$j")"; done
-  record "$run" py_call_us "$(jget py_call_us <<<"$j")"
+  for k in min p50 p99 p999 max; do record "$run" "udp_rtt_${k}_us" "$(jget "rtt_us_$k" <<<"$j")"; done
+  record "$run" recv_call_us "$(jget recv_call_us <<<"$j")"
+
+  # (4b) goal 3's doorbell-to-wire inside rocexd (afpacket): one 8-byte WRITE in flight at
+  # a time between two daemons, then the daemon's own histogram (`rocex stat`)
+  read -r d2w50 d2w99 d2s50 <<<"$(daemon_wire "$run")"
+  record "$run" d2w_p50_us "$d2w50"
+  record "$run" d2w_p99_us "$d2w99"
+  record "$run" d2s_p50_us "$d2s50"
 
   # (5) message rate, 64-byte SEND and WRITE, 1 QP and 16 QPs
   for q in 1 16; do

@@ -5,7 +5,7 @@ use std::io;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-use rocex_io::{Driver, FaultCounters, Faults, UdpPort};
+use rocex_io::{BackendKind, BackendOptions, Driver, FaultCounters, Faults, UdpPort};
 use rocex_proto::verbs::Mtu;
 use rocex_proto::{Config, Engine};
 
@@ -49,11 +49,47 @@ pub(crate) fn config(local: IpAddr) -> Config {
 /// `engine` on rocex-io's UDP port at `local`, with `inject`'s faults (rocexd's `--inject`
 /// syntax) applied to every packet it sends.
 pub(crate) fn driver(engine: Engine, local: IpAddr, inject: Option<Faults>) -> io::Result<Driver> {
-    let mut d = Driver::new(engine, UdpPort::bind(local)?);
+    Ok(injected(Driver::new(engine, UdpPort::bind(local)?), inject))
+}
+
+fn injected(mut d: Driver, inject: Option<Faults>) -> Driver {
     if let Some(f) = inject {
         d.inject(f);
     }
-    Ok(d)
+    d
+}
+
+/// The packet I/O of a tool's in-process engine (rocexd's options of the same names).
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct PortArgs {
+    /// I/O backend: `udp`, `afpacket` (whole frames through mapped rings; CAP_NET_RAW)
+    /// or `uring`.
+    #[arg(long, default_value = "udp")]
+    backend: BackendKind,
+    /// One datagram per packet each way: no UDP GSO or GRO batching (the per-frame path,
+    /// as with a kernel rxe peer).
+    #[arg(long)]
+    no_gso: bool,
+}
+
+/// A fresh engine for `local` on the backend `port` asks for, with `inject`'s faults.
+pub(crate) fn open_driver(
+    local: IpAddr,
+    port: &PortArgs,
+    inject: Option<Faults>,
+) -> io::Result<Driver> {
+    let opts = BackendOptions {
+        no_gso: port.no_gso,
+        no_gro: port.no_gso,
+        ..BackendOptions::default()
+    };
+    let backend = rocex_io::open(port.backend, local, opts)?;
+    let mut cfg = config(local);
+    cfg.udp_source_port = backend.fixed_source_port();
+    Ok(injected(
+        Driver::with_backend(Engine::new(cfg), backend),
+        inject,
+    ))
 }
 
 /// Prints what fault injection did, on stderr, in one `key=value` line for scripts that

@@ -1,5 +1,6 @@
 //! `rocex`: the rocex command-line tool.
 
+mod baseline;
 mod cm;
 mod conform;
 mod demo;
@@ -27,6 +28,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// The kernel's own UDP path on this host (one datagram per call, busy-poll ping-pong):
+    /// the reference rocex's performance is measured against.
+    Baseline(baseline::Args),
     /// Print the RoCE v2 frames of a pcap or pcapng capture, one line (or JSON object) each.
     Dump(dump::Args),
     /// Replay captured request streams into rocex's responder and compare with kernel rxe's responses.
@@ -61,6 +65,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Baseline(args) => baseline::run(&args),
         Command::Dump(args) => dump::run(&args),
         Command::Conform(args) => conform::run(&args),
         Command::Pingpong(args) => pingpong::run(&args),

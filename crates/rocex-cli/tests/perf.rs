@@ -277,3 +277,13 @@ fn daemon_write_lat_verified() {
         false,
     );
 }
+
+/// The per-frame path (`--no-gso`: one datagram per packet each way) moves and verifies the
+/// same data as the batched one.
+#[test]
+fn write_bw_per_frame_verified() {
+    check(
+        &["write", "bw", "-s", "65536", "-n", "300", "--no-gso"],
+        "write",
+    );
+}

@@ -55,10 +55,10 @@ impl Net {
         }
     }
 
-    /// Receives waiting datagrams, runs due timers, sends what the engine has. `now` is
-    /// the engine's clock. Returns whether anything happened. I/O errors are logged, not
-    /// returned: a lost packet is the transport's to recover.
-    pub(crate) fn turn(&mut self, engine: &mut Engine, now: impl Fn() -> Instant) -> bool {
+    /// Receives waiting datagrams and runs the timers due at `now`. Returns whether
+    /// anything happened. I/O errors are logged, not returned: a lost packet is the
+    /// transport's to recover.
+    pub(crate) fn receive(&mut self, engine: &mut Engine, now: Instant) -> bool {
         let mut busy = false;
         for _ in 0..RX_BATCHES_PER_TURN {
             let tap = &mut self.tap;
@@ -66,7 +66,7 @@ impl Net {
                 if let Some(t) = tap {
                     t.record((meta.src.ip(), meta.src.port()), meta.dst, false, payload);
                 }
-                engine.handle_packet(now(), meta.src, meta.dst, payload, meta.icrc);
+                engine.handle_packet(now, meta.src, meta.dst, payload, meta.icrc);
             });
             match got {
                 Ok(0) => break,
@@ -80,14 +80,20 @@ impl Net {
                 }
             }
         }
-        let now = now();
         if engine.poll_timeout().is_some_and(|t| t <= now) {
             busy = true;
             engine.handle_timeout(now);
         }
+        busy
+    }
+
+    /// Hands the backend every packet the engine has to send, without sending yet
+    /// ([`Net::flush`] does). Returns whether there was any.
+    pub(crate) fn build(&mut self, engine: &mut Engine, now: Instant) -> bool {
+        let mut any = false;
         let local = self.backend.local();
         while let Some(t) = engine.poll_transmit(now, &mut self.buf) {
-            busy = true;
+            any = true;
             let payload = &self.buf[..t.len];
             if let Some(tap) = &mut self.tap {
                 tap.record((local, t.src_port), t.dest, true, payload);
@@ -96,10 +102,14 @@ impl Net {
                 tracing::debug!("send to {}: {e}", t.dest);
             }
         }
+        any
+    }
+
+    /// Sends what [`Net::build`] handed the backend.
+    pub(crate) fn flush(&mut self) {
         if let Err(e) = self.backend.flush() {
             tracing::debug!("send: {e}");
         }
-        busy
     }
 
     /// Readable when datagrams wait.

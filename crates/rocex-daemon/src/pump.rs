@@ -37,7 +37,7 @@ pub(crate) struct PumpStats {
 pub(crate) const WIRE_SAMPLE_EVERY: u32 = 64;
 
 /// How long sampled send work requests took from the pass that read their descriptor to
-/// the return of the send call that carried their first packet: a log-linear histogram
+/// a point of the send call that carried their first packet: a log-linear histogram
 /// (8 buckets per power of two, so a quantile is within 1/16 of the value).
 #[derive(Debug)]
 pub(crate) struct WireLatency {
@@ -440,7 +440,12 @@ impl<W: Pumped> WorkQueue<W> {
         let Some(ring) = ring_at(map, self.off, self.spec) else {
             return pass;
         };
-        let mut reader = W::reader(ring.consumer_at(self.head), self.limits);
+        let mut consumer = ring.consumer_at(self.head);
+        // Nearly every pass finds the ring empty: that costs no reader (and its buffer).
+        if matches!(consumer.available(), Ok(0)) {
+            return pass;
+        }
+        let mut reader = W::reader(consumer, self.limits);
         loop {
             match W::next(&mut reader) {
                 Ok(None) => break,
@@ -452,7 +457,10 @@ impl<W: Pumped> WorkQueue<W> {
                             self.stash = Some(wr);
                             break;
                         }
-                        Err((wr, e)) => pass.refused.push(refusal(wr.wr_id(), &e)),
+                        Err((wr, e)) => {
+                            stats.refused += 1;
+                            pass.refused.push(refusal(wr.wr_id(), &e));
+                        }
                     }
                 }
                 Err(ReadError::Desc { wr_id, error }) => {

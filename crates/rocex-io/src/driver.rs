@@ -105,8 +105,15 @@ impl Driver {
     /// serves a whole turn: the engine's timers are milliseconds, a turn microseconds.
     fn receive(&mut self, now: Instant) -> io::Result<bool> {
         let mut busy = false;
-        // A few batches at most: the engine's ACKs must not wait behind a flood.
-        for _ in 0..RX_BATCHES_PER_TURN {
+        // A few batches at most: the engine's ACKs must not wait behind a flood. A busy
+        // poller takes one: it is back within a microsecond, and what it received may be
+        // what its application waits for (one more empty receive is a system call).
+        let batches = if self.busy_poll {
+            1
+        } else {
+            RX_BATCHES_PER_TURN
+        };
+        for _ in 0..batches {
             let (engine, strict) = (&mut self.engine, self.peers_are_rocex);
             let n = self.port.recv(&mut |meta, payload| {
                 let icrc = match meta.icrc {
@@ -127,15 +134,20 @@ impl Driver {
         Ok(busy)
     }
 
-    /// Sends everything the engine has to send, in one flush.
+    /// Sends everything the engine has to send, in one flush; a busy poller's first packet
+    /// goes at once, alone: it is the answer its peer waits for (requests go before ACKs,
+    /// [`Engine::requests_before_acks`]), and what follows is built while it travels.
     fn transmit(&mut self, now: Instant) -> io::Result<bool> {
-        let mut busy = false;
+        let mut sent = 0usize;
         while let Some(t) = self.engine.poll_transmit(now, &mut self.buf) {
-            busy = true;
             self.port.send(t.dest, t.src_port, &self.buf[..t.len])?;
+            sent += 1;
+            if sent == 1 && self.busy_poll {
+                self.port.flush()?;
+            }
         }
         self.port.flush()?;
-        Ok(busy)
+        Ok(sent > 0)
     }
 
     /// Turns; if nothing happened, waits for a datagram, the next timer, or `max`,

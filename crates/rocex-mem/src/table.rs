@@ -14,7 +14,8 @@
 //! [`MemError::Overflow`] and never wraps.
 
 use core::fmt;
-use std::collections::HashMap;
+// Keys are the table's own random numbers; a packet's rkey only looks one up.
+use foldhash::{HashMap, HashMapExt};
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
 

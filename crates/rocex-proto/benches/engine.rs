@@ -109,7 +109,7 @@ fn pump(from: &mut End, to: &mut End, buf: &mut [u8]) -> usize {
 
 fn writes(c: &mut Criterion) {
     let mut g = c.benchmark_group("engine-write");
-    for (size, mtu) in [(1024u32, Mtu::M1024), (65536, Mtu::M4096)] {
+    for (size, mtu) in [(8u32, Mtu::M4096), (1024, Mtu::M1024), (65536, Mtu::M4096)] {
         let (mut a, mut b) = (end(1), end(2));
         connect(&mut a, (b.addr, b.qpn), mtu);
         connect(&mut b, (a.addr, a.qpn), mtu);

@@ -1,6 +1,10 @@
 //! The device: tables of PDs, MRs, CQs and QPs, and the sans-IO interface around them.
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
+
+// QPNs and CQ handles are numbers the engine chose at random, which no peer can make
+// collide: a fast hash will do (SipHash was a tenth of the per-packet cost).
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use rocex_io::{Driver, FaultCounters};
 use rocex_proto::verbs::{AttrMask, Mtu, QpAttr, QpCap, QpType, RecvWr, SendWr, WorkCompletion};
-use rocex_proto::{Access, Counters, Engine, PdId, QpInit, Region, VecRegion};
+use rocex_proto::{Access, Counters, PdId, QpInit, Region, VecRegion};
 
 use super::nic::{MrKeys, Nic};
-use crate::device::verbs_err;
+use crate::device::{PortArgs, verbs_err};
 
 /// Where MR `i` is registered: far apart so that the regions never overlap.
 const fn base_of(i: usize) -> u64 {
@@ -37,11 +37,11 @@ impl LocalNic {
     pub(crate) fn open(
         local: IpAddr,
         busy_poll: bool,
+        port: &PortArgs,
         inject: Option<rocex_io::Faults>,
     ) -> io::Result<Self> {
-        let mut e = Engine::new(crate::device::config(local));
-        let pd = e.alloc_pd();
-        let mut driver = crate::device::driver(e, local, inject)?;
+        let mut driver = crate::device::open_driver(local, port, inject)?;
+        let pd = driver.engine.alloc_pd();
         driver.busy_poll(busy_poll);
         Ok(Self {
             driver,

@@ -132,6 +132,9 @@ pub(crate) struct Args {
     /// Refused with `--socket`: there the daemon's own `--inject` applies.
     #[arg(long, value_name = "SPEC")]
     inject: Option<rocex_io::Faults>,
+    /// The in-process engine's packet I/O (ignored with `--socket`: the daemon's own).
+    #[command(flatten)]
+    io: crate::device::PortArgs,
 }
 
 /// The settled parameters of a run.
@@ -438,7 +441,7 @@ fn open_nic(a: &Args, local: IpAddr, test: Test) -> io::Result<Box<dyn Nic>> {
     let busy = test == Test::Lat;
     Ok(match crate::device::daemon_socket(a.socket.as_deref()) {
         Some(path) => Box::new(daemon::DaemonNic::open(&path, busy)?),
-        None => Box::new(local::LocalNic::open(local, busy, a.inject)?),
+        None => Box::new(local::LocalNic::open(local, busy, &a.io, a.inject)?),
     })
 }
 

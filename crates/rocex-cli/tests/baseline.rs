@@ -1,0 +1,74 @@
+//! `rocex baseline` on loopback: the sink counts what the blaster sent, the ping gets every
+//! echo back, and both report in the JSON keys `proto-tests/bench/compare.sh` reads.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn rocex() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rocex"))
+}
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+#[test]
+fn sink_counts_what_blast_sends() {
+    let sink = rocex()
+        .args(["baseline", "sink", "127.0.3.2:19100", "10"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the sink");
+    std::thread::sleep(Duration::from_millis(300));
+    let blast = json(
+        &rocex()
+            .args(["baseline", "blast", "127.0.3.2:19100", "1024", "0.3"])
+            .output()
+            .expect("run the blaster"),
+    );
+    let sink = json(&sink.wait_with_output().expect("the sink's report"));
+    let sent = blast["sent"].as_u64().expect("sent");
+    let received = sink["received"].as_u64().expect("received");
+    assert!(sent > 100, "{blast}");
+    // The first datagram opens the sink's window and is not counted; loopback may drop
+    // some of a burst, never invent any.
+    assert!(received > 0 && received < sent, "{sink} / {blast}");
+    assert!(sink["mpps"].as_f64().is_some_and(|m| m > 0.0), "{sink}");
+    assert!(
+        sink["gbps_payload"].as_f64().is_some_and(|g| g > 0.0),
+        "{sink}"
+    );
+}
+
+#[test]
+fn ping_gets_every_echo_back() {
+    let pong = rocex()
+        .args(["baseline", "pong", "127.0.3.3:19101", "20"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the pong");
+    std::thread::sleep(Duration::from_millis(300));
+    let ping = json(
+        &rocex()
+            .args(["baseline", "ping", "127.0.3.3:19101", "40", "500"])
+            .output()
+            .expect("run the ping"),
+    );
+    let pong = json(&pong.wait_with_output().expect("the pong's report"));
+    // 500 timed round trips after 50 to warm up; the client's one-byte "stop" ends the pong.
+    assert_eq!(pong["echoed"], 550, "{pong}");
+    assert_eq!(ping["iters"], 500, "{ping}");
+    let q = |k: &str| ping[k].as_f64().unwrap_or(f64::NAN);
+    assert!(q("rtt_us_min") > 0.0, "{ping}");
+    assert!(q("rtt_us_min") <= q("rtt_us_p50"), "{ping}");
+    assert!(q("rtt_us_p50") <= q("rtt_us_p99"), "{ping}");
+    assert!(q("rtt_us_p99") <= q("rtt_us_max"), "{ping}");
+    assert!(q("recv_call_us") > 0.0, "{ping}");
+}

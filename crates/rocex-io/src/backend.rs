@@ -91,6 +91,15 @@ pub trait Backend: fmt::Debug + Send {
     }
     /// What the backend has counted.
     fn counters(&self) -> BackendCounters;
+    /// Whether a busy poller's first packet of a turn (its answer) should leave in a send
+    /// of its own, ahead of the ACKs built after it. It pays where a send returns as soon
+    /// as the peer's socket has the packet (UDP: 9.5 against 11.5 us round trips on a
+    /// veth pair); where the send also carries the packet through the local stack after
+    /// the peer has it (a packet socket), the second system call costs more than it
+    /// saves. Measured, not derived: see docs/performance.md.
+    fn answer_alone(&self) -> bool {
+        false
+    }
     /// What fault injection has done, when the backend injects faults
     /// ([`crate::Injected`]).
     fn fault_counters(&self) -> Option<crate::FaultCounters> {
@@ -126,6 +135,9 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
     }
     fn counters(&self) -> BackendCounters {
         (**self).counters()
+    }
+    fn answer_alone(&self) -> bool {
+        (**self).answer_alone()
     }
     fn fault_counters(&self) -> Option<crate::FaultCounters> {
         (**self).fault_counters()

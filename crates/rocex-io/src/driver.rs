@@ -21,6 +21,8 @@ pub struct Driver {
     buf: Vec<u8>,
     peers_are_rocex: bool,
     busy_poll: bool,
+    /// Busy polling on a backend whose answers go alone.
+    answer_alone: bool,
 }
 
 impl Driver {
@@ -38,6 +40,7 @@ impl Driver {
             buf: vec![0; 65536],
             peers_are_rocex: false,
             busy_poll: false,
+            answer_alone: false,
         }
     }
 
@@ -47,6 +50,7 @@ impl Driver {
     /// ([`Engine::requests_before_acks`]).
     pub fn busy_poll(&mut self, on: bool) {
         self.busy_poll = on;
+        self.answer_alone = on && self.port.answer_alone();
         self.engine.requests_before_acks(on);
     }
 
@@ -134,20 +138,19 @@ impl Driver {
         Ok(busy)
     }
 
-    /// Sends everything the engine has to send, in one flush; a busy poller's first packet
-    /// goes at once, alone: it is the answer its peer waits for (requests go before ACKs,
-    /// [`Engine::requests_before_acks`]), and what follows is built while it travels.
+    /// Sends everything the engine has to send, in one flush; a busy poller's first
+    /// packet alone first where the backend says it pays ([`Backend::answer_alone`]).
     fn transmit(&mut self, now: Instant) -> io::Result<bool> {
-        let mut sent = 0usize;
+        let mut busy = false;
         while let Some(t) = self.engine.poll_transmit(now, &mut self.buf) {
             self.port.send(t.dest, t.src_port, &self.buf[..t.len])?;
-            sent += 1;
-            if sent == 1 && self.busy_poll {
+            if !busy && self.answer_alone {
                 self.port.flush()?;
             }
+            busy = true;
         }
         self.port.flush()?;
-        Ok(sent > 0)
+        Ok(busy)
     }
 
     /// Turns; if nothing happened, waits for a datagram, the next timer, or `max`,

@@ -279,6 +279,10 @@ impl<B: Backend> Backend for Injected<B> {
         self.inner.fixed_source_port()
     }
 
+    fn answer_alone(&self) -> bool {
+        self.inner.answer_alone()
+    }
+
     fn recv(&mut self, f: &mut dyn FnMut(RxMeta, &[u8])) -> io::Result<usize> {
         self.inner.recv(f)
     }

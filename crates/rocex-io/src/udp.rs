@@ -244,6 +244,10 @@ impl Backend for UdpPort {
         Some(ROCE_V2_PORT)
     }
 
+    fn answer_alone(&self) -> bool {
+        true
+    }
+
     fn recv(&mut self, f: &mut dyn FnMut(RxMeta, &[u8])) -> io::Result<usize> {
         let mut rx = std::mem::take(&mut self.rx);
         // An idle socket is probed with one slot (a busy poller calls this in a loop); a

@@ -10,7 +10,7 @@ use etherparse::{
 
 use crate::icrc::{self, IcrcForm};
 use crate::packet::ICRC_LEN;
-use crate::{Error, ErrorKind, Layer, Opcode, PacketRepr, Result};
+use crate::{Error, ErrorKind, Layer, Opcode, PacketRepr, Result, bth};
 
 /// The UDP destination port of RoCE v2 (IANA).
 pub const ROCE_V2_PORT: u16 = 4791;
@@ -133,22 +133,81 @@ pub struct FrameRepr<'a> {
     pub trailer: &'a [u8],
 }
 
-/// A parsed frame: its representation and where each layer lies in the input.
+/// Where each layer of a parsed frame lies in its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Frame<'a> {
-    /// The frame's representation.
-    pub repr: FrameRepr<'a>,
-    /// The ICRC found on the wire.
-    pub icrc: u32,
+struct Layout<'a> {
     bytes: &'a [u8],
     ip: Range<usize>,
     udp: Range<usize>,
+    /// The transport packet up to (without) its ICRC.
     transport: Range<usize>,
 }
 
-impl<'a> Frame<'a> {
-    /// Parses an Ethernet frame whose UDP destination port satisfies `is_roce_port`.
+impl Layout<'_> {
+    /// The ICRC over the bytes as received, in `form`; `!found` if the headers cannot be
+    /// read back (they parsed, so they can).
+    fn compute_icrc(&self, form: IcrcForm, found: u32) -> u32 {
+        let (ip, udp, t) = (
+            &self.bytes[self.ip.clone()],
+            &self.bytes[self.udp.clone()],
+            &self.bytes[self.transport.clone()],
+        );
+        icrc::compute(ip, udp, t, form).unwrap_or(!found)
+    }
+
+    /// Checks `found`: in the spec's form, and for FLUSH (`opcode`) also in rxe's form.
+    fn check_icrc(&self, opcode: Opcode, found: u32) -> IcrcCheck {
+        let computed = self.compute_icrc(IcrcForm::Spec, found);
+        if computed == found {
+            return IcrcCheck::Valid(IcrcForm::Spec);
+        }
+        if opcode == Opcode::RC_FLUSH && self.compute_icrc(IcrcForm::RxeFlush, found) == found {
+            return IcrcCheck::Valid(IcrcForm::RxeFlush);
+        }
+        IcrcCheck::Invalid { computed, found }
+    }
+}
+
+/// The Ethernet, IP and UDP headers of a RoCE v2 frame and where its transport packet
+/// lies, without parsing the transport headers: what a receive path needs to check the
+/// ICRC and hand the datagram on to an engine, which parses the packet itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameHeaders<'a> {
+    /// Link layer.
+    pub link: LinkRepr,
+    /// Network layer.
+    pub ip: IpRepr,
+    /// UDP header.
+    pub udp: UdpHeader,
+    /// The ICRC found on the wire.
+    pub icrc: u32,
+    layout: Layout<'a>,
+    trailer: &'a [u8],
+}
+
+impl<'a> FrameHeaders<'a> {
+    /// Parses the headers of an Ethernet frame whose UDP destination port satisfies
+    /// `is_roce_port` and whose UDP payload can hold a BTH and an ICRC.
     pub fn parse_with(bytes: &'a [u8], is_roce_port: impl Fn(u16) -> bool) -> Result<Self> {
+        let h = Self::parse_layers(bytes, is_roce_port)?;
+        let (at, body) = (h.layout.transport.start, h.datagram().len());
+        if body < bth::LEN {
+            return Err(Error::truncated(Layer::Bth, at, bth::LEN, body));
+        }
+        if body < bth::LEN + ICRC_LEN {
+            return Err(Error::truncated(
+                Layer::Icrc,
+                at + bth::LEN,
+                ICRC_LEN,
+                body - bth::LEN,
+            ));
+        }
+        Ok(h)
+    }
+
+    /// The headers, with the UDP payload unchecked: [`Frame::parse_with`] leaves that to
+    /// the packet's own parse, whose errors say more.
+    fn parse_layers(bytes: &'a [u8], is_roce_port: impl Fn(u16) -> bool) -> Result<Self> {
         let (eth, rest) =
             Ethernet2Header::from_slice(bytes).map_err(|e| len_error(Layer::Ethernet, 0, &e))?;
         let mut at = Ethernet2Header::LEN;
@@ -203,23 +262,85 @@ impl<'a> Frame<'a> {
         }
         let udp_range = at..at + UdpHeader::LEN;
         at += UdpHeader::LEN;
-        let (packet, icrc) = PacketRepr::parse(&bytes[at..ip_end]).map_err(|e| e.shifted(at))?;
-        let icrc_form = IcrcForm::for_opcode(packet.opcode());
-        let repr = FrameRepr {
+        // Without room for an ICRC the transport is all there is (the caller refuses it).
+        let icrc_at = (ip_end - ICRC_LEN).max(at);
+        let mut icrc = [0; ICRC_LEN];
+        if let Some(b) = bytes.get(icrc_at..icrc_at + ICRC_LEN) {
+            icrc.copy_from_slice(b);
+        }
+        Ok(Self {
             link,
             ip,
             udp,
+            icrc: icrc::from_wire(icrc),
+            layout: Layout {
+                bytes,
+                ip: ip_start..udp_range.start,
+                udp: udp_range,
+                transport: at..icrc_at,
+            },
+            trailer: &bytes[ip_end..],
+        })
+    }
+
+    /// Parses the headers of an Ethernet frame sent to UDP port 4791.
+    pub fn parse(bytes: &'a [u8]) -> Result<Self> {
+        Self::parse_with(bytes, |p| p == ROCE_V2_PORT)
+    }
+
+    /// The UDP payload: the transport packet with its ICRC.
+    pub fn datagram(&self) -> &'a [u8] {
+        let at = self.layout.udp.end;
+        &self.layout.bytes[at..at + self.udp_payload_len()]
+    }
+
+    fn udp_payload_len(&self) -> usize {
+        usize::from(self.udp.length) - UdpHeader::LEN
+    }
+
+    /// The transport packet's opcode.
+    pub fn opcode(&self) -> Opcode {
+        Opcode(self.layout.bytes[self.layout.transport.start])
+    }
+
+    /// Checks the ICRC: in the spec's form, and for FLUSH also in rxe's form.
+    pub fn check_icrc(&self) -> IcrcCheck {
+        self.layout.check_icrc(self.opcode(), self.icrc)
+    }
+}
+
+/// A parsed frame: its representation and where each layer lies in the input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame<'a> {
+    /// The frame's representation.
+    pub repr: FrameRepr<'a>,
+    /// The ICRC found on the wire.
+    pub icrc: u32,
+    layout: Layout<'a>,
+}
+
+impl<'a> Frame<'a> {
+    /// Parses an Ethernet frame whose UDP destination port satisfies `is_roce_port`.
+    pub fn parse_with(bytes: &'a [u8], is_roce_port: impl Fn(u16) -> bool) -> Result<Self> {
+        let h = FrameHeaders::parse_layers(bytes, is_roce_port)?;
+        let (at, end) = (
+            h.layout.transport.start,
+            h.layout.udp.end + h.udp_payload_len(),
+        );
+        let (packet, icrc) = PacketRepr::parse(&bytes[at..end]).map_err(|e| e.shifted(at))?;
+        let icrc_form = IcrcForm::for_opcode(packet.opcode());
+        let repr = FrameRepr {
+            link: h.link,
+            ip: h.ip,
+            udp: h.udp,
             packet,
             icrc_form,
-            trailer: &bytes[ip_end..],
+            trailer: h.trailer,
         };
         Ok(Self {
             repr,
             icrc,
-            bytes,
-            ip: ip_start..udp_range.start,
-            udp: udp_range,
-            transport: at..ip_end - ICRC_LEN,
+            layout: h.layout,
         })
     }
 
@@ -230,35 +351,17 @@ impl<'a> Frame<'a> {
 
     /// The frame's bytes as parsed.
     pub const fn bytes(&self) -> &'a [u8] {
-        self.bytes
+        self.layout.bytes
     }
 
     /// Computes the ICRC over the received bytes in `form`.
     pub fn compute_icrc(&self, form: IcrcForm) -> u32 {
-        let (ip, udp, t) = (
-            &self.bytes[self.ip.clone()],
-            &self.bytes[self.udp.clone()],
-            &self.bytes[self.transport.clone()],
-        );
-        // The ranges come from a successful parse, so the header lengths are valid.
-        icrc::compute(ip, udp, t, form).unwrap_or(!self.icrc)
+        self.layout.compute_icrc(form, self.icrc)
     }
 
     /// Checks the ICRC: in the spec's form, and for FLUSH also in rxe's form.
     pub fn check_icrc(&self) -> IcrcCheck {
-        let computed = self.compute_icrc(IcrcForm::Spec);
-        if computed == self.icrc {
-            return IcrcCheck::Valid(IcrcForm::Spec);
-        }
-        if self.repr.packet.opcode() == Opcode::RC_FLUSH
-            && self.compute_icrc(IcrcForm::RxeFlush) == self.icrc
-        {
-            return IcrcCheck::Valid(IcrcForm::RxeFlush);
-        }
-        IcrcCheck::Invalid {
-            computed,
-            found: self.icrc,
-        }
+        self.layout.check_icrc(self.repr.packet.opcode(), self.icrc)
     }
 }
 

@@ -1,7 +1,7 @@
 //! Whole frames against vectors this project did not compute.
 
 use etherparse::{EtherType, IpDscp, IpEcn, SingleVlanHeader, VlanId, VlanPcp};
-use rocex_wire::frame::{Frame, IcrcCheck};
+use rocex_wire::frame::{Frame, FrameHeaders, IcrcCheck};
 use rocex_wire::{
     BthRepr, ErrorKind, FethRepr, FrameRepr, IcrcForm, IpRepr, Layer, Opcode, PacketRepr, Psn,
     RethRepr,
@@ -268,4 +268,68 @@ fn icrc_for_addresses_matches_the_emitted_frame() {
         IcrcForm::Spec,
     );
     assert_eq!(crc.unwrap(), f.icrc);
+}
+
+/// The headers-only parse a receive path uses agrees with the full parse: the same UDP
+/// payload, the same ICRC verdict (a ConnectX-4's CNP, a tagged and an untagged WRITE, a
+/// FLUSH in rxe's ICRC form), and it notices a flipped bit the same way.
+#[test]
+fn headers_only_parse_agrees_with_the_full_parse() {
+    let mut flush = PacketRepr::new(BthRepr::new(Opcode::RC_FLUSH, 0x11, Psn::new(1)));
+    flush.feth = Some(FethRepr {
+        placement: 1,
+        selectivity: 0,
+        reserved: 0,
+    });
+    flush.reth = Some(RethRepr {
+        va: 0x2000,
+        rkey: 0x77,
+        dma_len: 64,
+    });
+    let f = FrameRepr::ipv4(
+        ([2; 6], [4; 6]),
+        ([198, 18, 0, 1], [198, 18, 0, 2]),
+        1,
+        flush,
+    );
+    let f = f.unwrap();
+    let mut flush = vec![0; f.buffer_len()];
+    f.emit(&mut flush).unwrap();
+    for buf in [
+        CX4_CNP.to_vec(),
+        write_request(false),
+        write_request(true),
+        flush,
+    ] {
+        let full = Frame::parse(&buf).unwrap();
+        let h = FrameHeaders::parse(&buf).unwrap();
+        assert_eq!(h.check_icrc(), full.check_icrc());
+        assert!(h.check_icrc().is_valid());
+        assert_eq!(h.opcode(), full.repr.packet.opcode());
+        assert_eq!(h.icrc, full.icrc);
+        let udp_at = full.repr.link.header_len() + full.repr.ip.header_len() + 8;
+        assert_eq!(h.datagram(), &buf[udp_at..udp_at + h.datagram().len()]);
+        assert_eq!(h.datagram().len() + 8, usize::from(full.repr.udp.length));
+        let mut bad = buf.clone();
+        bad[udp_at + 13] ^= 0x01; // the destination QP
+        assert!(!FrameHeaders::parse(&bad).unwrap().check_icrc().is_valid());
+    }
+}
+
+/// A UDP payload too short for a BTH and an ICRC is refused, naming the layer that is cut.
+#[test]
+fn headers_only_parse_refuses_a_datagram_shorter_than_bth_and_icrc() {
+    let frame = |payload: &[u8]| {
+        let b = etherparse::PacketBuilder::ethernet2([2; 6], [4; 6])
+            .ipv4([198, 18, 0, 1], [198, 18, 0, 2], 64)
+            .udp(49152, 4791);
+        let mut out = Vec::new();
+        b.write(&mut out, payload).unwrap();
+        out
+    };
+    let e = FrameHeaders::parse(&frame(&[0; 10])).unwrap_err();
+    assert_eq!((e.layer, e.offset), (Layer::Bth, 42));
+    let e = FrameHeaders::parse(&frame(&[0; 14])).unwrap_err();
+    assert_eq!((e.layer, e.offset), (Layer::Icrc, 54));
+    assert!(FrameHeaders::parse(&frame(&[0; 16])).is_ok());
 }

@@ -9,7 +9,7 @@ use etherparse::{
     SingleVlanHeader, UdpHeader, VlanId, VlanPcp,
 };
 use rocex_proto::IcrcStatus;
-use rocex_wire::frame::Frame;
+use rocex_wire::frame::FrameHeaders;
 use rocex_wire::{IpRepr, ROCE_V2_PORT};
 
 use super::ring::RxFrame;
@@ -205,17 +205,16 @@ impl Headers {
     /// IPv4 (with a good header checksum) or IPv6 to the local address, UDP to port 4791.
     /// Its ICRC is checked against the headers it came with.
     fn datagram<'a>(&self, bytes: &'a [u8], vlan_tci: Option<u16>) -> Option<(RxMeta, &'a [u8])> {
-        let frame = Frame::parse(bytes).ok()?;
-        let tag = vlan_tci.map(|tci| tci & 0xfff).or(frame
-            .repr
-            .link
-            .vlan
-            .as_ref()
-            .map(|v| v.vlan_id.value()));
+        // The headers only: the engine parses the transport packet itself.
+        let frame = FrameHeaders::parse(bytes).ok()?;
+        let tag =
+            vlan_tci
+                .map(|tci| tci & 0xfff)
+                .or(frame.link.vlan.as_ref().map(|v| v.vlan_id.value()));
         if tag != self.vlan.map(VlanId::value) {
             return None;
         }
-        let src = match &frame.repr.ip {
+        let src = match &frame.ip {
             IpRepr::V4(h) => {
                 if h.header_checksum != h.calc_header_checksum()
                     || IpAddr::from(h.destination) != self.local
@@ -231,19 +230,17 @@ impl Headers {
                 IpAddr::from(h.source)
             }
         };
-        let start = frame.repr.link.header_len() + frame.repr.ip.header_len() + UdpHeader::LEN;
-        let end = start + usize::from(frame.repr.udp.length) - UdpHeader::LEN;
         let icrc = if frame.check_icrc().is_valid() {
             IcrcStatus::Valid
         } else {
             IcrcStatus::Invalid
         };
         let meta = RxMeta {
-            src: SocketAddr::new(src, frame.repr.udp.source_port),
+            src: SocketAddr::new(src, frame.udp.source_port),
             dst: self.local,
             icrc,
         };
-        Some((meta, frame.bytes().get(start..end)?))
+        Some((meta, frame.datagram()))
     }
 }
 

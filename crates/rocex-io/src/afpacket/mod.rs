@@ -16,8 +16,8 @@
 //!
 //! Receiving uses a TPACKET_V2 ring of 72 KiB frames, each readable as soon as the kernel
 //! has filled it (a lone ACK does not wait for a timer, as a TPACKET_V3 block would), and
-//! large enough for a whole 64 KiB GSO burst from a UDP peer; sending, a TX_RING that one
-//! `sendto` per [`Backend::flush`] sends (one system call for a whole batch).
+//! large enough for a whole 64 KiB GSO burst from a UDP peer; sending, one `sendmmsg` per
+//! [`Backend::flush`] of the frames gathered since (`tx`).
 
 mod filter;
 mod frames;
@@ -25,6 +25,7 @@ mod link;
 mod neigh;
 mod ring;
 mod sys;
+mod tx;
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -37,6 +38,7 @@ use frames::Headers;
 use link::Link;
 use neigh::Neighbours;
 use ring::Rings;
+use tx::TxBatch;
 
 /// A packet socket with mapped rings on the interface of one local address.
 #[derive(Debug)]
@@ -46,6 +48,7 @@ pub struct AfPacketPort {
     mtu: usize,
     sock: OwnedFd,
     rings: Rings,
+    tx: TxBatch,
     headers: Headers,
     neighbours: Neighbours,
     /// Where the datagrams of a received GSO burst are rebuilt one by one.
@@ -79,6 +82,7 @@ impl AfPacketPort {
             _port_guard: hold_port(local)?,
             sock,
             rings,
+            tx: TxBatch::new(),
             headers,
             neighbours: Neighbours::new(link, local),
             scratch: Vec::new(),
@@ -140,7 +144,7 @@ impl Backend for AfPacketPort {
 
     fn send(&mut self, dest: IpAddr, src_port: u16, payload: &[u8]) -> io::Result<()> {
         if self.headers.ip_len(payload.len()) > self.mtu
-            || self.headers.frame_len(payload.len()) > ring::TX_MAX_FRAME
+            || self.headers.frame_len(payload.len()) > tx::MAX_FRAME
         {
             self.drop_one();
             return Ok(());
@@ -149,17 +153,16 @@ impl Backend for AfPacketPort {
             self.drop_one();
             return Ok(());
         };
-        if self.rings.tx_slot().is_none() {
-            self.rings.kick(&self.sock)?;
-            self.counters.tx_batches += 1;
+        if self.tx.slot().is_none() {
+            self.flush()?;
         }
-        let Some(slot) = self.rings.tx_slot() else {
+        let Some(slot) = self.tx.slot() else {
             self.drop_one();
             return Ok(());
         };
         match self.headers.write(slot, mac, dest, src_port, payload) {
             Ok(len) => {
-                self.rings.tx_commit(len);
+                self.tx.commit(len);
                 self.counters.tx_packets += 1;
             }
             Err(_) => self.drop_one(),
@@ -168,9 +171,9 @@ impl Backend for AfPacketPort {
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        if self.rings.tx_marked() > 0 {
-            self.rings.kick(&self.sock)?;
+        if self.tx.len() > 0 {
             self.counters.tx_batches += 1;
+            self.counters.tx_dropped += self.tx.send(&self.sock)? as u64;
         }
         Ok(())
     }
@@ -180,9 +183,6 @@ impl Backend for AfPacketPort {
     }
 
     fn counters(&self) -> BackendCounters {
-        BackendCounters {
-            tx_dropped: self.counters.tx_dropped + self.rings.tx_rejected,
-            ..self.counters
-        }
+        self.counters
     }
 }

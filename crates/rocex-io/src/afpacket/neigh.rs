@@ -2,7 +2,6 @@
 //! neighbour solicitation (IPv6, RFC 4861 §7.2) sent on a packet socket and answered
 //! within a short wait; what was found is cached per port.
 
-use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
@@ -11,6 +10,9 @@ use etherparse::{
     ArpEthIpv4Packet, ArpOperation, ArpPacket, Icmpv6Header, Icmpv6Type, IpNumber, Ipv6FlowLabel,
     Ipv6Header,
 };
+
+// The keys are the port's own destinations: a fast hash will do.
+use foldhash::{HashMap, HashMapExt};
 
 use super::link::Link;
 use super::sys;

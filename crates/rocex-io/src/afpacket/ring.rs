@@ -1,8 +1,7 @@
-//! The PACKET_MMAP rings of the packet socket (kernel `Documentation/networking/
-//! packet_mmap.rst`), TPACKET_V2: a receive ring of fixed frames, each handed over as soon
-//! as the kernel has filled it (no block timer: a lone packet is readable at once), and a
-//! transmit ring of fixed slots that one `sendto` sends together. Both share one mapping:
-//! receive first.
+//! The packet socket's PACKET_MMAP receive ring (kernel `Documentation/networking/
+//! packet_mmap.rst`), TPACKET_V2: fixed frames, each handed over as soon as the kernel has
+//! filled it (no block timer: a lone packet is readable at once). Sending needs no ring
+//! (`tx.rs`).
 //!
 //! Every frame, both ways, comes with a `virtio_net_hdr` (`PACKET_VNET_HDR`): on a
 //! software link (veth, loopback) a UDP GSO burst from a local UDP socket arrives as one
@@ -13,52 +12,36 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::sys;
+use super::tx::VNET_HDR;
 use crate::sockopt;
 
 /// Receive frames: 72 KiB each (one per block), 9 MiB in all. A frame holds the largest
 /// there is, a 64 KiB UDP GSO burst from a local socket (see above), with its headers.
 const RX_FRAME: usize = 18 << 12;
 const RX_FRAMES: usize = 128;
-/// Transmit slots: 16 KiB each (a 9000-byte jumbo frame fits), 256 of them.
-const TX_SLOT: usize = 1 << 14;
-const TX_BLOCK: usize = 1 << 16;
-const TX_SLOTS: usize = 256;
 
-/// Where a transmit slot's data starts: after the aligned `tpacket2_hdr`.
-const TX_DATA: usize = 32;
 /// The aligned `tpacket2_hdr` and the `sockaddr_ll` after it, before a received frame.
-const RX_HDR: usize = TX_DATA + 20;
-/// `struct virtio_net_hdr`, in front of every frame.
-const VNET_HDR: usize = 10;
+const RX_HDR: usize = 32 + 20;
 /// `virtio_net_hdr.gso_type` of a UDP GSO burst.
 const VIRTIO_NET_HDR_GSO_UDP_L4: u8 = 5;
 /// The ECN flag `virtio_net_hdr.gso_type` may carry besides the type.
 const GSO_ECN: u8 = 0x80;
-/// The biggest frame a transmit slot holds.
-pub(super) const TX_MAX_FRAME: usize = TX_SLOT - TX_DATA - VNET_HDR;
 
 /// Offsets in `tpacket2_hdr`, and of the `sockaddr_ll` field that follows it.
 mod field {
     pub(super) const STATUS: usize = 0;
-    pub(super) const LEN: usize = 4;
     pub(super) const SNAPLEN: usize = 8;
     pub(super) const MAC: usize = 12;
     pub(super) const VLAN_TCI: usize = 24;
     pub(super) const PKTTYPE: usize = 32 + 10;
 }
 
-/// The two rings of one packet socket.
+/// The receive ring of one packet socket.
 #[derive(Debug)]
 pub(super) struct Rings {
     map: NonNull<u8>,
     len: usize,
     rx_next: usize,
-    tx_next: usize,
-    /// Slots marked for sending since the last [`Rings::kick`].
-    tx_marked: usize,
-    /// Frames the kernel refused to send (`TP_STATUS_WRONG_FORMAT`).
-    pub(super) tx_rejected: u64,
 }
 
 // SAFETY: the mapping belongs to this value alone; nothing else in the process aliases it.
@@ -79,7 +62,7 @@ pub(super) struct RxFrame<'a> {
 }
 
 impl Rings {
-    /// Sets up and maps both rings of `fd`, a packet socket not yet bound.
+    /// Sets up and maps the receive ring of `fd`, a packet socket not yet bound.
     pub(super) fn map(fd: &OwnedFd) -> io::Result<Self> {
         sockopt::set(
             fd,
@@ -95,10 +78,6 @@ impl Rings {
             &(libc::tpacket_versions::TPACKET_V2 as libc::c_int),
         )
         .map_err(|e| context("PACKET_VERSION TPACKET_V2", e))?;
-        // A frame the kernel cannot send is marked and skipped rather than stalling the
-        // ring (set before the rings, as the kernel requires).
-        sockopt::set(fd, libc::SOL_PACKET, libc::PACKET_LOSS, &(1 as libc::c_int))
-            .map_err(|e| context("PACKET_LOSS", e))?;
         let rx = libc::tpacket_req {
             tp_block_size: RX_FRAME as u32,
             tp_block_nr: RX_FRAMES as u32,
@@ -107,16 +86,8 @@ impl Rings {
         };
         sockopt::set(fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &rx)
             .map_err(|e| context("PACKET_RX_RING", e))?;
-        let tx = libc::tpacket_req {
-            tp_block_size: TX_BLOCK as u32,
-            tp_block_nr: (TX_SLOTS * TX_SLOT / TX_BLOCK) as u32,
-            tp_frame_size: TX_SLOT as u32,
-            tp_frame_nr: TX_SLOTS as u32,
-        };
-        sockopt::set(fd, libc::SOL_PACKET, libc::PACKET_TX_RING, &tx)
-            .map_err(|e| context("PACKET_TX_RING", e))?;
-        let len = RX_FRAME * RX_FRAMES + TX_SLOT * TX_SLOTS;
-        // SAFETY: maps the socket's rings, whose total size is `len`; checked below.
+        let len = RX_FRAME * RX_FRAMES;
+        // SAFETY: maps the socket's ring, whose size is `len`; checked below.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -128,24 +99,21 @@ impl Rings {
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(context("mmap of the rings", io::Error::last_os_error()));
+            return Err(context("mmap of the ring", io::Error::last_os_error()));
         }
         Ok(Self {
             map: NonNull::new(p.cast()).expect("mmap returned a non-null mapping"),
             len,
             rx_next: 0,
-            tx_next: 0,
-            tx_marked: 0,
-            tx_rejected: 0,
         })
     }
 
     /// The status word at `offset` of the mapping, shared with the kernel.
     fn status(&self, offset: usize) -> &AtomicU32 {
         debug_assert!(offset + 4 <= self.len && offset % 4 == 0);
-        // SAFETY: `offset` lies in the mapping and is 4-aligned (frames and slots are
-        // 16-aligned and the status word starts them); the kernel and this process access
-        // the word atomically.
+        // SAFETY: `offset` lies in the mapping and is 4-aligned (frames are 16-aligned and
+        // the status word starts them); the kernel and this process access the word
+        // atomically.
         unsafe { AtomicU32::from_ptr(self.map.as_ptr().add(offset).cast()) }
     }
 
@@ -194,62 +162,6 @@ impl Rings {
             n += 1;
         }
         n
-    }
-
-    /// Offset of transmit slot `i`.
-    fn tx_at(i: usize) -> usize {
-        RX_FRAME * RX_FRAMES + i * TX_SLOT
-    }
-
-    /// The next free transmit slot's frame area, if the kernel is done with it.
-    pub(super) fn tx_slot(&mut self) -> Option<&mut [u8]> {
-        let at = Self::tx_at(self.tx_next);
-        let status = self.status(at + field::STATUS);
-        match status.load(Ordering::Acquire) {
-            libc::TP_STATUS_AVAILABLE => {}
-            libc::TP_STATUS_WRONG_FORMAT => {
-                status.store(libc::TP_STATUS_AVAILABLE, Ordering::Relaxed);
-                self.tx_rejected += 1;
-            }
-            _ => return None,
-        }
-        Some(&mut self.owned(at, TX_SLOT)[TX_DATA + VNET_HDR..])
-    }
-
-    /// Marks the slot [`Rings::tx_slot`] returned, holding a frame of `len` bytes, for
-    /// sending.
-    pub(super) fn tx_commit(&mut self, len: usize) {
-        let at = Self::tx_at(self.tx_next);
-        let hdr = self.owned(at, TX_DATA + VNET_HDR);
-        // No offloads asked of the kernel: checksums and segments are all done.
-        hdr[TX_DATA..].fill(0);
-        let len = (VNET_HDR + len) as u32;
-        hdr[field::LEN..field::LEN + 4].copy_from_slice(&len.to_ne_bytes());
-        hdr[field::SNAPLEN..field::SNAPLEN + 4].copy_from_slice(&len.to_ne_bytes());
-        self.status(at + field::STATUS)
-            .store(libc::TP_STATUS_SEND_REQUEST, Ordering::Release);
-        self.tx_next = (self.tx_next + 1) % TX_SLOTS;
-        self.tx_marked += 1;
-    }
-
-    /// Frames marked for sending since the last kick.
-    pub(super) fn tx_marked(&self) -> usize {
-        self.tx_marked
-    }
-
-    /// Sends every marked frame with one system call. A full device queue is not an
-    /// error: the frames stay marked and go with the next kick.
-    pub(super) fn kick(&mut self, fd: &OwnedFd) -> io::Result<()> {
-        self.tx_marked = 0;
-        match sys::kick_tx(fd) {
-            Err(e)
-                if e.kind() == io::ErrorKind::WouldBlock
-                    || e.raw_os_error() == Some(libc::ENOBUFS) =>
-            {
-                Ok(())
-            }
-            r => r,
-        }
     }
 }
 

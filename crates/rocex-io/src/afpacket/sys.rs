@@ -6,6 +6,8 @@ use std::io;
 use std::mem;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+use super::tx::MAX_FRAMES;
+
 /// EtherTypes the sockets are bound to.
 pub(super) const ETH_P_ALL: u16 = libc::ETH_P_ALL as u16;
 pub(super) const ETH_P_ARP: u16 = libc::ETH_P_ARP as u16;
@@ -90,24 +92,43 @@ pub(super) fn send_to(
     }
 }
 
-/// Asks the kernel to send every frame of the transmit ring marked for sending, without
-/// waiting for them to leave.
-pub(super) fn kick_tx(fd: &OwnedFd) -> io::Result<()> {
-    // SAFETY: a null buffer of length 0 with no address is how a TX_RING is flushed.
-    let r = unsafe {
-        libc::sendto(
+/// Sends the frames at `frames` (offset, length; [`MAX_FRAMES`] at most) of `buf` with one
+/// `sendmmsg` on the bound socket `fd`; returns how many the kernel took.
+pub(super) fn send_frames(
+    fd: &OwnedFd,
+    buf: &[u8],
+    frames: &[(usize, usize)],
+) -> io::Result<usize> {
+    let n = frames.len().min(MAX_FRAMES);
+    let mut iovs = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; MAX_FRAMES];
+    // SAFETY: all-zero mmsghdrs are valid empty ones.
+    let mut msgs: [libc::mmsghdr; MAX_FRAMES] = unsafe { mem::zeroed() };
+    for ((iov, m), &(at, len)) in iovs.iter_mut().zip(&mut msgs).zip(&frames[..n]) {
+        let frame = &buf[at..at + len];
+        *iov = libc::iovec {
+            iov_base: frame.as_ptr().cast_mut().cast(),
+            iov_len: frame.len(),
+        };
+        m.msg_hdr.msg_iov = iov;
+        m.msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: the first `n` headers each point at one iovec over bytes of `buf`, all live
+    // for the call; the kernel only reads them (and writes `msg_len`).
+    let sent = unsafe {
+        libc::sendmmsg(
             fd.as_raw_fd(),
-            std::ptr::null(),
-            0,
+            msgs.as_mut_ptr(),
+            n as libc::c_uint,
             libc::MSG_DONTWAIT,
-            std::ptr::null(),
-            0,
         )
     };
-    if r < 0 {
+    if sent < 0 {
         Err(io::Error::last_os_error())
     } else {
-        Ok(())
+        Ok(sent as usize)
     }
 }
 

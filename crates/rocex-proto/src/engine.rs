@@ -240,8 +240,12 @@ pub struct Engine {
     /// The QPs in `ready`: queueing one stays O(1) with thousands of active QPs, where a
     /// scan of `ready` cost more than the packet itself.
     queued: HashSet<u32>,
-    /// Each QP's registered deadline, and the same ordered by time.
-    deadlines: HashMap<u32, Instant>,
+    /// When each QP with a deadline is next looked at, and the same ordered by time. A
+    /// QP's entry may come before its deadline, never after, and goes with the deadline: a
+    /// restarted timer (every response restarts the retransmit timer) leaves the entry
+    /// where it is, and the entry, when it comes, looks again (`handle_timeout`). A packet
+    /// then costs a lookup, not a reordering of the set.
+    scheduled: HashMap<u32, Instant>,
     timers: BTreeSet<(Instant, u32)>,
     counters: Counters,
     events: VecDeque<Event>,
@@ -298,7 +302,7 @@ impl Engine {
             qps: HashMap::new(),
             ready: VecDeque::new(),
             queued: HashSet::new(),
-            deadlines: HashMap::new(),
+            scheduled: HashMap::new(),
             timers: BTreeSet::new(),
             counters: Counters::default(),
             events: VecDeque::new(),
@@ -546,7 +550,7 @@ impl Engine {
     /// Destroys a QP; its outstanding work requests are dropped without completions.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
         self.qps.remove(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
-        if let Some(t) = self.deadlines.remove(&qpn) {
+        if let Some(t) = self.scheduled.remove(&qpn) {
             self.timers.remove(&(t, qpn));
         }
         Ok(())
@@ -787,19 +791,21 @@ impl Engine {
         self.sends.built.drain(..)
     }
 
-    /// The earliest time [`Engine::handle_timeout`] has work.
+    /// When [`Engine::handle_timeout`] should next be called: at the earliest deadline or
+    /// before it (a QP whose timer was restarted is looked at again, at no cost to it).
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.timers.first().map(|(t, _)| *t)
     }
 
-    /// Runs the timers due at `now`.
+    /// Runs the timers due at `now`; a QP whose deadline moved later is scheduled anew.
     pub fn handle_timeout(&mut self, now: Instant) {
         while let Some(&(t, qpn)) = self.timers.first() {
             if t > now {
                 break;
             }
             self.timers.pop_first();
-            self.deadlines.remove(&qpn);
+            self.scheduled.remove(&qpn);
+            // The QP's timers check their own times against `now`.
             self.with_qp(qpn, now, |qp, ctx| qp.handle_timer(ctx));
         }
     }
@@ -824,14 +830,21 @@ impl Engine {
         let r = f(qp, &mut ctx);
         let deadline = qp.deadline();
         let wants = qp.wants_to_send();
-        if self.deadlines.get(&qpn) != deadline.as_ref() {
-            if let Some(old) = self.deadlines.remove(&qpn) {
-                self.timers.remove(&(old, qpn));
+        if let Some(t) = deadline {
+            // An entry at or before the deadline will do (see `scheduled`).
+            match self.scheduled.get(&qpn) {
+                Some(&at) if at <= t => {}
+                old => {
+                    if let Some(&old) = old {
+                        self.timers.remove(&(old, qpn));
+                    }
+                    self.scheduled.insert(qpn, t);
+                    self.timers.insert((t, qpn));
+                }
             }
-            if let Some(t) = deadline {
-                self.deadlines.insert(qpn, t);
-                self.timers.insert((t, qpn));
-            }
+        } else if let Some(old) = self.scheduled.remove(&qpn) {
+            // No deadline, no entry: an idle engine has no timer to report.
+            self.timers.remove(&(old, qpn));
         }
         if wants && self.queued.insert(qpn) {
             self.ready.push_back(qpn);

@@ -493,7 +493,9 @@ impl<'m> SqReader<'m> {
     pub fn new(ring: Consumer<'m>, limits: SqLimits) -> Self {
         debug_assert_eq!(ring.spec().kind(), RingKind::Sq);
         Self {
-            buf: vec![0; ring.spec().slot_size() as usize],
+            // Grown to what descriptors need: a reader is made per pass that finds work,
+            // and most read one small descriptor.
+            buf: Vec::new(),
             ring,
             limits,
         }
@@ -524,6 +526,9 @@ impl<'m> SqReader<'m> {
         let payload =
             check_send_header(&d, &self.limits, self.ring.spec().slot_size()).map_err(fail)?;
         let n = payload.bytes();
+        if self.buf.len() < n {
+            self.buf.resize(n, 0);
+        }
         let buf = &mut self.buf[..n];
         slot.view.read(fixed, buf)?;
         build_send(&d, payload, buf).map(Some).map_err(fail)
@@ -551,7 +556,7 @@ impl<'m> RqReader<'m> {
     pub fn new(ring: Consumer<'m>, limits: RqLimits) -> Self {
         debug_assert_eq!(ring.spec().kind(), RingKind::Rq);
         Self {
-            buf: vec![0; ring.spec().slot_size() as usize],
+            buf: Vec::new(),
             ring,
             limits,
         }
@@ -577,7 +582,11 @@ impl<'m> RqReader<'m> {
             error,
         };
         let n = check_recv_header(&d, &self.limits, self.ring.spec().slot_size()).map_err(fail)?;
-        let buf = &mut self.buf[..n as usize * size_of::<SgeDesc>()];
+        let len = n as usize * size_of::<SgeDesc>();
+        if self.buf.len() < len {
+            self.buf.resize(len, 0);
+        }
+        let buf = &mut self.buf[..len];
         slot.view.read(size_of::<RecvDesc>(), buf)?;
         let sges = sges_from(buf, n as usize);
         total_len(&sges).map_err(fail)?;

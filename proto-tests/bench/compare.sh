@@ -279,6 +279,16 @@ except Exception: print("nan")')"
       record "$run" "rocex_q${q}_cli_hwm_kb" "$(cat "$WORK/hwm.cli" 2>/dev/null || echo nan)"
     fi
   done
+  # (7c) goal 5's memory per QP without the test's own 64 KiB buffers per QP: 64-byte
+  # WRITEs, 1 and 4096 QPs
+  for q in 1 4096; do
+    SRV_ARGS=(--size 64 --qps "$q" --rx-depth 1)
+    j="$(MEMW=1 rocex_pair "$run" "write_bw_64_q$q" write bw --size 64 --qps "$q" --rx-depth 1 --duration 2)"
+    if [ "$(jget gbps <<<"$j")" != nan ]; then
+      record "$run" "rocex_small_q${q}_srv_hwm_kb" "$(cat "$WORK/hwm.srv" 2>/dev/null || echo nan)"
+      record "$run" "rocex_small_q${q}_cli_hwm_kb" "$(cat "$WORK/hwm.cli" 2>/dev/null || echo nan)"
+    fi
+  done
   # (7b) the same with 128 WRITEs in flight in total (perftest's 128 per QP overflows the
   # receiver's socket buffer with many QPs)
   for q in 16 64; do

@@ -133,6 +133,13 @@ def main():
     for q in QPS[1:]:
         rows.append((f"(7) memory per QP, {q} vs 1 QP: server (WRITE target)", "KiB", f"mem_srv_q{q}_kib_per_qp", 1))
         rows.append((f"(7) same, client (WRITE source)", "KiB", f"mem_cli_q{q}_kib_per_qp", 1))
+    for r in runs.values():
+        for side in ("srv", "cli"):
+            r[f"mem_small_{side}_kib_per_qp"] = (g(r, f"rocex_small_q4096_{side}_hwm_kb")
+                                                 - g(r, f"rocex_small_q1_{side}_hwm_kb")) / 4095
+        r["mem_small_kib_per_qp"] = max(g(r, "mem_small_srv_kib_per_qp"), g(r, "mem_small_cli_kib_per_qp"))
+    rows.append(("(7c) memory per QP, 64-byte WRITEs, 4096 vs 1 QP: server", "KiB", "mem_small_srv_kib_per_qp", 1))
+    rows.append(("(7c) same, client", "KiB", "mem_small_cli_kib_per_qp", 1))
     rows = [row for row in rows if not (row[2].startswith("mem_") and not any(
         not math.isnan(x) for x in col(row[2])))]  # memory only where both runs worked
     out = []
@@ -159,6 +166,7 @@ def main():
         ("4. 64 B WRITE 16 QPs / raw UDP 80 B (reference only)", ratio("rocex_write64_q16_mpps", "udp80_mpps"), "measured", None),
         ("5. WRITE 64 KiB, 4096 QPs / 1 QP", ratio("rocex_wbw_q4096_gbps", "rocex_wbw_q1_gbps"), "measured", None),
         ("5. WRITE 64 KiB, 64 QPs / 1 QP", ratio("rocex_wbw_q64_gbps", "rocex_wbw_q1_gbps"), "measured", None),
+        ("5. memory per QP (64-byte WRITEs, 4096 QPs, larger side), KiB", col("mem_small_kib_per_qp"), "< 64", lambda x: x < 64),
     ]
     out.append("")
     out.append("| goal (ratio per run, then median) | median | min-max | target | met |")

@@ -17,22 +17,35 @@ fn json(out: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("one JSON object")
 }
 
-#[test]
-fn sink_counts_what_blast_sends() {
-    let sink = rocex()
-        .args(["baseline", "sink", "127.0.3.2:19100", "10"])
+/// Runs the server mode `server`, then the client mode `client` against it; their reports.
+fn pair(server: &[&str], client: &[&str]) -> (serde_json::Value, serde_json::Value) {
+    let srv = rocex()
+        .arg("baseline")
+        .args(server)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .expect("start the sink");
+        .expect("start the server side");
     std::thread::sleep(Duration::from_millis(300));
-    let blast = json(
+    let cli = json(
         &rocex()
-            .args(["baseline", "blast", "127.0.3.2:19100", "1024", "0.3"])
+            .arg("baseline")
+            .args(client)
             .output()
-            .expect("run the blaster"),
+            .expect("run the client"),
     );
-    let sink = json(&sink.wait_with_output().expect("the sink's report"));
+    (
+        json(&srv.wait_with_output().expect("the server's report")),
+        cli,
+    )
+}
+
+#[test]
+fn sink_counts_what_blast_sends() {
+    let (sink, blast) = pair(
+        &["sink", "127.0.3.2:19100", "10"],
+        &["blast", "127.0.3.2:19100", "1024", "0.3"],
+    );
     let sent = blast["sent"].as_u64().expect("sent");
     let received = sink["received"].as_u64().expect("received");
     assert!(sent > 100, "{blast}");
@@ -48,20 +61,10 @@ fn sink_counts_what_blast_sends() {
 
 #[test]
 fn ping_gets_every_echo_back() {
-    let pong = rocex()
-        .args(["baseline", "pong", "127.0.3.3:19101", "20"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the pong");
-    std::thread::sleep(Duration::from_millis(300));
-    let ping = json(
-        &rocex()
-            .args(["baseline", "ping", "127.0.3.3:19101", "40", "500"])
-            .output()
-            .expect("run the ping"),
+    let (pong, ping) = pair(
+        &["pong", "127.0.3.3:19101", "20"],
+        &["ping", "127.0.3.3:19101", "40", "500"],
     );
-    let pong = json(&pong.wait_with_output().expect("the pong's report"));
     // 500 timed round trips after 50 to warm up; the client's one-byte "stop" ends the pong.
     assert_eq!(pong["echoed"], 550, "{pong}");
     assert_eq!(ping["iters"], 500, "{ping}");

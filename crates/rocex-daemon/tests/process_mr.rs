@@ -262,7 +262,12 @@ fn a_daemon_without_ptrace_permission_refuses_with_eperm() {
     let sock = socket_in("pmr-g");
     let dir = sock.parent().unwrap();
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rocexd"))
+    // A copy `nobody` can reach: the build tree may lie below a directory only root may
+    // enter (a checkout under /root, a 0700 temporary directory).
+    let exe = dir.join("rocexd");
+    std::fs::copy(env!("CARGO_BIN_EXE_rocexd"), &exe).unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut child = std::process::Command::new(&exe)
         .args(["--addr", "127.0.8.7", "--socket"])
         .arg(&sock)
         .env("RUST_LOG", "warn")

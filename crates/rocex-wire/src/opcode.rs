@@ -79,6 +79,12 @@ impl ExtSet {
         Self(bits)
     }
 
+    /// The set with `ext` added.
+    #[must_use]
+    pub const fn with(self, ext: Ext) -> Self {
+        Self(self.0 | ext.bit())
+    }
+
     /// True when `ext` is in the set.
     pub const fn contains(self, ext: Ext) -> bool {
         self.0 & ext.bit() != 0

@@ -138,7 +138,7 @@ impl<'a> PacketRepr<'a> {
 
     /// The extension headers present in this representation.
     pub fn exts(&self) -> ExtSet {
-        let present = [
+        [
             (self.deth.is_some(), Ext::Deth),
             (self.feth.is_some(), Ext::Feth),
             (self.reth.is_some(), Ext::Reth),
@@ -148,16 +148,12 @@ impl<'a> PacketRepr<'a> {
             (self.immdt.is_some(), Ext::ImmDt),
             (self.ieth.is_some(), Ext::Ieth),
             (self.cnp.is_some(), Ext::Cnp),
-        ];
-        let mut set = [Ext::Deth; 9];
-        let mut n = 0;
-        for (on, e) in present {
-            if on {
-                set[n] = e;
-                n += 1;
-            }
-        }
-        ExtSet::of(&set[..n])
+        ]
+        .into_iter()
+        .fold(
+            ExtSet::EMPTY,
+            |set, (on, e)| if on { set.with(e) } else { set },
+        )
     }
 
     /// Length of BTH and extension headers.
@@ -202,7 +198,12 @@ impl<'a> PacketRepr<'a> {
     /// Returns the length written, ICRC included.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
         let info = self.check()?;
-        let len = self.buffer_len();
+        // The headers are the opcode's (checked): their length needs no second look.
+        let len = bth::LEN
+            + info.exts.header_len()
+            + self.payload.len()
+            + usize::from(self.bth.pad)
+            + ICRC_LEN;
         if buf.len() < len {
             return Err(Error::new(
                 Layer::Bth,

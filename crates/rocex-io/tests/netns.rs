@@ -16,8 +16,8 @@ use rocex_io::{
     AfPacketPort, Backend, BackendCounters, BackendOptions, Driver, UdpPort, UringPort,
 };
 use rocex_proto::verbs::{
-    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, Remote, SendOp, SendWr,
-    Sge, WcOpcode, WcStatus,
+    AddressVector, Mtu, QpAttr, QpCap, QpType, RecvWr, Remote, SendOp, SendWr, Sge, WcOpcode,
+    WcStatus,
 };
 use rocex_proto::{Access, Config, Counters, Engine, QpInit, Region, VecRegion};
 
@@ -219,42 +219,25 @@ struct Path {
 
 /// Takes `qpn` through INIT and RTR to RTS on `path`.
 fn connect_qp(e: &mut Engine, qpn: u32, path: Path) -> io::Result<()> {
-    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
-    let mut a = QpAttr {
-        qp_state: QpState::Init,
-        qp_access_flags: access,
+    let to_rts = QpAttr {
+        qp_access_flags: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+        ah_attr: Some(AddressVector { dest: path.dest }),
+        path_mtu: path.mtu,
+        dest_qp_num: path.dest_qpn,
+        rq_psn: path.rq_psn,
+        max_dest_rd_atomic: 16,
+        min_rnr_timer: 1,
+        sq_psn: path.sq_psn,
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        max_rd_atomic: 16,
         ..QpAttr::default()
     };
-    let init = AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS;
-    e.modify_qp(qpn, &a, init).map_err(err)?;
-    a.qp_state = QpState::Rtr;
-    a.ah_attr = Some(AddressVector { dest: path.dest });
-    a.path_mtu = path.mtu;
-    a.dest_qp_num = path.dest_qpn;
-    a.rq_psn = path.rq_psn;
-    a.max_dest_rd_atomic = 16;
-    a.min_rnr_timer = 1;
-    let rtr = AttrMask::STATE
-        | AttrMask::AV
-        | AttrMask::PATH_MTU
-        | AttrMask::DEST_QPN
-        | AttrMask::RQ_PSN
-        | AttrMask::MAX_DEST_RD_ATOMIC
-        | AttrMask::MIN_RNR_TIMER;
-    e.modify_qp(qpn, &a, rtr).map_err(err)?;
-    a.qp_state = QpState::Rts;
-    a.sq_psn = path.sq_psn;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 16;
-    let rts = AttrMask::STATE
-        | AttrMask::SQ_PSN
-        | AttrMask::TIMEOUT
-        | AttrMask::RETRY_CNT
-        | AttrMask::RNR_RETRY
-        | AttrMask::MAX_QP_RD_ATOMIC;
-    e.modify_qp(qpn, &a, rts).map_err(err)
+    for (a, mask) in to_rts.rc_steps() {
+        e.modify_qp(qpn, &a, mask).map_err(err)?;
+    }
+    Ok(())
 }
 
 /// The responder: fills its READ areas, posts a receive per SEND, reports each, and keeps

@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 
 use rocex_io::{BackendKind, BackendOptions, Driver, Faults, Injected};
 use rocex_proto::verbs::{
-    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, Remote, SendOp, SendWr, Sge,
-    WcStatus,
+    AddressVector, Mtu, QpAttr, QpCap, QpType, Remote, SendOp, SendWr, Sge, WcStatus,
 };
 use rocex_proto::{Access, Config, Engine, Keys, QpInit, Region, VecRegion};
 
@@ -78,54 +77,24 @@ fn side(ip: [u8; 4], seed: u8, faults: Option<Faults>) -> io::Result<Side> {
 }
 
 fn connect(s: &mut Side, peer: IpAddr, peer_qpn: u32, peer_psn: u32, my_psn: u32) {
-    let e = &mut s.driver.engine;
-    let mut a = QpAttr {
-        qp_state: QpState::Init,
+    let to_rts = QpAttr {
         qp_access_flags: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        ah_attr: Some(AddressVector { dest: peer }),
+        path_mtu: Mtu::M4096,
+        dest_qp_num: peer_qpn,
+        rq_psn: peer_psn,
+        min_rnr_timer: 1,
+        max_dest_rd_atomic: 1,
+        sq_psn: my_psn,
+        timeout: 10,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        max_rd_atomic: 1,
         ..QpAttr::default()
     };
-    e.modify_qp(
-        s.qpn,
-        &a,
-        AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
-    )
-    .expect("INIT");
-    a.qp_state = QpState::Rtr;
-    a.ah_attr = Some(AddressVector { dest: peer });
-    a.path_mtu = Mtu::M4096;
-    a.dest_qp_num = peer_qpn;
-    a.rq_psn = peer_psn;
-    a.min_rnr_timer = 1;
-    a.max_dest_rd_atomic = 1;
-    e.modify_qp(
-        s.qpn,
-        &a,
-        AttrMask::STATE
-            | AttrMask::AV
-            | AttrMask::PATH_MTU
-            | AttrMask::DEST_QPN
-            | AttrMask::RQ_PSN
-            | AttrMask::MIN_RNR_TIMER
-            | AttrMask::MAX_DEST_RD_ATOMIC,
-    )
-    .expect("RTR");
-    a.qp_state = QpState::Rts;
-    a.sq_psn = my_psn;
-    a.timeout = 10;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 1;
-    e.modify_qp(
-        s.qpn,
-        &a,
-        AttrMask::STATE
-            | AttrMask::SQ_PSN
-            | AttrMask::TIMEOUT
-            | AttrMask::RETRY_CNT
-            | AttrMask::RNR_RETRY
-            | AttrMask::MAX_QP_RD_ATOMIC,
-    )
-    .expect("RTS");
+    for (a, mask) in to_rts.rc_steps() {
+        s.driver.engine.modify_qp(s.qpn, &a, mask).expect("to RTS");
+    }
 }
 
 fn pattern(i: usize) -> Vec<u8> {

@@ -7,9 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use rocex_proto::verbs::{
-    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, Remote, SendOp, SendWr, Sge,
-};
+use rocex_proto::verbs::{AddressVector, Mtu, QpAttr, QpCap, QpType, Remote, SendOp, SendWr, Sge};
 use rocex_proto::{Access, Config, Engine, IcrcStatus, Instant, Keys, QpInit, VecRegion};
 
 struct End {
@@ -54,40 +52,18 @@ fn end(i: u8) -> End {
 }
 
 fn connect(x: &mut End, peer: (IpAddr, u32), mtu: Mtu) {
-    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
-    let mut a = QpAttr {
-        qp_state: QpState::Init,
-        qp_access_flags: access,
+    let to_rts = QpAttr {
+        qp_access_flags: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        ah_attr: Some(AddressVector { dest: peer.0 }),
+        path_mtu: mtu,
+        dest_qp_num: peer.1,
+        timeout: 14,
+        retry_cnt: 7,
         ..QpAttr::default()
     };
-    x.e.modify_qp(
-        x.qpn,
-        &a,
-        AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
-    )
-    .unwrap();
-    a.qp_state = QpState::Rtr;
-    a.ah_attr = Some(AddressVector { dest: peer.0 });
-    a.path_mtu = mtu;
-    a.dest_qp_num = peer.1;
-    let m =
-        AttrMask::STATE | AttrMask::AV | AttrMask::PATH_MTU | AttrMask::DEST_QPN | AttrMask::RQ_PSN;
-    x.e.modify_qp(
-        x.qpn,
-        &a,
-        m | AttrMask::MAX_DEST_RD_ATOMIC | AttrMask::MIN_RNR_TIMER,
-    )
-    .unwrap();
-    a.qp_state = QpState::Rts;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    let m = AttrMask::STATE
-        | AttrMask::SQ_PSN
-        | AttrMask::TIMEOUT
-        | AttrMask::RETRY_CNT
-        | AttrMask::RNR_RETRY;
-    x.e.modify_qp(x.qpn, &a, m | AttrMask::MAX_QP_RD_ATOMIC)
-        .unwrap();
+    for (a, mask) in to_rts.rc_steps() {
+        x.e.modify_qp(x.qpn, &a, mask).unwrap();
+    }
 }
 
 /// Moves every packet from `from` to `to`; returns how many.

@@ -190,6 +190,41 @@ pub struct QpAttr {
     pub dest_qp_num: u32,
 }
 
+impl QpAttr {
+    /// The three `modify_qp` calls that take an RC QP from RESET to RTS with every
+    /// attribute of `self`: INIT (access), RTR (the peer, path MTU, receive PSN, responder
+    /// resources, RNR timer) and RTS (send PSN, timeout, retries, initiator depth), each
+    /// with the mask that state requires (IBTA 11.2.5, libibverbs' `ibv_modify_qp`).
+    pub fn rc_steps(&self) -> [(Self, AttrMask); 3] {
+        let at = |qp_state| Self { qp_state, ..*self };
+        [
+            (
+                at(QpState::Init),
+                AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
+            ),
+            (
+                at(QpState::Rtr),
+                AttrMask::STATE
+                    | AttrMask::AV
+                    | AttrMask::PATH_MTU
+                    | AttrMask::DEST_QPN
+                    | AttrMask::RQ_PSN
+                    | AttrMask::MAX_DEST_RD_ATOMIC
+                    | AttrMask::MIN_RNR_TIMER,
+            ),
+            (
+                at(QpState::Rts),
+                AttrMask::STATE
+                    | AttrMask::SQ_PSN
+                    | AttrMask::TIMEOUT
+                    | AttrMask::RETRY_CNT
+                    | AttrMask::RNR_RETRY
+                    | AttrMask::MAX_QP_RD_ATOMIC,
+            ),
+        ]
+    }
+}
+
 impl Default for QpAttr {
     fn default() -> Self {
         Self {

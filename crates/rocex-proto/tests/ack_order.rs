@@ -7,8 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use rocex_proto::verbs::{
-    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, Remote, SendOp, SendWr, Sge,
-    WcStatus,
+    AddressVector, Mtu, QpAttr, QpCap, QpType, Remote, SendOp, SendWr, Sge, WcStatus,
 };
 use rocex_proto::{Access, Config, Engine, IcrcStatus, Instant, Keys, QpInit, Region, VecRegion};
 use rocex_wire::{Opcode, PacketRepr, Syndrome};
@@ -59,37 +58,20 @@ fn node(i: u8) -> Node {
 
 /// `x`'s QP to RTS against `peer`'s, both starting at PSN 100.
 fn connect(x: &mut Node, peer: &Node) {
-    let mut a = QpAttr {
-        qp_state: QpState::Init,
+    let to_rts = QpAttr {
         qp_access_flags: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        ah_attr: Some(AddressVector { dest: peer.addr }),
+        path_mtu: Mtu::M1024,
+        dest_qp_num: peer.qpn,
+        rq_psn: 100,
+        sq_psn: 100,
+        timeout: 14,
+        retry_cnt: 7,
         ..QpAttr::default()
     };
-    let init = AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS;
-    x.e.modify_qp(x.qpn, &a, init).unwrap();
-    a.qp_state = QpState::Rtr;
-    a.ah_attr = Some(AddressVector { dest: peer.addr });
-    a.path_mtu = Mtu::M1024;
-    a.dest_qp_num = peer.qpn;
-    a.rq_psn = 100;
-    let rtr = AttrMask::STATE
-        | AttrMask::AV
-        | AttrMask::PATH_MTU
-        | AttrMask::DEST_QPN
-        | AttrMask::RQ_PSN
-        | AttrMask::MAX_DEST_RD_ATOMIC
-        | AttrMask::MIN_RNR_TIMER;
-    x.e.modify_qp(x.qpn, &a, rtr).unwrap();
-    a.qp_state = QpState::Rts;
-    a.sq_psn = 100;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    let rts = AttrMask::STATE
-        | AttrMask::SQ_PSN
-        | AttrMask::TIMEOUT
-        | AttrMask::RETRY_CNT
-        | AttrMask::RNR_RETRY
-        | AttrMask::MAX_QP_RD_ATOMIC;
-    x.e.modify_qp(x.qpn, &a, rts).unwrap();
+    for (a, mask) in to_rts.rc_steps() {
+        x.e.modify_qp(x.qpn, &a, mask).unwrap();
+    }
 }
 
 fn pair() -> (Node, Node) {

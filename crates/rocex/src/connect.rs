@@ -128,42 +128,24 @@ impl Endpoint {
     pub(crate) fn bring_up(&mut self, peer: &Params) -> Result<()> {
         let v6 = Ipv6Addr::from(peer.gid);
         let dest = v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4);
-        let mut a = QpAttr {
-            qp_state: QpState::Rtr,
+        let to_rts = QpAttr {
             ah_attr: Some(AddressVector { dest }),
             path_mtu: self.ours.mtu.min(peer.mtu),
             dest_qp_num: peer.qpn,
             rq_psn: peer.psn,
             max_dest_rd_atomic: self.ours.rd_atomic,
             min_rnr_timer: defaults::MIN_RNR_TIMER,
+            sq_psn: self.ours.psn,
+            timeout: defaults::TIMEOUT,
+            retry_cnt: defaults::RETRY_CNT,
+            rnr_retry: defaults::RNR_RETRY,
+            max_rd_atomic: self.ours.rd_atomic.min(peer.rd_atomic),
             ..QpAttr::default()
         };
-        let qp = &mut self.st.qp;
-        qp.modify(
-            &a,
-            AttrMask::STATE
-                | AttrMask::AV
-                | AttrMask::PATH_MTU
-                | AttrMask::DEST_QPN
-                | AttrMask::RQ_PSN
-                | AttrMask::MAX_DEST_RD_ATOMIC
-                | AttrMask::MIN_RNR_TIMER,
-        )?;
-        a.qp_state = QpState::Rts;
-        a.sq_psn = self.ours.psn;
-        a.timeout = defaults::TIMEOUT;
-        a.retry_cnt = defaults::RETRY_CNT;
-        a.rnr_retry = defaults::RNR_RETRY;
-        a.max_rd_atomic = self.ours.rd_atomic.min(peer.rd_atomic);
-        qp.modify(
-            &a,
-            AttrMask::STATE
-                | AttrMask::SQ_PSN
-                | AttrMask::TIMEOUT
-                | AttrMask::RETRY_CNT
-                | AttrMask::RNR_RETRY
-                | AttrMask::MAX_QP_RD_ATOMIC,
-        )?;
+        // INIT was done when the QP was made, with its access flags.
+        for (a, mask) in &to_rts.rc_steps()[1..] {
+            self.st.qp.modify(a, *mask)?;
+        }
         Ok(())
     }
 

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rocex_verbs::verbs::{
-    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, Remote, SendOp, SendWr, WcStatus,
+    AddressVector, Mtu, QpAttr, QpCap, QpType, Remote, SendOp, SendWr, WcStatus,
 };
 use rocex_verbs::{Access, Context, Cq, Mr, Pd, Qp, QpInitAttr};
 
@@ -81,47 +81,25 @@ pub(crate) struct Link {
 /// rxe's "infinite" (retry_cnt and rnr_retry 7): a lossy link must delay, never fail, a
 /// request; the RNR timer is the shortest (0.01 ms).
 fn connect(qp: &Qp, link: Link, my_psn: u32, peer: (IpAddr, u32, u32)) -> rocex_verbs::Result<()> {
-    let mut a = QpAttr {
-        qp_state: QpState::Init,
+    let to_rts = QpAttr {
         qp_access_flags: ACCESS,
+        ah_attr: Some(AddressVector { dest: peer.0 }),
+        path_mtu: link.mtu,
+        dest_qp_num: peer.1,
+        rq_psn: peer.2,
+        max_dest_rd_atomic: RD_ATOMIC,
+        min_rnr_timer: 1,
+        sq_psn: my_psn,
+        timeout: link.timeout,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        max_rd_atomic: RD_ATOMIC,
         ..QpAttr::default()
     };
-    qp.modify(
-        &a,
-        AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
-    )?;
-    a.qp_state = QpState::Rtr;
-    a.ah_attr = Some(AddressVector { dest: peer.0 });
-    a.path_mtu = link.mtu;
-    a.dest_qp_num = peer.1;
-    a.rq_psn = peer.2;
-    a.max_dest_rd_atomic = RD_ATOMIC;
-    a.min_rnr_timer = 1;
-    qp.modify(
-        &a,
-        AttrMask::STATE
-            | AttrMask::AV
-            | AttrMask::PATH_MTU
-            | AttrMask::DEST_QPN
-            | AttrMask::RQ_PSN
-            | AttrMask::MAX_DEST_RD_ATOMIC
-            | AttrMask::MIN_RNR_TIMER,
-    )?;
-    a.qp_state = QpState::Rts;
-    a.sq_psn = my_psn;
-    a.timeout = link.timeout;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = RD_ATOMIC;
-    qp.modify(
-        &a,
-        AttrMask::STATE
-            | AttrMask::SQ_PSN
-            | AttrMask::TIMEOUT
-            | AttrMask::RETRY_CNT
-            | AttrMask::RNR_RETRY
-            | AttrMask::MAX_QP_RD_ATOMIC,
-    )
+    for (a, mask) in to_rts.rc_steps() {
+        qp.modify(&a, mask)?;
+    }
+    Ok(())
 }
 
 /// Lane `id`: a QP on each side, connected, sending from side `id % 2` (so both daemons

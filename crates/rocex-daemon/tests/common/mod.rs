@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use rocex_verbs::verbs::{AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, WcOpcode};
+use rocex_verbs::verbs::{AddressVector, Mtu, QpAttr, QpCap, QpType, WcOpcode};
 use rocex_verbs::verbs::{RecvWr, SendOp, SendWr, WcStatus};
 use rocex_verbs::{Access, Context, Cq, Mr, Pd, Qp, QpInitAttr};
 
@@ -215,50 +215,24 @@ pub(crate) fn connect_with(
     mtu: Mtu,
     access: Access,
 ) {
-    let mut a = QpAttr {
-        qp_state: QpState::Init,
+    let to_rts = QpAttr {
         qp_access_flags: access,
+        ah_attr: Some(AddressVector { dest: peer.0 }),
+        path_mtu: mtu,
+        dest_qp_num: peer.1,
+        rq_psn: peer.2,
+        max_dest_rd_atomic: 16,
+        min_rnr_timer: 1,
+        sq_psn: my_psn,
+        timeout: 10,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        max_rd_atomic: 16,
         ..QpAttr::default()
     };
-    qp.modify(
-        &a,
-        AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
-    )
-    .unwrap();
-    a.qp_state = QpState::Rtr;
-    a.ah_attr = Some(AddressVector { dest: peer.0 });
-    a.path_mtu = mtu;
-    a.dest_qp_num = peer.1;
-    a.rq_psn = peer.2;
-    a.max_dest_rd_atomic = 16;
-    a.min_rnr_timer = 1;
-    qp.modify(
-        &a,
-        AttrMask::STATE
-            | AttrMask::AV
-            | AttrMask::PATH_MTU
-            | AttrMask::DEST_QPN
-            | AttrMask::RQ_PSN
-            | AttrMask::MAX_DEST_RD_ATOMIC
-            | AttrMask::MIN_RNR_TIMER,
-    )
-    .unwrap();
-    a.qp_state = QpState::Rts;
-    a.sq_psn = my_psn;
-    a.timeout = 10;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 16;
-    qp.modify(
-        &a,
-        AttrMask::STATE
-            | AttrMask::SQ_PSN
-            | AttrMask::TIMEOUT
-            | AttrMask::RETRY_CNT
-            | AttrMask::RNR_RETRY
-            | AttrMask::MAX_QP_RD_ATOMIC,
-    )
-    .unwrap();
+    for (a, mask) in to_rts.rc_steps() {
+        qp.modify(&a, mask).unwrap();
+    }
 }
 
 /// Connects `a` and `b` to each other at `mtu`.

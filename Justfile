@@ -54,7 +54,7 @@ fuzz TARGET *ARGS:
 # Performance side by side on a veth pair: iperf3, raw UDP, rocex perf, 1 to 4096 QPs
 # (writes docs/performance.md and its charts, docs/perf/). Needs root.
 bench-compare *ARGS:
-    cargo build -q --release -p rocex-cli -p rocex-plot
+    cargo build -q --release -p rocex-cli -p rocex-daemon -p rocex-plot
     proto-tests/bench/compare.sh {{ARGS}}
 
 # rocex against kernel rxe in the same rxe lab guests (QEMU): perf write bw/lat vs

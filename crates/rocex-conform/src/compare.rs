@@ -80,6 +80,16 @@ pub fn compare(conn: &Connection, plan: &Plan, run: &Run, loss_seen: bool, repor
                 i += 1;
                 j += 1;
             }
+            (Some(em), None) if unanswered_at_end(conn, em, loss_seen) => {
+                let frame = conn.requests[em.request].frame;
+                let text = format!(
+                    "frame {frame} repeats a request and ends the capture unanswered; rxe's \
+                     answer would be {} (its QP gone with its application, or the answer lost)",
+                    em.resp
+                );
+                report.infer(conn, frame, InferenceKind::UnansweredAtEnd, &text);
+                i += 1;
+            }
             (Some(em), None) => {
                 report.mismatch(conn, conn.requests[em.request].frame, None, Some(&em.resp));
                 i += 1;
@@ -91,6 +101,19 @@ pub fn compare(conn: &Connection, plan: &Plan, run: &Run, loss_seen: bool, repor
             (None, None) => break,
         }
     }
+}
+
+/// Whether an engine response with no captured counterpart answers the requester's last
+/// word: a retransmission (its PSN was sent before) after which the capture holds no request
+/// and no response on the connection. rxe answers a duplicate unless its QP is gone, as
+/// when the peer application has exited (rxe-behaviour.md §9); the requester retransmits
+/// because the first answer was lost, which needs loss in the capture.
+fn unanswered_at_end(conn: &Connection, em: &Emitted, loss_seen: bool) -> bool {
+    let req = &conn.requests[em.request];
+    loss_seen
+        && em.request + 1 == conn.requests.len()
+        && conn.requests[..em.request].iter().any(|r| r.psn == req.psn)
+        && conn.responses.iter().all(|r| r.frame < req.frame)
 }
 
 /// The frame of the request a captured response most likely followed: the claimed one, or

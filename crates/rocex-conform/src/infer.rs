@@ -50,6 +50,9 @@ pub enum InferenceKind {
     RqEmpty,
     /// A response lost before the capture point.
     ResponseLost,
+    /// A retransmitted request at the end of the capture that nothing answered: the
+    /// responder's QP was gone (its application had exited) or the answer was lost.
+    UnansweredAtEnd,
 }
 
 impl fmt::Display for InferenceKind {
@@ -64,6 +67,7 @@ impl fmt::Display for InferenceKind {
             Self::AtomicOrig => "atomic-orig",
             Self::RqEmpty => "rq-empty",
             Self::ResponseLost => "response-lost",
+            Self::UnansweredAtEnd => "unanswered-at-end",
         })
     }
 }

@@ -7,11 +7,15 @@
 //! daemon is the `rocexd` next to the `rocex` under test (`cargo build` makes it), or
 //! `$ROCEXD`.
 
+mod common;
+
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use common::Daemon;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -148,68 +152,14 @@ fn atomic_bw_verified() {
     check(&["atomic", "bw", "-A", "faa", "-n", "500"], "atomic");
 }
 
-/// The `rocexd` binary: `$ROCEXD`, else built next to the `rocex` under test.
-fn rocexd() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Some(p) = std::env::var_os("ROCEXD") {
-            return PathBuf::from(p);
-        }
-        let rocex = Path::new(env!("CARGO_BIN_EXE_rocex"));
-        let dir = rocex.parent().expect("the binary's directory");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut build = Command::new(cargo);
-        build.args(["build", "-q", "-p", "rocex-daemon", "--bin", "rocexd"]);
-        if dir.ends_with("release") {
-            build.arg("--release");
-        }
-        let st = build.status().expect("run cargo build for rocexd");
-        assert!(st.success(), "cargo build of rocexd failed");
-        dir.join("rocexd")
-    })
-}
-
-/// A `rocexd` on `addr`, killed on drop.
-struct Daemon {
-    child: Child,
-    sock: PathBuf,
-}
-
-impl Daemon {
-    fn start(addr: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("rocex-perf-{}-{addr}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let sock = dir.join("d.sock");
-        let child = Command::new(rocexd())
-            .args(["--addr", addr, "--spin-limit", "200", "--socket"])
-            .arg(&sock)
-            .env("RUST_LOG", "warn")
-            .spawn()
-            .expect("start rocexd");
-        let end = Instant::now() + Duration::from_secs(10);
-        while !sock.exists() {
-            assert!(Instant::now() < end, "rocexd on {addr} did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Self { child, sock }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if let Some(d) = self.sock.parent() {
-            let _ = std::fs::remove_dir_all(d);
-        }
-    }
-}
-
 /// Both sides on their own daemon; the exchange runs over 127.0.0.1, apart from the RoCE
 /// addresses, which come from the daemons.
 fn over_daemons(args: &[&str], op: &str, test: &str, env: bool) {
     let _guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let (server, client) = (Daemon::start("127.0.7.2"), Daemon::start("127.0.7.1"));
+    let (server, client) = (
+        Daemon::start("127.0.7.2", "perf", &[]),
+        Daemon::start("127.0.7.1", "perf", &[]),
+    );
     let (s, c) = if env {
         (Device::Env(&server.sock), Device::Env(&client.sock))
     } else {

@@ -5,80 +5,21 @@
 //!
 //! The daemon is `$ROCEXD`, else the `rocexd` built next to the `rocex` under test.
 
-use std::net::IpAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+mod common;
 
+use std::net::IpAddr;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::Daemon;
 use rocex_verbs::verbs::{
-    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendOp, SendWr, WcOpcode,
-    WcStatus,
+    AddressVector, Mtu, QpAttr, QpCap, QpType, RecvWr, SendOp, SendWr, WcOpcode, WcStatus,
 };
 use rocex_verbs::{Access, Context, Cq, Mr, Pd, Qp, QpInitAttr};
 use serde_json::Value;
 
 const T: Duration = Duration::from_secs(10);
-
-fn rocexd() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Some(p) = std::env::var_os("ROCEXD") {
-            return PathBuf::from(p);
-        }
-        let dir = Path::new(env!("CARGO_BIN_EXE_rocex")).parent().unwrap();
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut build = Command::new(cargo);
-        build.args(["build", "-q", "-p", "rocex-daemon", "--bin", "rocexd"]);
-        if dir.ends_with("release") {
-            build.arg("--release");
-        }
-        let st = build.status().expect("run cargo build for rocexd");
-        assert!(st.success(), "cargo build of rocexd failed");
-        dir.join("rocexd")
-    })
-}
-
-/// A daemon process, killed on drop.
-struct Daemon {
-    child: Child,
-    sock: PathBuf,
-}
-
-impl Daemon {
-    fn start(addr: &str, tag: &str, extra: &[&str]) -> Self {
-        let dir = std::env::temp_dir().join(format!("rocex-stat-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let sock = dir.join("d.sock");
-        let child = Command::new(rocexd())
-            .args(["--addr", addr, "--socket"])
-            .arg(&sock)
-            .args(["--spin-limit", "200"])
-            .args(extra)
-            .env("RUST_LOG", "warn")
-            .spawn()
-            .expect("start rocexd");
-        let mut d = Self { child, sock };
-        let end = Instant::now() + T;
-        while std::os::unix::net::UnixStream::connect(&d.sock).is_err() {
-            assert!(d.child.try_wait().unwrap().is_none(), "rocexd exited");
-            assert!(Instant::now() < end, "rocexd on {addr} did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        d
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if let Some(d) = self.sock.parent() {
-            let _ = std::fs::remove_dir_all(d);
-        }
-    }
-}
 
 const ACCESS: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
 
@@ -113,39 +54,24 @@ fn end(sock: &Path) -> End {
 
 /// RESET → INIT → RTR → RTS towards `peer` (address, QPN, its send PSN), MTU 1024.
 fn connect(qp: &Qp, my_psn: u32, peer: (IpAddr, u32, u32)) {
-    let mut a = QpAttr {
-        qp_state: QpState::Init,
+    let to_rts = QpAttr {
         qp_access_flags: ACCESS,
+        ah_attr: Some(AddressVector { dest: peer.0 }),
+        path_mtu: Mtu::M1024,
+        dest_qp_num: peer.1,
+        rq_psn: peer.2,
+        max_dest_rd_atomic: 1,
+        min_rnr_timer: 1,
+        sq_psn: my_psn,
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        max_rd_atomic: 1,
         ..QpAttr::default()
     };
-    qp.modify(
-        &a,
-        AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
-    )
-    .unwrap();
-    a.qp_state = QpState::Rtr;
-    a.ah_attr = Some(AddressVector { dest: peer.0 });
-    a.path_mtu = Mtu::M1024;
-    a.dest_qp_num = peer.1;
-    a.rq_psn = peer.2;
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 1;
-    let conn = AttrMask::AV | AttrMask::PATH_MTU | AttrMask::DEST_QPN | AttrMask::RQ_PSN;
-    qp.modify(
-        &a,
-        AttrMask::STATE | conn | AttrMask::MAX_DEST_RD_ATOMIC | AttrMask::MIN_RNR_TIMER,
-    )
-    .unwrap();
-    a.qp_state = QpState::Rts;
-    a.sq_psn = my_psn;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 1;
-    let rts =
-        AttrMask::TIMEOUT | AttrMask::RETRY_CNT | AttrMask::RNR_RETRY | AttrMask::MAX_QP_RD_ATOMIC;
-    qp.modify(&a, AttrMask::STATE | AttrMask::SQ_PSN | rts)
-        .unwrap();
+    for (a, mask) in to_rts.rc_steps() {
+        qp.modify(&a, mask).unwrap();
+    }
 }
 
 /// Two connected endpoints on one daemon: x sends from PSN 0x1234, y from 0xabcde.

@@ -3,7 +3,7 @@
 //! of an IP address.
 
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 /// What each side tells the other.
@@ -15,19 +15,8 @@ pub(crate) struct Dest {
     pub(crate) gid: [u8; 16],
 }
 
-/// The RoCE v2 GID of an address: IPv4 as `::ffff:a.b.c.d`, IPv6 as itself.
-pub(crate) fn gid_of(ip: IpAddr) -> [u8; 16] {
-    match ip {
-        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
-        IpAddr::V6(v6) => v6.octets(),
-    }
-}
-
-/// The address of a RoCE v2 GID.
-pub(crate) fn ip_of(gid: [u8; 16]) -> IpAddr {
-    let v6 = Ipv6Addr::from(gid);
-    v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4)
-}
+// The GID of an address and back: rdma_cm's, which the exchanges use too.
+pub(crate) use rocex_cm::path::{gid_of, ip_of_gid as ip_of};
 
 /// ibv_rc_pingpong's message: `"%04x:%06x:%06x:%s"` with the GID as 32 hex digits
 /// (`gid_to_wire_gid`), sent with its terminating NUL: 52 bytes.
@@ -127,6 +116,7 @@ pub(crate) fn wait_done(s: &mut TcpStream) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::IpAddr;
 
     #[test]
     fn message_matches_rc_pingpong() {

@@ -52,6 +52,20 @@ pub struct Local {
     pub ca_guid: u64,
 }
 
+impl Local {
+    /// The side at `addr`: its CA GUID is the GID's interface ID with the locally
+    /// administered bit set, as a RoCE device derives one.
+    pub fn at(addr: IpAddr) -> Self {
+        let g = path::gid_of(addr);
+        let mut guid = [0u8; 8];
+        guid.copy_from_slice(&g[8..16]);
+        Self {
+            addr,
+            ca_guid: u64::from_be_bytes(guid) | 0x0200_0000_0000_0000,
+        }
+    }
+}
+
 /// What the active side asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectParams {

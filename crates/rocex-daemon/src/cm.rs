@@ -165,16 +165,6 @@ impl Cm {
         }
     }
 
-    fn local_cm(&self) -> Local {
-        let g = rocex_cm::path::gid_of(self.local);
-        let mut guid = [0u8; 8];
-        guid.copy_from_slice(&g[8..16]);
-        Local {
-            addr: self.local,
-            ca_guid: u64::from_be_bytes(guid) | 0x0200_0000_0000_0000,
-        }
-    }
-
     fn new_id(&mut self) -> u32 {
         loop {
             let id = self.next_id;
@@ -262,7 +252,7 @@ impl Cm {
                 let id = self.new_id();
                 let tid = u64::from(engine.random_psn()) << 24 | u64::from(engine.random_psn());
                 let comm_id = engine.random_psn() << 8 ^ id;
-                let c = Conn::connect(now, self.local_cm(), addr, &p, tid, comm_id);
+                let c = Conn::connect(now, Local::at(self.local), addr, &p, tid, comm_id);
                 self.conns.insert(
                     id,
                     Entry {
@@ -297,8 +287,9 @@ impl Cm {
                     max_mtu: engine.config().port_mtu,
                 };
                 let comm_id = engine.random_psn() << 8 ^ id;
-                let accepted = Conn::accept(now, self.local_cm(), peer, tid, &req, &p, comm_id)
-                    .and_then(|c| c.params().map(|params| (c, params)));
+                let accepted =
+                    Conn::accept(now, Local::at(self.local), peer, tid, &req, &p, comm_id)
+                        .and_then(|c| c.params().map(|params| (c, params)));
                 let Some((c, params)) = accepted else {
                     self.refuse(engine, now, id, rej::REASON_CONSUMER);
                     return Response::error(libc::EINVAL, "the request's path MTU is invalid");

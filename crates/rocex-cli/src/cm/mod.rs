@@ -218,16 +218,6 @@ impl CmDevice {
         e.random_psn() << 8 ^ e.random_psn()
     }
 
-    fn local_cm(&self) -> Local {
-        let g = rocex_cm::path::gid_of(self.local);
-        let mut guid = [0u8; 8];
-        guid.copy_from_slice(&g[8..16]);
-        Local {
-            addr: self.local,
-            ca_guid: u64::from_be_bytes(guid) | 0x0200_0000_0000_0000,
-        }
-    }
-
     /// `rdma_connect`: a REQ to `server`'s rdma_cm `port` (TCP port space) for `qpn`,
     /// retried while the server is not listening yet; returns once the RTU is sent.
     pub(crate) fn connect(
@@ -261,7 +251,7 @@ impl CmDevice {
             };
             let now = self.driver.now();
             let (tid, id) = (u64::from(self.random_u32()), self.random_u32());
-            let mut c = Conn::connect(now, self.local_cm(), server, &p, tid, id);
+            let mut c = Conn::connect(now, Local::at(self.local), server, &p, tid, id);
             self.flush(&mut c)?;
             loop {
                 self.pump(&mut c, Duration::from_millis(5))?;
@@ -324,7 +314,8 @@ impl CmDevice {
                 };
                 let now = self.driver.now();
                 let id = self.random_u32();
-                let Some(mut c) = Conn::accept(now, self.local_cm(), src, mad.tid, &req, &p, id)
+                let Some(mut c) =
+                    Conn::accept(now, Local::at(self.local), src, mad.tid, &req, &p, id)
                 else {
                     let rej = conn::reject(mad.tid, &req, rej::REASON_CONSUMER);
                     self.send_mad(src, &rej)?;

@@ -187,12 +187,19 @@ for run in $(seq 1 "$RUNS"); do
   sp=$!; PIDS+=("$sp")
   if wait_tcp 5201; then
     j="$(inA timeout 20 iperf3 -c "$IPB" -t "$SECS" -J 2>/dev/null || true)"
-    bps="$(printf '%s' "$j" | "$PY" -c 'import json,sys
-try: print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/1e9)
-except Exception: print("nan")')"
-  else bps=nan; fi
+    read -r bps csnd crcv <<<"$(printf '%s' "$j" | "$PY" -c 'import json,sys
+try:
+    e = json.load(sys.stdin)["end"]; c = e["cpu_utilization_percent"]
+    print(e["sum_received"]["bits_per_second"] / 1e9, c["host_total"], c["remote_total"])
+except Exception: print("nan nan nan")')"
+  else bps=nan csnd=nan crcv=nan; fi
   wait "$sp" 2>/dev/null || true
   record "$run" iperf3_gbps "$bps"
+  record "$run" iperf3_cpu_snd_pct "$csnd"
+  record "$run" iperf3_cpu_rcv_pct "$crcv"
+
+  # (1c) the ICRC on one core: what each end of a RoCE v2 stream pays per byte on top
+  record "$run" icrc_gbps "$(inA timeout 20 "$ROCEX" baseline icrc 1 2>/dev/null | jget gbps)"
 
   # (2) rocex write bw, 64 KiB, MTU 4096
   SRV_ARGS=(--size 65536 --mtu 4096)

@@ -87,12 +87,18 @@ def main():
     for r in runs.values():
         r["rocex_wbw_frames_mpps"] = g(r, "rocex_wbw_msg_mpps") * FRAMES_PER_64K
         r["rocex_wbw_nogso_frames_mpps"] = g(r, "rocex_wbw_nogso_msg_mpps") * FRAMES_PER_64K
+        # one end's ICRC pass at iperf3's rate, in cores
+        r["icrc_share_at_tcp"] = g(r, "iperf3_gbps") / g(r, "icrc_gbps")
         for pre in ("rocex", "rocex_udp"):
             for p in ("p50", "p99"):
                 r[f"{pre}_rtt_{p}_us"] = 2 * g(r, f"{pre}_lat_{p}_us")
 
     rows = [
         ("(1) iperf3 TCP, 1 stream, 3 s", "Gb/s", "iperf3_gbps", 2),
+        ("(1) same, sender's CPU (iperf3's count; the link's receive work runs there too)", "%", "iperf3_cpu_snd_pct", 0),
+        ("(1) same, receiver's CPU", "%", "iperf3_cpu_rcv_pct", 0),
+        ("(1c) ICRC of 4 KiB packets on one core (rocex baseline icrc)", "Gb/s", "icrc_gbps", 1),
+        ("(1c) one end's ICRC pass at iperf3's rate", "cores", "icrc_share_at_tcp", 2),
         ("(2) rocex write bw 64 KiB, MTU 4096, 3 s", "Gb/s", "rocex_wbw_gbps", 2),
         ("(2) same, messages", "M msg/s", "rocex_wbw_msg_mpps", 4),
         ("(2) same, request frames (x16)", "Mpps", "rocex_wbw_frames_mpps", 3),

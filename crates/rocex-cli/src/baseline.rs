@@ -1,5 +1,6 @@
-//! `rocex baseline`: what the kernel's own UDP path does on this host, as the reference
-//! the performance comparison measures rocex against (docs/performance.md).
+//! `rocex baseline`: what the kernel's own UDP path does on this host, and what the ICRC
+//! costs its CPU, as the references the performance comparison measures rocex against
+//! (docs/performance.md).
 //!
 //! Native and minimal on purpose: one datagram per system call, no protocol, nothing but
 //! the socket calls, so the numbers are the kernel's ceiling and not a language runtime's.
@@ -55,6 +56,13 @@ enum Mode {
         /// Round trips timed.
         iters: usize,
     },
+    /// Computes the ICRC of one WRITE middle packet (MTU 4096: 4108 bytes) over and over
+    /// on one core for SECONDS: the CPU every RoCE v2 byte costs a software sender and
+    /// again its receiver, which a TCP stream does not pay (its checksum is offloaded).
+    Icrc {
+        /// How long, in seconds.
+        seconds: f64,
+    },
 }
 
 pub(crate) fn run(args: &Args) -> ExitCode {
@@ -67,6 +75,7 @@ pub(crate) fn run(args: &Args) -> ExitCode {
         } => blast(dest, size, seconds),
         Mode::Pong { bind, seconds } => pong(bind, seconds),
         Mode::Ping { dest, size, iters } => ping(dest, size, iters),
+        Mode::Icrc { seconds } => icrc(seconds),
     };
     match r {
         Ok(json) => {
@@ -262,4 +271,37 @@ fn empty_recv_us() -> io::Result<f64> {
         let _ = s.recv(&mut buf);
     }
     Ok(t0.elapsed().as_secs_f64() * 1e6 / f64::from(k))
+}
+
+fn icrc(seconds: f64) -> io::Result<serde_json::Value> {
+    use rocex_wire::icrc::{IcrcForm, compute_for};
+    use rocex_wire::{Opcode, ROCE_V2_PORT, bth};
+    let (src, dst) = ([198, 18, 0, 1].into(), [198, 18, 0, 2].into());
+    // BTH and 4096 bytes of data, as rocex's sender hands them to the ICRC.
+    let mut packet = vec![0x5au8; bth::LEN + 4096];
+    packet[0] = Opcode::RC_RDMA_WRITE_MIDDLE.0;
+    let mut n = 0u64;
+    let t0 = Instant::now();
+    let end = t0 + Duration::from_secs_f64(seconds);
+    loop {
+        for _ in 0..256 {
+            packet[bth::LEN] = n as u8; // one byte differs each time: nothing to hoist
+            let crc = compute_for(src, dst, 49152, ROCE_V2_PORT, &packet, IcrcForm::Spec)
+                .map_err(|e| io::Error::other(e.to_string()))?;
+            std::hint::black_box(crc);
+            n += 1;
+        }
+        if Instant::now() >= end {
+            break;
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    let bytes = n as f64 * packet.len() as f64;
+    Ok(serde_json::json!({
+        "packets": n,
+        "packet_bytes": packet.len(),
+        "seconds": secs,
+        "ns_per_packet": secs * 1e9 / n as f64,
+        "gbps": bytes * 8.0 / secs / 1e9,
+    }))
 }

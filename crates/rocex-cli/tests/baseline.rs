@@ -75,3 +75,26 @@ fn ping_gets_every_echo_back() {
     assert!(q("rtt_us_p99") <= q("rtt_us_max"), "{ping}");
     assert!(q("recv_call_us") > 0.0, "{ping}");
 }
+
+#[test]
+fn icrc_reports_its_rate() {
+    let out = rocex()
+        .args(["baseline", "icrc", "0.2"])
+        .output()
+        .expect("run rocex baseline icrc");
+    let j = json(&out);
+    let (n, bytes) = (
+        j["packets"].as_f64().unwrap(),
+        j["packet_bytes"].as_f64().unwrap(),
+    );
+    let (secs, ns, gbps) = (
+        j["seconds"].as_f64().unwrap(),
+        j["ns_per_packet"].as_f64().unwrap(),
+        j["gbps"].as_f64().unwrap(),
+    );
+    assert_eq!(bytes, 4108.0, "{j}");
+    assert!(n >= 256.0 && secs >= 0.2, "{j}");
+    // The three rates are one measurement.
+    assert!((n * ns / 1e9 - secs).abs() < secs * 1e-6, "{j}");
+    assert!((bytes * 8.0 / ns - gbps).abs() < gbps * 1e-6, "{j}");
+}

@@ -51,7 +51,7 @@ impl Net {
         Self {
             backend,
             tap,
-            buf: vec![0; 65536],
+            buf: vec![0; rocex_io::MAX_PACKET],
         }
     }
 
@@ -92,13 +92,25 @@ impl Net {
     pub(crate) fn build(&mut self, engine: &mut Engine, now: Instant) -> bool {
         let mut any = false;
         let local = self.backend.local();
-        while let Some(t) = engine.poll_transmit(now, &mut self.buf) {
+        loop {
+            // Built in the backend's queue where it lends room: written once.
+            let (lent, buf) = match self.backend.room() {
+                Some(room) => (true, room),
+                None => (false, &mut self.buf[..]),
+            };
+            let Some(t) = engine.poll_transmit(now, buf) else {
+                break;
+            };
             any = true;
-            let payload = &self.buf[..t.len];
             if let Some(tap) = &mut self.tap {
-                tap.record((local, t.src_port), t.dest, true, payload);
+                tap.record((local, t.src_port), t.dest, true, &buf[..t.len]);
             }
-            if let Err(e) = self.backend.send(t.dest, t.src_port, payload) {
+            let sent = if lent {
+                self.backend.commit(t.dest, t.src_port, t.len)
+            } else {
+                self.backend.send(t.dest, t.src_port, &self.buf[..t.len])
+            };
+            if let Err(e) = sent {
                 tracing::debug!("send to {}: {e}", t.dest);
             }
         }

@@ -13,6 +13,9 @@ use std::str::FromStr;
 
 use rocex_proto::IcrcStatus;
 
+/// The largest packet (BTH through ICRC) a backend takes: a UDP datagram's payload.
+pub const MAX_PACKET: usize = 65_536;
+
 /// Where a received datagram came from and what the backend knows of its ICRC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RxMeta {
@@ -81,6 +84,22 @@ pub trait Backend: fmt::Debug + Send {
     /// Queues `payload` (BTH through ICRC, the ICRC computed for IPv4 identification 0)
     /// for `dest:4791` from UDP port `src_port`.
     fn send(&mut self, dest: IpAddr, src_port: u16, payload: &[u8]) -> io::Result<()>;
+    /// Room in the send queue for the next packet, at least [`MAX_PACKET`] bytes, where
+    /// the backend can take a packet in place: the caller writes it there and
+    /// [`Backend::commit`]s it, which saves the copy [`Backend::send`] makes. `None`: use
+    /// `send`.
+    fn room(&mut self) -> Option<&mut [u8]> {
+        None
+    }
+    /// Queues the `len`-byte packet written into [`Backend::room`], as [`Backend::send`]
+    /// would queue it.
+    fn commit(&mut self, dest: IpAddr, src_port: u16, len: usize) -> io::Result<()> {
+        let _ = (dest, src_port, len);
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "commit: this backend lends no room",
+        ))
+    }
     /// Sends everything queued.
     fn flush(&mut self) -> io::Result<()>;
     /// Readable when datagrams wait.
@@ -123,6 +142,12 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
     }
     fn send(&mut self, dest: IpAddr, src_port: u16, payload: &[u8]) -> io::Result<()> {
         (**self).send(dest, src_port, payload)
+    }
+    fn room(&mut self) -> Option<&mut [u8]> {
+        (**self).room()
+    }
+    fn commit(&mut self, dest: IpAddr, src_port: u16, len: usize) -> io::Result<()> {
+        (**self).commit(dest, src_port, len)
     }
     fn flush(&mut self) -> io::Result<()> {
         (**self).flush()

@@ -37,7 +37,7 @@ impl Driver {
             engine,
             port: Injected::passthrough(backend),
             epoch: std::time::Instant::now(),
-            buf: vec![0; 65536],
+            buf: vec![0; crate::MAX_PACKET],
             peers_are_rocex: false,
             busy_poll: false,
             answer_alone: false,
@@ -142,8 +142,22 @@ impl Driver {
     /// packet alone first where the backend says it pays ([`Backend::answer_alone`]).
     fn transmit(&mut self, now: Instant) -> io::Result<bool> {
         let mut busy = false;
-        while let Some(t) = self.engine.poll_transmit(now, &mut self.buf) {
-            self.port.send(t.dest, t.src_port, &self.buf[..t.len])?;
+        loop {
+            // Built in the backend's queue where it lends room: written once.
+            match self.port.room() {
+                Some(room) => {
+                    let Some(t) = self.engine.poll_transmit(now, room) else {
+                        break;
+                    };
+                    self.port.commit(t.dest, t.src_port, t.len)?;
+                }
+                None => {
+                    let Some(t) = self.engine.poll_transmit(now, &mut self.buf) else {
+                        break;
+                    };
+                    self.port.send(t.dest, t.src_port, &self.buf[..t.len])?;
+                }
+            }
             if !busy && self.answer_alone {
                 self.port.flush()?;
             }

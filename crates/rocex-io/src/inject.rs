@@ -301,6 +301,18 @@ impl<B: Backend> Backend for Injected<B> {
         self.send_out()
     }
 
+    /// In place only when no fault is injected: faults work on copies.
+    fn room(&mut self) -> Option<&mut [u8]> {
+        match self.injector {
+            None => self.inner.room(),
+            Some(_) => None,
+        }
+    }
+
+    fn commit(&mut self, dest: IpAddr, src_port: u16, len: usize) -> io::Result<()> {
+        self.inner.commit(dest, src_port, len)
+    }
+
     fn flush(&mut self) -> io::Result<()> {
         if let Some(inj) = &mut self.injector {
             let now = std::time::Instant::now();

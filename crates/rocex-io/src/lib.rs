@@ -19,7 +19,9 @@ mod udp;
 mod uring;
 
 pub use afpacket::AfPacketPort;
-pub use backend::{Backend, BackendCounters, BackendKind, BackendOptions, RxMeta, UnknownBackend};
+pub use backend::{
+    Backend, BackendCounters, BackendKind, BackendOptions, MAX_PACKET, RxMeta, UnknownBackend,
+};
 pub use driver::Driver;
 pub use inject::{FaultCounters, Faults, FaultsError, Injected, Injector, To};
 pub use udp::UdpPort;

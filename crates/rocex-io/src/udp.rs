@@ -33,13 +33,13 @@ use rocex_proto::IcrcStatus;
 use rocex_wire::ROCE_V2_PORT;
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::{Backend, BackendCounters, BackendKind, BackendOptions, RxMeta};
+use crate::{Backend, BackendCounters, BackendKind, BackendOptions, MAX_PACKET, RxMeta};
 use batch::{Queued, Run};
 use ids::IdDeltas;
 use sys::{RxDatagram, TxMsg};
 
 /// Receive slots per `recvmmsg`.
-const RX_SLOTS: usize = sys::MAX_RX;
+const RX_SLOTS: usize = 8;
 /// One slot holds the largest datagram (a GRO burst included).
 const RX_SLOT: usize = 65_536;
 /// The queue is sent when it holds this many bytes.
@@ -73,13 +73,48 @@ impl std::fmt::Debug for UdpPort {
     }
 }
 
-/// Packets waiting for [`Backend::flush`], back to back in one buffer.
-#[derive(Default)]
+/// Packets waiting for [`Backend::flush`], back to back in one buffer: the first
+/// `used` bytes of `buf`, which has [`MAX_PACKET`] bytes of room beyond
+/// [`TX_FLUSH_BYTES`] so that the engine can build the next packet in place.
 struct TxQueue {
     buf: Vec<u8>,
+    used: usize,
     packets: Vec<Queued>,
     runs: Vec<Run>,
     msgs: Vec<TxMsg>,
+}
+
+impl TxQueue {
+    fn new() -> Self {
+        Self {
+            buf: vec![0; TX_FLUSH_BYTES + MAX_PACKET],
+            used: 0,
+            packets: Vec::new(),
+            runs: Vec::new(),
+            msgs: Vec::new(),
+        }
+    }
+
+    fn room(&mut self) -> &mut [u8] {
+        &mut self.buf[self.used..self.used + MAX_PACKET]
+    }
+
+    /// Queues the `len` bytes at the start of [`TxQueue::room`]; returns whether the
+    /// queue is due to be sent.
+    fn push(&mut self, dest: IpAddr, len: usize) -> bool {
+        self.packets.push(Queued {
+            dest,
+            at: self.used,
+            len,
+        });
+        self.used += len;
+        self.used >= TX_FLUSH_BYTES
+    }
+
+    fn clear(&mut self) {
+        self.used = 0;
+        self.packets.clear();
+    }
 }
 
 impl UdpPort {
@@ -113,7 +148,7 @@ impl UdpPort {
             local: ip,
             opts,
             gso: !opts.no_gso,
-            tx: TxQueue::default(),
+            tx: TxQueue::new(),
             rx_bufs: vec![0; RX_SLOTS * RX_SLOT],
             rx: Vec::with_capacity(RX_SLOTS),
             rx_idle: true,
@@ -305,15 +340,22 @@ impl Backend for UdpPort {
         Ok(handed)
     }
 
-    fn send(&mut self, dest: IpAddr, _src_port: u16, payload: &[u8]) -> io::Result<()> {
-        let at = self.tx.buf.len();
-        self.tx.buf.extend_from_slice(payload);
-        self.tx.packets.push(Queued {
-            dest,
-            at,
-            len: payload.len(),
-        });
-        if self.tx.buf.len() >= TX_FLUSH_BYTES {
+    fn send(&mut self, dest: IpAddr, src_port: u16, payload: &[u8]) -> io::Result<()> {
+        let Some(room) = self.tx.room().get_mut(..payload.len()) else {
+            // Over a UDP datagram's size: no socket would take it.
+            self.counters.tx_dropped += 1;
+            return Ok(());
+        };
+        room.copy_from_slice(payload);
+        self.commit(dest, src_port, payload.len())
+    }
+
+    fn room(&mut self) -> Option<&mut [u8]> {
+        Some(self.tx.room())
+    }
+
+    fn commit(&mut self, dest: IpAddr, _src_port: u16, len: usize) -> io::Result<()> {
+        if self.tx.push(dest, len.min(MAX_PACKET)) {
             self.flush()?;
         }
         Ok(())
@@ -334,8 +376,7 @@ impl Backend for UdpPort {
         msgs.extend(self.tx.runs.iter().map(|&r| self.msg_of(r)));
         self.tx.msgs = msgs;
         let r = self.send_all();
-        self.tx.buf.clear();
-        self.tx.packets.clear();
+        self.tx.clear();
         r
     }
 

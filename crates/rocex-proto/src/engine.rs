@@ -249,7 +249,6 @@ pub struct Engine {
     timers: BTreeSet<(Instant, u32)>,
     counters: Counters,
     events: VecDeque<Event>,
-    scratch: Vec<u8>,
     sends: SendSampler,
     requests_first: bool,
 }
@@ -306,7 +305,6 @@ impl Engine {
             timers: BTreeSet::new(),
             counters: Counters::default(),
             events: VecDeque::new(),
-            scratch: Vec::new(),
             sends: SendSampler::default(),
             requests_first: false,
         }
@@ -719,7 +717,6 @@ impl Engine {
             self.queued.remove(&qpn);
             turns -= 1;
             let local = self.config.local;
-            let mut scratch = std::mem::take(&mut self.scratch);
             let mut sampled = None;
             let requests_first = self.requests_first;
             let out = self.with_qp(qpn, now, |qp, ctx| {
@@ -727,7 +724,7 @@ impl Engine {
                 // the peer acts on the request, while the ACK only frees its send queue.
                 let request_first = requests_first && qp.resp.ack_can_wait(qp.requester_ready());
                 if qp.resp.has_output() && !request_first {
-                    let len = qp.next_reply(buf, &mut scratch)?;
+                    let len = qp.next_reply(buf)?;
                     let dest = qp.attr.ah_attr?.dest;
                     return Some(Outgoing {
                         len,
@@ -740,7 +737,6 @@ impl Engine {
                 sampled = qp.req.sampled.take();
                 out
             });
-            self.scratch = scratch;
             let Some(Some(out)) = out else { continue };
             let body = out.len - 4;
             let src_port = self

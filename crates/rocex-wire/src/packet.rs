@@ -175,6 +175,11 @@ impl<'a> PacketRepr<'a> {
 
     /// Checks that the headers present are the ones the opcode carries.
     pub fn check(&self) -> Result<&'static OpcodeInfo> {
+        self.check_for(self.payload.len())
+    }
+
+    /// [`Self::check`] for a payload of `payload_len` bytes.
+    fn check_for(&self, payload_len: usize) -> Result<&'static OpcodeInfo> {
         let info = self.info()?;
         if self.exts() != info.exts {
             return Err(Error::new(
@@ -183,11 +188,11 @@ impl<'a> PacketRepr<'a> {
                 ErrorKind::Inconsistent("the extension headers differ from the opcode's"),
             ));
         }
-        if !info.payload && (!self.payload.is_empty() || self.bth.pad != 0) {
+        if !info.payload && (payload_len != 0 || self.bth.pad != 0) {
             return Err(Error::new(
                 Layer::Payload,
                 self.header_len(),
-                ErrorKind::UnexpectedPayload(self.payload.len()),
+                ErrorKind::UnexpectedPayload(payload_len),
             ));
         }
         Ok(info)
@@ -197,13 +202,20 @@ impl<'a> PacketRepr<'a> {
     /// bytes; the ICRC's four bytes are left for the frame layer, which knows the IP header.
     /// Returns the length written, ICRC included.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
-        let info = self.check()?;
+        let (at, len) = self.emit_around(buf, self.payload.len())?;
+        buf[at..at + self.payload.len()].copy_from_slice(self.payload);
+        Ok(len)
+    }
+
+    /// Writes what [`Self::emit`] writes but the payload, for a payload of `payload_len`
+    /// bytes (in place of [`Self::payload`]) that the caller writes at the offset
+    /// returned: a sender gathers data from memory straight into the packet. Returns that
+    /// offset and the packet's length, ICRC included.
+    pub fn emit_around(&self, buf: &mut [u8], payload_len: usize) -> Result<(usize, usize)> {
+        let info = self.check_for(payload_len)?;
         // The headers are the opcode's (checked): their length needs no second look.
-        let len = bth::LEN
-            + info.exts.header_len()
-            + self.payload.len()
-            + usize::from(self.bth.pad)
-            + ICRC_LEN;
+        let at = bth::LEN + info.exts.header_len();
+        let len = at + payload_len + usize::from(self.bth.pad) + ICRC_LEN;
         if buf.len() < len {
             return Err(Error::new(
                 Layer::Bth,
@@ -216,16 +228,15 @@ impl<'a> PacketRepr<'a> {
         }
         self.bth
             .emit(&mut bth::Header::new_unchecked(&mut buf[..]))?;
-        let mut at = bth::LEN;
+        let mut ext_at = bth::LEN;
         for ext in info.exts.iter() {
-            self.emit_ext(ext, &mut buf[at..])
-                .map_err(|e| e.shifted(at))?;
-            at += ext.header_len();
+            self.emit_ext(ext, &mut buf[ext_at..])
+                .map_err(|e| e.shifted(ext_at))?;
+            ext_at += ext.header_len();
         }
-        buf[at..at + self.payload.len()].copy_from_slice(self.payload);
-        at += self.payload.len();
-        buf[at..at + usize::from(self.bth.pad)].fill(0);
-        Ok(len)
+        let pad_at = at + payload_len;
+        buf[pad_at..pad_at + usize::from(self.bth.pad)].fill(0);
+        Ok((at, len))
     }
 
     fn emit_ext(&self, ext: Ext, b: &mut [u8]) -> Result<()> {

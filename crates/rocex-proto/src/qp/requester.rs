@@ -195,7 +195,13 @@ impl Qp {
             };
         }
         let mut scratch = core::mem::take(&mut self.req.scratch);
-        let built = build(
+        let Built {
+            mut packet,
+            psns: consumed,
+            bytes,
+            done,
+            data,
+        } = build(
             wqe,
             qp_type,
             qpn,
@@ -204,17 +210,7 @@ impl Qp {
             mtu,
             self.attr.dest_qp_num,
             &mut scratch,
-            ctx,
-            self.pd,
         );
-        let (mut packet, consumed, bytes, done) = match built {
-            Ok(b) => b,
-            Err(status) => {
-                self.req.scratch = scratch;
-                self.fail_from(ctx, i, status);
-                return None;
-            }
-        };
         if qp_type == QpType::Rc {
             self.req.noack_pkts += 1;
             if packet.bth.ack_req || self.req.noack_pkts > MAX_PKT_PER_ACK {
@@ -228,7 +224,23 @@ impl Qp {
             _ => IpAddr::from([0, 0, 0, 0]),
         };
         let dest_qpn = packet.bth.dest_qp;
-        let len = packet.emit(buf).ok();
+        let len = if data == 0 {
+            packet.emit(buf).ok()
+        } else {
+            // The data goes from memory straight into the packet, between headers and pad.
+            match packet.emit_around(buf, data) {
+                Ok((at, len)) => {
+                    let out = &mut buf[at..at + data];
+                    if let Err(status) = gather(&self.sq[i], self.req.offset, out, ctx, self.pd) {
+                        self.req.scratch = scratch;
+                        self.fail_from(ctx, i, status);
+                        return None;
+                    }
+                    Some(len)
+                }
+                Err(_) => None,
+            }
+        };
         self.req.scratch = scratch;
         let len = len?;
         let resent = psn.is_before(self.req.high_psn);
@@ -284,8 +296,21 @@ impl Qp {
     }
 }
 
-/// The packet for the request at `offset` bytes into `wqe`: returns it, the PSNs it takes,
-/// the bytes it carries and whether it ends the request.
+/// The next request packet of a send WQE, without its data.
+struct Built<'a> {
+    /// Headers, and the payload when it is not gathered (an ATOMIC WRITE's value).
+    packet: PacketRepr<'a>,
+    /// PSNs it takes.
+    psns: u32,
+    /// Bytes of the request it covers.
+    bytes: u64,
+    /// It ends the request.
+    done: bool,
+    /// Bytes of data to gather from `offset` into its payload.
+    data: usize,
+}
+
+/// The packet for the request at `offset` bytes into `wqe`.
 #[allow(clippy::too_many_arguments)]
 fn build<'a>(
     wqe: &SendWqe,
@@ -296,9 +321,7 @@ fn build<'a>(
     mtu: u32,
     dest_qpn: u32,
     scratch: &'a mut Vec<u8>,
-    ctx: &mut Ctx<'_>,
-    pd: rocex_mem::PdId,
-) -> Result<(PacketRepr<'a>, u32, u64, bool), WcStatus> {
+) -> Built<'a> {
     let wr = &wqe.wr;
     let dest = if qp_type == QpType::Ud {
         wr.ud.map_or(0, |u| u.remote_qpn)
@@ -318,7 +341,7 @@ fn build<'a>(
                 rkey: remote.rkey,
                 dma_len: rest as u32,
             });
-            return Ok((p, packets(rest, mtu), rest, true));
+            return Built::control(p, packets(rest, mtu), rest);
         }
         SendOp::CompareSwap {
             remote,
@@ -334,7 +357,7 @@ fn build<'a>(
                 swap_add: swap,
                 compare,
             });
-            return Ok((p, 1, 8, true));
+            return Built::control(p, 1, 8);
         }
         SendOp::FetchAdd { remote, add } => {
             bth.opcode = Opcode::RC_FETCH_ADD;
@@ -346,7 +369,7 @@ fn build<'a>(
                 swap_add: add,
                 compare: 0,
             });
-            return Ok((p, 1, 8, true));
+            return Built::control(p, 1, 8);
         }
         SendOp::AtomicWrite { remote, value } => {
             bth.opcode = Opcode::RC_ATOMIC_WRITE;
@@ -362,7 +385,7 @@ fn build<'a>(
                 dma_len: 8,
             });
             p.payload = scratch;
-            return Ok((p.with_canonical_pad(), 1, 8, true));
+            return Built::control(p.with_canonical_pad(), 1, 8);
         }
         SendOp::Flush {
             remote,
@@ -383,7 +406,7 @@ fn build<'a>(
                 rkey: remote.rkey,
                 dma_len: len,
             });
-            return Ok((p, 1, 0, true));
+            return Built::control(p, 1, 0);
         }
         _ => {}
     }
@@ -407,7 +430,7 @@ fn build<'a>(
     };
     bth.ack_req = last && qp_type == QpType::Rc;
     bth.solicited = last && wr.flags.solicited;
-    gather(wqe, offset, chunk as usize, scratch, ctx, pd)?;
+    bth.pad = rocex_wire::packet::pad_for(chunk as usize);
     p = PacketRepr::new(bth);
     if let Some(ud) = wr.ud.filter(|_| qp_type == QpType::Ud) {
         p.deth = Some(DethRepr {
@@ -437,21 +460,37 @@ fn build<'a>(
     if let (true, SendOp::SendWithInv(rkey)) = (info.invalidate, wr.op) {
         p.ieth = Some(IethRepr { rkey });
     }
-    p.payload = scratch;
-    Ok((p.with_canonical_pad(), 1, chunk, last))
+    Built {
+        packet: p,
+        psns: 1,
+        bytes: chunk,
+        done: last,
+        data: chunk as usize,
+    }
 }
 
-/// Copies `len` bytes of the request's data, from `offset`, into `out`.
+impl<'a> Built<'a> {
+    /// A one-packet request, or a READ request: no data of its own to gather.
+    fn control(packet: PacketRepr<'a>, psns: u32, bytes: u64) -> Self {
+        Self {
+            packet,
+            psns,
+            bytes,
+            done: true,
+            data: 0,
+        }
+    }
+}
+
+/// Copies the request's data from `offset` into `out`, as many bytes as it holds.
 fn gather(
     wqe: &SendWqe,
     offset: u64,
-    len: usize,
-    out: &mut Vec<u8>,
+    out: &mut [u8],
     ctx: &mut Ctx<'_>,
     pd: rocex_mem::PdId,
 ) -> Result<(), WcStatus> {
-    out.clear();
-    out.resize(len, 0);
+    let len = out.len();
     match &wqe.wr.data {
         SendData::Inline(data) => {
             let start = offset as usize;

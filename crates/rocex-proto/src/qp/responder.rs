@@ -770,19 +770,19 @@ impl Qp {
     }
 
     /// Writes the next responder packet (BTH to ICRC, ICRC left to the caller) into `buf`.
-    pub(crate) fn next_reply(&mut self, buf: &mut [u8], scratch: &mut Vec<u8>) -> Option<usize> {
+    pub(crate) fn next_reply(&mut self, buf: &mut [u8]) -> Option<usize> {
         let dest = self.attr.dest_qp_num;
         let mtu = self.mtu();
         let reply = self.resp.out.front_mut()?;
         let mut done = true;
-        let packet = match reply {
+        let len = match reply {
             Reply::Ack { psn, syndrome, msn } => {
                 let mut p = PacketRepr::new(BthRepr::new(Opcode::RC_ACKNOWLEDGE, dest, *psn));
                 p.aeth = Some(AethRepr {
                     syndrome: *syndrome,
                     msn: *msn,
                 });
-                p
+                p.emit(buf).ok()
             }
             Reply::AtomicAck { psn, msn, orig } => {
                 let mut p =
@@ -792,7 +792,7 @@ impl Qp {
                     msn: *msn,
                 });
                 p.atomic_ack_eth = Some(AtomicAckEthRepr { orig: *orig });
-                p
+                p.emit(buf).ok()
             }
             Reply::Read(job) => {
                 let i = job.next;
@@ -805,25 +805,27 @@ impl Qp {
                 };
                 let at = u64::from(i) * u64::from(mtu);
                 let n = job.target.len().saturating_sub(at).min(u64::from(mtu)) as usize;
-                scratch.clear();
-                scratch.resize(n, 0);
-                if job.target.read_at(at, scratch).is_err() {
-                    scratch.fill(0);
-                }
                 let mut p = PacketRepr::new(BthRepr::new(op, dest, job.first.add(i)));
+                p.bth.pad = rocex_wire::packet::pad_for(n);
                 if first || last {
                     p.aeth = Some(AethRepr {
                         syndrome: Syndrome::ACK,
                         msn: job.msn,
                     });
                 }
-                p.payload = scratch;
+                // The data goes from memory straight into the packet.
+                let emitted = p.emit_around(buf, n).ok();
+                if let Some((off, _)) = emitted {
+                    let data = &mut buf[off..off + n];
+                    if job.target.read_at(at, data).is_err() {
+                        data.fill(0);
+                    }
+                }
                 job.next += 1;
                 done = job.next >= job.npkts;
-                p.with_canonical_pad()
+                emitted.map(|(_, len)| len)
             }
         };
-        let len = packet.emit(buf).ok();
         if done {
             self.resp.out.pop_front();
         }

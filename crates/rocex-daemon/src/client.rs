@@ -20,6 +20,9 @@ use crate::pump::{CqPump, QpPump};
 /// for the others).
 pub(crate) const MAX_PER_CLIENT: usize = 4096;
 
+/// Bytes one read of a control connection takes at most.
+const READ_BYTES: usize = 16 * 1024;
+
 /// One received frame.
 #[derive(Debug)]
 pub(crate) struct Frame {
@@ -34,6 +37,8 @@ pub(crate) struct Frame {
 pub(crate) struct Client {
     sock: UnixStream,
     rx: Vec<u8>,
+    /// What one read takes, kept: the loop reads every client often, mostly in vain.
+    read_buf: Box<[u8]>,
     /// Descriptors received and not yet claimed by a frame.
     pub(crate) fds: VecDeque<OwnedFd>,
     /// `Hello` succeeded.
@@ -88,6 +93,7 @@ impl Client {
         Ok(Self {
             sock,
             rx: Vec::new(),
+            read_buf: vec![0; READ_BYTES].into_boxed_slice(),
             fds: VecDeque::new(),
             hello: false,
             pds: HashSet::new(),
@@ -109,9 +115,9 @@ impl Client {
     /// Reads what is waiting and returns the complete frames. At most a few frames'
     /// worth is read per call, so one chatty client cannot starve the loop.
     pub(crate) fn read_frames(&mut self) -> Result<Vec<Frame>, Gone> {
-        let mut buf = vec![0u8; 16 * 1024];
+        let buf = &mut self.read_buf;
         for _ in 0..8 {
-            match recv_fds(self.sock.as_fd(), &mut buf, 4) {
+            match recv_fds(self.sock.as_fd(), buf, 4) {
                 Ok((0, _)) => return Err(Gone::Closed),
                 Ok((n, fds)) => {
                     self.rx.extend_from_slice(&buf[..n]);

@@ -28,8 +28,21 @@ const WAIT_MS: i32 = 50;
 
 #[derive(Debug, Clone, Copy)]
 enum Entry {
-    Known([u8; 6], Instant),
-    Unreachable(Instant),
+    Known([u8; 6], Duration),
+    Unreachable(Duration),
+}
+
+/// The coarse monotonic clock (the kernel's last tick, read without the TSC): ages of
+/// seconds need no better, and every packet sent asks.
+fn coarse_now() -> Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid timespec to write; CLOCK_MONOTONIC_COARSE always exists on
+    // Linux, so the call cannot fail.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut t) };
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 /// The neighbour cache of one port.
@@ -54,12 +67,12 @@ impl Neighbours {
         if self.link.noarp {
             return Ok(Some([0; 6]));
         }
-        let now = Instant::now();
+        let now = coarse_now();
         match self.cache.get(&ip) {
-            Some(Entry::Known(mac, at)) if now.duration_since(*at) < KNOWN_FOR => {
+            Some(Entry::Known(mac, at)) if now.saturating_sub(*at) < KNOWN_FOR => {
                 return Ok(Some(*mac));
             }
-            Some(Entry::Unreachable(at)) if now.duration_since(*at) < RETRY_AFTER => {
+            Some(Entry::Unreachable(at)) if now.saturating_sub(*at) < RETRY_AFTER => {
                 return Ok(None);
             }
             _ => {}

@@ -3,7 +3,7 @@
 //! mapping is here.
 
 use std::io;
-use std::mem;
+use std::mem::{self, MaybeUninit};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use super::tx::MAX_FRAMES;
@@ -100,27 +100,27 @@ pub(super) fn send_frames(
     frames: &[(usize, usize)],
 ) -> io::Result<usize> {
     let n = frames.len().min(MAX_FRAMES);
-    let mut iovs = [libc::iovec {
-        iov_base: std::ptr::null_mut(),
-        iov_len: 0,
-    }; MAX_FRAMES];
-    // SAFETY: all-zero mmsghdrs are valid empty ones.
-    let mut msgs: [libc::mmsghdr; MAX_FRAMES] = unsafe { mem::zeroed() };
+    // Only the `n` entries used are written: zeroing all of them cost more than a small
+    // packet's whole send path.
+    let mut iovs = [const { MaybeUninit::<libc::iovec>::uninit() }; MAX_FRAMES];
+    let mut msgs = [const { MaybeUninit::<libc::mmsghdr>::uninit() }; MAX_FRAMES];
     for ((iov, m), &(at, len)) in iovs.iter_mut().zip(&mut msgs).zip(&frames[..n]) {
         let frame = &buf[at..at + len];
-        *iov = libc::iovec {
+        let iov = iov.write(libc::iovec {
             iov_base: frame.as_ptr().cast_mut().cast(),
             iov_len: frame.len(),
-        };
-        m.msg_hdr.msg_iov = iov;
-        m.msg_hdr.msg_iovlen = 1;
+        });
+        // SAFETY: an all-zero mmsghdr is a valid empty one.
+        let h = m.write(unsafe { mem::zeroed() });
+        h.msg_hdr.msg_iov = iov;
+        h.msg_hdr.msg_iovlen = 1;
     }
-    // SAFETY: the first `n` headers each point at one iovec over bytes of `buf`, all live
-    // for the call; the kernel only reads them (and writes `msg_len`).
+    // SAFETY: the first `n` headers are written, each pointing at one iovec over bytes of
+    // `buf`, all live for the call; the kernel only reads them (and writes `msg_len`).
     let sent = unsafe {
         libc::sendmmsg(
             fd.as_raw_fd(),
-            msgs.as_mut_ptr(),
+            msgs.as_mut_ptr().cast(),
             n as libc::c_uint,
             libc::MSG_DONTWAIT,
         )

@@ -3,7 +3,7 @@
 //! (`udp(7)`, `linux/udp.h`). All the `unsafe` of the UDP backend is here.
 
 use std::io;
-use std::mem;
+use std::mem::{self, MaybeUninit};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsRawFd, BorrowedFd};
 
@@ -130,28 +130,28 @@ fn empty_msghdr() -> libc::msghdr {
 /// If a message's range lies outside `buf`.
 pub(super) fn sendmmsg(fd: BorrowedFd<'_>, buf: &[u8], msgs: &[TxMsg]) -> io::Result<usize> {
     let n = msgs.len().min(MAX_MSGS);
-    let mut names = [zeroed_in6(); MAX_MSGS];
-    let mut controls = [Control([0; 32]); MAX_MSGS];
-    let mut iovs = [libc::iovec {
-        iov_base: std::ptr::null_mut(),
-        iov_len: 0,
-    }; MAX_MSGS];
-    // SAFETY: mmsghdr is plain data when zeroed.
-    let mut hdrs: [libc::mmsghdr; MAX_MSGS] = unsafe { mem::zeroed() };
+    // Only the `n` entries used are written: zeroing all of them cost more than a small
+    // packet's whole send path.
+    let mut names = [const { MaybeUninit::<libc::sockaddr_in6>::uninit() }; MAX_MSGS];
+    let mut controls = [const { MaybeUninit::<Control>::uninit() }; MAX_MSGS];
+    let mut iovs = [const { MaybeUninit::<libc::iovec>::uninit() }; MAX_MSGS];
+    let mut hdrs = [const { MaybeUninit::<libc::mmsghdr>::uninit() }; MAX_MSGS];
     for (i, m) in msgs[..n].iter().enumerate() {
         let bytes = &buf[m.at..m.at + m.len];
-        iovs[i] = libc::iovec {
+        let iov = iovs[i].write(libc::iovec {
             // The kernel only reads through it (sendmmsg).
             iov_base: bytes.as_ptr().cast_mut().cast(),
             iov_len: bytes.len(),
-        };
+        });
+        let name = names[i].write(zeroed_in6());
         let mut h = empty_msghdr();
-        h.msg_namelen = write_addr(m.dest, &mut names[i]);
-        h.msg_name = (&mut names[i] as *mut libc::sockaddr_in6).cast();
-        h.msg_iov = &mut iovs[i];
+        h.msg_namelen = write_addr(m.dest, name);
+        h.msg_name = (name as *mut libc::sockaddr_in6).cast();
+        h.msg_iov = iov;
         h.msg_iovlen = 1;
         if let Some(seg) = m.segment {
-            h.msg_control = controls[i].0.as_mut_ptr().cast();
+            let control = controls[i].write(Control([0; 32]));
+            h.msg_control = control.0.as_mut_ptr().cast();
             // SAFETY: CMSG_SPACE is arithmetic on its argument.
             h.msg_controllen = unsafe { libc::CMSG_SPACE(mem::size_of::<u16>() as u32) } as _;
             // SAFETY: msg_control points at 32 bytes aligned for cmsghdr, more than
@@ -164,11 +164,14 @@ pub(super) fn sendmmsg(fd: BorrowedFd<'_>, buf: &[u8], msgs: &[TxMsg]) -> io::Re
                 std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), seg);
             }
         }
-        hdrs[i].msg_hdr = h;
+        hdrs[i].write(libc::mmsghdr {
+            msg_hdr: h,
+            msg_len: 0,
+        });
     }
-    // SAFETY: `hdrs[..n]` point into `names`, `iovs`, `controls` and `buf`, all alive and
-    // unmoved for the call.
-    let r = unsafe { libc::sendmmsg(fd.as_raw_fd(), hdrs.as_mut_ptr(), n as u32, 0) };
+    // SAFETY: `hdrs[..n]` are written and point into `names`, `iovs`, `controls` and
+    // `buf`, all alive and unmoved for the call; the kernel reads no further than `n`.
+    let r = unsafe { libc::sendmmsg(fd.as_raw_fd(), hdrs.as_mut_ptr().cast(), n as u32, 0) };
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {

@@ -206,6 +206,8 @@ except Exception: print("nan nan nan")')"
   j="$(rocex_pair "$run" write_bw_64k write bw --size 65536 --mtu 4096 --duration "$SECS")"
   record "$run" rocex_wbw_gbps "$(jget gbps <<<"$j")"
   record "$run" rocex_wbw_msg_mpps "$(jget mpps <<<"$j")"
+  record "$run" rocex_wbw_cpu_user_s "$(jget cpu_user_s <<<"$j")"
+  record "$run" rocex_wbw_cpu_sys_s "$(jget cpu_sys_s <<<"$j")"
 
   # (2b) the per-frame path (goal 2): the same with one datagram per packet each way, no
   # GSO/GRO batching, as when the peer is kernel rxe

@@ -114,6 +114,8 @@ fn check_results((c, s): (serde_json::Value, serde_json::Value), op: &str, test:
         assert_eq!(v["test"], test, "{who}: {v}");
         assert_eq!(v["verified"], true, "{who}: {v}");
         assert_eq!(v["errors"], 0, "{who}: {v}");
+        let cpu = |k: &str| v[k].as_f64().expect(k);
+        assert!(cpu("cpu_user_s") + cpu("cpu_sys_s") > 0.0, "{who}: {v}");
     }
     assert!(c["gbps"].as_f64().is_some_and(|g| g > 0.0), "client: {c}");
     assert!(c["iters"].as_u64().is_some_and(|n| n > 0), "client: {c}");

@@ -216,6 +216,7 @@ pub(crate) fn print(p: &Params, out: &Outcome, counters: Option<&Counters>) {
     let stats = lat_stats(&out.lat_us);
     let per_qp = out.iters / u64::from(p.qps.max(1));
     if p.json {
+        let cpu = cpu_times();
         let v = serde_json::json!({
             "op": op_name(p.op),
             "test": test_name(p.test),
@@ -228,6 +229,8 @@ pub(crate) fn print(p: &Params, out: &Outcome, counters: Option<&Counters>) {
             "lat_us_p99": stats.as_ref().map(|s| s.p99),
             "verified": out.verdict.checked && out.verdict.errors == 0,
             "errors": out.verdict.errors,
+            "cpu_user_s": cpu.map(|c| c.0),
+            "cpu_sys_s": cpu.map(|c| c.1),
         });
         println!("{v}");
         return;
@@ -278,4 +281,17 @@ pub(crate) fn print(p: &Params, out: &Outcome, counters: Option<&Counters>) {
             c.out_of_seq_request
         );
     }
+}
+
+/// The CPU time this process has used so far, in user space and in the kernel (seconds):
+/// what the packets cost beside how fast they went (docs/performance.md, goal 1).
+fn cpu_times() -> Option<(f64, f64)> {
+    // SAFETY: an all-zero rusage is a valid place for getrusage to write.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is writable for the call.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return None;
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Some((secs(u.ru_utime), secs(u.ru_stime)))
 }

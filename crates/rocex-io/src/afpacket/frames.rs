@@ -118,12 +118,10 @@ impl Headers {
         payload: &[u8],
     ) -> io::Result<usize> {
         let fits = payload.len() <= usize::from(u16::MAX) - Ipv4Header::MIN_LEN - UdpHeader::LEN;
-        let IpAddr::V4(dst) = dest else {
-            return self.build(buf, dst_mac, dest, src_port, payload);
+        // IPv6 (its UDP checksum covers the payload) and oversized payloads (refused).
+        let (IpAddr::V4(dst), true) = (dest, fits) else {
+            return self.build(buf, (dst_mac, dest, src_port), payload);
         };
-        if !fits {
-            return self.build(buf, dst_mac, dest, src_port, payload); // refuses it
-        }
         let key = (dst_mac, dst, src_port);
         let t = match self.last_v4.take() {
             Some(t) if t.key == key => t,
@@ -138,7 +136,7 @@ impl Headers {
     fn v4_template(&self, key: ([u8; 6], Ipv4Addr, u16)) -> io::Result<V4Template> {
         let (dst_mac, dst, src_port) = key;
         let mut bytes = [0; MAX_V4_HEADERS];
-        let len = self.build(&mut bytes, dst_mac, dst.into(), src_port, &[])?;
+        let len = self.build(&mut bytes, (dst_mac, dst.into(), src_port), &[])?;
         let ip_at = len - UdpHeader::LEN - Ipv4Header::MIN_LEN;
         let sum = bytes[ip_at..ip_at + Ipv4Header::MIN_LEN]
             .chunks_exact(2)
@@ -155,13 +153,12 @@ impl Headers {
         })
     }
 
-    /// [`Self::write`] from scratch, with etherparse.
+    /// [`Self::write`] from scratch, with etherparse, to the MAC address, IP address and
+    /// from the UDP port given.
     fn build(
         &self,
         buf: &mut [u8],
-        dst_mac: [u8; 6],
-        dest: IpAddr,
-        src_port: u16,
+        (dst_mac, dest, src_port): ([u8; 6], IpAddr, u16),
         payload: &[u8],
     ) -> io::Result<usize> {
         let len = self.frame_len(payload.len());
@@ -530,7 +527,7 @@ mod tests {
                 let mut got = vec![0xa5u8; h.frame_len(len)];
                 let mac = [2, 0, 0, 0, 0, 2];
                 let w = h
-                    .build(&mut want, mac, dst.into(), port, &payload)
+                    .build(&mut want, (mac, dst.into(), port), &payload)
                     .expect("build");
                 let g = h
                     .write(&mut got, mac, dst.into(), port, &payload)

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 mod common;
 
-use common::{Daemon, T, end, loopback, ok, pair, pattern, post_garbage_slots};
+use common::{Daemon, T, end, every_op, loopback, ok, pair, pattern, post_garbage_slots};
 use common::{post_undefined_opcode, send_recv};
-use rocex_verbs::verbs::{QpState, RecvWr, SendOp, SendWr, WcOpcode, WcStatus};
+use rocex_verbs::verbs::{QpState, SendOp, SendWr, WcOpcode, WcStatus};
 
 #[test]
 fn two_daemons_send_write_read_atomics() {
@@ -27,92 +27,8 @@ fn two_daemons_send_write_read_atomics() {
     assert_eq!(attr.qp_state, QpState::Rts);
     assert_eq!(attr.dest_qp_num, b.qp.qpn());
 
-    // SEND / RECV, 5000 bytes (several packets).
-    let msg = pattern(1, 5000);
-    a.mr.write(0, &msg).unwrap();
-    b.qp.post_recv(&[RecvWr {
-        wr_id: 10,
-        sges: vec![b.mr.sge(0, 8192)],
-    }])
-    .unwrap();
-    a.qp.post_send(&[SendWr::new(1, SendOp::Send, vec![a.mr.sge(0, 5000)])])
-        .unwrap();
-    ok(&mut a.cq, 1, WcOpcode::Send);
-    assert_eq!(ok(&mut b.cq, 10, WcOpcode::Recv), 5000);
-    let mut got = vec![0; 5000];
-    b.mr.read(0, &mut got).unwrap();
-    assert_eq!(got, msg);
-
-    // Inline SEND.
-    b.qp.post_recv(&[RecvWr {
-        wr_id: 11,
-        sges: vec![b.mr.sge(16384, 64)],
-    }])
-    .unwrap();
-    let mut wr = SendWr::new(2, SendOp::Send, vec![]);
-    wr.data = rocex_verbs::verbs::SendData::Inline(b"inline hello".to_vec());
-    a.qp.post_send(&[wr]).unwrap();
-    ok(&mut a.cq, 2, WcOpcode::Send);
-    assert_eq!(ok(&mut b.cq, 11, WcOpcode::Recv), 12);
-    let mut got = vec![0; 12];
-    b.mr.read(16384, &mut got).unwrap();
-    assert_eq!(&got, b"inline hello");
-
-    // WRITE 100 KiB at an offset, verified byte for byte.
-    let data = pattern(7, 100_000);
-    a.mr.write(8192, &data).unwrap();
-    a.qp.post_send(&[SendWr::new(
-        3,
-        SendOp::Write(b.mr.remote(65536)),
-        vec![a.mr.sge(8192, 100_000)],
-    )])
-    .unwrap();
-    ok(&mut a.cq, 3, WcOpcode::RdmaWrite);
-    let mut got = vec![0; 100_000];
-    b.mr.read(65536, &mut got).unwrap();
-    assert!(got == data, "WRITE data differs");
-
-    // READ 50 KiB back from b into a.
-    let data = pattern(9, 50_000);
-    b.mr.write(300_000, &data).unwrap();
-    a.qp.post_send(&[SendWr::new(
-        4,
-        SendOp::Read(b.mr.remote(300_000)),
-        vec![a.mr.sge(400_000, 50_000)],
-    )])
-    .unwrap();
-    ok(&mut a.cq, 4, WcOpcode::RdmaRead);
-    let mut got = vec![0; 50_000];
-    a.mr.read(400_000, &mut got).unwrap();
-    assert!(got == data, "READ data differs");
-
-    // FETCH_ADD and CMP_SWAP on b's word at 1024.
-    b.mr.write_u64(1024, 40).unwrap();
-    a.qp.post_send(&[SendWr::new(
-        5,
-        SendOp::FetchAdd {
-            remote: b.mr.remote(1024),
-            add: 2,
-        },
-        vec![a.mr.sge(2048, 8)],
-    )])
-    .unwrap();
-    ok(&mut a.cq, 5, WcOpcode::FetchAdd);
-    assert_eq!(a.mr.read_u64(2048).unwrap(), 40);
-    assert_eq!(b.mr.read_u64(1024).unwrap(), 42);
-    a.qp.post_send(&[SendWr::new(
-        6,
-        SendOp::CompareSwap {
-            remote: b.mr.remote(1024),
-            compare: 42,
-            swap: 7,
-        },
-        vec![a.mr.sge(2056, 8)],
-    )])
-    .unwrap();
-    ok(&mut a.cq, 6, WcOpcode::CompSwap);
-    assert_eq!(a.mr.read_u64(2056).unwrap(), 42);
-    assert_eq!(b.mr.read_u64(1024).unwrap(), 7);
+    // Every operation, each checked where its data lands.
+    every_op(&mut a, &mut b);
 
     // Many signaled WRITEs in flight, more than one ring's worth over time.
     for round in 0..4u64 {

@@ -11,7 +11,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use rocex_verbs::verbs::{AddressVector, Mtu, QpAttr, QpCap, QpType, WcOpcode};
-use rocex_verbs::verbs::{RecvWr, SendOp, SendWr, WcStatus};
+use rocex_verbs::verbs::{RecvWr, SendData, SendOp, SendWr, WcStatus};
 use rocex_verbs::{Access, Context, Cq, Mr, Pd, Qp, QpInitAttr};
 
 /// How long a test waits for one completion, or for anything else.
@@ -350,4 +350,147 @@ pub(crate) fn post_garbage_slots(e: &mut End, seed: u64, n: u64) {
         let wc = e.cq.poll_wait(T).unwrap();
         assert_ne!(wc.status, WcStatus::Success, "{wc:?}");
     }
+}
+
+/// Posts one receive of `len` bytes at `at` on `e`.
+pub(crate) fn recv(e: &mut End, id: u64, at: u64, len: u32) {
+    e.qp.post_recv(&[RecvWr {
+        wr_id: id,
+        sges: vec![e.mr.sge(at, len)],
+    }])
+    .unwrap();
+}
+
+pub(crate) fn read_back(e: &End, at: usize, n: usize) -> Vec<u8> {
+    let mut v = vec![0; n];
+    e.mr.read(at, &mut v).unwrap();
+    v
+}
+
+/// SEND, SEND_WITH_IMM, WRITE, WRITE_WITH_IMM, READ, CMP_SWAP, FETCH_ADD and an inline
+/// SEND from `a` to `b`, each checked where its data lands.
+pub(crate) fn every_op(a: &mut End, b: &mut End) {
+    // SEND of several packets.
+    let msg = pattern(1, 10_000);
+    a.mr.write(0, &msg).unwrap();
+    recv(b, 10, 0, 16_384);
+    a.qp.post_send(&[SendWr::new(1, SendOp::Send, vec![a.mr.sge(0, 10_000)])])
+        .unwrap();
+    ok(&mut a.cq, 1, WcOpcode::Send);
+    assert_eq!(ok(&mut b.cq, 10, WcOpcode::Recv), 10_000);
+    assert!(read_back(b, 0, 10_000) == msg, "SEND data differs");
+
+    // SEND_WITH_IMM: the immediate arrives with the receive.
+    let msg = pattern(2, 5000);
+    a.mr.write(16_384, &msg).unwrap();
+    recv(b, 11, 16_384, 8192);
+    a.qp.post_send(&[SendWr::new(
+        2,
+        SendOp::SendWithImm(0x1234_5678),
+        vec![a.mr.sge(16_384, 5000)],
+    )])
+    .unwrap();
+    ok(&mut a.cq, 2, WcOpcode::Send);
+    let wc = b.cq.poll_wait(T).unwrap();
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode, wc.byte_len, wc.imm_data),
+        (
+            11,
+            WcStatus::Success,
+            WcOpcode::Recv,
+            5000,
+            Some(0x1234_5678)
+        )
+    );
+    assert!(
+        read_back(b, 16_384, 5000) == msg,
+        "SEND_WITH_IMM data differs"
+    );
+
+    // WRITE of 200 KB.
+    let data = pattern(3, 200_000);
+    a.mr.write(32_768, &data).unwrap();
+    a.qp.post_send(&[SendWr::new(
+        3,
+        SendOp::Write(b.mr.remote(65_536)),
+        vec![a.mr.sge(32_768, 200_000)],
+    )])
+    .unwrap();
+    ok(&mut a.cq, 3, WcOpcode::RdmaWrite);
+    assert!(read_back(b, 65_536, 200_000) == data, "WRITE data differs");
+
+    // WRITE_WITH_IMM: the data lands in place and the immediate consumes a receive.
+    let data = pattern(4, 30_000);
+    a.mr.write(300_000, &data).unwrap();
+    recv(b, 12, 0, 0);
+    a.qp.post_send(&[SendWr::new(
+        4,
+        SendOp::WriteWithImm(b.mr.remote(300_000), 0xfeed),
+        vec![a.mr.sge(300_000, 30_000)],
+    )])
+    .unwrap();
+    ok(&mut a.cq, 4, WcOpcode::RdmaWrite);
+    let wc = b.cq.poll_wait(T).unwrap();
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode, wc.imm_data),
+        (
+            12,
+            WcStatus::Success,
+            WcOpcode::RecvRdmaWithImm,
+            Some(0xfeed)
+        )
+    );
+    assert!(
+        read_back(b, 300_000, 30_000) == data,
+        "WRITE_WITH_IMM data differs"
+    );
+
+    // READ of 100 KB from b.
+    let data = pattern(5, 100_000);
+    b.mr.write(400_000, &data).unwrap();
+    a.qp.post_send(&[SendWr::new(
+        5,
+        SendOp::Read(b.mr.remote(400_000)),
+        vec![a.mr.sge(600_000, 100_000)],
+    )])
+    .unwrap();
+    ok(&mut a.cq, 5, WcOpcode::RdmaRead);
+    assert!(read_back(a, 600_000, 100_000) == data, "READ data differs");
+
+    // CMP_SWAP then FETCH_ADD on b's word.
+    b.mr.write_u64(1024, 0x1111).unwrap();
+    a.qp.post_send(&[SendWr::new(
+        6,
+        SendOp::CompareSwap {
+            remote: b.mr.remote(1024),
+            compare: 0x1111,
+            swap: 0x2222,
+        },
+        vec![a.mr.sge(2048, 8)],
+    )])
+    .unwrap();
+    ok(&mut a.cq, 6, WcOpcode::CompSwap);
+    assert_eq!(a.mr.read_u64(2048).unwrap(), 0x1111);
+    assert_eq!(b.mr.read_u64(1024).unwrap(), 0x2222);
+    a.qp.post_send(&[SendWr::new(
+        7,
+        SendOp::FetchAdd {
+            remote: b.mr.remote(1024),
+            add: 5,
+        },
+        vec![a.mr.sge(2056, 8)],
+    )])
+    .unwrap();
+    ok(&mut a.cq, 7, WcOpcode::FetchAdd);
+    assert_eq!(a.mr.read_u64(2056).unwrap(), 0x2222);
+    assert_eq!(b.mr.read_u64(1024).unwrap(), 0x2227);
+
+    // Inline SEND: the bytes travel in the descriptor, not through an SGE.
+    recv(b, 13, 800_000, 256);
+    let mut wr = SendWr::new(8, SendOp::Send, vec![]);
+    wr.data = SendData::Inline(pattern(8, 200));
+    a.qp.post_send(&[wr]).unwrap();
+    ok(&mut a.cq, 8, WcOpcode::Send);
+    assert_eq!(ok(&mut b.cq, 13, WcOpcode::Recv), 200);
+    assert_eq!(read_back(b, 800_000, 200), pattern(8, 200));
 }

@@ -18,6 +18,23 @@ interop_args() {
     done
 }
 
+# peer_case NAME SCENARIO GUEST_ROLE "LAB OPTIONS" "ROCEX COMMAND": one case whose rocex
+# command names the guest where the guest serves: the word {peer} in it stands for the
+# guest's address then, and for nothing where rocex serves. --inject in the command makes
+# it a fault case; a case --only leaves out is skipped.
+peer_case() {
+    local name=$1 scenario=$2 role=$3 lab=$4 cmd=$5 runner=run_case
+    if [[ -n $only && ! $name =~ $only ]]; then return 0; fi
+    [[ $cmd == *--inject* ]] && runner=run_fault_case
+    if [[ $role == server ]]; then
+        cmd=${cmd//\{peer\}/\$RXE_LAB_GUEST_IP}
+    else
+        cmd=${cmd//\{peer\} /}
+        cmd=${cmd// \{peer\}/}
+    fi
+    $runner "$name" "$scenario" "$role" "$lab" "$cmd"
+}
+
 # rocex's address on the lab's bridge (RXE_LAB_HOST_IP).
 ROCEX_LAB_IP=198.18.0.1
 

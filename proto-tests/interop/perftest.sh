@@ -6,23 +6,17 @@
 # accounted for by faults.py) and `rocex conform replay`. Prints one line per case and
 # "perftest-interop: N passed, N failed"; exits non-zero on any failure. Needs root.
 #
-# Usage: perftest.sh [--quick] [--only REGEX]
-#   --quick     bandwidth tests only
+# Usage: perftest.sh [--quick] [--role server|client] [--only REGEX]
+#   --quick     the CI subset: the first bandwidth tests, in both roles
+#   --role R    only the cases where rxe plays R
 #   --only RE   only cases whose name matches RE
 # ROCEX=/path/to/rocex uses that binary instead of building target/release/rocex.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${INTEROP_OUT:-$root/target/interop-perftest}
 mkdir -p "$out"
-quick=0 only=
-while (($#)); do
-    case $1 in
-    --quick) quick=1 ;;
-    --only) only=$2; shift ;;
-    *) echo "usage: $0 [--quick] [--only REGEX]" >&2; exit 2 ;;
-    esac
-    shift
-done
+source "$root/proto-tests/interop/lib.sh"
+interop_args '^perftest-rxe_[a-z]+-(write_bw-64k|read_bw-64k|send_bw-4k|atomic_bw-cas|atomic_bw-faa|write_bw-16k-loss5)$' "$@"
 
 if [[ -n ${ROCEX:-} ]]; then
     rocex=$ROCEX
@@ -32,28 +26,14 @@ else
 fi
 bash "$root/proto-tests/rxe-lab/build.sh" >/dev/null
 
-source "$root/proto-tests/interop/lib.sh"
 pass=0 fail=0 failed=()
 # What rocex injects into its own packets in the --inject cases (plus a seed per case).
 inject=loss=0.05,reorder=0.05,dup=0.02,corrupt=0.01
-# case NAME SCENARIO GUEST_ROLE "LAB OPTIONS" "ROCEX PERF ARGUMENTS"
-# Arguments with --inject make it a run_fault_case.
-case_() {
-    local name=$1 scenario=$2 role=$3 lab=$4 args=$5 runner=run_case
-    if [[ -n $only && ! $name =~ $only ]]; then return 0; fi
-    [[ $args == *--inject* ]] && runner=run_fault_case
-    if [[ $role == server ]]; then
-        $runner "$name" "$scenario" "$role" "$lab" "$rocex perf $args \$RXE_LAB_GUEST_IP"
-    else
-        $runner "$name" "$scenario" "$role" "$lab" "$rocex perf $args"
-    fi
-}
-
-for role in server client; do
+for role in "${roles[@]}"; do
     # rxe plays $role; rocex the other side.
     while IFS='|' read -r name scenario lab args; do
         [[ -z $name ]] && continue
-        case_ "perftest-rxe_$role-$name" "$scenario" "$role" "$lab" "$args"
+        peer_case "perftest-rxe_$role-$name" "$scenario" "$role" "$lab" "$rocex perf $args {peer}"
     done <<EOF_CASES
 write_bw-64k|write_bw|--set SIZE=65536 --set ITERS=200|write bw -s 65536 -n 200
 read_bw-64k|read_bw|--set SIZE=65536 --set ITERS=200|read bw -s 65536 -n 200
@@ -61,12 +41,6 @@ send_bw-4k|send_bw|--set SIZE=4096 --set ITERS=200|send bw -s 4096 -n 200
 atomic_bw-cas|atomic_bw_cas|--set ITERS=200|atomic bw -A cas -n 200
 atomic_bw-faa|atomic_bw_faa|--set ITERS=200|atomic bw -A faa -n 200
 write_bw-16k-loss5|write_bw|--loss 5 --set SIZE=16384 --set ITERS=100|write bw -s 16384 -n 100
-EOF_CASES
-    ((quick)) && continue
-    while IFS='|' read -r name scenario lab args; do
-        [[ -z $name ]] && continue
-        case_ "perftest-rxe_$role-$name" "$scenario" "$role" "$lab" "$args"
-    done <<EOF_CASES
 write_lat-64|write_lat|--set SIZE=64 --set ITERS=100|write lat -s 64 -n 100
 read_lat-64|read_lat|--set SIZE=64 --set ITERS=100|read lat -s 64 -n 100
 send_lat-64|send_lat|--set SIZE=64 --set ITERS=100|send lat -s 64 -n 100

@@ -6,61 +6,39 @@
 # corrupted packets, accounted for by faults.py) and `rocex conform replay`. Prints one line
 # per case and "interop: N passed, N failed"; exits non-zero on any failure. Needs root.
 #
-# Usage: run.sh [--quick] [--only REGEX]
-#   --quick     the CI subset
+# Usage: run.sh [--quick] [--role server|client] [--only REGEX]
+#   --quick     the CI subset: the first RC cases and UD 1 KiB, in both roles
+#   --role R    only the cases where rxe plays R
 #   --only RE   only cases whose name matches RE
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 rocex=$root/target/release/rocex
 out=${INTEROP_OUT:-$root/target/interop}
 mkdir -p "$out"
-quick=0 only=
-while (($#)); do
-    case $1 in
-    --quick) quick=1 ;;
-    --only) only=$2; shift ;;
-    *) echo "usage: $0 [--quick] [--only REGEX]" >&2; exit 2 ;;
-    esac
-    shift
-done
+source "$root/proto-tests/interop/lib.sh"
+interop_args '^(rc_pingpong-rxe_[a-z]+-(1k-mtu1024|64k-mtu4096|16k-mtu1024-loss5|1k-mtu1024-events)|ud_pingpong-rxe_[a-z]+-1k)$' "$@"
 
 cargo build -q --release -p rocex-cli --manifest-path "$root/Cargo.toml"
 bash "$root/proto-tests/rxe-lab/build.sh" >/dev/null
 
-source "$root/proto-tests/interop/lib.sh"
 pass=0 fail=0 failed=()
 # What rocex injects into its own packets in the --inject cases (plus a seed per case).
 inject=loss=0.05,reorder=0.05,dup=0.02,corrupt=0.01
-# case SCENARIO NAME GUEST_ROLE "LAB OPTIONS" "ROCEX PINGPONG OPTIONS"
-# Options with --inject make it a run_fault_case.
-case_() {
-    local scenario=$1 name=$2 role=$3 lab=$4 pp=$5 runner=run_case
-    if [[ -n $only && ! $name =~ $only ]]; then return 0; fi
-    [[ $pp == *--inject* ]] && runner=run_fault_case
-    if [[ $role == server ]]; then
-        $runner "$name" "$scenario" "$role" "$lab" "$rocex pingpong \$RXE_LAB_GUEST_IP $pp"
-    else
-        $runner "$name" "$scenario" "$role" "$lab" "$rocex pingpong $pp"
-    fi
-}
-
-
-for role in server client; do
+for role in "${roles[@]}"; do
     # rxe plays $role; rocex the other side.
     while IFS='|' read -r name lab pp; do
         [[ -z $name ]] && continue
-        case_ rc_pingpong "rc_pingpong-rxe_$role-$name" "$role" "$lab" "$pp"
+        peer_case "rc_pingpong-rxe_$role-$name" rc_pingpong "$role" "$lab" "$rocex pingpong {peer} $pp"
     done <<EOF_CASES
 1k-mtu1024|--set SIZE=1024 --set ITERS=100|-s 1024 -n 100 -m 1024
 64k-mtu4096|--mtu 4096 --set SIZE=65536 --set ITERS=20|-s 65536 -n 20 -m 4096
 16k-mtu1024-loss5|--loss 5 --set SIZE=16384 --set ITERS=50|-s 16384 -n 50 -m 1024
 1k-mtu1024-events|--set SIZE=1024 --set ITERS=100 --set EVENTS=1|-s 1024 -n 100 -m 1024
 EOF_CASES
-    case_ ud_pingpong "ud_pingpong-rxe_$role-1k" "$role" "--set SIZE=1024 --set ITERS=100" "--ud -s 1024 -n 100"
-    ((quick)) && continue
+    peer_case "ud_pingpong-rxe_$role-1k" ud_pingpong "$role" "--set SIZE=1024 --set ITERS=100" "$rocex pingpong {peer} --ud -s 1024 -n 100"
     while IFS='|' read -r name lab pp; do
         [[ -z $name ]] && continue
-        case_ rc_pingpong "rc_pingpong-rxe_$role-$name" "$role" "$lab" "$pp"
+        peer_case "rc_pingpong-rxe_$role-$name" rc_pingpong "$role" "$lab" "$rocex pingpong {peer} $pp"
     done <<EOF_CASES
 1b-mtu256|--mtu 256 --set SIZE=1 --set ITERS=100|-s 1 -n 100 -m 256
 3000-mtu256-loss5|--mtu 256 --loss 5 --set SIZE=3000 --set ITERS=50|-s 3000 -n 50 -m 256
@@ -71,7 +49,7 @@ EOF_CASES
 1k-mtu1024-inject|--set SIZE=1024 --set ITERS=100|-s 1024 -n 100 -m 1024 --inject $inject,seed=11
 16k-mtu1024-inject|--set SIZE=16384 --set ITERS=50|-s 16384 -n 50 -m 1024 --inject $inject,seed=12
 EOF_CASES
-    case_ ud_pingpong "ud_pingpong-rxe_$role-4k-mtu4096" "$role" "--mtu 4096 --set SIZE=4096 --set ITERS=100" "--ud -s 4096 -n 100"
+    peer_case "ud_pingpong-rxe_$role-4k-mtu4096" ud_pingpong "$role" "--mtu 4096 --set SIZE=4096 --set ITERS=100" "$rocex pingpong {peer} --ud -s 4096 -n 100"
 done
 ((fail == 0)) || echo "failed: ${failed[*]}"
 echo "interop: $pass passed, $fail failed"

@@ -18,15 +18,8 @@ RUNS=5
 OUT="$ROOT/docs/performance.md"
 WRITE_DOC=1
 SECS=3
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --runs) RUNS="$2"; shift 2 ;;
-    --out) OUT="$2"; shift 2 ;;
-    --no-doc) WRITE_DOC=0; shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
-    *) echo "unknown argument: $1" >&2; exit 2 ;;
-  esac
-done
+source "$HERE/args.sh"
+bench_args "$@"
 
 [ "$(id -u)" = 0 ] || { echo "compare.sh needs root (network namespaces)" >&2; exit 1; }
 

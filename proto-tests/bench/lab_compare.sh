@@ -17,15 +17,8 @@ RUNS=3
 OUT="$ROOT/docs/performance.md"
 WRITE_DOC=1
 MTU=4096 BW_SIZE=65536 BW_ITERS=500 LAT_SIZE=8 LAT_ITERS=1000
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --runs) RUNS="$2"; shift 2 ;;
-    --out) OUT="$2"; shift 2 ;;
-    --no-doc) WRITE_DOC=0; shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
-    *) echo "unknown argument: $1" >&2; exit 2 ;;
-  esac
-done
+source "$HERE/args.sh"
+bench_args "$@"
 
 [ "$(id -u)" = 0 ] || { echo "lab_compare.sh needs root (the rxe lab)" >&2; exit 1; }
 ROCEX="${ROCEX:-$ROOT/target/release/rocex}"

@@ -251,6 +251,7 @@ pub struct Engine {
     events: VecDeque<Event>,
     sends: SendSampler,
     requests_first: bool,
+    icrc_prefixes: icrc::PrefixCache,
 }
 
 /// Post times of a sample of send work requests whose first packet has been built, for
@@ -307,6 +308,7 @@ impl Engine {
             events: VecDeque::new(),
             sends: SendSampler::default(),
             requests_first: false,
+            icrc_prefixes: icrc::PrefixCache::default(),
         }
     }
 
@@ -744,9 +746,14 @@ impl Engine {
                 .udp_source_port
                 .unwrap_or_else(|| udp_source_port(out.local_qpn, out.dest_qpn));
             let form = IcrcForm::for_opcode(Opcode(buf[0]));
-            let Ok(crc) =
-                icrc::compute_for(local, out.dest, src_port, ROCE_V2_PORT, &buf[..body], form)
-            else {
+            let Ok(crc) = self.icrc_prefixes.compute_for(
+                local,
+                out.dest,
+                src_port,
+                ROCE_V2_PORT,
+                &buf[..body],
+                form,
+            ) else {
                 continue;
             };
             buf[body..out.len].copy_from_slice(&icrc::to_wire(crc));

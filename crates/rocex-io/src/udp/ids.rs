@@ -21,10 +21,12 @@ const MAX_LENGTHS: usize = 64;
 /// Bits of the highest segment ID.
 const ID_BITS: usize = (MAX_SEGMENTS - 1).count_ones() as usize;
 
-/// Deltas for IDs 1..[`MAX_SEGMENTS`] (exclusive), per transport length and ICRC form.
+/// Deltas for IDs 1..[`MAX_SEGMENTS`] (exclusive), per transport length and ICRC form,
+/// and the ICRC prefixes of the datagrams received lately.
 #[derive(Debug, Default)]
 pub(crate) struct IdDeltas {
     tables: HashMap<(usize, IcrcForm), Box<[u32; MAX_SEGMENTS - 1]>>,
+    prefixes: icrc::PrefixCache,
 }
 
 impl IdDeltas {
@@ -79,7 +81,7 @@ impl IdDeltas {
             payload[body + 2],
             payload[body + 3],
         ]);
-        let Ok(computed) = icrc::compute_for(
+        let Ok(computed) = self.prefixes.compute_for(
             src.ip(),
             dst,
             src.port(),

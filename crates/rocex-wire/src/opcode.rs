@@ -55,10 +55,23 @@ impl Ext {
         }
     }
 
+    /// The header's bit in an [`ExtSet`]: its place in wire order, which is the order the
+    /// variants are declared in (checked below), so that sets iterate by their bits.
     const fn bit(self) -> u16 {
         1 << self as u16
     }
 }
+
+const _: () = {
+    let mut i = 0;
+    while i < Ext::WIRE_ORDER.len() {
+        assert!(
+            Ext::WIRE_ORDER[i] as usize == i,
+            "Ext is declared in wire order"
+        );
+        i += 1;
+    }
+};
 
 /// A set of extension headers, iterated in wire order.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -92,13 +105,10 @@ impl ExtSet {
 
     /// Total length of the headers in the set.
     pub const fn header_len(self) -> usize {
-        let mut n = 0;
-        let mut i = 0;
-        while i < Ext::WIRE_ORDER.len() {
-            if self.contains(Ext::WIRE_ORDER[i]) {
-                n += Ext::WIRE_ORDER[i].header_len();
-            }
-            i += 1;
+        let (mut n, mut bits) = (0, self.0);
+        while bits != 0 {
+            n += Ext::WIRE_ORDER[bits.trailing_zeros() as usize].header_len();
+            bits &= bits - 1;
         }
         n
     }
@@ -110,9 +120,13 @@ impl ExtSet {
 
     /// The headers of the set in wire order.
     pub fn iter(self) -> impl Iterator<Item = Ext> {
-        Ext::WIRE_ORDER
-            .into_iter()
-            .filter(move |e| self.contains(*e))
+        // A set bit's position is its header's place in wire order (see `Ext::bit`).
+        let mut bits = self.0;
+        core::iter::from_fn(move || {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits.wrapping_sub(1);
+            Ext::WIRE_ORDER.get(i).copied()
+        })
     }
 }
 

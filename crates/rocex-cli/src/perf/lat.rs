@@ -136,7 +136,7 @@ fn ping_pong(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
     let (mut scnt, mut rcnt) = (0u64, 0u64);
     let mut errors = 0;
     let mut lat = Vec::with_capacity(p.iters as usize);
-    let mut sent_at: Option<Instant> = None;
+    let (mut sent_at, mut seen_at): (Option<Instant>, Option<Instant>) = (None, None);
     let start = Instant::now();
     while scnt < p.iters || rcnt < p.iters {
         // Who opens is perftest's choice, and both ends must agree: in the WRITE test a
@@ -166,9 +166,13 @@ fn ping_pong(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
                 }
                 ctx.nic.wait(Duration::from_millis(1))?;
             }
-            if let Some(t) = sent_at.take() {
-                lat.push(t.elapsed().as_secs_f64() * 1e6 / 2.0);
+            // One clock reading a round, as perftest takes one cycle count: it ends the
+            // round just seen and starts the next.
+            let t = Instant::now();
+            if let Some(sent) = sent_at.take() {
+                lat.push(t.duration_since(sent).as_secs_f64() * 1e6 / 2.0);
             }
+            seen_at = Some(t);
         }
         if scnt < p.iters {
             scnt += 1;
@@ -176,7 +180,7 @@ fn ping_pong(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
                 // The last byte carries the counter the peer polls for.
                 ctx.write_mem(0, ctx.local(0) + u64::from(p.size) - 1, &[scnt as u8])?;
             }
-            sent_at = Some(Instant::now());
+            sent_at = Some(seen_at.take().unwrap_or_else(Instant::now));
             post_request(ctx, p, 0, scnt)?;
             ctx.nic.turn()?;
         }

@@ -4,7 +4,7 @@ use std::collections::{BTreeSet, VecDeque};
 
 // QPNs and CQ handles are numbers the engine chose at random, which no peer can make
 // collide: a fast hash will do (SipHash was a tenth of the per-packet cost).
-use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use foldhash::{HashMap, HashMapExt};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
@@ -235,18 +235,18 @@ pub struct Engine {
     cqs: HashMap<u32, Cq>,
     next_cq: u32,
     qps: HashMap<u32, Qp>,
-    /// QPs that may have a packet to send, in turn.
+    /// QPs that may have a packet to send, in turn; a QP is in it once at most
+    /// (`Place::queued`), so queueing stays O(1) with thousands of active QPs.
     ready: VecDeque<u32>,
-    /// The QPs in `ready`: queueing one stays O(1) with thousands of active QPs, where a
-    /// scan of `ready` cost more than the packet itself.
-    queued: HashSet<u32>,
-    /// When each QP with a deadline is next looked at, and the same ordered by time. A
-    /// QP's entry may come before its deadline, never after, and goes with the deadline: a
-    /// restarted timer (every response restarts the retransmit timer) leaves the entry
-    /// where it is, and the entry, when it comes, looks again (`handle_timeout`). A packet
-    /// then costs a lookup, not a reordering of the set.
-    scheduled: HashMap<u32, Instant>,
+    /// When QPs are next looked at, ordered by time, one entry per QP at most (also its
+    /// `Place::timer_entry`). A QP with a deadline has an entry at or before it. An entry
+    /// stays when its deadline is restarted (every response restarts the retransmit timer)
+    /// or gone (the last ACK came), and, when it comes, looks again (`handle_timeout`):
+    /// a packet then costs no reordering of the set, and a ping-pong that arms and clears
+    /// the timer once a round keeps one entry.
     timers: BTreeSet<(Instant, u32)>,
+    /// How many QPs have a deadline: with none, the entries left are not reported.
+    armed: usize,
     counters: Counters,
     events: VecDeque<Event>,
     sends: SendSampler,
@@ -301,9 +301,8 @@ impl Engine {
             next_cq: 1,
             qps: HashMap::new(),
             ready: VecDeque::new(),
-            queued: HashSet::new(),
-            scheduled: HashMap::new(),
             timers: BTreeSet::new(),
+            armed: 0,
             counters: Counters::default(),
             events: VecDeque::new(),
             sends: SendSampler::default(),
@@ -549,10 +548,11 @@ impl Engine {
 
     /// Destroys a QP; its outstanding work requests are dropped without completions.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
-        self.qps.remove(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
-        if let Some(t) = self.scheduled.remove(&qpn) {
+        let qp = self.qps.remove(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        if let Some(t) = qp.place.timer_entry {
             self.timers.remove(&(t, qpn));
         }
+        self.armed -= usize::from(qp.place.armed);
         Ok(())
     }
 
@@ -716,12 +716,12 @@ impl Engine {
                 self.ready.push_front(qpn);
                 return None;
             }
-            self.queued.remove(&qpn);
             turns -= 1;
             let local = self.config.local;
             let mut sampled = None;
             let requests_first = self.requests_first;
             let out = self.with_qp(qpn, now, |qp, ctx| {
+                qp.place.queued = false;
                 // With `requests_first`, a request waiting with a bare ACK goes first:
                 // the peer acts on the request, while the ACK only frees its send queue.
                 let request_first = requests_first && qp.resp.ack_can_wait(qp.requester_ready());
@@ -797,6 +797,9 @@ impl Engine {
     /// When [`Engine::handle_timeout`] should next be called: at the earliest deadline or
     /// before it (a QP whose timer was restarted is looked at again, at no cost to it).
     pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.armed == 0 {
+            return None;
+        }
         self.timers.first().map(|(t, _)| *t)
     }
 
@@ -807,9 +810,11 @@ impl Engine {
                 break;
             }
             self.timers.pop_first();
-            self.scheduled.remove(&qpn);
             // The QP's timers check their own times against `now`.
-            self.with_qp(qpn, now, |qp, ctx| qp.handle_timer(ctx));
+            self.with_qp(qpn, now, |qp, ctx| {
+                qp.place.timer_entry = None;
+                qp.handle_timer(ctx);
+            });
         }
     }
 
@@ -833,23 +838,29 @@ impl Engine {
         let r = f(qp, &mut ctx);
         let deadline = qp.deadline();
         let wants = qp.wants_to_send();
-        if let Some(t) = deadline {
-            // An entry at or before the deadline will do (see `scheduled`).
-            match self.scheduled.get(&qpn) {
-                Some(&at) if at <= t => {}
-                old => {
-                    if let Some(&old) = old {
-                        self.timers.remove(&(old, qpn));
-                    }
-                    self.scheduled.insert(qpn, t);
-                    self.timers.insert((t, qpn));
+        match (deadline, qp.place.timer_entry) {
+            // An entry at or before the deadline will do (see `timers`).
+            (Some(t), Some(at)) if at <= t => {}
+            (Some(t), old) => {
+                if let Some(old) = old {
+                    self.timers.remove(&(old, qpn));
                 }
+                qp.place.timer_entry = Some(t);
+                self.timers.insert((t, qpn));
             }
-        } else if let Some(old) = self.scheduled.remove(&qpn) {
-            // No deadline, no entry: an idle engine has no timer to report.
-            self.timers.remove(&(old, qpn));
+            // No deadline: the entry stays for the next one (an idle engine reports none).
+            (None, _) => {}
         }
-        if wants && self.queued.insert(qpn) {
+        if deadline.is_some() != qp.place.armed {
+            qp.place.armed = deadline.is_some();
+            if qp.place.armed {
+                self.armed += 1;
+            } else {
+                self.armed -= 1;
+            }
+        }
+        if wants && !qp.place.queued {
+            qp.place.queued = true;
             self.ready.push_back(qpn);
         }
         Some(r)

@@ -240,47 +240,59 @@ impl<'a> PacketRepr<'a> {
     }
 
     fn emit_ext(&self, ext: Ext, b: &mut [u8]) -> Result<()> {
-        let missing = Error::new(
-            Layer::Bth,
-            0,
-            ErrorKind::Inconsistent("an extension header is missing"),
-        );
+        // Built only when needed: this runs for every header of every packet sent.
+        let missing = || {
+            Error::new(
+                Layer::Bth,
+                0,
+                ErrorKind::Inconsistent("an extension header is missing"),
+            )
+        };
         match ext {
             Ext::Deth => self
                 .deth
-                .ok_or(missing)?
+                .as_ref()
+                .ok_or_else(missing)?
                 .emit(&mut deth::Header::new_unchecked(b)),
             Ext::Feth => self
                 .feth
-                .ok_or(missing)?
+                .as_ref()
+                .ok_or_else(missing)?
                 .emit(&mut feth::Header::new_unchecked(b)),
             Ext::Reth => self
                 .reth
-                .ok_or(missing)?
+                .as_ref()
+                .ok_or_else(missing)?
                 .emit(&mut reth::Header::new_unchecked(b)),
             Ext::AtomicEth => self
                 .atomic_eth
-                .ok_or(missing)?
+                .as_ref()
+                .ok_or_else(missing)?
                 .emit(&mut atomic_eth::Header::new_unchecked(b)),
             Ext::Aeth => self
                 .aeth
-                .ok_or(missing)?
+                .as_ref()
+                .ok_or_else(missing)?
                 .emit(&mut aeth::Header::new_unchecked(b)),
             Ext::AtomicAckEth => self
                 .atomic_ack_eth
-                .ok_or(missing)?
+                .as_ref()
+                .ok_or_else(missing)?
                 .emit(&mut atomic_ack_eth::Header::new_unchecked(b)),
             Ext::ImmDt => self
                 .immdt
-                .ok_or(missing)?
+                .as_ref()
+                .ok_or_else(missing)?
                 .emit(&mut immdt::Header::new_unchecked(b)),
             Ext::Ieth => self
                 .ieth
-                .ok_or(missing)?
+                .as_ref()
+                .ok_or_else(missing)?
                 .emit(&mut ieth::Header::new_unchecked(b)),
             Ext::Cnp => self
                 .cnp
-                .ok_or(missing)?
+                .as_ref()
+                .ok_or_else(missing)?
                 .emit(&mut cnp::Header::new_unchecked(b)),
         }
     }

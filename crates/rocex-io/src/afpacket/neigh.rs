@@ -51,6 +51,8 @@ pub(super) struct Neighbours {
     link: Link,
     local: IpAddr,
     cache: HashMap<IpAddr, Entry>,
+    /// The last address found, and when: a port mostly sends to one peer.
+    last: Option<(IpAddr, [u8; 6], Duration)>,
 }
 
 impl Neighbours {
@@ -59,6 +61,7 @@ impl Neighbours {
             link,
             local,
             cache: HashMap::new(),
+            last: None,
         }
     }
 
@@ -68,8 +71,15 @@ impl Neighbours {
             return Ok(Some([0; 6]));
         }
         let now = coarse_now();
+        if let Some((last, mac, at)) = self.last
+            && last == ip
+            && now.saturating_sub(at) < KNOWN_FOR
+        {
+            return Ok(Some(mac));
+        }
         match self.cache.get(&ip) {
             Some(Entry::Known(mac, at)) if now.saturating_sub(*at) < KNOWN_FOR => {
+                self.last = Some((ip, *mac, *at));
                 return Ok(Some(*mac));
             }
             Some(Entry::Unreachable(at)) if now.saturating_sub(*at) < RETRY_AFTER => {

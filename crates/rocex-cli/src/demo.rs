@@ -149,7 +149,7 @@ impl Side {
         let now = self.driver.now();
         let wr = RecvWr {
             wr_id: id,
-            sges: vec![self.sge(0, 64)],
+            sges: vec![self.sge(0, 64)].into(),
         };
         self.driver.engine.post_recv(now, self.qpn, wr).map_err(err)
     }
@@ -224,7 +224,7 @@ fn demo(a: &Args) -> io::Result<()> {
             let wc = y.next()?;
             if wc.opcode == rocex_proto::verbs::WcOpcode::Recv {
                 y.post_recv(wc.wr_id)?;
-                y.post_send(SendWr::new(1, SendOp::Send, vec![y.sge(64, 64)]))?;
+                y.post_send(SendWr::new(1, SendOp::Send, [y.sge(64, 64)]))?;
                 answered += 1;
             }
         }
@@ -240,7 +240,7 @@ fn demo(a: &Args) -> io::Result<()> {
     }
     let t = WallClock::now();
     for _ in 0..pings {
-        x.post_send(SendWr::new(1, SendOp::Send, vec![x.sge(64, 64)]))?;
+        x.post_send(SendWr::new(1, SendOp::Send, [x.sge(64, 64)]))?;
         let mut got = (false, false);
         while got != (true, true) {
             let wc = x.next()?;
@@ -282,7 +282,7 @@ fn demo(a: &Args) -> io::Result<()> {
         let wr = SendWr::new(
             i,
             SendOp::Write(remote),
-            vec![x.sge(0x10_0000 + slot * u64::from(MSG), MSG)],
+            [x.sge(0x10_0000 + slot * u64::from(MSG), MSG)],
         );
         x.post_send(wr)?;
     }

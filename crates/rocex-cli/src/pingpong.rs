@@ -156,10 +156,7 @@ fn open(local: IpAddr, a: &Args) -> io::Result<Ctx> {
 impl Ctx {
     fn post_recv(&mut self) -> io::Result<()> {
         let now = self.driver.now();
-        let wr = RecvWr {
-            wr_id: RECV_WRID,
-            sges: vec![self.recv_sge],
-        };
+        let wr = RecvWr::new(RECV_WRID, [self.recv_sge]);
         self.driver
             .engine
             .post_recv(now, self.qpn, wr)
@@ -168,7 +165,7 @@ impl Ctx {
 
     fn post_send(&mut self) -> io::Result<()> {
         let now = self.driver.now();
-        let mut wr = SendWr::new(SEND_WRID, SendOp::Send, vec![self.send_sge]);
+        let mut wr = SendWr::new(SEND_WRID, SendOp::Send, [self.send_sge]);
         wr.ud = self.ud;
         self.driver
             .engine

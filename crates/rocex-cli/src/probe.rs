@@ -701,7 +701,8 @@ impl Ctx {
                     addr: BASE + 2 * p.size + ATOMIC_AREA + u64::from(i) * p.size,
                     length: p.size as u32,
                     lkey: self.lkey,
-                }],
+                }]
+                .into(),
             };
             if let Err(err) = self.driver.engine.post_recv(now, self.qpn, wr) {
                 return fatal(format!("post_recv: {err}"));

@@ -98,7 +98,7 @@ fn sends(x: &mut End, y: &mut End, n: u64) {
         x.mr.write(0, &msg).unwrap();
         let recv = RecvWr {
             wr_id: id,
-            sges: vec![y.mr.sge(0, 3000)],
+            sges: vec![y.mr.sge(0, 3000)].into(),
         };
         y.qp.post_recv(&[recv]).unwrap();
         let send = SendWr::new(id, SendOp::Send, vec![x.mr.sge(0, 3000)]);

@@ -93,7 +93,8 @@ impl Node {
                     addr: DATA_BASE + u64::from(i * MSG),
                     length: MSG,
                     lkey: n.lkey,
-                }],
+                }]
+                .into(),
             };
             n.e.post_recv(Instant::ZERO, n.rc_qp, wr).unwrap();
         }
@@ -107,7 +108,8 @@ impl Node {
                 addr: GSI_BASE + slot * SLOT,
                 length: SLOT as u32,
                 lkey: self.lkey,
-            }],
+            }]
+            .into(),
         };
         self.e.post_recv(Instant::ZERO, GSI_QPN, wr).unwrap();
     }

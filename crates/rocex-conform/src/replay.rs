@@ -198,7 +198,8 @@ impl Responder {
                 addr: base,
                 length: RECV_BUF as u32,
                 lkey: keys.lkey,
-            }],
+            }]
+            .into(),
         };
         self.engine
             .post_recv(now, self.qpn, wr)

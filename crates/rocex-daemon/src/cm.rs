@@ -143,7 +143,8 @@ impl Cm {
                 addr: GSI_BASE + u64::from(slot * SLOT),
                 length: SLOT,
                 lkey: self.lkey,
-            }],
+            }]
+            .into(),
         };
         engine.post_recv(now, GSI_QPN, wr)
     }
@@ -153,7 +154,7 @@ impl Cm {
         if mad.emit(&mut b).is_err() {
             return;
         }
-        let mut wr = SendWr::new(GSI_SEND, SendOp::Send, vec![]);
+        let mut wr = SendWr::new(GSI_SEND, SendOp::Send, []);
         wr.data = SendData::Inline(b);
         wr.ud = Some(UdDest {
             dest: peer,

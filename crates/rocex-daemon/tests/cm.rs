@@ -48,7 +48,7 @@ fn connect_accept_move_data_and_disconnect() {
     // The listener's receive is posted before it accepts, as rdma_cm applications do.
     b.qp.post_recv(&[RecvWr {
         wr_id: 7,
-        sges: vec![b.mr.sge(0, 8192)],
+        sges: vec![b.mr.sge(0, 8192)].into(),
     }])
     .unwrap();
 

@@ -78,7 +78,7 @@ fn a_vec_is_the_target_and_source_of_rdma() {
     // The owner SENDs from the Vec...
     b.qp.post_recv(&[RecvWr {
         wr_id: 5,
-        sges: vec![b.mr.sge(40_000, 4096)],
+        sges: vec![b.mr.sge(40_000, 4096)].into(),
     }])
     .unwrap();
     let sent = run(vec![mr.sge(4096, 2500)], &mut a, 5, SendOp::Send);

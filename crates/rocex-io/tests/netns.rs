@@ -172,7 +172,7 @@ impl Side {
         let now = self.driver.now();
         let wr = RecvWr {
             wr_id,
-            sges: self.sge(off, len),
+            sges: self.sge(off, len).into(),
         };
         self.driver.engine.post_recv(now, qpn, wr).map_err(err)
     }

@@ -369,11 +369,15 @@ pub struct UdDest {
     pub remote_qkey: u32,
 }
 
+/// A work request's scatter/gather list. Up to two entries (nearly every request) live
+/// inline: posting allocates nothing.
+pub type SgeList = smallvec::SmallVec<[Sge; 2]>;
+
 /// Where a send's data comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum SendData {
     /// Gathered from registered memory.
-    Sges(Vec<Sge>),
+    Sges(SgeList),
     /// Copied at post time (`IBV_SEND_INLINE`).
     Inline(Vec<u8>),
 }
@@ -395,11 +399,11 @@ pub struct SendWr {
 
 impl SendWr {
     /// A signaled request with SGEs.
-    pub fn new(wr_id: u64, op: SendOp, sges: Vec<Sge>) -> Self {
+    pub fn new(wr_id: u64, op: SendOp, sges: impl IntoIterator<Item = Sge>) -> Self {
         Self {
             wr_id,
             op,
-            data: SendData::Sges(sges),
+            data: SendData::Sges(sges.into_iter().collect()),
             flags: SendFlags {
                 signaled: true,
                 ..SendFlags::default()
@@ -423,7 +427,17 @@ pub struct RecvWr {
     /// Caller's identifier.
     pub wr_id: u64,
     /// Where received data goes.
-    pub sges: Vec<Sge>,
+    pub sges: SgeList,
+}
+
+impl RecvWr {
+    /// A receive into `sges`.
+    pub fn new(wr_id: u64, sges: impl IntoIterator<Item = Sge>) -> Self {
+        Self {
+            wr_id,
+            sges: sges.into_iter().collect(),
+        }
+    }
 }
 
 /// Completion status (`enum ibv_wc_status`).

@@ -100,7 +100,8 @@ fn a_mad_travels_from_qp1_to_qp1_with_the_gsi_qkey() {
             addr: BUF,
             length: (GRH_LEN + 256) as u32,
             lkey: b.lkey,
-        }],
+        }]
+        .into(),
     };
     b.e.post_recv(now, 1, recv).unwrap();
     let mad: Vec<u8> = (0..=255).collect();

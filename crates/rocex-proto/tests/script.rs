@@ -164,7 +164,7 @@ impl Script {
     fn post_recv(&mut self, id: u64) {
         let wr = RecvWr {
             wr_id: id,
-            sges: vec![self.sge(0x8_0000, 0x1_0000)],
+            sges: vec![self.sge(0x8_0000, 0x1_0000)].into(),
         };
         self.e.post_recv(self.now, self.qpn, wr).unwrap();
     }

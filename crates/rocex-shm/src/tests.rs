@@ -68,7 +68,7 @@ fn every_op() -> Vec<SendWr> {
             } else {
                 (i % 5) as u64
             };
-            let mut wr = SendWr::new(i as u64, op, (0..n).map(sge).collect());
+            let mut wr = SendWr::new(i as u64, op, (0..n).map(sge));
             wr.flags.fence = i % 2 == 0;
             wr.flags.solicited = i % 3 == 0;
             wr
@@ -341,20 +341,20 @@ fn recv_round_trip_and_errors() {
     let mut r = RqReader::new(ring.consumer(), RqLimits { max_sge: 2 });
     let wr = RecvWr {
         wr_id: 5,
-        sges: vec![sge(1), sge(2)],
+        sges: vec![sge(1), sge(2)].into(),
     };
     w.post_recv(&wr).unwrap();
     let _ = w.publish();
     assert_eq!(r.read_recv().unwrap(), Some(wr));
     let three = RecvWr {
         wr_id: 6,
-        sges: vec![sge(1), sge(2), sge(3)],
+        sges: vec![sge(1), sge(2), sge(3)].into(),
     };
     w.post_recv(&three).unwrap();
     assert_eq!(
         w.post_recv(&RecvWr {
             wr_id: 7,
-            sges: vec![sge(0); 4]
+            sges: vec![sge(0); 4].into()
         }),
         Err(PostError::Encode(EncodeError::TooManySges(4)))
     );
@@ -371,7 +371,7 @@ fn recv_round_trip_and_errors() {
     encode_recv(
         &RecvWr {
             wr_id: 8,
-            sges: vec![],
+            sges: vec![].into(),
         },
         &mut slot,
     )
@@ -675,7 +675,7 @@ fn every_send_validation_error() {
         err_of(&slot_of(&cas), &RC),
         DescError::AtomicSge { num: 1, len: 4 }
     );
-    cas.data = SendData::Sges(vec![]);
+    cas.data = SendData::Sges(Default::default());
     assert_eq!(
         err_of(&slot_of(&cas), &RC),
         DescError::AtomicSge { num: 0, len: 0 }
@@ -826,13 +826,11 @@ fn nth_wr(i: u64) -> SendWr {
         _ => SendOp::Read(r),
     };
     let n = if i % 4 == 2 { 1 } else { i % 3 };
-    let sges = (0..n)
-        .map(|k| Sge {
-            addr: i + k,
-            length: 8,
-            lkey: (i + k) as u32,
-        })
-        .collect();
+    let sges = (0..n).map(|k| Sge {
+        addr: i + k,
+        length: 8,
+        lkey: (i + k) as u32,
+    });
     SendWr::new(i, op, sges)
 }
 

@@ -15,7 +15,7 @@ use core::fmt;
 use core::mem::size_of;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use rocex_proto::verbs::{
-    QpType, RecvWr, Remote, SendData, SendFlags, SendOp, SendWr, Sge, UdDest, WcStatus,
+    QpType, RecvWr, Remote, SendData, SendFlags, SendOp, SendWr, Sge, SgeList, UdDest, WcStatus,
     WorkCompletion,
 };
 use zerocopy::{FromBytes, IntoBytes};
@@ -213,7 +213,7 @@ pub struct RqLimits {
     pub max_sge: u32,
 }
 
-fn sges_from(payload: &[u8], num: usize) -> Vec<Sge> {
+fn sges_from(payload: &[u8], num: usize) -> SgeList {
     payload
         .chunks_exact(size_of::<SgeDesc>())
         .take(num)

@@ -152,7 +152,8 @@ fn ud_datagrams_carry_a_grh_and_the_source_qp() {
             addr: 0x1000,
             length: 2048 + GRH_LEN as u32,
             lkey: b.lkey,
-        }],
+        }]
+        .into(),
     };
     f.node(b.node).post_recv(now, b.qpn, recv).unwrap();
     a.buf.write(0, &pattern(3, 1000));

@@ -33,7 +33,7 @@
 //!     cap: QpCap::default(),
 //! })?;
 //! // ... modify the QP through INIT, RTR and RTS with the peer's QPN and PSN ...
-//! qp.post_recv(&[RecvWr { wr_id: 1, sges: vec![mr.sge(0, 4096)] }])?;
+//! qp.post_recv(&[RecvWr::new(1, [mr.sge(0, 4096)])])?;
 //! let wc = cq.poll_wait(std::time::Duration::from_secs(1))?;
 //! # Ok::<(), rocex_verbs::Error>(())
 //! ```

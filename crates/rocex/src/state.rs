@@ -100,13 +100,8 @@ impl RecvPool {
     }
 
     fn wr(&self, slot: u32) -> RecvWr {
-        RecvWr {
-            wr_id: RECV_TAG | u64::from(slot),
-            sges: vec![
-                self.mr
-                    .sge(u64::from(slot) * u64::from(self.size), self.size),
-            ],
-        }
+        let at = u64::from(slot) * u64::from(self.size);
+        RecvWr::new(RECV_TAG | u64::from(slot), [self.mr.sge(at, self.size)])
     }
 
     /// Posts every slot (at setup).
@@ -172,12 +167,8 @@ impl State {
             None
         };
         let id = self.next_id;
-        let sges = |s: &Option<Sge>| s.iter().copied().collect::<Vec<_>>();
-        let result = |slot: Option<u32>| {
-            slot.map(|s| self.scratch.sge(u64::from(s) * 8, 8))
-                .into_iter()
-                .collect()
-        };
+        let sges = |s: &Option<Sge>| *s;
+        let result = |slot: Option<u32>| slot.map(|s| self.scratch.sge(u64::from(s) * 8, 8));
         let wr = match *req {
             Request::Send { sge, imm } => SendWr::new(
                 id,

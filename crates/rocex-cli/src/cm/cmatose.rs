@@ -114,7 +114,8 @@ impl Node {
                     addr: BASE,
                     length: a.size,
                     lkey,
-                }],
+                }]
+                .into(),
             };
             dev.driver
                 .engine
@@ -130,7 +131,7 @@ impl Node {
             let wr = SendWr::new(
                 2,
                 SendOp::Send,
-                vec![Sge {
+                [Sge {
                     addr: BASE,
                     length: a.size,
                     lkey: self.keys.lkey,

@@ -103,7 +103,8 @@ impl CmDevice {
                 addr: GSI_BASE + u64::from(slot * SLOT),
                 length: SLOT,
                 lkey: self.gsi_lkey,
-            }],
+            }]
+            .into(),
         };
         self.driver
             .engine
@@ -116,7 +117,7 @@ impl CmDevice {
         let mut b = vec![0u8; MAD_LEN];
         mad.emit(&mut b)
             .map_err(|e| io::Error::other(e.to_string()))?;
-        let mut wr = SendWr::new(GSI_SEND, SendOp::Send, vec![]);
+        let mut wr = SendWr::new(GSI_SEND, SendOp::Send, []);
         wr.data = SendData::Inline(b);
         wr.ud = Some(UdDest {
             dest: peer,

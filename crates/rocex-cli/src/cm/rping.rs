@@ -153,7 +153,8 @@ impl Side {
                 addr: RECV_AT,
                 length: INFO_LEN as u32,
                 lkey,
-            }],
+            }]
+            .into(),
         };
         dev.driver.engine.post_recv(now, qpn, wr).map_err(verbs_err)
     }
@@ -164,7 +165,7 @@ impl Side {
         info.extend_from_slice(&addr.to_be_bytes());
         info.extend_from_slice(&self.keys.rkey.to_be_bytes());
         info.extend_from_slice(&size.to_be_bytes());
-        let mut wr = SendWr::new(SEND_WRID, SendOp::Send, vec![]);
+        let mut wr = SendWr::new(SEND_WRID, SendOp::Send, []);
         wr.data = SendData::Inline(info);
         let now = self.dev.driver.now();
         self.dev
@@ -178,7 +179,7 @@ impl Side {
         let wr = SendWr::new(
             RDMA_WRID,
             op,
-            vec![Sge {
+            [Sge {
                 addr: local,
                 length: len,
                 lkey: self.keys.lkey,

@@ -36,10 +36,7 @@ pub(crate) fn post_recv(ctx: &mut Ctx, qp: usize, k: u32) -> io::Result<()> {
     let sge = ctx.sge(qp, ctx.slot(qp, k), ctx.size);
     ctx.nic.post_recv(
         qp,
-        RecvWr {
-            wr_id: ((qp as u64) << QP_SHIFT) | u64::from(k),
-            sges: vec![sge],
-        },
+        RecvWr::new(((qp as u64) << QP_SHIFT) | u64::from(k), [sge]),
     )
 }
 
@@ -92,7 +89,7 @@ pub(crate) fn post_request(ctx: &mut Ctx, p: &Params, qp: usize, seq: u64) -> io
             (op, ctx.sge(qp, slot, 8))
         }
     };
-    let mut wr = SendWr::new(((qp as u64) << QP_SHIFT) | seq, op, vec![sge]);
+    let mut wr = SendWr::new(((qp as u64) << QP_SHIFT) | seq, op, [sge]);
     if matches!(p.op, Op::Write | Op::Send) && p.size <= p.inline {
         let mut data = vec![0u8; p.size as usize];
         ctx.read_mem(qp, ctx.local(qp), &mut data)?;

@@ -106,7 +106,7 @@ impl Lane {
         let wrs: Vec<RecvWr> = (self.recv_posted..self.received + window)
             .map(|w| RecvWr {
                 wr_id: w,
-                sges: vec![mr.sge(env.layout.recv_slot(self.id, w), MAX_LEN)],
+                sges: vec![mr.sge(env.layout.recv_slot(self.id, w), MAX_LEN)].into(),
             })
             .collect();
         if !wrs.is_empty() {

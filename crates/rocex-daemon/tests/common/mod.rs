@@ -308,7 +308,7 @@ fn send_checked(x: &mut End, y: &mut End, id: u64, msg: &[u8], room: u32) {
     x.mr.write(0, msg).unwrap();
     y.qp.post_recv(&[RecvWr {
         wr_id: id,
-        sges: vec![y.mr.sge(0, room)],
+        sges: vec![y.mr.sge(0, room)].into(),
     }])
     .unwrap();
     x.qp.post_send(&[SendWr::new(id, SendOp::Send, vec![x.mr.sge(0, len)])])
@@ -356,7 +356,7 @@ pub(crate) fn post_garbage_slots(e: &mut End, seed: u64, n: u64) {
 pub(crate) fn recv(e: &mut End, id: u64, at: u64, len: u32) {
     e.qp.post_recv(&[RecvWr {
         wr_id: id,
-        sges: vec![e.mr.sge(at, len)],
+        sges: vec![e.mr.sge(at, len)].into(),
     }])
     .unwrap();
 }

@@ -201,7 +201,8 @@ impl Pair {
                 addr: on.base + offset,
                 length: len,
                 lkey: on.keys.lkey,
-            }],
+            }]
+            .into(),
         };
         self.fabric
             .node(on.node)

@@ -147,10 +147,7 @@ impl Side {
 
     fn post_recv(&mut self, id: u64) -> io::Result<()> {
         let now = self.driver.now();
-        let wr = RecvWr {
-            wr_id: id,
-            sges: vec![self.sge(0, 64)].into(),
-        };
+        let wr = RecvWr::new(id, [self.sge(0, 64)]);
         self.driver.engine.post_recv(now, self.qpn, wr).map_err(err)
     }
 

@@ -695,15 +695,14 @@ impl Ctx {
     fn post_recvs(&mut self, p: &Plan, n: u32) -> Res<()> {
         for i in 0..n {
             let now = self.driver.now();
-            let wr = RecvWr {
-                wr_id: 1000 + u64::from(i),
-                sges: vec![Sge {
+            let wr = RecvWr::new(
+                1000 + u64::from(i),
+                [Sge {
                     addr: BASE + 2 * p.size + ATOMIC_AREA + u64::from(i) * p.size,
                     length: p.size as u32,
                     lkey: self.lkey,
-                }]
-                .into(),
-            };
+                }],
+            );
             if let Err(err) = self.driver.engine.post_recv(now, self.qpn, wr) {
                 return fatal(format!("post_recv: {err}"));
             }

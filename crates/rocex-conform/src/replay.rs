@@ -192,15 +192,14 @@ impl Responder {
                 (keys, base)
             }
         };
-        let wr = RecvWr {
-            wr_id: 0,
-            sges: vec![Sge {
+        let wr = RecvWr::new(
+            0,
+            [Sge {
                 addr: base,
                 length: RECV_BUF as u32,
                 lkey: keys.lkey,
-            }]
-            .into(),
-        };
+            }],
+        );
         self.engine
             .post_recv(now, self.qpn, wr)
             .map_err(setup_err(conn, "post_recv"))?;

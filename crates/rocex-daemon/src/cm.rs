@@ -137,15 +137,14 @@ impl Cm {
     }
 
     fn post_recv(&self, engine: &mut Engine, now: Instant, slot: u32) -> Result<(), VerbsError> {
-        let wr = RecvWr {
-            wr_id: u64::from(slot),
-            sges: vec![Sge {
+        let wr = RecvWr::new(
+            u64::from(slot),
+            [Sge {
                 addr: GSI_BASE + u64::from(slot * SLOT),
                 length: SLOT,
                 lkey: self.lkey,
-            }]
-            .into(),
-        };
+            }],
+        );
         engine.post_recv(now, GSI_QPN, wr)
     }
 

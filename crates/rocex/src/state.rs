@@ -167,20 +167,17 @@ impl State {
             None
         };
         let id = self.next_id;
-        let sges = |s: &Option<Sge>| *s;
         let result = |slot: Option<u32>| slot.map(|s| self.scratch.sge(u64::from(s) * 8, 8));
         let wr = match *req {
-            Request::Send { sge, imm } => SendWr::new(
-                id,
-                imm.map_or(SendOp::Send, SendOp::SendWithImm),
-                sges(&sge),
-            ),
+            Request::Send { sge, imm } => {
+                SendWr::new(id, imm.map_or(SendOp::Send, SendOp::SendWithImm), sge)
+            }
             Request::Write { sge, remote, imm } => SendWr::new(
                 id,
                 imm.map_or(SendOp::Write(remote), |i| SendOp::WriteWithImm(remote, i)),
-                sges(&sge),
+                sge,
             ),
-            Request::Read { sge, remote } => SendWr::new(id, SendOp::Read(remote), sges(&sge)),
+            Request::Read { sge, remote } => SendWr::new(id, SendOp::Read(remote), sge),
             Request::FetchAdd { remote, add } => {
                 SendWr::new(id, SendOp::FetchAdd { remote, add }, result(scratch))
             }

@@ -36,7 +36,7 @@ fuzz_target!(|data: &[u8]| {
     let m = AttrMask::STATE | AttrMask::SQ_PSN | AttrMask::TIMEOUT | AttrMask::RETRY_CNT | AttrMask::RNR_RETRY;
     e.modify_qp(qpn, &a, m | AttrMask::MAX_QP_RD_ATOMIC).unwrap();
     for i in 0..4 {
-        let wr = RecvWr { wr_id: i, sges: vec![Sge { addr: 0x1000 + i * 1024, length: 1024, lkey: keys.lkey }].into() };
+        let wr = RecvWr::new(i, [Sge { addr: 0x1000 + i * 1024, length: 1024, lkey: keys.lkey }]);
         e.post_recv(Instant::ZERO, qpn, wr).unwrap();
     }
     let mut rest = data;

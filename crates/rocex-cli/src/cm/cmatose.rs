@@ -108,15 +108,14 @@ impl Node {
         let qpn = dev.create_rc_qp(cq, cap)?;
         let now = dev.driver.now();
         for _ in 0..a.count {
-            let wr = RecvWr {
-                wr_id: 1,
-                sges: vec![Sge {
+            let wr = RecvWr::new(
+                1,
+                [Sge {
                     addr: BASE,
                     length: a.size,
                     lkey,
-                }]
-                .into(),
-            };
+                }],
+            );
             dev.driver
                 .engine
                 .post_recv(now, qpn, wr)

@@ -97,15 +97,14 @@ impl CmDevice {
 
     fn post_gsi_recv(&mut self, slot: u32) -> io::Result<()> {
         let now = self.driver.now();
-        let wr = RecvWr {
-            wr_id: u64::from(slot),
-            sges: vec![Sge {
+        let wr = RecvWr::new(
+            u64::from(slot),
+            [Sge {
                 addr: GSI_BASE + u64::from(slot * SLOT),
                 length: SLOT,
                 lkey: self.gsi_lkey,
-            }]
-            .into(),
-        };
+            }],
+        );
         self.driver
             .engine
             .post_recv(now, GSI_QPN, wr)

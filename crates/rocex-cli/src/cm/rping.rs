@@ -147,15 +147,14 @@ impl Side {
 
     fn post_recv(dev: &mut CmDevice, qpn: u32, lkey: u32) -> io::Result<()> {
         let now = dev.driver.now();
-        let wr = RecvWr {
-            wr_id: RECV_WRID,
-            sges: vec![Sge {
+        let wr = RecvWr::new(
+            RECV_WRID,
+            [Sge {
                 addr: RECV_AT,
                 length: INFO_LEN as u32,
                 lkey,
-            }]
-            .into(),
-        };
+            }],
+        );
         dev.driver.engine.post_recv(now, qpn, wr).map_err(verbs_err)
     }
 

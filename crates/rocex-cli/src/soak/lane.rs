@@ -104,10 +104,7 @@ impl Lane {
     pub(crate) fn post_receives(&mut self, env: &Env, mr: &Mr) -> rocex_verbs::Result<()> {
         let window = u64::from(env.window);
         let wrs: Vec<RecvWr> = (self.recv_posted..self.received + window)
-            .map(|w| RecvWr {
-                wr_id: w,
-                sges: vec![mr.sge(env.layout.recv_slot(self.id, w), MAX_LEN)].into(),
-            })
+            .map(|w| RecvWr::new(w, [mr.sge(env.layout.recv_slot(self.id, w), MAX_LEN)]))
             .collect();
         if !wrs.is_empty() {
             self.recv_qp.post_recv(&wrs)?;

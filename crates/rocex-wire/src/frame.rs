@@ -1,11 +1,16 @@
 //! Whole RoCE v2 frames: Ethernet II (with or without one 802.1Q tag), IPv4 or IPv6, UDP to
 //! port 4791, and the transport packet (IBTA annex A17.4). The Ethernet, IP and UDP headers
-//! are etherparse's; this module stacks them and checks the ICRC across them.
+//! are etherparse's (read in place on the receive path); this module stacks them and checks
+//! the ICRC across them.
 
+use core::net::IpAddr;
 use core::ops::Range;
 
+use etherparse::checksum::Sum16BitWords;
 use etherparse::{
-    EtherType, Ethernet2Header, IpNumber, Ipv4Header, Ipv6Header, SingleVlanHeader, UdpHeader, err,
+    EtherType, Ethernet2Header, Ethernet2HeaderSlice, IpNumber, Ipv4Header, Ipv4HeaderSlice,
+    Ipv6Header, Ipv6HeaderSlice, SingleVlanHeader, SingleVlanHeaderSlice, UdpHeader,
+    UdpHeaderSlice, VlanId, err,
 };
 
 use crate::icrc::{self, IcrcForm};
@@ -85,13 +90,6 @@ impl IpRepr {
             Self::V6(h) => usize::from(h.payload_length),
         }
     }
-
-    fn layer(&self) -> Layer {
-        match self {
-            Self::V4(_) => Layer::Ipv4,
-            Self::V6(_) => Layer::Ipv6,
-        }
-    }
 }
 
 /// Outcome of checking a frame's ICRC.
@@ -168,17 +166,77 @@ impl Layout<'_> {
     }
 }
 
-/// The Ethernet, IP and UDP headers of a RoCE v2 frame and where its transport packet
-/// lies, without parsing the transport headers: what a receive path needs to check the
-/// ICRC and hand the datagram on to an engine, which parses the packet itself.
+/// The IP header of a received frame, read in place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IpView<'a> {
+    /// IPv4 (options allowed, fragments not).
+    V4(Ipv4HeaderSlice<'a>),
+    /// IPv6 (extension headers not allowed: UDP must follow).
+    V6(Ipv6HeaderSlice<'a>),
+}
+
+impl IpView<'_> {
+    /// Header length on the wire.
+    pub fn header_len(&self) -> usize {
+        match self {
+            Self::V4(h) => h.slice().len(),
+            Self::V6(h) => h.slice().len(),
+        }
+    }
+
+    /// The length the header says its payload has.
+    pub fn payload_len(&self) -> usize {
+        match self {
+            Self::V4(h) => usize::from(h.total_len()).saturating_sub(h.slice().len()),
+            Self::V6(h) => usize::from(h.payload_length()),
+        }
+    }
+
+    /// The source and destination addresses.
+    pub fn addresses(&self) -> (IpAddr, IpAddr) {
+        match self {
+            Self::V4(h) => (h.source_addr().into(), h.destination_addr().into()),
+            Self::V6(h) => (h.source_addr().into(), h.destination_addr().into()),
+        }
+    }
+
+    /// Whether the IPv4 header checksum holds (RFC 791: the one's-complement sum of the
+    /// header, checksum included, is all ones); IPv6 has none.
+    pub fn checksum_ok(&self) -> bool {
+        match self {
+            Self::V4(h) => Sum16BitWords::new().add_slice(h.slice()).ones_complement() == 0,
+            Self::V6(_) => true,
+        }
+    }
+
+    fn to_repr(&self) -> IpRepr {
+        match self {
+            Self::V4(h) => IpRepr::V4(h.to_header()),
+            Self::V6(h) => IpRepr::V6(h.to_header()),
+        }
+    }
+
+    fn layer(&self) -> Layer {
+        match self {
+            Self::V4(_) => Layer::Ipv4,
+            Self::V6(_) => Layer::Ipv6,
+        }
+    }
+}
+
+/// The Ethernet, IP and UDP headers of a RoCE v2 frame, read in place, and where its
+/// transport packet lies, without parsing the transport headers: what a receive path needs
+/// to check the ICRC and hand the datagram on to an engine, which parses the packet itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrameHeaders<'a> {
-    /// Link layer.
-    pub link: LinkRepr,
+    /// Ethernet II header; its EtherType is the VLAN TPID when `vlan` is set.
+    pub eth: Ethernet2HeaderSlice<'a>,
+    /// 802.1Q tag, whose EtherType names the IP version.
+    pub vlan: Option<SingleVlanHeaderSlice<'a>>,
     /// Network layer.
-    pub ip: IpRepr,
+    pub ip: IpView<'a>,
     /// UDP header.
-    pub udp: UdpHeader,
+    pub udp: UdpHeaderSlice<'a>,
     /// The ICRC found on the wire.
     pub icrc: u32,
     layout: Layout<'a>,
@@ -208,22 +266,23 @@ impl<'a> FrameHeaders<'a> {
     /// The headers, with the UDP payload unchecked: [`Frame::parse_with`] leaves that to
     /// the packet's own parse, whose errors say more.
     fn parse_layers(bytes: &'a [u8], is_roce_port: impl Fn(u16) -> bool) -> Result<Self> {
-        let (eth, rest) =
-            Ethernet2Header::from_slice(bytes).map_err(|e| len_error(Layer::Ethernet, 0, &e))?;
+        let eth = Ethernet2HeaderSlice::from_slice(bytes)
+            .map_err(|e| len_error(Layer::Ethernet, 0, &e))?;
         let mut at = Ethernet2Header::LEN;
-        let mut link = LinkRepr { eth, vlan: None };
-        let mut rest = rest;
-        if link.eth.ether_type == EtherType::VLAN_TAGGED_FRAME {
-            let (vlan, r) =
-                SingleVlanHeader::from_slice(rest).map_err(|e| len_error(Layer::Vlan, at, &e))?;
-            link.vlan = Some(vlan);
-            rest = r;
+        let mut ether_type = eth.ether_type();
+        let vlan = if ether_type == EtherType::VLAN_TAGGED_FRAME {
+            let v = SingleVlanHeaderSlice::from_slice(&bytes[at..])
+                .map_err(|e| len_error(Layer::Vlan, at, &e))?;
+            ether_type = v.ether_type();
             at += SingleVlanHeader::LEN;
-        }
+            Some(v)
+        } else {
+            None
+        };
         let ip_start = at;
-        let ip = match link.inner_ether_type() {
-            EtherType::IPV4 => IpRepr::V4(parse_ipv4(rest, at)?),
-            EtherType::IPV6 => IpRepr::V6(parse_ipv6(rest, at)?),
+        let ip = match ether_type {
+            EtherType::IPV4 => IpView::V4(parse_ipv4(&bytes[at..], at)?),
+            EtherType::IPV6 => IpView::V6(parse_ipv6(&bytes[at..], at)?),
             _ => {
                 return Err(Error::new(
                     Layer::Ethernet,
@@ -244,16 +303,16 @@ impl<'a> FrameHeaders<'a> {
             ));
         }
         let ip_end = at + ip_payload_len;
-        let (udp, _) =
-            UdpHeader::from_slice(&bytes[at..ip_end]).map_err(|e| len_error(Layer::Udp, at, &e))?;
-        if usize::from(udp.length) != ip_payload_len {
+        let udp = UdpHeaderSlice::from_slice(&bytes[at..ip_end])
+            .map_err(|e| len_error(Layer::Udp, at, &e))?;
+        if usize::from(udp.length()) != ip_payload_len {
             return Err(Error::new(
                 Layer::Udp,
                 at,
                 ErrorKind::BadValue("the UDP length disagrees with the IP length"),
             ));
         }
-        if !is_roce_port(udp.destination_port) {
+        if !is_roce_port(udp.destination_port()) {
             return Err(Error::new(
                 Layer::Udp,
                 at,
@@ -269,7 +328,8 @@ impl<'a> FrameHeaders<'a> {
             icrc.copy_from_slice(b);
         }
         Ok(Self {
-            link,
+            eth,
+            vlan,
             ip,
             udp,
             icrc: icrc::from_wire(icrc),
@@ -288,6 +348,13 @@ impl<'a> FrameHeaders<'a> {
         Self::parse_with(bytes, |p| p == ROCE_V2_PORT)
     }
 
+    /// The 802.1Q tag's VLAN ID, if the frame has a tag.
+    pub fn vlan_id(&self) -> Option<VlanId> {
+        self.vlan
+            .as_ref()
+            .map(SingleVlanHeaderSlice::vlan_identifier)
+    }
+
     /// The UDP payload: the transport packet with its ICRC.
     pub fn datagram(&self) -> &'a [u8] {
         let at = self.layout.udp.end;
@@ -295,7 +362,7 @@ impl<'a> FrameHeaders<'a> {
     }
 
     fn udp_payload_len(&self) -> usize {
-        usize::from(self.udp.length) - UdpHeader::LEN
+        usize::from(self.udp.length()) - UdpHeader::LEN
     }
 
     /// The transport packet's opcode.
@@ -329,10 +396,14 @@ impl<'a> Frame<'a> {
         );
         let (packet, icrc) = PacketRepr::parse(&bytes[at..end]).map_err(|e| e.shifted(at))?;
         let icrc_form = IcrcForm::for_opcode(packet.opcode());
+        let link = LinkRepr {
+            eth: h.eth.to_header(),
+            vlan: h.vlan.as_ref().map(SingleVlanHeaderSlice::to_header),
+        };
         let repr = FrameRepr {
-            link: h.link,
-            ip: h.ip,
-            udp: h.udp,
+            link,
+            ip: h.ip.to_repr(),
+            udp: h.udp.to_header(),
             packet,
             icrc_form,
             trailer: h.trailer,
@@ -369,8 +440,8 @@ fn len_error(layer: Layer, offset: usize, e: &err::LenError) -> Error {
     Error::truncated(layer, offset, e.required_len, e.len)
 }
 
-fn parse_ipv4(b: &[u8], at: usize) -> Result<Ipv4Header> {
-    let (h, _) = Ipv4Header::from_slice(b).map_err(|e| match e {
+fn parse_ipv4(b: &[u8], at: usize) -> Result<Ipv4HeaderSlice<'_>> {
+    let h = Ipv4HeaderSlice::from_slice(b).map_err(|e| match e {
         err::ipv4::HeaderSliceError::Len(l) => len_error(Layer::Ipv4, at, &l),
         err::ipv4::HeaderSliceError::Content(err::ipv4::HeaderError::UnexpectedVersion {
             ..
@@ -383,21 +454,21 @@ fn parse_ipv4(b: &[u8], at: usize) -> Result<Ipv4Header> {
             ErrorKind::Link("the header length is below 20 bytes"),
         ),
     })?;
-    if usize::from(h.total_len) < h.header_len() {
+    if usize::from(h.total_len()) < h.slice().len() {
         return Err(Error::new(
             Layer::Ipv4,
             at,
             ErrorKind::Link("the total length is below the header length"),
         ));
     }
-    if h.more_fragments || h.fragment_offset.value() != 0 {
+    if h.more_fragments() || h.fragments_offset().value() != 0 {
         return Err(Error::new(
             Layer::Ipv4,
             at,
             ErrorKind::NotRoce("it is a fragment"),
         ));
     }
-    if h.protocol != IpNumber::UDP {
+    if h.protocol() != IpNumber::UDP {
         return Err(Error::new(
             Layer::Ipv4,
             at,
@@ -407,14 +478,14 @@ fn parse_ipv4(b: &[u8], at: usize) -> Result<Ipv4Header> {
     Ok(h)
 }
 
-fn parse_ipv6(b: &[u8], at: usize) -> Result<Ipv6Header> {
-    let (h, _) = Ipv6Header::from_slice(b).map_err(|e| match e {
+fn parse_ipv6(b: &[u8], at: usize) -> Result<Ipv6HeaderSlice<'_>> {
+    let h = Ipv6HeaderSlice::from_slice(b).map_err(|e| match e {
         err::ipv6::HeaderSliceError::Len(l) => len_error(Layer::Ipv6, at, &l),
         err::ipv6::HeaderSliceError::Content(_) => {
             Error::new(Layer::Ipv6, at, ErrorKind::Link("the version is not 6"))
         }
     })?;
-    if h.next_header != IpNumber::UDP {
+    if h.next_header() != IpNumber::UDP {
         return Err(Error::new(
             Layer::Ipv6,
             at,

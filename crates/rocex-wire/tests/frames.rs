@@ -293,12 +293,54 @@ fn headers_only_parse_agrees_with_the_full_parse() {
         assert!(h.check_icrc().is_valid());
         assert_eq!(h.opcode(), full.repr.packet.opcode());
         assert_eq!(h.icrc, full.icrc);
+        // The in-place views read what etherparse's owned headers hold.
+        assert_eq!(h.vlan_id(), full.repr.link.vlan.as_ref().map(|v| v.vlan_id));
+        assert_eq!(h.udp.to_header(), full.repr.udp);
+        let (src, dst, checksum_ok) = match &full.repr.ip {
+            IpRepr::V4(ip) => (
+                ip.source.into(),
+                ip.destination.into(),
+                ip.header_checksum == ip.calc_header_checksum(),
+            ),
+            IpRepr::V6(ip) => (ip.source.into(), ip.destination.into(), true),
+        };
+        assert_eq!(h.ip.addresses(), (src, dst));
+        assert_eq!(h.ip.checksum_ok(), checksum_ok);
+        assert!(checksum_ok);
         let udp_at = full.repr.link.header_len() + full.repr.ip.header_len() + 8;
         assert_eq!(h.datagram(), &buf[udp_at..udp_at + h.datagram().len()]);
         assert_eq!(h.datagram().len() + 8, usize::from(full.repr.udp.length));
         let mut bad = buf.clone();
         bad[udp_at + 13] ^= 0x01; // the destination QP
         assert!(!FrameHeaders::parse(&bad).unwrap().check_icrc().is_valid());
+    }
+}
+
+/// The in-place IPv4 checksum check agrees with etherparse's computed checksum for the
+/// header as sent and for every one-bit flip of it that etherparse's header holds (it
+/// drops the reserved flag bit, which the in-place check covers too); a one-bit flip
+/// always breaks a one's-complement sum (the length fields aside, whose flips make the
+/// frame unparsable).
+#[test]
+fn in_place_ipv4_checksum_agrees_with_etherparse() {
+    let buf = write_request(false);
+    let ip_at = 14;
+    assert!(FrameHeaders::parse(&buf).unwrap().ip.checksum_ok());
+    for bit in 0..20 * 8 {
+        let mut b = buf.clone();
+        b[ip_at + bit / 8] ^= 1 << (bit % 8);
+        let (Ok(h), Ok((ip, _))) = (
+            FrameHeaders::parse(&b),
+            etherparse::Ipv4Header::from_slice(&b[ip_at..]),
+        ) else {
+            continue;
+        };
+        assert!(!h.ip.checksum_ok(), "bit {bit}");
+        if ip.to_bytes()[..] != b[ip_at..ip_at + 20] {
+            continue;
+        }
+        let expected = ip.header_checksum == ip.calc_header_checksum();
+        assert_eq!(h.ip.checksum_ok(), expected, "bit {bit}");
     }
 }
 

@@ -9,8 +9,8 @@ use etherparse::{
     SingleVlanHeader, UdpHeader, VlanId, VlanPcp,
 };
 use rocex_proto::IcrcStatus;
+use rocex_wire::ROCE_V2_PORT;
 use rocex_wire::frame::FrameHeaders;
-use rocex_wire::{IpRepr, ROCE_V2_PORT};
 
 use super::ring::RxFrame;
 use crate::{BackendOptions, RxMeta};
@@ -291,36 +291,20 @@ impl Headers {
     fn datagram<'a>(&self, bytes: &'a [u8], vlan_tci: Option<u16>) -> Option<(RxMeta, &'a [u8])> {
         // The headers only: the engine parses the transport packet itself.
         let frame = FrameHeaders::parse(bytes).ok()?;
-        let tag =
-            vlan_tci
-                .map(|tci| tci & 0xfff)
-                .or(frame.link.vlan.as_ref().map(|v| v.vlan_id.value()));
-        if tag != self.vlan.map(VlanId::value) {
+        let tag = vlan_tci
+            .map(|tci| tci & 0xfff)
+            .or(frame.vlan_id().map(VlanId::value));
+        let (src, dst) = frame.ip.addresses();
+        if tag != self.vlan.map(VlanId::value) || !frame.ip.checksum_ok() || dst != self.local {
             return None;
         }
-        let src = match &frame.ip {
-            IpRepr::V4(h) => {
-                if h.header_checksum != h.calc_header_checksum()
-                    || IpAddr::from(h.destination) != self.local
-                {
-                    return None;
-                }
-                IpAddr::from(h.source)
-            }
-            IpRepr::V6(h) => {
-                if IpAddr::from(h.destination) != self.local {
-                    return None;
-                }
-                IpAddr::from(h.source)
-            }
-        };
         let icrc = if frame.check_icrc().is_valid() {
             IcrcStatus::Valid
         } else {
             IcrcStatus::Invalid
         };
         let meta = RxMeta {
-            src: SocketAddr::new(src, frame.udp.source_port),
+            src: SocketAddr::new(src, frame.udp.source_port()),
             dst: self.local,
             icrc,
         };

@@ -71,14 +71,15 @@ impl Neighbours {
             return Ok(Some([0; 6]));
         }
         let now = coarse_now();
+        let known = |at: Duration| now.saturating_sub(at) < KNOWN_FOR;
         if let Some((last, mac, at)) = self.last
             && last == ip
-            && now.saturating_sub(at) < KNOWN_FOR
+            && known(at)
         {
             return Ok(Some(mac));
         }
         match self.cache.get(&ip) {
-            Some(Entry::Known(mac, at)) if now.saturating_sub(*at) < KNOWN_FOR => {
+            Some(Entry::Known(mac, at)) if known(*at) => {
                 self.last = Some((ip, *mac, *at));
                 return Ok(Some(*mac));
             }

@@ -170,6 +170,27 @@ except Exception: print("nan nan nan")')"
   echo "${out:-nan nan nan}"
 }
 
+# goal 1 as the issue words it: two rocexd (UDP backend, GSO/GRO), daemon and client A on
+# cpu0, B on cpu1; the client writes 64 KiB messages for $SECS s; prints its Gb/s ("nan"
+# when the run failed)
+daemon_bw() {
+  local sa="$WORK/bA.sock" sb="$WORK/bB.sock" pa pb sp j
+  ip netns exec "$NA" taskset -c 0 "$ROCEXD" --addr "$IPA" --socket "$sa" >"$WORK/bA.log" 2>&1 &
+  pa=$!; PIDS+=("$pa")
+  ip netns exec "$NB" taskset -c 1 "$ROCEXD" --addr "$IPB" --socket "$sb" >"$WORK/bB.log" 2>&1 &
+  pb=$!; PIDS+=("$pb")
+  for _ in $(seq 50); do [ -S "$sa" ] && [ -S "$sb" ] && break; sleep 0.1; done
+  inB timeout 30 "$ROCEX" perf write bw --size 65536 --mtu 4096 --socket "$sb" >/dev/null 2>&1 &
+  sp=$!; PIDS+=("$sp")
+  j=""
+  wait_tcp 18515 "$sp" &&
+    j="$(inA timeout 30 "$ROCEX" perf write bw "$IPB" --size 65536 --mtu 4096 --duration "$SECS" --socket "$sa" --json 2>/dev/null | tail -n 1)"
+  wait "$sp" 2>/dev/null || true
+  kill "$pa" "$pb" 2>/dev/null; wait "$pa" "$pb" 2>/dev/null || true
+  rm -f "$sa" "$sb"
+  jget gbps <<<"$j"
+}
+
 echo "rocex bench: $RUNS runs, namespaces $NA/$NB, veth MTU 9000, kernel $(uname -r)" >&2
 T0=$SECONDS
 for run in $(seq 1 "$RUNS"); do
@@ -201,6 +222,9 @@ except Exception: print("nan nan nan")')"
   record "$run" rocex_wbw_msg_mpps "$(jget mpps <<<"$j")"
   record "$run" rocex_wbw_cpu_user_s "$(jget cpu_user_s <<<"$j")"
   record "$run" rocex_wbw_cpu_sys_s "$(jget cpu_sys_s <<<"$j")"
+
+  # (2c) the same through two rocexd, the daemon applications use
+  record "$run" rocexd_wbw_gbps "$(daemon_bw)"
 
   # (2b) the per-frame path (goal 2): the same with one datagram per packet each way, no
   # GSO/GRO batching, as when the peer is kernel rxe

@@ -154,6 +154,21 @@ fn atomic_bw_verified() {
     check(&["atomic", "bw", "-A", "faa", "-n", "500"], "atomic");
 }
 
+/// Completions for one request in a few (`--cq-mod`, perftest's CQ moderation): a count
+/// that is not a multiple of it, and a timed run, which signals each QP's last request when
+/// it stops. Every READ is still checked, and every CAS, which finds the value only if all
+/// before it ran in order.
+#[test]
+fn moderated_completions_verified() {
+    let (c, s) = run_pair(&["read", "bw", "-s", "4096", "-n", "250", "-Q", "7"]);
+    assert_eq!(c["iters"], 250, "client: {c}");
+    check_results((c, s), "read", "bw");
+    check(
+        &["atomic", "bw", "-A", "cas", "-D", "0.5", "-Q", "16"],
+        "atomic",
+    );
+}
+
 /// Both sides on their own daemon; the exchange runs over 127.0.0.1, apart from the RoCE
 /// addresses, which come from the daemons.
 fn over_daemons(args: &[&str], op: &str, test: &str, env: bool) {

@@ -12,7 +12,8 @@
 //!   keeps its own ring geometry, copies each descriptor once and checks it into the engine's
 //!   [`SendWr`](rocex_proto::verbs::SendWr) and [`RecvWr`](rocex_proto::verbs::RecvWr).
 //! * [`doorbell`]: eventfds and adaptive polling.
-//! * [`region`]: the memfd mapping, the only `unsafe` code, and fd passing.
+//! * [`region`]: the memfd mapping and fd passing; with the view's bulk copies, the only
+//!   `unsafe` code.
 //! * [`control`]: the control-socket messages.
 //!
 //! # Model checking

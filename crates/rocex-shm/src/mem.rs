@@ -1,15 +1,21 @@
 //! A safe, bounds-checked view of shared memory.
 //!
 //! Everything above the mapping goes through [`ShmView`]: a slice of `AtomicU32` words. The
-//! other process may write any byte at any time, so every access is an atomic load or store
-//! (a plain copy of memory that another thread writes would be a data race), every offset is
-//! checked and every failure is a [`MemError`], never a panic. Bytes are packed into words in
-//! native byte order, which is what a `#[repr(C)]` struct laid over the same memory sees.
+//! other process may write any byte at any time, so every offset is checked, every failure
+//! is a [`MemError`], never a panic, and no Rust reference to the bytes is ever formed. A
+//! single word is an atomic load or store. A copy of more than [`BULK`] bytes is one
+//! `memcpy` between the view and private memory, as vm-memory copies guest memory: one pass
+//! into or out of a private buffer, at `memcpy`'s speed rather than a word loop's third of
+//! it, and no less atomic than that loop, whose copy was never atomic as a whole either. Bytes are packed into words in native byte order, which is what
+//! a `#[repr(C)]` struct laid over the same memory sees.
 //!
 //! [`HeapMem`] backs a view with an ordinary allocation, for tests and for loom.
 
 use crate::sync::{AtomicU32, Ordering};
 use core::fmt;
+
+/// Copies longer than this many bytes are one `memcpy`; shorter ones go word by word.
+pub const BULK: usize = 8;
 
 /// An access outside the view, or at an offset the access cannot use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,21 +103,40 @@ impl<'a> ShmView<'a> {
         Ok(&self.words[r.start])
     }
 
-    /// Copies `out.len()` bytes (a multiple of 4) from `offset` with relaxed loads. Each
-    /// shared byte is read exactly once, so the copy is a snapshot the caller can check
-    /// and use without the other side changing it in between.
+    /// Copies `out.len()` bytes (a multiple of 4) from `offset`. The copy is a snapshot the
+    /// caller can check and use without the other side changing it in between.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), MemError> {
         let r = self.word_range(offset, out.len())?;
+        #[cfg(not(loom))]
+        if out.len() > BULK {
+            let src = self.words[r].as_ptr().cast::<u8>();
+            // SAFETY: `src` covers the `out.len()` bytes of the checked range, which lie in
+            // the view's words (AtomicU32 has u32's size, and any bit pattern is a valid u8);
+            // `out` is private memory, so the two do not overlap. The words are UnsafeCells
+            // that this process changes only through the view, and never under a reference.
+            unsafe { core::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), out.len()) };
+            return Ok(());
+        }
         for (w, chunk) in self.words[r].iter().zip(out.chunks_exact_mut(4)) {
             chunk.copy_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
         }
         Ok(())
     }
 
-    /// Copies `data` (a multiple of 4 bytes) to `offset` with relaxed stores; a later
-    /// release store of an index publishes it.
+    /// Copies `data` (a multiple of 4 bytes) to `offset`; a later release store of an
+    /// index publishes it.
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), MemError> {
         let r = self.word_range(offset, data.len())?;
+        #[cfg(not(loom))]
+        if data.len() > BULK {
+            // A pointer from the slice (not one word) spans the whole range; the words are
+            // UnsafeCells, so a shared borrow of them may be written through it.
+            let dst = self.words[r].as_ptr().cast::<u8>().cast_mut();
+            // SAFETY: as in `read`: `dst` covers the checked range inside the view, `data`
+            // is private memory, and nothing holds a reference to the words' contents.
+            unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) };
+            return Ok(());
+        }
         for (w, chunk) in self.words[r].iter().zip(data.chunks_exact(4)) {
             let mut b = [0u8; 4];
             b.copy_from_slice(chunk);

@@ -1,6 +1,7 @@
 //! The mapping: a memfd shared between rocexd and one client, seen as [`ShmView`].
 //!
-//! This is the crate's only `unsafe` code. Everything above it works on the safe view.
+//! This and the view's bulk copies ([`crate::mem`]) are the crate's only `unsafe` code.
+//! Everything above them works on the safe view.
 //!
 //! A memfd the other side can shrink would turn the daemon's next access into SIGBUS, so
 //! the creator seals the size (`F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL`) and a receiver
@@ -111,9 +112,9 @@ impl SharedRegion {
         // as long as `self` (unmapped only in Drop), aligned for AtomicU32 (checked in
         // `map`) and `len` is a multiple of 4 (a page multiple). AtomicU32 has the size,
         // alignment and validity of u32, so every bit pattern is a valid value. Other
-        // threads reach the memory only through this same atomic view; another process
-        // may write it with any instruction, which this process observes only through
-        // atomic loads, so no non-atomic Rust access can race with it.
+        // threads reach the memory only through this same view; another process may write
+        // it with any instruction, which this process observes only through the view's
+        // atomic loads and its copies into private memory, never through a reference.
         let words = unsafe { core::slice::from_raw_parts(self.ptr.as_ptr(), self.len / 4) };
         ShmView::new(words)
     }

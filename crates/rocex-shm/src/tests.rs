@@ -178,6 +178,48 @@ fn view_is_bounds_checked() {
     assert!(Ring::new(v, sq_spec(8)).is_err());
 }
 
+/// Bulk copies (over `BULK` bytes) and word-wise copies lay bytes out alike: native order
+/// within each word, whichever way they were written and read.
+#[test]
+fn bulk_and_word_copies_agree() {
+    let mem = HeapMem::new(256);
+    let v = mem.view();
+    let data: Vec<u8> = (0..200u8).map(|i| i.wrapping_mul(37) ^ 0x5a).collect();
+    for len in (4..=64).step_by(4) {
+        for at in (0..=128).step_by(4) {
+            v.zero(0, 256).unwrap();
+            v.write(at, &data[..len]).unwrap();
+            for (i, chunk) in data[..len].chunks_exact(4).enumerate() {
+                let w = v
+                    .word(at + 4 * i)
+                    .unwrap()
+                    .load(std::sync::atomic::Ordering::Relaxed);
+                assert_eq!(w.to_ne_bytes(), chunk, "len {len} at {at}, word {i}");
+            }
+            assert_eq!(
+                v.word(at + len)
+                    .unwrap()
+                    .load(std::sync::atomic::Ordering::Relaxed),
+                0
+            );
+            // Read back whole, and in word-wise (4-byte) and bulk (12-byte) pieces.
+            let mut back = vec![0u8; len];
+            v.read(at, &mut back).unwrap();
+            assert_eq!(back, data[..len]);
+            for piece in [4, 12] {
+                let mut back = vec![0u8; len];
+                for (i, out) in back.chunks_mut(piece).enumerate() {
+                    v.read(at + i * piece, out).unwrap();
+                }
+                assert_eq!(back, data[..len], "len {len} at {at} in {piece}s");
+            }
+        }
+    }
+    let mut big = [0u8; 64];
+    assert!(v.read(196, &mut big).is_err(), "a bulk read past the end");
+    assert!(v.write(2, &big[..16]).is_err(), "a misaligned bulk write");
+}
+
 #[test]
 fn full_and_empty() {
     let spec = RingSpec::new(RingKind::Cq, 4, 64).unwrap();

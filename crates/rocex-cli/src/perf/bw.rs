@@ -69,8 +69,14 @@ pub(crate) fn mismatches(got: &[u8]) -> u64 {
         .count() as u64
 }
 
-/// Posts request `seq` of QP `qp`.
-pub(crate) fn post_request(ctx: &mut Ctx, p: &Params, qp: usize, seq: u64) -> io::Result<()> {
+/// Posts request `seq` of QP `qp`, asking for its completion if `signaled`.
+pub(crate) fn post_request(
+    ctx: &mut Ctx,
+    p: &Params,
+    qp: usize,
+    seq: u64,
+    signaled: bool,
+) -> io::Result<()> {
     let remote = ctx.peer_remote(qp);
     let slot = ctx.slot(qp, (seq % u64::from(ctx.slots)) as u32);
     let (op, sge) = match p.op {
@@ -90,6 +96,7 @@ pub(crate) fn post_request(ctx: &mut Ctx, p: &Params, qp: usize, seq: u64) -> io
         }
     };
     let mut wr = SendWr::new(((qp as u64) << QP_SHIFT) | seq, op, [sge]);
+    wr.flags.signaled = signaled;
     if matches!(p.op, Op::Write | Op::Send) && p.size <= p.inline {
         let mut data = vec![0u8; p.size as usize];
         ctx.read_mem(qp, ctx.local(qp), &mut data)?;
@@ -152,11 +159,16 @@ fn client(
     // posting starts at the QP after the last one posted to, so that every QP has its turn.
     // Totals are kept as counts: a pass over thousands of QPs per completion would cost
     // more than the completion.
+    // One completion in `cq_mod` requests; when the run stops, each QP's last request is
+    // signaled so that every request is seen done.
+    let cq_mod = u64::from(p.cq_mod).min(depth);
     let window = in_flight(p.size).max(depth);
     let (mut flying, mut posted_all, mut done_all) = (0, 0, 0);
     let mut first = 0;
     let mut posted = vec![0u64; nq];
     let mut done = vec![0u64; nq];
+    // Requests before this one have a signaled request at or after them.
+    let mut covered = vec![0u64; nq];
     let mut t_post = vec![vec![Instant::now(); depth as usize]; nq];
     let mut sampler = Sampler::new(u64::from(p.size), depth * nq as u64);
     let mut lat = Vec::new();
@@ -169,12 +181,27 @@ fn client(
         let now = Instant::now();
         let stop = deadline.is_some_and(|d| now >= d);
         for q in (first..nq).chain(0..first) {
-            if stop || flying >= window {
+            if !stop && flying >= window {
                 break;
             }
-            while !stop && flying < window && posted[q] - done[q] < depth && posted[q] < target {
-                post_request(ctx, p, q, posted[q])?;
-                t_post[q][(posted[q] % depth) as usize] = Instant::now();
+            let more = |posted: u64, covered: u64| {
+                if stop {
+                    covered < posted
+                } else {
+                    posted < target
+                }
+            };
+            while (stop || flying < window)
+                && posted[q] - done[q] < depth
+                && more(posted[q], covered[q])
+            {
+                let seq = posted[q];
+                let signaled = stop || (seq + 1) % cq_mod == 0 || seq + 1 == target;
+                post_request(ctx, p, q, seq, signaled)?;
+                if signaled {
+                    covered[q] = seq + 1;
+                }
+                t_post[q][(seq % depth) as usize] = Instant::now();
                 posted[q] += 1;
                 posted_all += 1;
                 flying += 1;
@@ -186,8 +213,11 @@ fn client(
         while let Some(wc) = ctx.nic.poll_cq()? {
             wc_ok(&wc)?;
             let (q, seq) = split(wc.wr_id);
-            if q >= nq {
-                return Err(io::Error::other("completion for an unknown QP"));
+            if q >= nq || seq < done[q] || seq >= posted[q] {
+                return Err(io::Error::other(format!(
+                    "completion for a request not in flight (wr_id {:#x})",
+                    wc.wr_id
+                )));
             }
             let now = Instant::now();
             if lat.len() < 1 << 20 {
@@ -197,14 +227,18 @@ fn client(
                         * 1e6,
                 );
             }
+            // In order on an RC QP: this completion retires every request up to `seq`.
             if check {
-                errors += check_result(ctx, p, q, seq)?;
+                for s in done[q]..=seq {
+                    errors += check_result(ctx, p, q, s)?;
+                }
             }
-            done[q] += 1;
-            done_all += 1;
-            flying -= 1;
+            let retired = seq + 1 - done[q];
+            done[q] = seq + 1;
+            done_all += retired;
+            flying -= retired;
             n += 1;
-            sampler.tick(now);
+            sampler.tick(now, retired);
         }
         if n > 0 {
             last = Instant::now();
@@ -348,7 +382,7 @@ fn send_server(
             post_recv(ctx, q, k as u32)?;
             got += 1;
             n += 1;
-            sampler.tick(now);
+            sampler.tick(now, 1);
         }
         if n > 0 {
             last = Instant::now();

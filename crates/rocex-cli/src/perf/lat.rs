@@ -68,7 +68,7 @@ fn one_at_a_time(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
     let mut seq = 0u64;
     while deadline.map_or(seq < p.iters, |d| Instant::now() < d) {
         let t = Instant::now();
-        post_request(ctx, p, 0, seq)?;
+        post_request(ctx, p, 0, seq, true)?;
         let wc = next_wc(ctx)?;
         lat.push(t.elapsed().as_secs_f64() * 1e6);
         let (_, s) = split(wc.wr_id);
@@ -181,7 +181,7 @@ fn ping_pong(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
                 ctx.write_mem(0, ctx.local(0) + u64::from(p.size) - 1, &[scnt as u8])?;
             }
             sent_at = Some(seen_at.take().unwrap_or_else(Instant::now));
-            post_request(ctx, p, 0, scnt)?;
+            post_request(ctx, p, 0, scnt, true)?;
             ctx.nic.turn()?;
         }
     }

@@ -99,6 +99,10 @@ pub(crate) struct Args {
     /// Requests in flight per QP.
     #[arg(short = 't', long = "tx-depth", default_value_t = 128)]
     tx_depth: u32,
+    /// Ask for a completion every this many requests per QP (bandwidth tests; perftest's
+    /// CQ moderation), at most the TX depth; one completion retires the requests before it.
+    #[arg(short = 'Q', long = "cq-mod", default_value_t = 100)]
+    cq_mod: u32,
     /// Receives posted per QP (SEND tests).
     #[arg(short = 'r', long = "rx-depth", default_value_t = 512)]
     rx_depth: u32,
@@ -148,6 +152,8 @@ pub(crate) struct Params {
     pub(crate) duration: Option<Duration>,
     pub(crate) qps: u32,
     pub(crate) tx_depth: u32,
+    /// Requests per signaled one (bandwidth clients), at most `tx_depth`.
+    pub(crate) cq_mod: u32,
     pub(crate) rx_depth: u32,
     pub(crate) inline: u32,
     pub(crate) verify: bool,
@@ -489,6 +495,11 @@ fn params(a: &Args) -> io::Result<Params> {
             "--duration needs a passive server: write bw, read or atomic",
         ));
     }
+    let tx_depth = if a.test == Test::Lat {
+        1
+    } else {
+        share(a.tx_depth.clamp(1, 8192), a.qps, in_flight(size))
+    };
     Ok(Params {
         op: a.op,
         test: a.test,
@@ -500,11 +511,8 @@ fn params(a: &Args) -> io::Result<Params> {
             .max(1),
         duration,
         qps: a.qps,
-        tx_depth: if a.test == Test::Lat {
-            1
-        } else {
-            share(a.tx_depth.clamp(1, 8192), a.qps, in_flight(size))
-        },
+        tx_depth,
+        cq_mod: a.cq_mod.clamp(1, tx_depth),
         rx_depth: share(a.rx_depth.clamp(1, 8192), a.qps, u64::from(RECVS_MAX)),
         inline: a.inline,
         verify: a.verify,

@@ -22,6 +22,8 @@ pub(crate) struct Sampler {
     window: u64,
     count: u64,
     window_start: Option<Instant>,
+    /// `count` when the current window started.
+    window_count: u64,
     last: Option<Instant>,
     peak: f64,
 }
@@ -33,21 +35,27 @@ impl Sampler {
             window: window.max(16),
             count: 0,
             window_start: None,
+            window_count: 0,
             last: None,
             peak: 0.0,
         }
     }
 
-    pub(crate) fn tick(&mut self, now: Instant) {
-        self.count += 1;
+    /// Counts `n` messages completed at `now` (one completion stands for several when
+    /// requests are signaled only every so often).
+    pub(crate) fn tick(&mut self, now: Instant, n: u64) {
+        let before = self.count;
+        self.count += n;
         self.last = Some(now);
         let start = *self.window_start.get_or_insert(now);
-        if self.count % self.window == 0 {
+        if self.count / self.window > before / self.window {
             let dt = now.duration_since(start).as_secs_f64();
             if dt > 0.0 {
-                self.peak = self.peak.max((self.window * self.size) as f64 / MIB / dt);
+                let bytes = (self.count - self.window_count) * self.size;
+                self.peak = self.peak.max(bytes as f64 / MIB / dt);
             }
             self.window_start = Some(now);
+            self.window_count = self.count;
         }
     }
 
@@ -149,6 +157,9 @@ pub(crate) fn print_header(p: &Params, pre: &Prelude, mtu: Mtu, ctx: &Ctx, local
         p.tx_depth,
         mtu.bytes()
     );
+    if p.test == Test::Bw {
+        println!(" CQ Moderation   : {}", p.cq_mod);
+    }
     println!(" Address         : {local}");
     println!("{LINE}");
     for (i, q) in ctx.qps.iter().enumerate() {

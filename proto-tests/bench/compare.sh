@@ -145,49 +145,55 @@ for i, l in enumerate(lines):
 else:
     print("nan nan nan nan nan")'; }
 
-# two rocexd (afpacket), daemon A on cpu0 and B on cpu1; client A sends one 8-byte WRITE at a
-# time for 3 s; prints daemon A's doorbell-to-wire p50 and p99 and doorbell-to-send-return
-# p50, in us ("nan nan nan" when the run failed)
+# starts rocexd A on cpu0 and B on cpu1 with backend $2, control sockets $WORK/$1A.sock and
+# $WORK/$1B.sock (set in SA and SB), and waits for both sockets
+daemons_up() {
+  SA="$WORK/$1A.sock" SB="$WORK/$1B.sock"
+  rm -f "$SA" "$SB"
+  ip netns exec "$NA" taskset -c 0 "$ROCEXD" --addr "$IPA" --socket "$SA" --backend "$2" >"$WORK/$1A.log" 2>&1 &
+  DPA=$!; PIDS+=("$DPA")
+  ip netns exec "$NB" taskset -c 1 "$ROCEXD" --addr "$IPB" --socket "$SB" --backend "$2" >"$WORK/$1B.log" 2>&1 &
+  DPB=$!; PIDS+=("$DPB")
+  for _ in $(seq 50); do [ -S "$SA" ] && [ -S "$SB" ] && break; sleep 0.1; done
+}
+
+daemons_down() {
+  kill "$DPA" "$DPB" 2>/dev/null; wait "$DPA" "$DPB" 2>/dev/null || true
+}
+
+# two rocexd (afpacket); client A sends one 8-byte WRITE at a time for 3 s; prints daemon
+# A's doorbell-to-wire p50 and p99 and doorbell-to-send-return p50, in us ("nan nan nan"
+# when the run failed)
 daemon_wire() {
-  local sa="$WORK/dA.sock" sb="$WORK/dB.sock" pa pb sp out
-  ip netns exec "$NA" taskset -c 0 "$ROCEXD" --addr "$IPA" --socket "$sa" --backend afpacket >"$WORK/dA.log" 2>&1 &
-  pa=$!; PIDS+=("$pa")
-  ip netns exec "$NB" taskset -c 1 "$ROCEXD" --addr "$IPB" --socket "$sb" --backend afpacket >"$WORK/dB.log" 2>&1 &
-  pb=$!; PIDS+=("$pb")
-  for _ in $(seq 50); do [ -S "$sa" ] && [ -S "$sb" ] && break; sleep 0.1; done
-  ip netns exec "$NB" timeout 30 "$ROCEX" perf write bw --size 8 --socket "$sb" >/dev/null 2>&1 &
+  local sp out
+  daemons_up d afpacket
+  ip netns exec "$NB" timeout 30 "$ROCEX" perf write bw --size 8 --socket "$SB" >/dev/null 2>&1 &
   sp=$!; PIDS+=("$sp")
   wait_tcp 18515 "$sp" &&
-    ip netns exec "$NA" timeout 30 "$ROCEX" perf write bw "$IPB" --size 8 --tx-depth 1 --duration 3 --socket "$sa" >/dev/null 2>&1
+    ip netns exec "$NA" timeout 30 "$ROCEX" perf write bw "$IPB" --size 8 --tx-depth 1 --duration 3 --socket "$SA" >/dev/null 2>&1
   wait "$sp" 2>/dev/null || true
-  out="$("$ROCEX" stat --socket "$sa" --json 2>/dev/null | "$PY" -c 'import json,sys
+  out="$("$ROCEX" stat --socket "$SA" --json 2>/dev/null | "$PY" -c 'import json,sys
 try:
     d = json.load(sys.stdin)["device"]["daemon"]
     print(*(d[k] / 1000 if d.get("doorbell_to_wire_samples") else "nan"
             for k in ("doorbell_to_wire_p50_ns", "doorbell_to_wire_p99_ns", "doorbell_to_sent_p50_ns")))
 except Exception: print("nan nan nan")')"
-  kill "$pa" "$pb" 2>/dev/null; wait "$pa" "$pb" 2>/dev/null || true
+  daemons_down
   echo "${out:-nan nan nan}"
 }
 
-# goal 1 as the issue words it: two rocexd (UDP backend, GSO/GRO), daemon and client A on
-# cpu0, B on cpu1; the client writes 64 KiB messages for $SECS s; prints its Gb/s ("nan"
-# when the run failed)
+# goal 1 as the issue words it: two rocexd (UDP backend, GSO/GRO), each client on its
+# daemon's cpu; the client writes 64 KiB messages for $SECS s; prints its Gb/s ("nan" when
+# the run failed)
 daemon_bw() {
-  local sa="$WORK/bA.sock" sb="$WORK/bB.sock" pa pb sp j
-  ip netns exec "$NA" taskset -c 0 "$ROCEXD" --addr "$IPA" --socket "$sa" >"$WORK/bA.log" 2>&1 &
-  pa=$!; PIDS+=("$pa")
-  ip netns exec "$NB" taskset -c 1 "$ROCEXD" --addr "$IPB" --socket "$sb" >"$WORK/bB.log" 2>&1 &
-  pb=$!; PIDS+=("$pb")
-  for _ in $(seq 50); do [ -S "$sa" ] && [ -S "$sb" ] && break; sleep 0.1; done
-  inB timeout 30 "$ROCEX" perf write bw --size 65536 --mtu 4096 --socket "$sb" >/dev/null 2>&1 &
+  local sp j=""
+  daemons_up b udp
+  inB timeout 30 "$ROCEX" perf write bw --size 65536 --mtu 4096 --socket "$SB" >/dev/null 2>&1 &
   sp=$!; PIDS+=("$sp")
-  j=""
   wait_tcp 18515 "$sp" &&
-    j="$(inA timeout 30 "$ROCEX" perf write bw "$IPB" --size 65536 --mtu 4096 --duration "$SECS" --socket "$sa" --json 2>/dev/null | tail -n 1)"
+    j="$(inA timeout 30 "$ROCEX" perf write bw "$IPB" --size 65536 --mtu 4096 --duration "$SECS" --socket "$SA" --json 2>/dev/null | tail -n 1)"
   wait "$sp" 2>/dev/null || true
-  kill "$pa" "$pb" 2>/dev/null; wait "$pa" "$pb" 2>/dev/null || true
-  rm -f "$sa" "$sb"
+  daemons_down
   jget gbps <<<"$j"
 }
 

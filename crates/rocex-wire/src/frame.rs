@@ -82,14 +82,6 @@ impl IpRepr {
             Self::V6(_) => Ipv6Header::LEN,
         }
     }
-
-    /// The length the header says its payload has.
-    pub fn payload_len(&self) -> usize {
-        match self {
-            Self::V4(h) => usize::from(h.total_len).saturating_sub(h.header_len()),
-            Self::V6(h) => usize::from(h.payload_length),
-        }
-    }
 }
 
 /// Outcome of checking a frame's ICRC.

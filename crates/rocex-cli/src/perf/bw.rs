@@ -15,9 +15,6 @@ use super::{ATOMIC_START, AtomicType, Ctx, Op, Outcome, Params, in_flight, patte
 const QP_SHIFT: u32 = 40;
 /// No completion for this long means the peer is gone.
 const STALL: Duration = Duration::from_secs(30);
-/// The longest a client sleeps with nothing done: a completion or the device's own timers
-/// wake it sooner. Short sleeps cost the core it shares with the daemon a wakeup each.
-const IDLE: Duration = Duration::from_millis(10);
 
 pub(crate) fn split(wr_id: u64) -> (usize, u64) {
     ((wr_id >> QP_SHIFT) as usize, wr_id & ((1 << QP_SHIFT) - 1))
@@ -259,10 +256,7 @@ fn client(
         }
         progress.update(start, done_all, p.iters * nq as u64);
         if n == 0 {
-            let to_deadline = deadline
-                .filter(|_| !stop)
-                .map(|d| d.saturating_duration_since(Instant::now()));
-            ctx.nic.wait(to_deadline.map_or(IDLE, |t| t.min(IDLE)))?;
+            ctx.nic.wait(Duration::from_micros(200))?;
         }
     }
     let seconds = sampler.elapsed(start);

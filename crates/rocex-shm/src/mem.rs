@@ -2,12 +2,13 @@
 //!
 //! Everything above the mapping goes through [`ShmView`]: a slice of `AtomicU32` words. The
 //! other process may write any byte at any time, so every offset is checked, every failure
-//! is a [`MemError`], never a panic, and no Rust reference to the bytes is ever formed. A
-//! single word is an atomic load or store. A copy of more than [`BULK`] bytes is one
-//! `memcpy` between the view and private memory, as vm-memory copies guest memory: one pass
-//! into or out of a private buffer, at `memcpy`'s speed rather than a word loop's third of
-//! it, and no less atomic than that loop, whose copy was never atomic as a whole either. Bytes are packed into words in native byte order, which is what
-//! a `#[repr(C)]` struct laid over the same memory sees.
+//! is a [`MemError`], never a panic, and no Rust reference to the bytes is ever formed.
+//! Accesses of up to [`BULK`] bytes are atomic loads and stores of whole words. A longer
+//! copy is one `memcpy` between the view and private memory, as vm-memory copies guest
+//! memory: one pass at `memcpy`'s speed rather than a word loop's third of it, and no less
+//! atomic than that loop, whose copy was never atomic as a whole either. Bytes are packed
+//! into words in native byte order, which is what a `#[repr(C)]` struct laid over the same
+//! memory sees.
 //!
 //! [`HeapMem`] backs a view with an ordinary allocation, for tests and for loom.
 

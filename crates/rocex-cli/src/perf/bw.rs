@@ -256,7 +256,8 @@ fn client(
         }
         progress.update(start, done_all, p.iters * nq as u64);
         if n == 0 {
-            ctx.nic.wait(Duration::from_micros(200))?;
+            let idle = ctx.nic.idle_wait();
+            ctx.nic.wait(idle)?;
         }
     }
     let seconds = sampler.elapsed(start);

@@ -214,6 +214,13 @@ impl Nic for DaemonNic {
         last.wait(max).map(drop).map_err(daemon_err)
     }
 
+    /// Long: the daemon runs the engine, and a completion wakes the wait (the CQs are
+    /// armed), so a client waiting for its moderated completions need not wake the core
+    /// it shares with the daemon thousands of times a second.
+    fn idle_wait(&self) -> Duration {
+        Duration::from_millis(10)
+    }
+
     fn linger(&mut self, d: Duration) -> io::Result<()> {
         // The daemon answers the peer by itself; the QPs only have to live that long.
         std::thread::sleep(d);

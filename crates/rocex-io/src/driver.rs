@@ -215,14 +215,15 @@ impl Driver {
     }
 }
 
-/// Waits until `fd` is readable or `timeout` passes.
+/// Waits until `fd` is readable or `timeout` passes. poll(2) counts whole milliseconds: a
+/// part of one is rounded up, so that a short wait waits rather than returns at once.
 fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
     let mut fds = [libc::pollfd {
         fd: fd.as_raw_fd(),
         events: libc::POLLIN,
         revents: 0,
     }];
-    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
     // SAFETY: `fds` is a valid array of one pollfd for the duration of the call.
     let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
     if n < 0 {

@@ -49,12 +49,9 @@ pub(crate) trait Nic {
     fn turn(&mut self) -> io::Result<()>;
     /// Waits up to `max` for something to happen (at once when busy-polling).
     fn wait(&mut self, max: Duration) -> io::Result<()>;
-    /// How long a client with nothing to do waits ([`Nic::wait`]) before it looks again.
-    /// Short by default: an engine in this process runs only while its caller waits or
-    /// turns, so the wait is also its next turn.
-    fn idle_wait(&self) -> Duration {
-        Duration::from_micros(200)
-    }
+    /// How long a bandwidth client with nothing to do waits ([`Nic::wait`]) before it
+    /// looks at its completions again.
+    fn idle_wait(&self) -> Duration;
     /// Keeps answering the peer for `d` before the process exits, so that its last
     /// requests are acknowledged.
     fn linger(&mut self, d: Duration) -> io::Result<()>;

@@ -38,13 +38,15 @@ peer_case() {
 # rocex's address on the lab's bridge (RXE_LAB_HOST_IP).
 ROCEX_LAB_IP=198.18.0.1
 
-# lab NAME SCENARIO GUEST_ROLE "LAB OPTIONS" "HOST COMMAND": the lab run, capture in
-# $out/NAME.pcap, output in $out/NAME.log.
+source "$root/proto-tests/rxe-lab/lib.sh"
+
+# lab NAME SCENARIO GUEST_ROLE "LAB OPTIONS" "HOST COMMAND": the lab run (once more if the
+# guest's kernel crashed), capture in $out/NAME.pcap, output in $out/NAME.log.
 lab() {
     local name=$1 scenario=$2 role=$3 lab=$4 host_cmd=$5
     # shellcheck disable=SC2086
-    timeout 240 bash "$root/proto-tests/rxe-lab/run.sh" "$scenario" --guest-role "$role" $lab \
-        --out "$out/$name.pcap" --host-cmd "$host_cmd" >"$out/$name.log" 2>&1
+    lab_run "$out/$name.log" "$scenario" --guest-role "$role" $lab \
+        --out "$out/$name.pcap" --host-cmd "$host_cmd"
 }
 
 # tally NAME OK DETAIL: counts and prints one case's verdict.

@@ -29,7 +29,7 @@ runone() { # NAME FILE ARGS...
   local name=$1 file=$2; shift 2
   local t0=$(date +%s) rc=0
   log "all: $name $*"
-  bash "$RXE_LAB_DIR/run.sh" "$name" --out "$PCAPS/$file" "$@" >"$LOGS/${file%.pcap}.log" 2>&1 || rc=$?
+  lab_run "$LOGS/${file%.pcap}.log" "$name" --out "$PCAPS/$file" "$@" || rc=$?
   local secs=$(($(date +%s) - t0))
   local roce; roce=$(tcpdump -r "$PCAPS/$file" -n 'udp port 4791' 2>/dev/null | wc -l || true)
   if ((rc == 0)); then pass=$((pass + 1)); st=pass; else fail=$((fail + 1)); st=FAIL; fi

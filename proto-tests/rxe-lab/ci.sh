@@ -12,9 +12,11 @@ bash "$RXE_LAB_DIR/build.sh"
 
 pass=0 fail=0 failed=()
 run() { # NAME ARGS...
-  local name=$1; shift
+  local name=$1 rc=0; shift
   log "ci: $name $*"
-  if bash "$RXE_LAB_DIR/run.sh" "$@" --timeout 240; then
+  lab_run "$OUT/$name.log" "$@" --timeout 240 || rc=$?
+  cat "$OUT/$name.log"
+  if ((rc == 0)); then
     pass=$((pass + 1))
   else
     fail=$((fail + 1)); failed+=("$name")

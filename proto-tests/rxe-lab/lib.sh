@@ -12,3 +12,25 @@ RXE_LAB_VERSIONS=$RXE_LAB_IMAGE/versions.txt
 
 log() { printf '[rxe-lab %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
+
+# run.sh's exit status when a guest's kernel crashed (an oops or a panic on its console):
+# such a run says nothing about rocex or rxe's protocol.
+RXE_LAB_GUEST_CRASH=75
+# What marks a kernel crash on a guest console.
+RXE_LAB_CRASH_RE='Kernel panic - not syncing|BUG: |Oops: |general protection fault|kernel BUG at'
+
+# lab_run LOG RUN_ARGS...: one run.sh run with its output in LOG. A run whose guest kernel
+# crashed runs once more; the crashed run's output is kept in LOG.crash and its tail shown.
+lab_run() {
+  local out=$1 rc=0
+  shift
+  timeout 300 bash "$RXE_LAB_DIR/run.sh" "$@" >"$out" 2>&1 || rc=$?
+  if ((rc == RXE_LAB_GUEST_CRASH)); then
+    mv "$out" "$out.crash"
+    log "a guest kernel crashed (console in $out.crash); running once more"
+    tail -n 40 "$out.crash" | sed 's/^/  | /' >&2
+    rc=0
+    timeout 300 bash "$RXE_LAB_DIR/run.sh" "$@" >"$out" 2>&1 || rc=$?
+  fi
+  return "$rc"
+}

@@ -32,7 +32,7 @@
 #   --verbose           print the full guest consoles
 #   --list              list the scenarios
 # Exit status 0 when every side of the scenario (and the host command)
-# succeeded.
+# succeeded; 75 when it failed and a guest's kernel crashed (oops or panic).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -257,6 +257,11 @@ while :; do
     log "host command exited $host_rc"
   fi
   ((alive == 0)) && [[ -z $HPID ]] && break
+  # A guest whose kernel panicked is gone (panic=-1, -no-reboot): its peers would only wait.
+  if grep -q 'Kernel panic - not syncing' "$TMP"/g*.log; then
+    log "a guest kernel panicked; stopping the run"
+    break
+  fi
   if (($(date +%s) >= deadline)); then timed_out=1; break; fi
   sleep 0.2
 done
@@ -271,7 +276,7 @@ wait "$TDPID" 2>/dev/null || true
 TDPID=
 
 # Report -------------------------------------------------------------------------
-ok=1
+ok=1 crashed=0
 for i in $(seq 1 ${#roles[@]}); do
   g=$TMP/g$i.log
   tr -d '\r' <"$g" >"$g.txt"
@@ -280,10 +285,16 @@ for i in $(seq 1 ${#roles[@]}); do
     cat "$g.txt"
   else
     grep -E '^@@RXE-LAB (INFO|ERROR|TIMEOUT)' "$g.txt" || true
-    sed -n '/^@@RXE-LAB BEGIN/,/^@@RXE-LAB END/p' "$g.txt" | grep -v '^@@RXE-LAB'
-    sed -n '/^@@RXE-LAB COUNTERS/,/^@@RXE-LAB RESULT/p' "$g.txt" | grep -v '^@@RXE-LAB RESULT'
+    # (A guest that stopped early may have printed neither section.)
+    sed -n '/^@@RXE-LAB BEGIN/,/^@@RXE-LAB END/p' "$g.txt" | grep -v '^@@RXE-LAB' || true
+    sed -n '/^@@RXE-LAB COUNTERS/,/^@@RXE-LAB RESULT/p' "$g.txt" | grep -v '^@@RXE-LAB RESULT' || true
   fi
   rc=$(sed -n 's/^@@RXE-LAB RESULT rc=\([0-9]*\).*/\1/p' "$g.txt" | tail -n1)
+  if grep -qE "$RXE_LAB_CRASH_RE" "$g.txt"; then
+    crashed=1
+    echo "(guest $i kernel crashed; its report:)"
+    sed -nE "/$RXE_LAB_CRASH_RE/,\$p" "$g.txt" | head -n 80
+  fi
   if [[ $rc != 0 ]]; then
     ok=0
     if [[ -z $rc ]]; then
@@ -307,4 +318,5 @@ if ((ok)); then
   exit 0
 fi
 log "FAIL $SCENARIO after ${secs}s; capture $OUT ($frames frames, $roce RoCE)"
+((crashed)) && exit "$RXE_LAB_GUEST_CRASH"
 exit 1

@@ -293,7 +293,7 @@ for i in $(seq 1 ${#roles[@]}); do
   if grep -qE "$RXE_LAB_CRASH_RE" "$g.txt"; then
     crashed=1
     echo "(guest $i kernel crashed; its report:)"
-    sed -nE "/$RXE_LAB_CRASH_RE/,\$p" "$g.txt" | head -n 80
+    sed -nE "/$RXE_LAB_CRASH_RE/,\$p" "$g.txt" | head -n 80 || true
   fi
   if [[ $rc != 0 ]]; then
     ok=0

@@ -26,7 +26,7 @@ if [ ! -x "$ROCEX" ]; then
   (cd "$ROOT" && cargo build --release -p rocex-cli)
 fi
 PY="$(command -v python3)"
-LAB="$ROOT/proto-tests/rxe-lab/run.sh"
+source "$ROOT/proto-tests/rxe-lab/lib.sh"
 WORK="$(mktemp -d /tmp/rocex-labbench.XXXXXX)"
 RES="$WORK/results.tsv"
 trap '[ "${KEEP_WORK:-0}" = 1 ] || rm -rf "$WORK"' EXIT
@@ -44,8 +44,8 @@ lab() {
   local run="$1" scn="$2" size="$3" iters="$4"; shift 4
   local log="$WORK/$scn.$run.log"
   wait_lab
-  if ! bash "$LAB" "$scn" --mtu "$MTU" --set "SIZE=$size" --set "ITERS=$iters" --timeout 300 \
-      --out "$WORK/$scn.pcap" "$@" >"$log" 2>&1; then
+  if ! lab_run "$log" "$scn" --mtu "$MTU" --set "SIZE=$size" --set "ITERS=$iters" --timeout 300 \
+      --out "$WORK/$scn.pcap" "$@"; then
     echo "  $scn failed: $(tail -1 "$log")" >&2
   fi
   "$PY" "$HERE/lab_report.py" parse "$log" | while IFS=$'\t' read -r k v; do
@@ -65,7 +65,6 @@ for run in $(seq 1 "$RUNS"); do
 done
 echo "done in $((SECONDS - T0)) s" >&2
 
-source "$ROOT/proto-tests/rxe-lab/lib.sh"
 COND="two Debian 13 guests ($(sed -n 1p "$RXE_LAB_VERSIONS" | cut -d' ' -f1-2)), 1 vCPU each under QEMU TCG, on the lab's bridge, MTU $MTU; WRITE bw ${BW_SIZE} B x $BW_ITERS, WRITE lat ${LAT_SIZE} B x $LAT_ITERS; $RUNS runs, medians (min-max); rocex $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?') ($(date -u +%Y-%m-%dT%H:%MZ))"
 "$PY" "$HERE/lab_report.py" table "$RES" "$COND" "$RUNS" >"$WORK/table.md"
 cat "$WORK/table.md"

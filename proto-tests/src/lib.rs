@@ -26,22 +26,4 @@ pub fn name(p: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// Whether this run is CI, where a missing external tool fails instead of skipping.
-pub fn in_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false")
-}
-
-/// Finds an external program, or says why the test cannot run: in CI a panic, elsewhere a
-/// skip notice (the README says how to install what the tests need).
-pub fn require_tool(tool: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join(tool))
-        .find(|p| p.is_file());
-    if found.is_none() {
-        assert!(!in_ci(), "{tool} is required in CI but is not installed");
-        eprintln!("SKIPPED: {tool} is not installed (`just deps` installs it)");
-    }
-    found
-}
+pub use rocex_testkit::require_tool;

@@ -67,7 +67,7 @@ fn json_number(frame: &Value, paths: &str, tshark_field: &str) -> Option<u64> {
 
 #[test]
 fn rocex_and_tshark_agree() {
-    let Some(tshark) = require_tool("tshark") else {
+    let Some(tshark) = require_tool("tshark_crosscheck", "tshark") else {
         return;
     };
     let mut compared = 0usize;

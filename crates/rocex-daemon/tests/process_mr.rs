@@ -250,13 +250,9 @@ fn a_daemon_without_ptrace_permission_refuses_with_eperm() {
     use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
 
-    // SAFETY: geteuid(2) has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI: this test needs root to start rocexd as another user"
-        );
-        eprintln!("SKIPPED: needs root to start rocexd as another user");
+    if rocex_testkit::require_root("a_daemon_without_ptrace_permission_refuses_with_eperm")
+        .is_none()
+    {
         return;
     }
     let sock = socket_in("pmr-g");

@@ -45,15 +45,9 @@ fn ip(args: &[&str]) -> Output {
     run(Command::new("ip").args(args))
 }
 
-fn effective_uid() -> Option<u32> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
-    line.split_whitespace().nth(2)?.parse().ok()
-}
-
 /// Why this machine cannot run the tests, if it cannot.
 fn missing() -> Option<&'static str> {
-    if effective_uid() != Some(0) {
+    if !rocex_testkit::is_root() {
         return Some("root (network namespaces)");
     }
     if Command::new("ip").arg("-V").output().is_err() {
@@ -68,15 +62,10 @@ struct Net {
 }
 
 impl Net {
-    /// `None` (after a notice) when the machine lacks what the test needs and `CI` is not
-    /// set.
+    /// `None` when the machine lacks what the test needs (`rocex_testkit::cannot_run`).
     fn up(test: &str) -> Option<Self> {
         if let Some(what) = missing() {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "{test} needs {what}, and CI is set"
-            );
-            eprintln!("SKIPPED: {test} needs {what}");
+            rocex_testkit::cannot_run(test, what);
             return None;
         }
         let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());

@@ -8,26 +8,16 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Whether the test can make namespaces. Without root it is skipped, except under CI,
-/// where it fails.
+/// Whether the test can make namespaces (`rocex_testkit::cannot_run` when it cannot).
 pub(crate) fn have_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let ip = Command::new("ip").arg("-V").output().is_ok();
-    if root && ip {
-        return true;
+    if rocex_testkit::require_root("namespace test").is_none() {
+        return false;
     }
-    let why = if root {
-        "`ip` (iproute2) is missing"
-    } else {
-        "it needs root"
-    };
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "namespace test cannot run: {why}"
-    );
-    eprintln!("SKIPPED: namespace test: {why}");
-    false
+    if Command::new("ip").arg("-V").output().is_err() {
+        rocex_testkit::cannot_run("namespace test", "`ip` (iproute2)");
+        return false;
+    }
+    true
 }
 
 fn ip(args: &[&str]) -> io::Result<()> {

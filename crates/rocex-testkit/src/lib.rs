@@ -1,0 +1,71 @@
+//! What rocex's tests share.
+//!
+//! A test that needs something this machine lacks (root, a network namespace, a tool from
+//! Debian's packages) calls [`cannot_run`]. In CI (`CI` set to anything but empty or
+//! `false`; `.ci/run` sets it) that fails the test: CI installs everything and runs as
+//! root, so a missing piece is a defect there. Elsewhere the test returns early after a
+//! `SKIPPED:` line, and the skip is appended to the ledger named by `ROCEX_SKIP_LOG`,
+//! which `just test` empties before the run and prints after it: a skip is never silent.
+
+#![forbid(unsafe_code)]
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// The variable naming the skip ledger (one line per skipped test).
+pub const SKIP_LOG: &str = "ROCEX_SKIP_LOG";
+
+/// Whether this run is CI, where a test that cannot run fails instead of skipping.
+pub fn in_ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false")
+}
+
+/// Records that `test` cannot run because it needs `what`: panics in CI, else prints a
+/// `SKIPPED:` notice, appends it to the ledger and returns (the caller returns too).
+#[track_caller]
+pub fn cannot_run(test: &str, what: &str) {
+    assert!(!in_ci(), "{test} needs {what}, which CI must provide");
+    let line = format!("SKIPPED: {test} needs {what}");
+    eprintln!("{line}");
+    if let Some(path) = std::env::var_os(SKIP_LOG).map(PathBuf::from) {
+        // O_APPEND writes of one short line are atomic between the test processes.
+        let appended = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
+        if let Err(e) = appended {
+            eprintln!("cannot record the skip in {}: {e}", path.display());
+        }
+    }
+}
+
+/// Whether this process runs as root (namespaces, taps, raw sockets).
+pub fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// `None` when this process is not root, after recording why `test` cannot run.
+pub fn require_root(test: &str) -> Option<()> {
+    if is_root() {
+        Some(())
+    } else {
+        cannot_run(test, "root");
+        None
+    }
+}
+
+/// Finds an external program on `PATH`, or records why `test` cannot run without it
+/// (`just deps` and `.ci/install-deps.sh` install the tests' tools).
+pub fn require_tool(test: &str, tool: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file());
+    if found.is_none() {
+        cannot_run(test, &format!("`{tool}` (`just deps` installs it)"));
+    }
+    found
+}

@@ -7,7 +7,8 @@ out their keys, and checks each access against them:
 * [`MemTable::check_lkey`] for local scatter/gather entries (send data, receive buffers,
   READ and atomic response targets);
 * [`MemTable::check_rkey`] for the rkey, address and length a peer sends in a RETH or
-  AtomicETH (READ, WRITE, atomics, ATOMIC_WRITE, FLUSH), through an MR or a bound MW;
+  AtomicETH (READ, WRITE, atomics, ATOMIC_WRITE, FLUSH), through an MR or a bound MW, and
+  [`MemTable::check_rkey_whole`] for a FLUSH of everything an rkey covers;
 * [`MemTable::invalidate`] for SEND_WITH_INV and LOCAL_INV.
 
 A successful check returns a [`Target`]: the region and the byte range the check granted.
@@ -32,7 +33,10 @@ reproducible for tests.
   those rights; FLUSH_PERSISTENT needs a region whose [`Region::persistent`] is true.
 * ZERO_BASED makes remote addresses count from 0 at the MR's (or MW's) first byte; local
   addresses always start at the MR's iova.
-* A zero-length access is valid without any lookup (IBTA C9-88, as rxe applies it).
+* A zero-length local entry is valid without any lookup (rxe `copy_data` skips it). A
+  remote key is always looked up: a zero-byte READ or WRITE, which needs no valid key
+  (IBTA C9-88), is for the engine to skip. [`MemTable::check_rkey_whole`] checks a key
+  for a FLUSH of its whole region.
 * A type-2 MW is bound only while free; each bind gives it a new rkey and the old one stops
   working. Invalidation frees it. An MR's rkey cannot be invalidated
   ([`MemError::NotInvalidatable`]).

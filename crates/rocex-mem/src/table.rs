@@ -121,6 +121,15 @@ enum KeyRef {
     Mw(u64),
 }
 
+/// What a remote key reaches: `len` bytes from byte `offset` of `region`, addressed from
+/// `base` by the peer.
+struct Remote<'a> {
+    region: &'a Arc<dyn Region>,
+    base: u64,
+    offset: u64,
+    len: u64,
+}
+
 /// The rights an lkey can grant.
 const LOCAL: Access = Access::LOCAL_WRITE;
 
@@ -502,9 +511,10 @@ impl MemTable {
     /// that needs `need` (REMOTE_READ, REMOTE_WRITE, REMOTE_ATOMIC, FLUSH_GLOBAL or
     /// FLUSH_PERSISTENT). The rkey may be a region's or a bound window's.
     ///
-    /// A zero-length access is valid without looking the rkey up and yields an empty target:
-    /// rxe's `check_rkey` skips zero-byte READ and WRITE requests, which IBTA C9-88 does not
-    /// require to carry a valid address or rkey.
+    /// The key is always looked up, also for a zero-length range, whose address must then
+    /// lie in `[start, end]` of the region or window (rxe `check_rkey` and
+    /// `mr_check_range`). A zero-byte READ or WRITE needs no valid key at all (IBTA
+    /// C9-88): the engine skips this check for those, as rxe does, and nothing else may.
     pub fn check_rkey(
         &self,
         pd: PdId,
@@ -513,27 +523,41 @@ impl MemTable {
         len: u64,
         need: Access,
     ) -> Result<Target, MemError> {
+        let remote = self.remote(pd, rkey, need)?;
+        let offset = within(va, len, remote.base, remote.len)?;
         if len == 0 {
             return Ok(Target::empty());
         }
+        // Cannot overflow: bind_mw checked a window lies in its region.
+        Ok(Target::new(remote.region, remote.offset + offset, len))
+    }
+
+    /// Check a remote access to everything `rkey` covers, for a FLUSH whose selectivity is
+    /// the whole memory region: the key, its protection domain and its rights are checked
+    /// as by [`MemTable::check_rkey`], no address or length (rxe `check_rkey` skips only
+    /// the range check for `IB_FLUSH_MR`). The target is the whole region, or the whole
+    /// window for a window's rkey (rxe flushes the region under the window; flushing more
+    /// than the key grants would tell the peer nothing, but this table hands out no byte
+    /// outside the key's range).
+    pub fn check_rkey_whole(&self, pd: PdId, rkey: u32, need: Access) -> Result<Target, MemError> {
+        let remote = self.remote(pd, rkey, need)?;
+        if remote.len == 0 {
+            return Ok(Target::empty());
+        }
+        Ok(Target::new(remote.region, remote.offset, remote.len))
+    }
+
+    /// The region, rights and span behind a remote key, in rxe's order of checks: the key,
+    /// the protection domain, the window's state, the rights.
+    fn remote(&self, pd: PdId, rkey: u32, need: Access) -> Result<Remote<'_>, MemError> {
         let unknown = MemError::UnknownKey { key: rkey };
-        match self.index.get(&rkey) {
+        let (mr, granted, base, offset, len) = match self.index.get(&rkey) {
             Some(&KeyRef::MrRemote(lkey)) => {
                 let mr = self.mrs.get(&lkey).ok_or(unknown)?;
                 if mr.pd != pd {
                     return Err(MemError::WrongPd);
                 }
-                let have = mr.access & Access::REMOTE;
-                if !have.contains(need) {
-                    return Err(MemError::AccessDenied { need, have });
-                }
-                let base = if mr.access.contains(Access::ZERO_BASED) {
-                    0
-                } else {
-                    mr.iova
-                };
-                let offset = within(va, len, base, mr.len)?;
-                Ok(Target::new(&mr.region, offset, len))
+                (mr, mr.access, mr.iova, 0, mr.len)
             }
             Some(&KeyRef::Mw(id)) => {
                 let mw = self.mws.get(&id).ok_or(unknown)?;
@@ -541,26 +565,31 @@ impl MemTable {
                     return Err(MemError::WrongPd);
                 }
                 let binding = mw.binding.ok_or(MemError::Invalidated)?;
-                let have = binding.access & Access::REMOTE;
-                if !have.contains(need) {
-                    return Err(MemError::AccessDenied { need, have });
-                }
-                let base = if binding.access.contains(Access::ZERO_BASED) {
-                    0
-                } else {
-                    binding.addr
-                };
-                let in_window = within(va, len, base, binding.len)?;
                 let mr = self
                     .mrs
                     .get(&binding.mr_lkey)
                     .ok_or(MemError::Invalidated)?;
-                // Cannot overflow: bind_mw checked the window lies in the region.
-                let offset = (binding.addr - mr.iova) + in_window;
-                Ok(Target::new(&mr.region, offset, len))
+                // Cannot underflow: bind_mw checked the window lies in the region.
+                let offset = binding.addr - mr.iova;
+                (mr, binding.access, binding.addr, offset, binding.len)
             }
-            Some(KeyRef::MrLocal) | None => Err(unknown),
+            Some(KeyRef::MrLocal) | None => return Err(unknown),
+        };
+        let have = granted & Access::REMOTE;
+        if !have.contains(need) {
+            return Err(MemError::AccessDenied { need, have });
         }
+        let base = if granted.contains(Access::ZERO_BASED) {
+            0
+        } else {
+            base
+        };
+        Ok(Remote {
+            region: &mr.region,
+            base,
+            offset,
+            len,
+        })
     }
 
     /// Registers a memory region under keys the caller chooses, for reproducing captures:

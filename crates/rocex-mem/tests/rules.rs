@@ -261,18 +261,74 @@ fn a_key_from_another_pd_is_wrong_pd() {
 }
 
 #[test]
-fn zero_length_accesses_need_no_valid_key() {
+fn zero_length_local_entries_need_no_valid_key() {
     let (t, pd) = table();
-    let target = t
-        .check_rkey(pd, 0xdead_beef, u64::MAX, 0, Access::REMOTE_WRITE)
-        .unwrap();
-    assert!(target.is_empty());
-    assert!(target.region().is_none());
-    assert!(target.write_at(0, &[1]).is_err());
     assert!(
         t.check_lkey(pd, 0, 0, 0, Access::LOCAL_WRITE)
             .unwrap()
             .is_empty()
+    );
+}
+
+#[test]
+fn zero_length_remote_accesses_still_check_the_key_rights_and_address() {
+    // rxe `check_rkey`: only a zero-byte READ or WRITE skips the lookup, and the engine
+    // does that skip; a zero-length FLUSH range or anything else is checked.
+    let (t, pd, k, _) = with_mr(RW | Access::FLUSH_GLOBAL);
+    assert_eq!(
+        t.check_rkey(pd, 0xdead_beef, IOVA, 0, Access::FLUSH_GLOBAL)
+            .unwrap_err(),
+        MemError::UnknownKey { key: 0xdead_beef }
+    );
+    assert!(matches!(
+        t.check_rkey(pd, k.rkey, IOVA, 0, Access::FLUSH_PERSISTENT),
+        Err(MemError::AccessDenied { .. })
+    ));
+    assert!(matches!(
+        t.check_rkey(pd, k.rkey, IOVA + LEN + 1, 0, Access::FLUSH_GLOBAL),
+        Err(MemError::OutOfBounds { .. })
+    ));
+    let end = t
+        .check_rkey(pd, k.rkey, IOVA + LEN, 0, Access::FLUSH_GLOBAL)
+        .unwrap();
+    assert!(end.is_empty() && end.region().is_none());
+    assert!(end.write_at(0, &[1]).is_err());
+}
+
+#[test]
+fn a_whole_region_check_checks_the_key_and_covers_the_region_or_window() {
+    let (mut t, pd) = table();
+    let r = region(LEN);
+    let k = t.reg_mr(pd, IOVA, LEN, ALL_REMOTE, r.clone()).unwrap();
+    let whole = t
+        .check_rkey_whole(pd, k.rkey, Access::FLUSH_GLOBAL)
+        .unwrap();
+    assert_eq!((whole.offset(), whole.len()), (0, LEN));
+    assert!(matches!(
+        t.check_rkey_whole(pd, k.rkey, Access::FLUSH_PERSISTENT),
+        Err(MemError::AccessDenied { .. })
+    ));
+    assert_eq!(
+        t.check_rkey_whole(pd, k.lkey, Access::FLUSH_GLOBAL)
+            .unwrap_err(),
+        MemError::UnknownKey { key: k.lkey }
+    );
+    let other = t.alloc_pd();
+    assert_eq!(
+        t.check_rkey_whole(other, k.rkey, Access::FLUSH_GLOBAL)
+            .unwrap_err(),
+        MemError::WrongPd
+    );
+    // A window: its own range, and nothing once it is invalidated.
+    let mw = t.alloc_mw(pd).unwrap();
+    let grant = Access::REMOTE_WRITE | Access::FLUSH_GLOBAL;
+    let w = t.bind_mw(pd, mw, k.lkey, IOVA + 64, 128, grant).unwrap();
+    let view = t.check_rkey_whole(pd, w, Access::FLUSH_GLOBAL).unwrap();
+    assert_eq!((view.offset(), view.len()), (64, 128));
+    t.invalidate(pd, w).unwrap();
+    assert_eq!(
+        t.check_rkey_whole(pd, w, Access::FLUSH_GLOBAL).unwrap_err(),
+        MemError::Invalidated
     );
 }
 

@@ -726,7 +726,7 @@ impl Engine {
                 // the peer acts on the request, while the ACK only frees its send queue.
                 let request_first = requests_first && qp.resp.ack_can_wait(qp.requester_ready());
                 if qp.resp.has_output() && !request_first {
-                    let len = qp.next_reply(buf)?;
+                    let len = qp.next_reply(ctx, buf)?;
                     let dest = qp.attr.ah_attr?.dest;
                     return Some(Outgoing {
                         len,

@@ -47,6 +47,8 @@ enum Reply {
 
 #[derive(Debug)]
 struct ReadJob {
+    /// PSN of the request being answered (the READ, or the duplicate that replays it).
+    request: Psn,
     /// PSN of the READ's first response packet.
     first: Psn,
     npkts: u32,
@@ -402,13 +404,7 @@ impl Qp {
         info: &OpcodeInfo,
     ) -> Result<(), Refusal> {
         if let Some(reth) = pkt.reth {
-            let target = self.remote(
-                ctx,
-                reth.rkey,
-                reth.va,
-                u64::from(reth.dma_len),
-                Access::REMOTE_WRITE,
-            )?;
+            let target = self.remote_rw(ctx, reth, Access::REMOTE_WRITE)?;
             self.resp.msg = Some(InMsg::Write {
                 target,
                 offset: 0,
@@ -445,13 +441,7 @@ impl Qp {
 
     fn exec_read(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>) -> Result<(), Refusal> {
         let reth = pkt.reth.ok_or(INVALID)?;
-        let target = self.remote(
-            ctx,
-            reth.rkey,
-            reth.va,
-            u64::from(reth.dma_len),
-            Access::REMOTE_READ,
-        )?;
+        let target = self.remote_rw(ctx, reth, Access::REMOTE_READ)?;
         // Memory that can vanish (another process's pages) is probed at both ends now, so
         // a READ of memory already gone is refused rather than answered later with zeros.
         if let Some(last) = target.len().checked_sub(1) {
@@ -479,6 +469,7 @@ impl Qp {
         self.resp.msn = (self.resp.msn + 1) & Psn::MASK;
         let msn = self.resp.msn;
         self.resp.out.push_back(Reply::Read(ReadJob {
+            request: psn,
             first: psn,
             npkts,
             next: 0,
@@ -534,14 +525,26 @@ impl Qp {
                 .atomic_write(0, u64::from_ne_bytes(value))
                 .map_err(|_| ACCESS)?;
         } else {
+            use rocex_wire::feth::{PLT_GLOBAL_VISIBILITY, PLT_PERSISTENCE, SEL_MEMORY_REGION};
             let feth = pkt.feth.ok_or(INVALID)?;
-            let persistent = feth.placement & rocex_wire::feth::PLT_PERSISTENCE != 0;
-            let need = if persistent {
-                Access::FLUSH_PERSISTENT
+            let persistent = feth.placement & PLT_PERSISTENCE != 0;
+            // rxe `check_rkey`: the rights are those of every placement type asked for.
+            let mut need = Access::empty();
+            if feth.placement & PLT_GLOBAL_VISIBILITY != 0 {
+                need |= Access::FLUSH_GLOBAL;
+            }
+            if persistent {
+                need |= Access::FLUSH_PERSISTENT;
+            }
+            // The whole region: the key and its rights are checked all the same, only the
+            // range is not (rxe `check_rkey`, `process_flush`).
+            let target = if feth.selectivity == SEL_MEMORY_REGION {
+                ctx.mem
+                    .check_rkey_whole(self.pd, reth.rkey, need)
+                    .map_err(|_| ACCESS)?
             } else {
-                Access::FLUSH_GLOBAL
+                self.remote(ctx, reth.rkey, reth.va, u64::from(reth.dma_len), need)?
             };
-            let target = self.remote(ctx, reth.rkey, reth.va, u64::from(reth.dma_len), need)?;
             target.flush(persistent).map_err(|_| ACCESS)?;
         }
         let psn = pkt.bth.psn;
@@ -567,6 +570,7 @@ impl Qp {
 
     fn queue_empty_read_response(&mut self, psn: Psn) {
         let job = ReadJob {
+            request: psn,
             first: psn,
             npkts: 1,
             next: 0,
@@ -606,16 +610,23 @@ impl Qp {
                     ctx.counters.drop_no_resource += 1;
                     return;
                 }
-                let Ok(target) =
-                    ctx.mem
+                // rxe `rxe_recheck_mr`: a key gone since the original is a remote access
+                // error, not a silent drop.
+                let target = if len == 0 {
+                    Target::default()
+                } else {
+                    match ctx
+                        .mem
                         .check_rkey(self.pd, rkey, va, u64::from(len), Access::REMOTE_READ)
-                else {
-                    ctx.counters.drop_no_resource += 1;
-                    return;
+                    {
+                        Ok(t) => t,
+                        Err(_) => return self.refuse(ctx, psn, ACCESS),
+                    }
                 };
                 let next = psn.diff(first) as u32;
                 let msn = self.resp.msn;
                 self.resp.out.push_back(Reply::Read(ReadJob {
+                    request: psn,
                     first,
                     npkts,
                     next,
@@ -756,6 +767,20 @@ impl Qp {
             .map_err(|_| ACCESS)
     }
 
+    /// The range a READ or WRITE's RETH names: none for a zero-byte one, which needs no
+    /// valid rkey (IBTA C9-88, rxe `check_rkey`), else checked as [`Qp::remote`] does.
+    fn remote_rw(
+        &self,
+        ctx: &Ctx<'_>,
+        reth: rocex_wire::RethRepr,
+        need: Access,
+    ) -> Result<Target, Refusal> {
+        if reth.dma_len == 0 {
+            return Ok(Target::default());
+        }
+        self.remote(ctx, reth.rkey, reth.va, u64::from(reth.dma_len), need)
+    }
+
     fn recv_wc(&self, wr_id: u64, opcode: WcOpcode, byte_len: u64) -> WorkCompletion {
         WorkCompletion {
             wr_id,
@@ -770,11 +795,12 @@ impl Qp {
     }
 
     /// Writes the next responder packet (BTH to ICRC, ICRC left to the caller) into `buf`.
-    pub(crate) fn next_reply(&mut self, buf: &mut [u8]) -> Option<usize> {
+    pub(crate) fn next_reply(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<usize> {
         let dest = self.attr.dest_qp_num;
         let mtu = self.mtu();
         let reply = self.resp.out.front_mut()?;
         let mut done = true;
+        let mut fault = None;
         let len = match reply {
             Reply::Ack { psn, syndrome, msn } => {
                 let mut p = PacketRepr::new(BthRepr::new(Opcode::RC_ACKNOWLEDGE, dest, *psn));
@@ -815,21 +841,47 @@ impl Qp {
                 }
                 // The data goes from memory straight into the packet.
                 let emitted = p.emit_around(buf, n).ok();
-                if let Some((off, _)) = emitted {
-                    let data = &mut buf[off..off + n];
-                    if job.target.read_at(at, data).is_err() {
-                        data.fill(0);
-                    }
+                if let Some((off, _)) = emitted
+                    && job.target.read_at(at, &mut buf[off..off + n]).is_err()
+                {
+                    fault = Some((job.request, job.msn));
                 }
                 job.next += 1;
                 done = job.next >= job.npkts;
                 emitted.map(|(_, len)| len)
             }
         };
+        if let Some((psn, msn)) = fault {
+            return self.read_fault(ctx, buf, psn, msn);
+        }
         if done {
             self.resp.out.pop_front();
         }
         len
+    }
+
+    /// Memory a READ response was to carry could not be read (it vanished after the request
+    /// was checked): the READ ends with NAK 0x62 carrying the request's PSN and the MSN its
+    /// responses carried, and the QP moves to ERROR (rxe `read_reply`: a failed
+    /// `rxe_mr_copy` is an rkey violation, class C). Nothing queued behind the READ is
+    /// answered: rxe finishes a READ before it takes the next request, which an errored QP
+    /// then drops.
+    fn read_fault(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        buf: &mut [u8],
+        psn: Psn,
+        msn: u32,
+    ) -> Option<usize> {
+        ctx.counters.nak_remote_access += 1;
+        self.resp.out.clear();
+        self.resp.out.push_back(Reply::Ack {
+            psn,
+            syndrome: Syndrome::Nak(NakCode::RemoteAccessError),
+            msn,
+        });
+        self.enter_error(ctx);
+        self.next_reply(ctx, buf)
     }
 }
 

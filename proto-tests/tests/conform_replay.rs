@@ -1,25 +1,44 @@
 //! `rocex conform replay` over every capture in pcaps/: rocex's responder must answer each
-//! captured RC request stream exactly as kernel rxe did.
+//! captured RC request stream exactly as kernel rxe did; each capture's counts (inferences
+//! included) are snapshots, so a regression cannot hide as more inferences. The same
+//! captures, damaged at test time, must be reported frame by frame as damaged, not as
+//! rocex's mismatches; cut short, replayed up to the cut and failed; with no RoCE frame,
+//! refused.
 
-use rocex_conform::{Options, replay_file};
+use rocex_conform::{ConformError, Options, Report, replay_file};
+use rocex_dump::capture::CaptureError;
+mod common;
+
+use common::{Records, roce_frames, scratch};
 use rocex_proto_tests::{captures, name};
+
+fn replay(path: &std::path::Path) -> Report {
+    replay_file(path, &Options::default()).unwrap_or_else(|e| panic!("{}: {e}", name(path)))
+}
+
+fn mismatch_lines(report: &Report) -> String {
+    report
+        .lines
+        .iter()
+        .map(ToString::to_string)
+        .filter(|l| l.starts_with("mismatch"))
+        .collect::<Vec<_>>()
+        .join("\n  ")
+}
 
 #[test]
 fn every_capture_replays_without_mismatch() {
     let mut failures = Vec::new();
     for path in captures() {
-        let report = replay_file(&path, &Options::default())
-            .unwrap_or_else(|e| panic!("{}: {e}", name(&path)));
+        let report = replay(&path);
         let t = report.totals;
         println!("{:<34} {t}", name(&path));
-        if t.mismatched > 0 {
-            let lines: Vec<String> = report
-                .lines
-                .iter()
-                .map(ToString::to_string)
-                .filter(|l| l.starts_with("mismatch"))
-                .collect();
-            failures.push(format!("{}: {t}\n  {}", name(&path), lines.join("\n  ")));
+        if report.failed() {
+            failures.push(format!(
+                "{}: {t}\n  {}",
+                name(&path),
+                mismatch_lines(&report)
+            ));
         }
         if t.connections > 0 {
             assert!(
@@ -28,27 +47,118 @@ fn every_capture_replays_without_mismatch() {
                 name(&path)
             );
         }
+        assert!(report.damaged.is_empty(), "{}: damaged frames", name(&path));
+        let counts = format!(
+            "{}\n{t}\n",
+            report
+                .skipped_line()
+                .unwrap_or_else(|| "skipped nothing".into())
+        );
+        insta::assert_snapshot!(name(&path), counts);
     }
     assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
 }
 
+/// Every 5th RoCE frame of each capture gets one ICRC byte flipped: the replay must list
+/// exactly those frames as damaged (ICRC failures) and blame rocex for nothing.
 #[test]
-fn odd_input_is_an_error_or_skipped_not_a_panic() {
-    let dir = std::env::temp_dir().join(format!("rocex-conform-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+fn damaged_frames_are_reported_as_such() {
+    let dir = scratch("conform-damaged");
+    for path in captures() {
+        let mut rec = Records::read(&path);
+        let hit: Vec<u64> = roce_frames(&rec).into_iter().step_by(5).collect();
+        for &f in &hit {
+            rec.flip_icrc(f);
+        }
+        let bad = dir.join(name(&path));
+        rec.write(&bad);
+        let report = replay(&bad);
+        let listed: Vec<u64> = report.damaged.iter().map(|d| d.frame).collect();
+        assert_eq!(listed, hit, "{}: damaged frames", name(&path));
+        assert!(
+            report
+                .damaged
+                .iter()
+                .all(|d| d.why.starts_with("ICRC mismatch")),
+            "{}: {:?}",
+            name(&path),
+            report.damaged
+        );
+        assert_eq!(report.skipped.icrc_bad, hit.len() as u64, "{}", name(&path));
+        assert_eq!(
+            report.totals.mismatched,
+            0,
+            "{}: a damaged frame blamed on rocex:\n  {}",
+            name(&path),
+            mismatch_lines(&report)
+        );
+        for f in &hit {
+            let line = format!("damaged frame={f}: ICRC mismatch");
+            assert!(
+                report
+                    .lines
+                    .iter()
+                    .any(|l| l.to_string().starts_with(&line)),
+                "{}: no line for frame {f}",
+                name(&path)
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Each capture cut in the middle of its last RoCE frame: the frames before it are
+/// replayed, and the report fails, saying where the file ends.
+#[test]
+fn a_capture_cut_short_is_replayed_up_to_the_cut() {
+    let dir = scratch("conform-cut");
+    for path in captures() {
+        let rec = Records::read(&path);
+        let last = *roce_frames(&rec).last().expect("RoCE frames");
+        let cut = dir.join(name(&path));
+        std::fs::write(&cut, rec.cut_inside(last)).unwrap();
+        let report = replay(&cut);
+        assert_eq!(report.truncated_after, Some(last - 1), "{}", name(&path));
+        assert!(report.failed(), "{}: a cut capture passed", name(&path));
+        assert!(
+            report
+                .to_string()
+                .contains(&format!("truncated capture after frame {}", last - 1)),
+            "{}",
+            name(&path)
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn no_roce_is_nothing_to_replay() {
+    let dir = scratch("conform-none");
+    for path in captures() {
+        let mut rec = Records::read(&path);
+        let roce = roce_frames(&rec);
+        rec.keep(|f| !roce.contains(&f));
+        let none = dir.join(name(&path));
+        rec.write(&none);
+        let e = replay_file(&none, &Options::default()).unwrap_err();
+        assert!(
+            matches!(e, ConformError::NothingToReplay),
+            "{}: {e}",
+            name(&path)
+        );
+        assert!(e.to_string().contains("nothing to replay"));
+    }
+    let empty = dir.join("empty.pcap");
+    std::fs::write(&empty, b"").unwrap();
+    assert!(matches!(
+        replay_file(&empty, &Options::default()),
+        Err(ConformError::Capture(CaptureError::Empty))
+    ));
     let junk = dir.join("junk.pcap");
     std::fs::write(&junk, b"not a capture at all").unwrap();
-    assert!(replay_file(&junk, &Options::default()).is_err());
-    // A capture cut short in the middle of a frame.
-    let whole = std::fs::read(
-        captures()
-            .into_iter()
-            .find(|p| name(p) == "probe_all.pcap")
-            .unwrap(),
-    )
-    .unwrap();
-    let cut = dir.join("cut.pcap");
-    std::fs::write(&cut, &whole[..whole.len() / 2 + 7]).unwrap();
-    let _ = replay_file(&cut, &Options::default());
+    assert!(matches!(
+        replay_file(&junk, &Options::default()),
+        Err(ConformError::Capture(CaptureError::Format(_)))
+    ));
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -15,9 +15,11 @@ pub(crate) struct Args {
 #[derive(clap::Subcommand)]
 enum Command {
     /// Feed each RC connection's captured requests, in order, into a fresh rocex responder
-    /// and compare its answers with kernel rxe's. Prints one line per mismatch and per
-    /// inference, then `connections=N requests=N responses=N matched=N mismatched=N
-    /// inferred=N`; exits non-zero on any mismatch.
+    /// and compare its answers with kernel rxe's. Prints one line per mismatch, per
+    /// inference and per damaged frame (a failed ICRC: dropped, as rxe drops it), then
+    /// `connections=N requests=N responses=N matched=N mismatched=N inferred=N`; exits 1 on
+    /// any mismatch, on a difference after a damaged frame and on a capture cut short (whose
+    /// intact frames it replays), 2 when the capture cannot be read or holds no RoCE frame.
     Replay(ReplayArgs),
 }
 

@@ -14,7 +14,8 @@ pub(crate) struct Args {
     #[arg(long)]
     json: bool,
     /// Check that every RoCE frame parses, has a valid ICRC and re-emits to the same bytes;
-    /// print only failures and a summary line; exit non-zero on any failure.
+    /// print only failures and a summary line; exit non-zero on any failure, and when the
+    /// capture holds no RoCE frame at all.
     #[arg(long)]
     check: bool,
     /// Treat UDP port P as RoCE too (4791 always is). Repeatable.
@@ -22,19 +23,23 @@ pub(crate) struct Args {
     roce_ports: Vec<u16>,
 }
 
+/// Exit status of a capture that could not be read whole.
+const UNREADABLE: u8 = 2;
+
 pub(crate) fn run(args: &Args) -> ExitCode {
-    let frames = match capture::read(&args.file) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("rocex dump: {}: {e}", args.file.display());
-            return ExitCode::from(2);
-        }
+    let fail = |e: &dyn std::fmt::Display| {
+        eprintln!("rocex dump: {}: {e}", args.file.display());
+        ExitCode::from(UNREADABLE)
+    };
+    let cap = match capture::open(&args.file) {
+        Ok(c) => c,
+        Err(e) => return fail(&e),
     };
     let ports = Ports::with(&args.roce_ports);
-    let t0 = frames.first().map_or(0.0, |f| f.ts);
+    let t0 = cap.frames.first().map_or(0.0, |f| f.ts);
     let mut out = BufWriter::new(io::stdout().lock());
     let mut tally = Tally::default();
-    for (i, c) in frames.iter().enumerate() {
+    for (i, c) in cap.frames.iter().enumerate() {
         let a = analyze(i as u64 + 1, c.ts, &c.data, &ports);
         tally.add(&a.verdict);
         let written = if args.check {
@@ -63,6 +68,16 @@ pub(crate) fn run(args: &Args) -> ExitCode {
         let _ = writeln!(out, "{tally}");
     }
     let _ = out.flush();
+    if let Some(e) = cap.truncation() {
+        return fail(&e);
+    }
+    if args.check && tally.roce == 0 {
+        eprintln!(
+            "rocex dump --check: {}: no RoCE frame: nothing to check",
+            args.file.display()
+        );
+        return ExitCode::FAILURE;
+    }
     if args.check && tally.bad > 0 {
         ExitCode::FAILURE
     } else {

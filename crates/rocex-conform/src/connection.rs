@@ -8,11 +8,14 @@
 //!
 //! Everything else in the capture (non-RoCE frames, UD and UC traffic, CM MADs on QP1,
 //! CNPs, frames that do not parse or were truncated by the capture) is skipped and counted.
+//! A RoCE frame whose ICRC fails is dropped, as rxe drops it (`rxe_rcv` checks the ICRC
+//! before anything else), and listed with the frames that do not parse as [`Damage`]: the
+//! capture cannot say what such a frame was, so the replay cannot vouch for what follows.
 
 use core::net::IpAddr;
 
 use rocex_dump::capture::Captured;
-use rocex_wire::frame::{Frame, IpRepr};
+use rocex_wire::frame::{Frame, IcrcCheck, IpRepr};
 use rocex_wire::opcode::Service;
 use rocex_wire::{Error, ErrorKind, Layer, OpcodeInfo, PacketRepr, Psn};
 
@@ -25,10 +28,9 @@ pub struct Pkt {
     pub ts: f64,
     /// UDP source port.
     pub sport: u16,
-    /// The UDP payload: BTH through ICRC.
+    /// The UDP payload: BTH through ICRC (whose ICRC is valid, in the spec's form or in
+    /// rxe's FLUSH form).
     pub udp: Vec<u8>,
-    /// Whether the ICRC is valid (in the spec's form or rxe's FLUSH form).
-    pub icrc_valid: bool,
     /// Destination QPN.
     pub dest_qpn: u32,
     /// PSN.
@@ -81,6 +83,8 @@ pub struct Skipped {
     pub non_roce: u64,
     /// To a RoCE port but not a whole, parseable packet (including truncated captures).
     pub malformed: u64,
+    /// RoCE packets whose ICRC fails.
+    pub icrc_bad: u64,
     /// UD packets to QP1: connection management MADs.
     pub cm: u64,
     /// Other UD packets.
@@ -98,11 +102,33 @@ impl Skipped {
     pub fn total(&self) -> u64 {
         self.non_roce
             + self.malformed
+            + self.icrc_bad
             + self.cm
             + self.ud
             + self.uc
             + self.cnp
             + self.orphan_responses
+    }
+}
+
+/// A RoCE frame the replay had to drop because the capture holds it damaged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// Frame number in the capture, from 1.
+    pub frame: u64,
+    /// Its addresses, when the IP header still parses.
+    pub between: Option<(IpAddr, IpAddr)>,
+    /// What is wrong with it.
+    pub why: String,
+}
+
+impl Damage {
+    /// Whether the frame may have belonged to `conn`: it went either way between the
+    /// connection's two addresses, or its addresses are unknown.
+    pub fn touches(&self, conn: &Connection) -> bool {
+        self.between.is_none_or(|(a, b)| {
+            (a, b) == (conn.requester, conn.responder) || (b, a) == (conn.requester, conn.responder)
+        })
     }
 }
 
@@ -113,6 +139,10 @@ pub struct Split {
     pub connections: Vec<Connection>,
     /// Frames skipped.
     pub skipped: Skipped,
+    /// RoCE frames dropped as damaged (a failed ICRC, or not parseable), in capture order.
+    pub damaged: Vec<Damage>,
+    /// Frames that were RoCE (UDP to a RoCE port), whole or not.
+    pub roce_frames: u64,
 }
 
 /// Where a frame came from and went.
@@ -129,32 +159,72 @@ fn ip_addrs(ip: &IpRepr) -> (IpAddr, IpAddr) {
     }
 }
 
-/// Parses one frame; `Err(true)` when it is RoCE but unusable, `Err(false)` when not RoCE.
-fn parse(index: u64, c: &Captured, is_roce_port: &impl Fn(u16) -> bool) -> Result<Addressed, bool> {
+/// Why a frame is not replayed.
+enum Unusable {
+    /// Not RoCE at all.
+    NotRoce,
+    /// RoCE, but cut short by the capture's snap length.
+    Snapped,
+    /// RoCE, but damaged: it does not parse or its ICRC fails.
+    Damaged(Damage, bool),
+}
+
+/// Parses one frame.
+fn parse(
+    index: u64,
+    c: &Captured,
+    is_roce_port: &impl Fn(u16) -> bool,
+) -> Result<Addressed, Unusable> {
+    let damaged = |why: String, icrc: bool| {
+        Unusable::Damaged(
+            Damage {
+                frame: index,
+                between: outer_addrs(&c.data),
+                why,
+            },
+            icrc,
+        )
+    };
     let frame = match Frame::parse_with(&c.data, is_roce_port) {
         Ok(f) => f,
-        Err(e) => return Err(!not_roce(&e)),
+        Err(e) if not_roce(&e) => return Err(Unusable::NotRoce),
+        Err(_) if (c.data.len() as u64) < u64::from(c.orig_len) => return Err(Unusable::Snapped),
+        Err(e) => return Err(damaged(e.to_string(), false)),
     };
     if (c.data.len() as u64) < u64::from(c.orig_len) {
-        return Err(true);
+        return Err(Unusable::Snapped);
     }
-    let info = frame.repr.packet.info().map_err(|_| true)?;
+    let info = match frame.repr.packet.info() {
+        Ok(i) => i,
+        Err(e) => return Err(damaged(e.to_string(), false)),
+    };
+    if let IcrcCheck::Invalid { computed, found } = frame.check_icrc() {
+        let why = format!("ICRC mismatch: computed {computed:#010x}, found {found:#010x}");
+        return Err(damaged(why, true));
+    }
     let (src, dst) = ip_addrs(&frame.repr.ip);
     let bytes = frame.bytes();
     let start = frame.repr.link.header_len() + frame.repr.ip.header_len() + 8;
     let end = start + frame.repr.udp.length as usize - 8;
-    let udp = bytes.get(start..end).ok_or(true)?.to_vec();
+    let Some(udp) = bytes.get(start..end) else {
+        return Err(damaged("UDP length past the frame".into(), false));
+    };
     let pkt = Pkt {
         frame: index,
         ts: c.ts,
         sport: frame.repr.udp.source_port,
-        icrc_valid: frame.check_icrc().is_valid(),
         dest_qpn: frame.repr.packet.bth.dest_qp,
         psn: frame.repr.packet.bth.psn,
         info,
-        udp,
+        udp: udp.to_vec(),
     };
     Ok(Addressed { src, dst, pkt })
+}
+
+/// The IP addresses of a frame whose RoCE part may be damaged.
+fn outer_addrs(data: &[u8]) -> Option<(IpAddr, IpAddr)> {
+    let s = rocex_dump::FrameSummary::outer(0, 0.0, data);
+    Some((s.src?.parse().ok()?, s.dst?.parse().ok()?))
 }
 
 /// Whether a parse error says the frame is not RoCE at all, rather than a RoCE frame that
@@ -174,15 +244,27 @@ pub fn split(frames: &[Captured], is_roce_port: impl Fn(u16) -> bool) -> Split {
     for (i, c) in frames.iter().enumerate() {
         let a = match parse(i as u64 + 1, c, &is_roce_port) {
             Ok(a) => a,
-            Err(true) => {
-                out.skipped.malformed += 1;
-                continue;
-            }
-            Err(false) => {
+            Err(Unusable::NotRoce) => {
                 out.skipped.non_roce += 1;
                 continue;
             }
+            Err(Unusable::Snapped) => {
+                out.roce_frames += 1;
+                out.skipped.malformed += 1;
+                continue;
+            }
+            Err(Unusable::Damaged(d, icrc)) => {
+                out.roce_frames += 1;
+                if icrc {
+                    out.skipped.icrc_bad += 1;
+                } else {
+                    out.skipped.malformed += 1;
+                }
+                out.damaged.push(d);
+                continue;
+            }
         };
+        out.roce_frames += 1;
         match a.pkt.info.service {
             Service::Ud if a.pkt.dest_qpn == 1 => out.skipped.cm += 1,
             Service::Ud => out.skipped.ud += 1,

@@ -11,6 +11,8 @@ use rocex_proto::VerbsError;
 pub enum ConformError {
     /// The capture could not be read.
     Capture(CaptureError),
+    /// The capture holds no RoCE frame.
+    NothingToReplay,
     /// The responder could not be set up as the capture requires.
     Setup {
         /// The connection, as printed in reports.
@@ -26,6 +28,7 @@ impl fmt::Display for ConformError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Capture(e) => write!(f, "{e}"),
+            Self::NothingToReplay => write!(f, "no RoCE frame in the capture: nothing to replay"),
             Self::Setup {
                 connection,
                 step,
@@ -44,6 +47,7 @@ impl std::error::Error for ConformError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Capture(e) => Some(e),
+            Self::NothingToReplay => None,
             Self::Setup { error, .. } => Some(error),
         }
     }

@@ -46,17 +46,24 @@ impl Options {
     }
 }
 
-/// Replays every RC connection of the capture at `path`.
+/// Replays every RC connection of the capture at `path`; of a file cut short, the intact
+/// frames (the report then fails and says where the file ends).
 pub fn replay_file(path: &Path, opts: &Options) -> Result<Report, ConformError> {
-    let frames = capture::read(path)?;
-    replay_frames(&frames, opts)
+    let cap = capture::open(path)?;
+    let mut report = replay_frames(&cap.frames, opts)?;
+    report.truncated_after = cap.truncated.then_some(cap.frames.len() as u64);
+    Ok(report)
 }
 
 /// Replays every RC connection found in `frames` (numbered from 1 in the report).
 pub fn replay_frames(frames: &[Captured], opts: &Options) -> Result<Report, ConformError> {
     let split = connection::split(frames, |p| opts.is_roce_port(p));
+    if split.roce_frames == 0 {
+        return Err(ConformError::NothingToReplay);
+    }
     let mut report = Report::new(opts.verbose);
     report.skipped = split.skipped;
+    report.damage(split.damaged);
     let plans: Vec<infer::Plan> = split.connections.iter().map(infer::plan).collect();
     let loss_seen = plans.iter().any(|p| p.shows_loss);
     for (conn, plan) in split.connections.iter().zip(&plans) {

@@ -249,13 +249,8 @@ pub fn run(conn: &Connection, plan: &Plan) -> Result<Run, ConformError> {
             r.post_recv(conn, now)?;
             out.recvs_posted += 1;
         }
-        let icrc = if req.icrc_valid {
-            IcrcStatus::Valid
-        } else {
-            IcrcStatus::Invalid
-        };
         r.engine
-            .handle_packet(now, src, conn.responder, &req.udp, icrc);
+            .handle_packet(now, src, conn.responder, &req.udp, IcrcStatus::Valid);
         while let Some(t) = r.engine.poll_transmit(now, &mut buf) {
             if let Ok((p, _)) = PacketRepr::parse(&buf[..t.len]) {
                 out.emitted.push(Emitted {

@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use crate::connection::{Connection, Skipped};
+use crate::connection::{Connection, Damage, Skipped};
 use crate::infer::InferenceKind;
 use crate::response::Response;
 
@@ -45,6 +45,10 @@ pub enum Line {
     Mismatch(String),
     /// Something inferred.
     Inference(String),
+    /// A frame dropped because the capture holds it damaged.
+    Damaged(String),
+    /// A difference on a connection with a damaged frame: not rocex's to answer for.
+    Unchecked(String),
     /// Verbose detail (matches, settings).
     Note(String),
 }
@@ -52,7 +56,11 @@ pub enum Line {
 impl fmt::Display for Line {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Mismatch(s) | Self::Inference(s) | Self::Note(s) => f.write_str(s),
+            Self::Mismatch(s)
+            | Self::Inference(s)
+            | Self::Damaged(s)
+            | Self::Unchecked(s)
+            | Self::Note(s) => f.write_str(s),
         }
     }
 }
@@ -66,6 +74,12 @@ pub struct Report {
     pub skipped: Skipped,
     /// The totals.
     pub totals: Totals,
+    /// RoCE frames dropped as damaged, in capture order.
+    pub damaged: Vec<Damage>,
+    /// Differences on connections with a damaged frame, not counted as mismatches.
+    pub unchecked: u64,
+    /// The capture file ends inside a record after this many intact frames.
+    pub truncated_after: Option<u64>,
     verbose: bool,
 }
 
@@ -85,6 +99,17 @@ impl Report {
         )));
     }
 
+    /// Lists the damaged frames, one line each.
+    pub(crate) fn damage(&mut self, damaged: Vec<Damage>) {
+        for d in &damaged {
+            self.lines.push(Line::Damaged(format!(
+                "damaged frame={}: {}: dropped, as rxe drops it",
+                d.frame, d.why
+            )));
+        }
+        self.damaged = damaged;
+    }
+
     pub(crate) fn mismatch(
         &mut self,
         conn: &Connection,
@@ -92,15 +117,31 @@ impl Report {
         rxe: Option<&Response>,
         rocex: Option<&Response>,
     ) {
-        self.totals.mismatched += 1;
         let show =
             |r: Option<&Response>| r.map_or_else(|| "nothing".to_string(), Response::to_string);
-        self.lines.push(Line::Mismatch(format!(
-            "mismatch {} frame={frame}: rxe sent {}; rocex sent {}",
-            conn.label(),
-            show(rxe),
-            show(rocex)
-        )));
+        self.differ(conn, frame, &show(rxe), &show(rocex));
+    }
+
+    /// Records a difference: a mismatch, or on a connection with a damaged frame, an
+    /// unchecked difference (the replay dropped a frame rxe received whole).
+    pub(crate) fn differ(&mut self, conn: &Connection, frame: u64, rxe: &str, rocex: &str) {
+        let what = format!(
+            "{} frame={frame}: rxe sent {rxe}; rocex sent {rocex}",
+            conn.label()
+        );
+        match self.damaged.iter().find(|d| d.touches(conn)) {
+            Some(d) => {
+                self.unchecked += 1;
+                self.lines.push(Line::Unchecked(format!(
+                    "unchecked {what} (damaged frame {} on this connection)",
+                    d.frame
+                )));
+            }
+            None => {
+                self.totals.mismatched += 1;
+                self.lines.push(Line::Mismatch(format!("mismatch {what}")));
+            }
+        }
     }
 
     pub(crate) fn matched(&mut self, conn: &Connection, frame: u64, r: &Response) {
@@ -118,9 +159,23 @@ impl Report {
             .push(Line::Note(format!("note {} {text}", conn.label())));
     }
 
-    /// Whether any mismatch was found.
+    /// Whether the replay found a mismatch, or could not check everything: a difference
+    /// after a damaged frame, or a capture cut short.
     pub fn failed(&self) -> bool {
-        self.totals.mismatched > 0
+        self.totals.mismatched > 0 || self.unchecked > 0 || self.truncated_after.is_some()
+    }
+
+    /// The line that counts the damaged frames and what they left unchecked, if any.
+    pub fn damaged_line(&self) -> Option<String> {
+        (!self.damaged.is_empty()).then(|| {
+            format!(
+                "damaged frames={} icrc_bad={} malformed={} unchecked={}",
+                self.damaged.len(),
+                self.skipped.icrc_bad,
+                self.damaged.len() as u64 - self.skipped.icrc_bad,
+                self.unchecked
+            )
+        })
     }
 
     /// The line that says what was skipped, if anything was.
@@ -128,10 +183,11 @@ impl Report {
         let s = &self.skipped;
         (s.total() > 0).then(|| {
             format!(
-                "skipped frames={} non_roce={} malformed={} cm_qp1={} ud={} uc={} cnp={} orphan_responses={}",
+                "skipped frames={} non_roce={} malformed={} icrc_bad={} cm_qp1={} ud={} uc={} cnp={} orphan_responses={}",
                 s.total(),
                 s.non_roce,
                 s.malformed,
+                s.icrc_bad,
                 s.cm,
                 s.ud,
                 s.uc,
@@ -150,6 +206,12 @@ impl fmt::Display for Report {
         }
         if let Some(s) = self.skipped_line() {
             writeln!(f, "{s}")?;
+        }
+        if let Some(s) = self.damaged_line() {
+            writeln!(f, "{s}")?;
+        }
+        if let Some(after) = self.truncated_after {
+            writeln!(f, "truncated capture after frame {after}")?;
         }
         write!(f, "{}", self.totals)
     }

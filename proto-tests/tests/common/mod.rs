@@ -1,0 +1,100 @@
+//! Damaging real captures at test time: the records of a classic pcap file, to flip bytes
+//! in, drop, or cut short.
+
+use std::path::{Path, PathBuf};
+
+use rocex_dump::{Ports, analyze};
+use rocex_wire::frame::Frame;
+
+/// The records of a little-endian classic pcap file (every capture in pcaps/ is one).
+pub(crate) struct Records {
+    header: Vec<u8>,
+    /// Record header (16 bytes) and frame bytes, in file order; frame N is `records[N - 1]`.
+    records: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Records {
+    pub(crate) fn read(path: &Path) -> Self {
+        let bytes = std::fs::read(path).unwrap();
+        assert_eq!(bytes[..4], [0xd4, 0xc3, 0xb2, 0xa1], "{}", path.display());
+        let mut records = Vec::new();
+        let mut at = 24;
+        while at < bytes.len() {
+            let incl = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+            records.push((
+                bytes[at..at + 16].to_vec(),
+                bytes[at + 16..at + 16 + incl].to_vec(),
+            ));
+            at += 16 + incl;
+        }
+        Self {
+            header: bytes[..24].to_vec(),
+            records,
+        }
+    }
+
+    /// Frame `n` (from 1).
+    pub(crate) fn frame(&self, n: u64) -> &[u8] {
+        &self.records[n as usize - 1].1
+    }
+
+    /// Flips every bit of the last ICRC byte of RoCE frame `n`.
+    pub(crate) fn flip_icrc(&mut self, n: u64) {
+        let data = &mut self.records[n as usize - 1].1;
+        let f = Frame::parse(data).expect("a RoCE frame");
+        let end = f.repr.link.header_len() + f.repr.ip.header_len() + f.repr.udp.length as usize;
+        data[end - 1] ^= 0xff;
+    }
+
+    /// Keeps the frames whose numbers (as read) satisfy `keep`.
+    pub(crate) fn keep(&mut self, keep: impl Fn(u64) -> bool) {
+        let mut n = 0;
+        self.records.retain(|_| {
+            n += 1;
+            keep(n)
+        });
+    }
+
+    /// The file's bytes.
+    pub(crate) fn bytes(&self) -> Vec<u8> {
+        let mut v = self.header.clone();
+        for (h, d) in &self.records {
+            v.extend_from_slice(h);
+            v.extend_from_slice(d);
+        }
+        v
+    }
+
+    /// The file's bytes up to the middle of frame `n`'s data.
+    pub(crate) fn cut_inside(&self, n: u64) -> Vec<u8> {
+        let before: usize = self.records[..n as usize - 1]
+            .iter()
+            .map(|(h, d)| h.len() + d.len())
+            .sum();
+        let mut v = self.bytes();
+        v.truncate(24 + before + 16 + self.frame(n).len() / 2);
+        v
+    }
+
+    pub(crate) fn write(&self, path: &Path) {
+        std::fs::write(path, self.bytes()).unwrap();
+    }
+}
+
+/// The numbers of the frames that are UDP to port 4791.
+pub(crate) fn roce_frames(rec: &Records) -> Vec<u64> {
+    (1..=rec.records.len() as u64)
+        .filter(|&n| {
+            analyze(n, 0.0, rec.frame(n), &Ports::default())
+                .summary
+                .roce
+        })
+        .collect()
+}
+
+/// A fresh scratch directory for one test.
+pub(crate) fn scratch(what: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rocex-{what}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

@@ -4,8 +4,11 @@
 //! reading): the starting PSN, the path MTU, the RNR timer code and the rkeys in use.
 //! Inferred because no capture can show them: which rkeys are valid, over which ranges and
 //! with which rights (a NAK 0x62 marks a request's rkey, range or right as invalid); which
-//! IETH rkeys are memory windows; the memory an atomic found before the first atomic on an
-//! address; when the receive queue was empty (an RNR NAK). Responses lost before the
+//! rkeys reach the same memory (their ranges overlap: one buffer, as a window over an MR
+//! is); whether an IETH rkey names a memory window or a memory region (the MSN of rxe's
+//! answer); the memory an atomic found before the first atomic on an address; when the
+//! receive queue was empty (an RNR NAK). docs/rxe-behaviour.md has the rxe rules they
+//! rest on. Responses lost before the
 //! capture point are inferred later, while pairing ([`crate::compare`]).
 //!
 //! Nothing else is inferred: in particular READ data is not seeded (only lengths are
@@ -44,6 +47,10 @@ pub enum InferenceKind {
     RkeyInvalid,
     /// An IETH rkey that names a type-2 memory window.
     MemoryWindow,
+    /// An IETH rkey that names a memory region, which rxe cannot invalidate.
+    MemoryRegion,
+    /// rkeys whose ranges overlap reach one memory.
+    SharedMemory,
     /// Memory contents an atomic found.
     AtomicOrig,
     /// The receive queue was empty (RNR NAK).
@@ -64,6 +71,8 @@ impl fmt::Display for InferenceKind {
             Self::RkeyValid => "rkey-valid",
             Self::RkeyInvalid => "rkey-invalid",
             Self::MemoryWindow => "memory-window",
+            Self::MemoryRegion => "memory-region",
+            Self::SharedMemory => "shared-memory",
             Self::AtomicOrig => "atomic-orig",
             Self::RqEmpty => "rq-empty",
             Self::ResponseLost => "response-lost",
@@ -94,6 +103,20 @@ pub struct MrPlan {
     pub len: u64,
     /// Rights (the union of those the accepted requests needed).
     pub access: Access,
+    /// The memory it lies in, by index in [`Plan::memories`].
+    pub memory: usize,
+    /// The rkey names a type-2 window bound over the range (rxe's answer to a
+    /// SEND_WITH_INV naming it says so), not a region.
+    pub window: bool,
+}
+
+/// The bytes that one or more rkeys reach: the union of their ranges.
+#[derive(Debug, Clone, Copy)]
+pub struct Memory {
+    /// First address.
+    pub iova: u64,
+    /// Length.
+    pub len: u64,
 }
 
 /// An 8-byte value to place in memory before a request is replayed.
@@ -118,9 +141,11 @@ pub struct Plan {
     pub mtu: Mtu,
     /// RNR timer code.
     pub min_rnr_timer: u8,
-    /// Regions to register.
+    /// Regions (and bound windows) to register, each over a part of one of `memories`.
     pub mrs: Vec<MrPlan>,
-    /// rkeys of type-2 windows to allocate.
+    /// The memories the regions lie in.
+    pub memories: Vec<Memory>,
+    /// rkeys of type-2 windows to allocate unbound (named by SEND_WITH_INV only).
     pub mws: Vec<u32>,
     /// Memory to seed.
     pub seeds: Vec<Seed>,
@@ -179,6 +204,7 @@ pub fn plan(conn: &Connection) -> Plan {
         mtu: Mtu::M4096,
         min_rnr_timer: 0,
         mrs: Vec::new(),
+        memories: Vec::new(),
         mws: Vec::new(),
         seeds: Vec::new(),
         rnr: vec![false; conn.requests.len()],
@@ -195,6 +221,7 @@ pub fn plan(conn: &Connection) -> Plan {
     plan.shows_loss = walk_psns(conn, &mut plan);
     rkeys(conn, &mut plan);
     windows(conn, &mut plan);
+    memories(conn, &mut plan);
     atomics(conn, &mut plan);
     plan
 }
@@ -384,6 +411,8 @@ struct Use {
     len: u64,
     need: Access,
     refused: bool,
+    /// A FLUSH of the whole region: its RETH names no range.
+    whole: bool,
 }
 
 fn uses(conn: &Connection, plan: &Plan) -> BTreeMap<u32, Vec<Use>> {
@@ -398,30 +427,49 @@ fn uses(conn: &Connection, plan: &Plan) -> BTreeMap<u32, Vec<Use>> {
             (Some(r), None) => {
                 let need = match req.info.operation {
                     Operation::ReadRequest => Access::REMOTE_READ,
-                    Operation::Flush => match p.feth {
-                        Some(f) if f.placement & feth::PLT_PERSISTENCE != 0 => {
-                            Access::FLUSH_PERSISTENT
-                        }
-                        _ => Access::FLUSH_GLOBAL,
-                    },
+                    Operation::Flush => flush_rights(p.feth),
                     _ => Access::REMOTE_WRITE,
                 };
                 (r.rkey, r.va, u64::from(r.dma_len), need)
             }
             _ => continue,
         };
-        if len == 0 {
+        // A zero-byte READ or WRITE names no key (rxe `check_rkey`); every other
+        // request's key is checked, a zero-length FLUSH's too.
+        if len == 0
+            && matches!(
+                req.info.operation,
+                Operation::ReadRequest | Operation::Write
+            )
+        {
             continue;
         }
+        let whole = req.info.operation == Operation::Flush
+            && p.feth
+                .is_some_and(|f| f.selectivity == feth::SEL_MEMORY_REGION);
         by_key.entry(rkey).or_default().push(Use {
             frame: req.frame,
             va,
             len,
             need,
             refused,
+            whole,
         });
     }
     by_key
+}
+
+/// The rights a FLUSH needs: those of each placement type it asks for (rxe `check_rkey`).
+fn flush_rights(f: Option<rocex_wire::FethRepr>) -> Access {
+    let placement = f.map_or(0, |f| f.placement);
+    let mut need = Access::empty();
+    if placement & feth::PLT_GLOBAL_VISIBILITY != 0 {
+        need |= Access::FLUSH_GLOBAL;
+    }
+    if placement & feth::PLT_PERSISTENCE != 0 {
+        need |= Access::FLUSH_PERSISTENT;
+    }
+    need
 }
 
 fn rkeys(conn: &Connection, plan: &mut Plan) {
@@ -437,8 +485,15 @@ fn rkeys(conn: &Connection, plan: &mut Plan) {
         if ok.is_empty() {
             continue;
         }
-        let lo = ok.iter().map(|u| u.va).min().unwrap_or(0);
-        let hi = ok
+        // A whole-region FLUSH says nothing of the range; with only those, the region is
+        // taken empty at the address they carry.
+        let ranged: Vec<&&Use> = ok.iter().filter(|u| !u.whole).collect();
+        let lo = ranged
+            .iter()
+            .map(|u| u.va)
+            .min()
+            .unwrap_or_else(|| ok.iter().map(|u| u.va).min().unwrap_or(0));
+        let hi = ranged
             .iter()
             .map(|u| u.va.saturating_add(u.len))
             .max()
@@ -462,45 +517,109 @@ fn rkeys(conn: &Connection, plan: &mut Plan) {
             iova: lo,
             len: hi - lo,
             access,
+            memory: 0,
+            window: false,
         });
     }
 }
 
 /// SEND_WITH_INV: rxe advances the MSN when the rkey was a window it invalidated, and
-/// not when it named a region (the QP then goes to error).
+/// not when it named a region (the QP then goes to error). Which of the two an rkey is,
+/// is read from that answer, for every IETH rkey: a window that requests also used is
+/// bound over their range, one named only by SEND_WITH_INV is allocated unbound.
 fn windows(conn: &Connection, plan: &mut Plan) {
+    let mut decided: Vec<u32> = Vec::new();
     for (i, req) in conn.requests.iter().enumerate() {
         let Some(ieth) = req.packet().and_then(|p| p.ieth) else {
             continue;
         };
-        if plan.mrs.iter().any(|m| m.rkey == ieth.rkey) || plan.mws.contains(&ieth.rkey) {
+        if decided.contains(&ieth.rkey) {
             continue;
         }
         let Some(j) = plan.answers[i] else { continue };
         let Some((_, msn)) = plan.responses[j].aeth else {
             continue;
         };
+        decided.push(ieth.rkey);
         let before = plan.responses[..j]
             .iter()
             .rev()
             .find_map(|r| r.aeth.map(|(_, m)| m))
             .unwrap_or(0);
-        if msn != before {
-            plan.mws.push(ieth.rkey);
+        let frame = conn.responses[j].frame;
+        let rkey = ieth.rkey;
+        if msn == before {
             let text = format!(
-                "rkey {:#x} names a type-2 memory window: rxe's ACK at frame {} advanced the MSN to {msn}",
-                ieth.rkey, conn.responses[j].frame
+                "rkey {rkey:#x} names a memory region: rxe's ACK at frame {frame} left the MSN at {msn}"
             );
-            plan.infer(req.frame, InferenceKind::MemoryWindow, text);
+            plan.infer(req.frame, InferenceKind::MemoryRegion, text);
+            continue;
         }
+        match plan.mrs.iter_mut().find(|m| m.rkey == rkey) {
+            Some(m) => m.window = true,
+            None => plan.mws.push(rkey),
+        }
+        let text = format!(
+            "rkey {rkey:#x} names a type-2 memory window: rxe's ACK at frame {frame} advanced the MSN to {msn}"
+        );
+        plan.infer(req.frame, InferenceKind::MemoryWindow, text);
+    }
+}
+
+/// Groups the regions whose ranges overlap or touch into one memory each: rkeys that reach
+/// the same addresses reach the same bytes (a window and the region under it, two
+/// regions over one buffer), so a WRITE through one shows through the other.
+fn memories(conn: &Connection, plan: &mut Plan) {
+    let mut order: Vec<usize> = (0..plan.mrs.len()).collect();
+    order.sort_by_key(|&k| (plan.mrs[k].iova, plan.mrs[k].rkey));
+    let mut groups: Vec<(Memory, Vec<usize>)> = Vec::new();
+    for k in order {
+        let (lo, hi) = (plan.mrs[k].iova, plan.mrs[k].iova + plan.mrs[k].len);
+        match groups.last_mut() {
+            Some((m, members)) if lo <= m.iova + m.len => {
+                m.len = m.len.max(hi - m.iova);
+                members.push(k);
+            }
+            _ => groups.push((
+                Memory {
+                    iova: lo,
+                    len: hi - lo,
+                },
+                vec![k],
+            )),
+        }
+    }
+    let frame = conn.requests.first().map_or(0, |p| p.frame);
+    for (index, (m, members)) in groups.into_iter().enumerate() {
+        for &k in &members {
+            plan.mrs[k].memory = index;
+        }
+        if members.len() > 1 {
+            let keys: Vec<String> = members
+                .iter()
+                .map(|&k| format!("{:#x}", plan.mrs[k].rkey))
+                .collect();
+            let text = format!(
+                "rkeys {} reach one memory [{:#x}, {:#x}): their ranges overlap",
+                keys.join(", "),
+                m.iova,
+                m.iova + m.len
+            );
+            plan.infer(frame, InferenceKind::SharedMemory, text);
+        }
+        plan.memories.push(m);
     }
 }
 
 /// The value at each atomic address before the first atomic on it, from rxe's answer to
 /// that atomic (or to its retransmission, which replays the same original value).
 fn atomics(conn: &Connection, plan: &mut Plan) {
-    let mut seen: Vec<(u32, u64)> = Vec::new();
-    let mut written: Vec<(u32, u64, u64)> = Vec::new();
+    // Addresses are compared within a memory, whichever rkey reached them.
+    let memory_of = |rkey: u32| plan.mrs.iter().find(|m| m.rkey == rkey).map(|m| m.memory);
+    let mut seen: Vec<(Option<usize>, u64)> = Vec::new();
+    let mut written: Vec<(Option<usize>, u64, u64)> = Vec::new();
+    let mut seeds = Vec::new();
+    let mut inferences = Vec::new();
     for (i, req) in conn.requests.iter().enumerate() {
         let Some(p) = req.packet().filter(|_| plan.executed[i]) else {
             continue;
@@ -511,10 +630,11 @@ fn atomics(conn: &Connection, plan: &mut Plan) {
                 Operation::Write | Operation::AtomicWrite
             )
         }) {
-            written.push((r.rkey, r.va, u64::from(r.dma_len)));
+            written.push((memory_of(r.rkey), r.va, u64::from(r.dma_len)));
         }
         let Some(a) = p.atomic_eth else { continue };
-        if seen.contains(&(a.rkey, a.va)) {
+        let memory = memory_of(a.rkey);
+        if seen.contains(&(memory, a.va)) {
             continue;
         }
         if plan.answers[i]
@@ -522,7 +642,7 @@ fn atomics(conn: &Connection, plan: &mut Plan) {
         {
             continue;
         }
-        seen.push((a.rkey, a.va));
+        seen.push((memory, a.va));
         let answer = plan.answers[i].or_else(|| {
             (0..conn.responses.len()).find(|&j| {
                 conn.responses[j].frame > req.frame
@@ -536,11 +656,11 @@ fn atomics(conn: &Connection, plan: &mut Plan) {
         };
         if written
             .iter()
-            .any(|&(k, va, len)| k == a.rkey && va <= a.va && a.va < va.saturating_add(len))
+            .any(|&(m, va, len)| m == memory && va <= a.va && a.va < va.saturating_add(len))
         {
             continue;
         }
-        plan.seeds.push(Seed {
+        seeds.push(Seed {
             request: i,
             rkey: a.rkey,
             va: a.va,
@@ -550,7 +670,11 @@ fn atomics(conn: &Connection, plan: &mut Plan) {
             "memory at rkey {:#x} va {:#x} held {value:#x} before the atomic at frame {}: rxe's ATOMIC ACK at frame {} returned it",
             a.rkey, a.va, req.frame, conn.responses[j].frame
         );
-        plan.infer(req.frame, InferenceKind::AtomicOrig, text);
+        inferences.push((req.frame, text));
+    }
+    plan.seeds.extend(seeds);
+    for (frame, text) in inferences {
+        plan.infer(frame, InferenceKind::AtomicOrig, text);
     }
 }
 

@@ -19,6 +19,7 @@ pub mod compare;
 pub mod connection;
 mod error;
 pub mod infer;
+mod memory;
 pub mod replay;
 mod report;
 mod response;

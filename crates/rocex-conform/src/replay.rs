@@ -140,34 +140,9 @@ impl Responder {
         Ok(me)
     }
 
-    /// Registers the captured rkeys (lkeys chosen clear of every captured key) and windows.
+    /// Registers the captured rkeys and windows over the memories the plan infers.
     fn register(&mut self, conn: &Connection, plan: &Plan) -> Result<(), ConformError> {
-        let taken = |k: u32| plan.mrs.iter().any(|m| m.rkey == k) || plan.mws.contains(&k);
-        let mut next_lkey = 0x4c00_0000u32;
-        for mr in &plan.mrs {
-            while taken(next_lkey) {
-                next_lkey += 1;
-            }
-            let region = Arc::new(
-                VecRegion::new(mr.len as usize)
-                    .with_persistent(mr.access.contains(Access::FLUSH_PERSISTENT)),
-            );
-            let keys = Keys {
-                lkey: next_lkey,
-                rkey: mr.rkey,
-            };
-            next_lkey += 1;
-            let dyn_region: Arc<dyn Region> = region.clone();
-            self.engine
-                .reg_mr_with_keys(self.pd, mr.iova, mr.len, mr.access, dyn_region, keys)
-                .map_err(setup_err(conn, "reg_mr_with_keys"))?;
-            self.regions.push((mr.rkey, mr.iova, region));
-        }
-        for &rkey in &plan.mws {
-            self.engine
-                .alloc_mw_with_key(self.pd, rkey)
-                .map_err(setup_err(conn, "alloc_mw_with_key"))?;
-        }
+        self.regions = crate::memory::register(&mut self.engine, self.pd, conn, plan)?;
         Ok(())
     }
 

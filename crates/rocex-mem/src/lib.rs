@@ -53,6 +53,6 @@ mod target;
 
 pub use access::Access;
 pub use error::MemError;
-pub use region::{AccessFault, FlushError, Region, VecRegion};
+pub use region::{AccessFault, FlushError, Region, SubRegion, VecRegion};
 pub use table::{Keys, MemTable, MrInfo, MwBinding, MwInfo, PdId};
 pub use target::Target;

@@ -180,6 +180,69 @@ impl VecRegion {
     }
 }
 
+/// The bytes `[offset, offset + len)` of another region, as a region of its own: several
+/// memory regions can then be registered over the same memory at different addresses, as
+/// an application registers parts of one buffer (and as a replay of a capture must, when
+/// the peer's rkeys reach the same bytes).
+#[derive(Debug)]
+pub struct SubRegion {
+    inner: std::sync::Arc<dyn Region>,
+    offset: u64,
+    len: u64,
+}
+
+impl SubRegion {
+    /// `[offset, offset + len)` of `inner`, or `None` when that range is not inside it.
+    pub fn new(inner: std::sync::Arc<dyn Region>, offset: u64, len: u64) -> Option<Self> {
+        (offset.checked_add(len)? <= inner.len()).then_some(Self { inner, offset, len })
+    }
+}
+
+impl Region for SubRegion {
+    fn len(&self) -> u64 {
+        self.len
+    }
+    // Callers keep offset + len within self.len, so offset + self.offset stays inside
+    // `inner` (checked in `new`).
+    fn read(&self, offset: u64, buf: &mut [u8]) {
+        self.inner.read(self.offset + offset, buf);
+    }
+    fn write(&self, offset: u64, data: &[u8]) {
+        self.inner.write(self.offset + offset, data);
+    }
+    fn compare_swap(&self, offset: u64, compare: u64, swap: u64) -> u64 {
+        self.inner.compare_swap(self.offset + offset, compare, swap)
+    }
+    fn fetch_add(&self, offset: u64, add: u64) -> u64 {
+        self.inner.fetch_add(self.offset + offset, add)
+    }
+    fn atomic_write(&self, offset: u64, value: u64) {
+        self.inner.atomic_write(self.offset + offset, value);
+    }
+    fn flush(&self, offset: u64, len: u64, persistent: bool) -> Result<(), FlushError> {
+        self.inner.flush(self.offset + offset, len, persistent)
+    }
+    fn persistent(&self) -> bool {
+        self.inner.persistent()
+    }
+    fn try_read(&self, offset: u64, buf: &mut [u8]) -> Result<(), AccessFault> {
+        self.inner.try_read(self.offset + offset, buf)
+    }
+    fn try_write(&self, offset: u64, data: &[u8]) -> Result<(), AccessFault> {
+        self.inner.try_write(self.offset + offset, data)
+    }
+    fn try_compare_swap(&self, offset: u64, compare: u64, swap: u64) -> Result<u64, AccessFault> {
+        self.inner
+            .try_compare_swap(self.offset + offset, compare, swap)
+    }
+    fn try_fetch_add(&self, offset: u64, add: u64) -> Result<u64, AccessFault> {
+        self.inner.try_fetch_add(self.offset + offset, add)
+    }
+    fn try_atomic_write(&self, offset: u64, value: u64) -> Result<(), AccessFault> {
+        self.inner.try_atomic_write(self.offset + offset, value)
+    }
+}
+
 /// The byte range `[offset, offset + len)` as indices, if it fits in `usize`.
 fn span(offset: u64, len: usize) -> Option<core::ops::Range<usize>> {
     let start = usize::try_from(offset).ok()?;
@@ -250,6 +313,22 @@ mod tests {
         r.read(12, &mut [0u8; 8]);
         assert_eq!(r.fetch_add(12, 1), 0);
         assert_eq!(r.snapshot(), buf);
+    }
+
+    #[test]
+    fn a_sub_region_is_a_view_of_the_same_bytes() {
+        use std::sync::Arc;
+        let whole = Arc::new(VecRegion::new(32).with_persistent(true));
+        let sub = super::SubRegion::new(whole.clone(), 8, 16).unwrap();
+        assert_eq!((sub.len(), sub.persistent()), (16, true));
+        sub.write(8, &7u64.to_ne_bytes());
+        assert_eq!(whole.fetch_add(16, 1), 7);
+        assert_eq!(sub.compare_swap(8, 8, 9), 8);
+        let mut b = [0u8; 8];
+        whole.read(16, &mut b);
+        assert_eq!(u64::from_ne_bytes(b), 9);
+        assert!(super::SubRegion::new(whole.clone(), 17, 16).is_none());
+        assert!(super::SubRegion::new(whole, u64::MAX, 2).is_none());
     }
 
     #[test]

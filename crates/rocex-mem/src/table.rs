@@ -366,6 +366,37 @@ impl MemTable {
         len: u64,
         access: Access,
     ) -> Result<u32, MemError> {
+        self.bind(pd, mw_rkey, mr_lkey, addr, len, access, false)
+    }
+
+    /// Binds the free window `mw_rkey` as [`MemTable::bind_mw`] does, under the same rules,
+    /// but the window keeps its rkey, for reproducing captures: a replay of another
+    /// device's traffic must reach a bound window through the rkey that device handed out.
+    /// Never use this for real traffic: a window whose rkey does not change on a bind is
+    /// reachable by a peer that kept the old key.
+    pub fn bind_mw_keeping_key(
+        &mut self,
+        pd: PdId,
+        mw_rkey: u32,
+        mr_lkey: u32,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<u32, MemError> {
+        self.bind(pd, mw_rkey, mr_lkey, addr, len, access, true)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn bind(
+        &mut self,
+        pd: PdId,
+        mw_rkey: u32,
+        mr_lkey: u32,
+        addr: u64,
+        len: u64,
+        access: Access,
+        keep_key: bool,
+    ) -> Result<u32, MemError> {
         let (id, mw) = self.mw_by_rkey(mw_rkey)?;
         if mw.pd != pd {
             return Err(MemError::WrongPd);
@@ -414,9 +445,14 @@ impl MemTable {
         if addr < mr.iova || end > mr.iova + mr.len {
             return Err(MemError::OutOfBounds { addr, len });
         }
-        let new_rkey = self.fresh_key()?;
-        self.drop_key(mw_rkey);
-        self.index.insert(new_rkey, KeyRef::Mw(id));
+        let new_rkey = if keep_key {
+            mw_rkey
+        } else {
+            let fresh = self.fresh_key()?;
+            self.drop_key(mw_rkey);
+            self.index.insert(fresh, KeyRef::Mw(id));
+            fresh
+        };
         if let Some(mr) = self.mrs.get_mut(&mr_lkey) {
             mr.bound_mws = mr.bound_mws.saturating_add(1);
         }

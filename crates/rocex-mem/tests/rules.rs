@@ -665,3 +665,34 @@ fn errors_display_as_one_sentence() {
         assert!(s.chars().next().unwrap().is_uppercase(), "{s}");
     }
 }
+
+#[test]
+fn a_window_bound_keeping_its_key_is_reached_through_that_key_until_invalidated() {
+    let (mut t, pd, k, r) = with_mr(ALL_REMOTE);
+    let mw = t.alloc_mw_with_key(pd, 0x1234_5600).unwrap();
+    let grant = Access::REMOTE_WRITE;
+    assert_eq!(
+        t.bind_mw_keeping_key(pd, mw, k.lkey, IOVA + 8, 16, grant),
+        Ok(mw)
+    );
+    // The window and its region's own rkey reach the same bytes.
+    t.check_rkey(pd, mw, IOVA + 8, 8, grant)
+        .unwrap()
+        .write_at(0, &[7; 8])
+        .unwrap();
+    let word = t
+        .check_rkey(pd, k.rkey, IOVA + 8, 8, Access::REMOTE_ATOMIC)
+        .unwrap();
+    assert_eq!(word.fetch_add(0, 1), Ok(0x0707_0707_0707_0707));
+    assert_eq!(r.snapshot()[8], 8);
+    // Same rules as bind_mw: a bound window is not bound again.
+    assert_eq!(
+        t.bind_mw_keeping_key(pd, mw, k.lkey, IOVA, 8, grant),
+        Err(MemError::MwBound)
+    );
+    t.invalidate(pd, mw).unwrap();
+    assert_eq!(
+        t.check_rkey(pd, mw, IOVA + 8, 8, grant).unwrap_err(),
+        MemError::Invalidated
+    );
+}

@@ -919,6 +919,22 @@ impl Engine {
     pub fn alloc_mw_with_key(&mut self, pd: PdId, rkey: u32) -> Result<u32, VerbsError> {
         Ok(self.mem.alloc_mw_with_key(pd, rkey)?)
     }
+
+    /// Binds a type-2 window that keeps its rkey, for reproducing captures (see
+    /// [`MemTable::bind_mw_keeping_key`]).
+    pub fn bind_mw_keeping_key(
+        &mut self,
+        pd: PdId,
+        mw_rkey: u32,
+        mr_lkey: u32,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<u32, VerbsError> {
+        Ok(self
+            .mem
+            .bind_mw_keeping_key(pd, mw_rkey, mr_lkey, addr, len, access)?)
+    }
 }
 
 /// The checks `ibv_post_recv` makes before a request is queued.

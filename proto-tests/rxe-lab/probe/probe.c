@@ -6,6 +6,7 @@
  *             [--iters N] [--mtu N] [--psn N] [--timeout N] [--retry N]
  *             [--rnr-retry N] [--min-rnr N] [--rnr-delay MS] [--uc]
  *             [--bad-rkey] [--flush-type global|persistent] [--expect STATUS]
+ *             [--mr-flush none|global] [--inv-mr]
  *
  * The client (requester) drives: it sends a PLAN line, both sides exchange a
  * QP line over TCP, the server (responder) answers READY once its QP is in
@@ -41,14 +42,20 @@
 #define ATOMIC_INIT 0x1000ULL
 #define ATOMIC_WRITE_VALUE 0xa5a5a5a55a5a5a5aULL
 #define IMM_BASE 0x12345600u
+#define MW_SET_VALUE 0x5e75e75e70000000ULL
+#define AW_SET_VALUE 0x0a70a70a70000000ULL
 
 enum op {
 	OP_SEND, OP_SEND_IMM, OP_SEND_INV, OP_WRITE, OP_WRITE_IMM, OP_READ,
-	OP_CAS, OP_FAA, OP_ATOMIC_WRITE, OP_FLUSH, OP_COUNT
+	OP_CAS, OP_FAA, OP_ATOMIC_WRITE, OP_FLUSH,
+	/* Through the server's type-2 window: WRITE, READ, an 8-byte WRITE of the atomic word. */
+	OP_MW_WRITE, OP_MW_READ, OP_MW_SET,
+	/* ATOMIC_WRITE of the atomic word; FLUSH of the whole MR (selectivity MR, length 0). */
+	OP_AW_SET, OP_FLUSH_MR, OP_COUNT
 };
 static const char *op_names[OP_COUNT] = {
 	"send", "send_imm", "send_inv", "write", "write_imm", "read",
-	"cas", "faa", "atomic_write", "flush"
+	"cas", "faa", "atomic_write", "flush", "mw_write", "mw_read", "mw_set", "aw_set", "flush_mr"
 };
 
 struct opts {
@@ -60,7 +67,10 @@ struct opts {
 	int psn; /* -1: random */
 	int timeout, retry, rnr_retry, min_rnr, rnr_delay;
 	int uc, bad_rkey, flush_persistent;
+	int mr_flush; /* server MR's FLUSH access: 0 none, 1 global (default) */
+	int inv_mr;   /* send_inv names the server MR's rkey instead of its window's */
 	int expect; /* expected error status, -1 none */
+	int expect_alt; /* --expect A,B: status B is accepted too (a NAK lost under loss), -1 none */
 	int wait_s;
 };
 
@@ -334,6 +344,18 @@ static int plan_has(const struct opts *o, int op)
 	return 0;
 }
 
+static int plan_flushes(const struct opts *o)
+{
+	return plan_has(o, OP_FLUSH) || plan_has(o, OP_FLUSH_MR);
+}
+
+/* The server binds a type-2 window over its whole buffer for these plans. */
+static int plan_wants_mw(const struct opts *o)
+{
+	return (plan_has(o, OP_SEND_INV) && !o->inv_mr) || plan_has(o, OP_MW_WRITE) ||
+	       plan_has(o, OP_MW_READ) || plan_has(o, OP_MW_SET);
+}
+
 static int plan_recvs(const struct opts *o)
 {
 	int n = 0;
@@ -373,9 +395,9 @@ static void setup(struct ctx *c, const struct opts *o, int server)
 	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 	if (!o->uc)
 		access |= IBV_ACCESS_REMOTE_ATOMIC;
-	if (server && plan_has(o, OP_SEND_INV))
+	if (server && plan_wants_mw(o))
 		access |= IBV_ACCESS_MW_BIND;
-	if (server && plan_has(o, OP_FLUSH))
+	if (server && plan_flushes(o) && o->mr_flush)
 		access |= IBV_ACCESS_FLUSH_GLOBAL;
 	c->mr = ibv_reg_mr(c->pd, c->buf, c->buflen, access);
 	if (!c->mr)
@@ -395,9 +417,9 @@ static void setup(struct ctx *c, const struct opts *o, int server)
 		a.send_ops_flags |= IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
 				    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV |
 				    IBV_QP_EX_WITH_BIND_MW;
-		if (plan_has(o, OP_ATOMIC_WRITE))
+		if (plan_has(o, OP_ATOMIC_WRITE) || plan_has(o, OP_AW_SET))
 			a.send_ops_flags |= IBV_QP_EX_WITH_ATOMIC_WRITE;
-		if (plan_has(o, OP_FLUSH))
+		if (plan_flushes(o))
 			a.send_ops_flags |= IBV_QP_EX_WITH_FLUSH;
 	}
 	c->qp = ibv_create_qp_ex(c->ctx, &a);
@@ -411,7 +433,7 @@ static void setup(struct ctx *c, const struct opts *o, int server)
 				  .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 						     (o->uc ? 0 : IBV_ACCESS_REMOTE_ATOMIC) };
 	/* rxe checks FLUSH against the QP's access flags, then the MR's. */
-	if (server && plan_has(o, OP_FLUSH))
+	if (server && plan_flushes(o))
 		at.qp_access_flags |= IBV_ACCESS_FLUSH_GLOBAL | IBV_ACCESS_FLUSH_PERSISTENT;
 	if (ibv_modify_qp(c->qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		fatal("modify INIT: %s", strerror(errno));
@@ -515,7 +537,7 @@ static void parse_ops(struct opts *o, const char *list)
 	o->nops = 0;
 	for (char *t = strtok(tmp, ","); t; t = strtok(NULL, ",")) {
 		if (!strcmp(t, "all")) {
-			for (int k = 0; k < OP_COUNT; k++)
+			for (int k = 0; k <= OP_FLUSH; k++)
 				o->ops[o->nops++] = k;
 			continue;
 		}
@@ -559,6 +581,10 @@ static int run_server(struct opts *o)
 			o->psn = (int)strtol(t + 4, NULL, 0);
 		else if (!strncmp(t, "expect=", 7))
 			o->expect = atoi(t + 7);
+		else if (!strcmp(t, "mrflush=none"))
+			o->mr_flush = 0;
+		else if (!strcmp(t, "invmr"))
+			o->inv_mr = 1;
 	}
 	msg("plan: ops=%s size=%zu iters=%d mtu=%d flags=%s", ops, o->size, o->iters, o->mtu, flags);
 
@@ -575,13 +601,14 @@ static int run_server(struct opts *o)
 		post_recvs(&c, o, nrecv);
 
 	uint32_t inv_rkey = 0;
-	if (plan_has(o, OP_SEND_INV)) {
-		/* A type-2 memory window over the WRITE area, for SEND_WITH_INV. */
+	if (plan_wants_mw(o)) {
+		/* A type-2 memory window over the whole buffer, for SEND_WITH_INV and mw_*. */
 		c.mw = ibv_alloc_mw(c.pd, IBV_MW_TYPE_2);
 		if (!c.mw)
 			fatal("ibv_alloc_mw: %s", strerror(errno));
-		struct ibv_mw_bind_info bi = { .mr = c.mr, .addr = (uintptr_t)c.buf, .length = o->size,
-					       .mw_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ };
+		struct ibv_mw_bind_info bi = { .mr = c.mr, .addr = (uintptr_t)c.buf, .length = c.buflen,
+					       .mw_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+								  (o->uc ? 0 : IBV_ACCESS_REMOTE_ATOMIC) };
 		inv_rkey = ibv_inc_rkey(c.mw->rkey);
 		ibv_wr_start(c.qpx);
 		c.qpx->wr_id = 900;
@@ -665,7 +692,7 @@ static int run_server(struct opts *o)
 	}
 	if (!o->bad_rkey && o->expect < 0) {
 		/* Memory checks. */
-		if (plan_has(o, OP_WRITE) || plan_has(o, OP_WRITE_IMM)) {
+		if (plan_has(o, OP_WRITE) || plan_has(o, OP_WRITE_IMM) || plan_has(o, OP_MW_WRITE)) {
 			for (size_t i = 0; i < o->size; i++)
 				if (c.buf[i] != pat_client(i)) {
 					ok = 0;
@@ -678,7 +705,8 @@ static int run_server(struct opts *o)
 			snprintf(why, sizeof(why), "%d received messages with wrong data", data_bad);
 		}
 		uint64_t *atom = (uint64_t *)(c.buf + 2 * o->size);
-		if ((plan_has(o, OP_CAS) || plan_has(o, OP_FAA)) && atom[0] != atomic_expect) {
+		if ((plan_has(o, OP_CAS) || plan_has(o, OP_FAA) || plan_has(o, OP_MW_SET) ||
+		     plan_has(o, OP_AW_SET)) && atom[0] != atomic_expect) {
 			ok = 0;
 			snprintf(why, sizeof(why), "atomic word 0x%" PRIx64 " expected 0x%" PRIx64, atom[0],
 				 atomic_expect);
@@ -687,7 +715,7 @@ static int run_server(struct opts *o)
 			ok = 0;
 			snprintf(why, sizeof(why), "atomic_write word 0x%" PRIx64, atom[1]);
 		}
-		if (plan_has(o, OP_SEND_INV) && !inv_seen) {
+		if (plan_has(o, OP_SEND_INV) && !o->inv_mr && !inv_seen) {
 			ok = 0;
 			snprintf(why, sizeof(why), "no completion invalidating 0x%08x", inv_rkey);
 		}
@@ -717,6 +745,10 @@ static int run_client(struct opts *o)
 		sprintf(flags + strlen(flags), "psn=0x%06x,", o->psn);
 	if (o->expect >= 0)
 		sprintf(flags + strlen(flags), "expect=%d,", o->expect);
+	if (!o->mr_flush)
+		strcat(flags, "mrflush=none,");
+	if (o->inv_mr)
+		strcat(flags, "invmr,");
 	if (!flags[0])
 		strcpy(flags, "-");
 	else
@@ -737,6 +769,11 @@ static int run_client(struct opts *o)
 		fatal("bad READY line: %s", line);
 
 	uint32_t rkey = o->bad_rkey ? rem.rkey ^ 0x00ffff00u : rem.rkey;
+	uint32_t wkey = inv_rkey; /* the server's window, for mw_* */
+	if (o->inv_mr) {
+		inv_rkey = rem.rkey;
+		msg("send_inv names the MR's rkey 0x%08x", inv_rkey);
+	}
 	if (o->bad_rkey)
 		msg("using bad rkey 0x%08x (valid: 0x%08x)", rkey, rem.rkey);
 	uint64_t r_write = rem.vaddr, r_read = rem.vaddr + o->size, r_atom = rem.vaddr + 2 * o->size;
@@ -754,6 +791,7 @@ static int run_client(struct opts *o)
 			char what[48];
 			snprintf(what, sizeof(what), "%s#%d", op_names[op], it);
 			uint64_t cmp = atomic_cur, swp = atomic_cur + 0x1000, add = 1, aw = ATOMIC_WRITE_VALUE;
+			uint64_t set = (op == OP_MW_SET ? MW_SET_VALUE : AW_SET_VALUE) + it;
 			struct ibv_sge sge = { .addr = (uintptr_t)l_send, .length = (uint32_t)o->size,
 					       .lkey = c.mr->lkey };
 			ibv_wr_start(c.qpx);
@@ -798,8 +836,30 @@ static int run_client(struct opts *o)
 					     o->flush_persistent ? IBV_FLUSH_PERSISTENT : IBV_FLUSH_GLOBAL,
 					     IBV_FLUSH_RANGE);
 				break;
+			case OP_MW_WRITE:
+				ibv_wr_rdma_write(c.qpx, wkey, r_write);
+				break;
+			case OP_MW_READ:
+				memset(l_read, 0, o->size);
+				ibv_wr_rdma_read(c.qpx, wkey, r_read);
+				sge.addr = (uintptr_t)l_read;
+				break;
+			case OP_MW_SET:
+				l_atom[1] = set;
+				ibv_wr_rdma_write(c.qpx, wkey, r_atom);
+				sge.addr = (uintptr_t)(l_atom + 1);
+				sge.length = 8;
+				break;
+			case OP_AW_SET:
+				ibv_wr_atomic_write(c.qpx, rkey, r_atom, &set);
+				break;
+			case OP_FLUSH_MR:
+				ibv_wr_flush(c.qpx, rkey, r_write, 0,
+					     o->flush_persistent ? IBV_FLUSH_PERSISTENT : IBV_FLUSH_GLOBAL,
+					     IBV_FLUSH_MR);
+				break;
 			}
-			if (op != OP_ATOMIC_WRITE && op != OP_FLUSH)
+			if (op != OP_ATOMIC_WRITE && op != OP_FLUSH && op != OP_AW_SET && op != OP_FLUSH_MR)
 				ibv_wr_set_sge(c.qpx, sge.lkey, sge.addr, sge.length);
 			if (ibv_wr_complete(c.qpx))
 				fatal("post %s: %s", what, strerror(errno));
@@ -813,7 +873,8 @@ static int run_client(struct opts *o)
 			print_wc(what, &wc);
 			if (wc.status != IBV_WC_SUCCESS) {
 				n_err++;
-				if (o->expect >= 0 && (int)wc.status == o->expect) {
+				if (o->expect >= 0 &&
+				    ((int)wc.status == o->expect || (int)wc.status == o->expect_alt)) {
 					expect_seen = 1;
 					msg("expected status %s seen", ibv_wc_status_str(wc.status));
 				} else {
@@ -825,7 +886,9 @@ static int run_client(struct opts *o)
 			n_ok++;
 			if (op == OP_SEND_IMM || op == OP_WRITE_IMM)
 				imm++;
-			if (op == OP_READ) {
+			if (op == OP_MW_SET || op == OP_AW_SET)
+				atomic_cur = set;
+			if (op == OP_READ || op == OP_MW_READ) {
 				for (size_t i = 0; i < o->size; i++)
 					if (l_read[i] != pat_server(i % o->size)) {
 						msg("READ data wrong at offset %zu: 0x%02x", i, l_read[i]);
@@ -873,8 +936,10 @@ static void usage(void)
 		"       rxe-probe client PEER [-d DEV] [-g GIDX] [-p PORT] [--ops LIST] [--size N]\n"
 		"                 [--iters N] [--mtu N] [--psn N] [--timeout N] [--retry N]\n"
 		"                 [--rnr-retry N] [--min-rnr N] [--rnr-delay MS] [--uc] [--bad-rkey]\n"
-		"                 [--flush-type global|persistent] [--expect STATUS] [--wait S]\n"
-		"ops: send,send_imm,send_inv,write,write_imm,read,cas,faa,atomic_write,flush,all\n"
+		"                 [--flush-type global|persistent] [--expect STATUS[,STATUS]] [--wait S]\n"
+		"                 [--mr-flush none|global] [--inv-mr]\n"
+		"ops: send,send_imm,send_inv,write,write_imm,read,cas,faa,atomic_write,flush,\n"
+		"     mw_write,mw_read,mw_set,aw_set,flush_mr,all\n"
 		"status: rem_access rem_inv_req rem_op retry_exc rnr_retry_exc wr_flush or a number\n");
 	exit(2);
 }
@@ -883,13 +948,14 @@ int main(int argc, char **argv)
 {
 	struct opts o = { .dev = "rxe0", .gidx = 1, .port = 18600, .size = 64, .iters = 1,
 			  .mtu = 1024, .psn = -1, .timeout = 17, .retry = 7, .rnr_retry = 7,
-			  .min_rnr = 12, .expect = -1, .wait_s = 60 };
+			  .min_rnr = 12, .expect = -1, .expect_alt = -1, .wait_s = 60, .mr_flush = 1 };
 	static const struct option lo[] = {
 		{ "ops", 1, 0, 'o' }, { "size", 1, 0, 's' }, { "iters", 1, 0, 'n' },
 		{ "mtu", 1, 0, 'm' }, { "psn", 1, 0, 'P' }, { "timeout", 1, 0, 't' },
 		{ "retry", 1, 0, 'r' }, { "rnr-retry", 1, 0, 'R' }, { "min-rnr", 1, 0, 'N' },
 		{ "rnr-delay", 1, 0, 'D' }, { "uc", 0, 0, 'u' }, { "bad-rkey", 0, 0, 'b' },
 		{ "flush-type", 1, 0, 'f' }, { "expect", 1, 0, 'e' }, { "wait", 1, 0, 'w' },
+		{ "mr-flush", 1, 0, 'F' }, { "inv-mr", 0, 0, 'I' },
 		{ 0 } };
 	if (argc < 2)
 		usage();
@@ -924,8 +990,19 @@ int main(int argc, char **argv)
 		case 'u': o.uc = 1; break;
 		case 'b': o.bad_rkey = 1; break;
 		case 'f': o.flush_persistent = !strcmp(optarg, "persistent"); break;
-		case 'e': o.expect = status_from_name(optarg); break;
+		case 'e': {
+			char first[64];
+			snprintf(first, sizeof(first), "%s", optarg);
+			char *alt = strchr(first, ',');
+			if (alt)
+				*alt++ = 0;
+			o.expect = status_from_name(first);
+			o.expect_alt = alt ? status_from_name(alt) : -1;
+			break;
+		}
 		case 'w': o.wait_s = atoi(optarg); break;
+		case 'F': o.mr_flush = strcmp(optarg, "none") != 0; break;
+		case 'I': o.inv_mr = 1; break;
 		default: usage();
 		}
 	}

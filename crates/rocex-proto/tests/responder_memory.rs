@@ -442,3 +442,29 @@ fn a_whole_region_flush_makes_a_file_backed_region_durable() {
         .unwrap();
     assert_eq!(back, data);
 }
+
+#[test]
+fn a_duplicate_read_whose_key_is_gone_is_a_remote_access_error() {
+    // rxe `rxe_recheck_mr`: a READ replayed for a duplicate looks its rkey up again; a key
+    // deregistered since is an rkey violation (NAK 0x62), not a silent drop.
+    let mut r = Resp::new();
+    let keys = r.reg(
+        Access::LOCAL_WRITE | Access::REMOTE_READ,
+        Arc::new(VecRegion::new(LEN as usize)),
+    );
+    let reth = RethRepr {
+        va: IOVA,
+        rkey: keys.rkey,
+        dma_len: 100,
+    };
+    r.request(Opcode::RC_RDMA_READ_REQUEST, reth, None, &[]);
+    assert_eq!(r.next().unwrap().0, Opcode::RC_RDMA_READ_RESPONSE_ONLY);
+    r.e.dereg_mr(keys.lkey).unwrap();
+    r.psn = PSN0;
+    r.request(Opcode::RC_RDMA_READ_REQUEST, reth, None, &[]);
+    assert_eq!(
+        r.next().map(|(op, psn, aeth, _)| (op, psn, aeth)),
+        Some((Opcode::RC_ACKNOWLEDGE, PSN0, Some((NAK_ACCESS, 1))))
+    );
+    assert_eq!(r.state(), QpState::Err);
+}

@@ -1,6 +1,6 @@
 //! Timed scripts: one engine under test against a peer played by the test, packet by
-//! packet, as smoltcp tests its TCP: the error paths of datenlord/roce-sim
-//! (rxe-behaviour.md §7) and rxe's responder behaviour (§9).
+//! packet, as smoltcp tests its TCP: the error paths datenlord/roce-sim tests and rxe's
+//! responder behaviour (docs/rxe-behaviour.md).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;

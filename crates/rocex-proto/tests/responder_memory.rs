@@ -13,10 +13,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rocex_mem::{AccessFault, FlushError};
-use rocex_proto::verbs::{AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType};
+use rocex_proto::verbs::{
+    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, Sge, WcStatus,
+};
 use rocex_proto::{Access, Config, Engine, IcrcStatus, Instant, Keys, QpInit, Region, VecRegion};
 use rocex_wire::feth::{PLT_GLOBAL_VISIBILITY, PLT_PERSISTENCE, SEL_MEMORY_REGION};
-use rocex_wire::{BthRepr, FethRepr, NakCode, Opcode, PacketRepr, Psn, RethRepr, Syndrome};
+use rocex_wire::{
+    BthRepr, FethRepr, IethRepr, NakCode, Opcode, PacketRepr, Psn, RethRepr, Syndrome,
+};
 
 const PEER_QPN: u32 = 0x11;
 const PSN0: u32 = 0x2000;
@@ -134,6 +138,7 @@ type Answer = (Opcode, u32, Option<(Syndrome, u32)>, Vec<u8>);
 struct Resp {
     e: Engine,
     qpn: u32,
+    cq: u32,
     pd: rocex_proto::PdId,
     psn: u32,
     peer: SocketAddr,
@@ -179,6 +184,7 @@ impl Resp {
         Self {
             e,
             qpn,
+            cq,
             pd,
             psn: PSN0,
             peer,
@@ -194,10 +200,30 @@ impl Resp {
     /// Sends one request packet with the next PSN.
     fn request(&mut self, op: Opcode, reth: RethRepr, feth: Option<FethRepr>, payload: &[u8]) {
         let mut p = PacketRepr::new(BthRepr::new(op, self.qpn, Psn::new(self.psn)));
-        p.bth.ack_req = true;
         p.reth = Some(reth);
         p.feth = feth;
         p.payload = payload;
+        self.send(p);
+    }
+
+    /// A SEND_ONLY_WITH_INVALIDATE naming `rkey`, into a receive posted for it.
+    fn send_inv(&mut self, rkey: u32, lkey: u32) {
+        let sge = Sge {
+            addr: IOVA + 4096,
+            length: 512,
+            lkey,
+        };
+        let wr = RecvWr::new(7, [sge]);
+        self.e.post_recv(Instant::ZERO, self.qpn, wr).unwrap();
+        let op = Opcode::RC_SEND_ONLY_WITH_INVALIDATE;
+        let mut p = PacketRepr::new(BthRepr::new(op, self.qpn, Psn::new(self.psn)));
+        p.ieth = Some(IethRepr { rkey });
+        p.payload = &[0x5a; 16];
+        self.send(p);
+    }
+
+    fn send(&mut self, mut p: PacketRepr<'_>) {
+        p.bth.ack_req = true;
         let p = p.with_canonical_pad();
         let mut buf = vec![0u8; p.buffer_len()];
         p.emit(&mut buf).unwrap();
@@ -466,5 +492,48 @@ fn a_duplicate_read_whose_key_is_gone_is_a_remote_access_error() {
         r.next().map(|(op, psn, aeth, _)| (op, psn, aeth)),
         Some((Opcode::RC_ACKNOWLEDGE, PSN0, Some((NAK_ACCESS, 1))))
     );
+    assert_eq!(r.state(), QpState::Err);
+}
+
+#[test]
+fn send_with_invalidate_frees_a_window_and_errs_on_a_region() {
+    // rxe `invalidate_rkey`: a window's rkey is invalidated, the message acknowledged with
+    // the MSN advanced, and the rkey refused afterwards; a region's rkey cannot be, and the
+    // message is still acknowledged, its MSN not counted, the QP then in error
+    // (docs/rxe-behaviour.md, items 10 and 11).
+    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::MW_BIND;
+    let mut r = Resp::new();
+    let keys = r.reg(access, Arc::new(VecRegion::new(LEN as usize)));
+    let mw = r.e.alloc_mw(r.pd).unwrap();
+    let w =
+        r.e.bind_mw(r.pd, mw, keys.lkey, IOVA, 256, Access::REMOTE_WRITE)
+            .unwrap();
+    r.send_inv(w, keys.lkey);
+    assert_eq!(r.next().unwrap().2, Some((Syndrome::ACK, 1)));
+    let wc = r.e.poll_cq(r.cq).unwrap();
+    assert_eq!(
+        (wc.status, wc.byte_len, wc.invalidated_rkey),
+        (WcStatus::Success, 16, Some(w))
+    );
+    let reth = RethRepr {
+        va: IOVA,
+        rkey: w,
+        dma_len: 8,
+    };
+    r.request(Opcode::RC_RDMA_WRITE_ONLY, reth, None, &[1; 8]);
+    assert_eq!(
+        r.next().map(|(op, psn, aeth, _)| (op, psn, aeth)),
+        Some((Opcode::RC_ACKNOWLEDGE, PSN0 + 1, Some((NAK_ACCESS, 1))))
+    );
+    assert_eq!(r.state(), QpState::Err);
+
+    let mut r = Resp::new();
+    let keys = r.reg(access, Arc::new(VecRegion::new(LEN as usize)));
+    r.send_inv(keys.rkey, keys.lkey);
+    assert_eq!(
+        r.next().map(|(op, psn, aeth, _)| (op, psn, aeth)),
+        Some((Opcode::RC_ACKNOWLEDGE, PSN0, Some((Syndrome::ACK, 0))))
+    );
+    assert_eq!(r.e.poll_cq(r.cq).unwrap().status, WcStatus::RemInvReqErr);
     assert_eq!(r.state(), QpState::Err);
 }

@@ -130,12 +130,16 @@ fn mtu_of(bytes: u32) -> Result<Mtu, ConfigError> {
         .ok_or(ConfigError::Mtu(bytes))
 }
 
+/// The run directory of the default sockets: the one directory rocexd creates when it is
+/// missing (a socket given elsewhere needs its directory to exist).
+pub(crate) const RUN_DIR: &str = "/run/rocex";
+
 /// The default socket of a daemon on `addr`: `$ROCEX_SOCKET` when set (so a client and
 /// the daemon started in one environment agree), else `/run/rocex/<addr>.sock`.
 pub(crate) fn default_socket(addr: IpAddr) -> PathBuf {
     std::env::var_os("ROCEX_SOCKET")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new("/run/rocex").join(format!("{addr}.sock")))
+        .unwrap_or_else(|| Path::new(RUN_DIR).join(format!("{addr}.sock")))
 }
 
 impl Args {

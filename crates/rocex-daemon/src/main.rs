@@ -14,7 +14,7 @@ mod pump;
 mod server;
 mod shared_region;
 
-use std::io;
+use std::io::{self, IsTerminal};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::process::ExitCode;
@@ -44,12 +44,34 @@ fn install_signals() {
     }
 }
 
+/// Makes sure the control socket's directory exists: the default run directory is
+/// created, any other must exist already (a mistyped `--socket` leaves no directories
+/// behind, created as root).
+fn socket_dir(path: &Path) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => return Ok(()),
+    };
+    if dir == Path::new(config::RUN_DIR) {
+        return std::fs::create_dir_all(dir);
+    }
+    if !dir.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!(
+                "directory {} does not exist (rocexd creates only {})",
+                dir.display(),
+                config::RUN_DIR
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Binds the control socket, replacing a stale file but refusing to steal the socket of
 /// a daemon that still answers.
 fn bind_control(path: &Path) -> io::Result<UnixListener> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
+    socket_dir(path)?;
     if path.exists() {
         if UnixStream::connect(path).is_ok() {
             return Err(io::Error::new(
@@ -79,6 +101,9 @@ fn run(settings: config::Settings) -> Result<(), Box<dyn std::error::Error>> {
     let mut cfg = Config::new(settings.addr, seed());
     cfg.port_mtu = settings.mtu;
     cfg.max_cqe = 1 << 16;
+    // Checked before the port is taken, so that a bad path fails before anything else.
+    socket_dir(&settings.socket)
+        .map_err(|e| format!("control socket {}: {e}", settings.socket.display()))?;
     let backend = net::open(&settings)
         .map_err(|e| format!("{} backend on {}: {e}", settings.backend, settings.addr))?;
     cfg.udp_source_port = backend.fixed_source_port();
@@ -114,6 +139,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let settings = match config::Args::parse().settings() {
         Ok(s) => s,
@@ -125,8 +151,8 @@ fn main() -> ExitCode {
     install_signals();
     match run(settings) {
         Ok(()) => ExitCode::SUCCESS,
+        // Once, plainly: a fatal error is not a log record to filter out.
         Err(e) => {
-            tracing::error!("{e}");
             eprintln!("rocexd: {e}");
             ExitCode::FAILURE
         }

@@ -880,9 +880,39 @@ impl Server {
         if skipped > 0 {
             tracing::warn!(skipped, "datagrams not written to the capture");
         }
-        let injected = self.net.fault_counters();
-        let backend = self.net.counters();
+        // Every non-zero counter by its `rocex stat` name, group by group, on one line.
         let cm = self.cm.stats;
-        tracing::info!(stats = ?self.stats, counters = ?self.engine.counters(), ?backend, ?injected, ?cm, "stopped");
+        let mut groups = self.stat_groups();
+        groups.push(StatGroup {
+            name: "cm".to_owned(),
+            counters: [
+                ("bad_mads", cm.bad_mads),
+                ("unserved", cm.unserved),
+                ("dropped_events", cm.dropped_events),
+            ]
+            .map(|(n, v)| (n.to_owned(), v))
+            .into(),
+        });
+        let summary: Vec<String> = groups
+            .iter()
+            .map(|g| {
+                let set: Vec<String> = g
+                    .counters
+                    .iter()
+                    .filter(|(_, v)| *v != 0)
+                    .map(|(n, v)| format!("{n}={v}"))
+                    .collect();
+                format!(
+                    "{}: {}",
+                    g.name,
+                    if set.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        set.join(" ")
+                    }
+                )
+            })
+            .collect();
+        tracing::info!("stopped; {}", summary.join("; "));
     }
 }

@@ -15,6 +15,8 @@ use rocex_proto::verbs::{
 };
 use rocex_proto::{Access, Config, Engine, Keys, QpInit, Region, VecRegion};
 
+use crate::progress::{Line, Stall};
+
 #[derive(clap::Args)]
 pub(crate) struct Args {
     /// Ping-pong round trips.
@@ -151,13 +153,31 @@ impl Side {
         self.driver.engine.post_recv(now, self.qpn, wr).map_err(err)
     }
 
-    /// Waits for the next completion; an error status is an error.
-    fn next(&mut self) -> io::Result<WorkCompletion> {
+    /// Waits for the next completion, keeping `watch` (the main side's) up to date; an
+    /// error status is an error, and so is a wait of [`GIVE_UP`].
+    fn next(&mut self, mut watch: Option<&mut Watch>) -> io::Result<WorkCompletion> {
         let cq = self.cq;
-        let wc = self
-            .driver
-            .run_until(Duration::from_secs(10), |e| e.poll_cq(cq))?
-            .ok_or_else(|| io::Error::other("no completion within 10 s"))?;
+        let since = WallClock::now();
+        let wc = loop {
+            let slice = Duration::from_millis(200);
+            if let Some(wc) = self.driver.run_until(slice, |e| e.poll_cq(cq))? {
+                break wc;
+            }
+            let retransmitted = self.driver.engine.counters().retransmitted_pkts;
+            if let Some(w) = watch.as_deref_mut() {
+                w.waiting(retransmitted);
+            }
+            if since.elapsed() >= GIVE_UP {
+                return Err(io::Error::other(format!(
+                    "no completion within {} s on {} ({retransmitted} packets retransmitted)",
+                    GIVE_UP.as_secs(),
+                    self.driver.engine.config().local
+                )));
+            }
+        };
+        if let Some(w) = watch {
+            w.completed(self.driver.engine.counters().retransmitted_pkts);
+        }
         if wc.status != WcStatus::Success {
             return Err(io::Error::other(format!(
                 "work request {} failed: {:?}",
@@ -165,6 +185,79 @@ impl Side {
             )));
         }
         Ok(wc)
+    }
+}
+
+/// A wait this long for one completion ends the demo.
+const GIVE_UP: Duration = Duration::from_secs(30);
+
+/// What the demo shows while it runs: on a terminal, the phase's messages done, their
+/// rate and the retransmissions so far; on any stderr, a note when nothing has completed
+/// for 5 s.
+struct Watch {
+    line: Line,
+    stall: Stall,
+    phase: &'static str,
+    done: u64,
+    of: u64,
+    start: WallClock,
+}
+
+impl Watch {
+    fn new() -> Self {
+        Self {
+            line: Line::new(),
+            stall: Stall::new(Duration::from_secs(5)),
+            phase: "",
+            done: 0,
+            of: 0,
+            start: WallClock::now(),
+        }
+    }
+
+    /// A new phase of `of` messages.
+    fn phase(&mut self, phase: &'static str, of: u32) {
+        self.line.finish();
+        (self.phase, self.done, self.of) = (phase, 0, u64::from(of));
+        self.start = WallClock::now();
+        self.stall.progressed();
+    }
+
+    /// One message of the phase is done.
+    fn count(&mut self) {
+        self.done += 1;
+    }
+
+    fn completed(&mut self, retransmitted: u64) {
+        self.stall.progressed();
+        self.draw(retransmitted);
+    }
+
+    fn waiting(&mut self, retransmitted: u64) {
+        let (phase, done, of) = (self.phase, self.done, self.of);
+        if let Some(note) = self.stall.check(|idle| {
+            format!(
+                "rocex demo: {phase}: nothing completed for {} s ({done} of {of} done, {retransmitted} packets retransmitted by 127.0.0.1); giving up after {} s",
+                idle.as_secs(),
+                GIVE_UP.as_secs()
+            )
+        }) {
+            self.line.say(&note);
+        }
+        self.draw(retransmitted);
+    }
+
+    fn draw(&mut self, retransmitted: u64) {
+        if self.line.due() {
+            let text = format!(
+                "{}: {}/{} {} retransmitted {retransmitted}",
+                self.phase,
+                self.done,
+                self.of,
+                crate::progress::rate(self.done, self.start.elapsed())
+            );
+            self.line.draw(&text);
+        }
     }
 }
 
@@ -218,7 +311,7 @@ fn demo(a: &Args) -> io::Result<()> {
         }
         let mut answered = 0;
         while answered < pings {
-            let wc = y.next()?;
+            let wc = y.next(None)?;
             if wc.opcode == rocex_proto::verbs::WcOpcode::Recv {
                 y.post_recv(wc.wr_id)?;
                 y.post_send(SendWr::new(1, SendOp::Send, [y.sge(64, 64)]))?;
@@ -235,12 +328,14 @@ fn demo(a: &Args) -> io::Result<()> {
     for i in 0..64 {
         x.post_recv(i)?;
     }
+    let mut watch = Watch::new();
+    watch.phase("SEND ping-pong", pings);
     let t = WallClock::now();
     for _ in 0..pings {
         x.post_send(SendWr::new(1, SendOp::Send, [x.sge(64, 64)]))?;
         let mut got = (false, false);
         while got != (true, true) {
-            let wc = x.next()?;
+            let wc = x.next(Some(&mut watch))?;
             if wc.opcode == rocex_proto::verbs::WcOpcode::Recv {
                 x.post_recv(wc.wr_id)?;
                 got.1 = true;
@@ -248,6 +343,7 @@ fn demo(a: &Args) -> io::Result<()> {
                 got.0 = true;
             }
         }
+        watch.count();
     }
     let secs = t.elapsed().as_secs_f64();
     rows.push(Row {
@@ -261,6 +357,7 @@ fn demo(a: &Args) -> io::Result<()> {
     // Verified WRITE stream: 64 KiB messages into 16 slots of the peer's buffer.
     let slots = 16u64;
     let mut data = vec![0u8; MSG as usize];
+    watch.phase("RDMA WRITE", a.writes);
     let t = WallClock::now();
     let mut outstanding = 0;
     for i in 0..u64::from(a.writes) {
@@ -273,7 +370,8 @@ fn demo(a: &Args) -> io::Result<()> {
         };
         outstanding += 1;
         if outstanding == 8 {
-            x.next()?;
+            x.next(Some(&mut watch))?;
+            watch.count();
             outstanding -= 1;
         }
         let wr = SendWr::new(
@@ -284,10 +382,12 @@ fn demo(a: &Args) -> io::Result<()> {
         x.post_send(wr)?;
     }
     while outstanding > 0 {
-        x.next()?;
+        x.next(Some(&mut watch))?;
+        watch.count();
         outstanding -= 1;
     }
     let secs = t.elapsed().as_secs_f64();
+    watch.line.finish();
     stop.store(true, Ordering::Relaxed);
     let y = peer
         .join()

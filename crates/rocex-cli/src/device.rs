@@ -22,6 +22,22 @@ pub(crate) fn mtu_of(bytes: u32) -> io::Result<Mtu> {
         })
 }
 
+/// clap's parser of an MTU option: the bytes, one of the five IB MTUs.
+pub(crate) fn parse_mtu(s: &str) -> Result<u32, String> {
+    let bytes: u32 = s.parse().map_err(|e| format!("{e}"))?;
+    mtu_of(bytes).map(|_| bytes).map_err(|e| e.to_string())
+}
+
+/// clap's parser of a time in seconds: a positive, finite number.
+pub(crate) fn parse_secs(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if v.is_finite() && v > 0.0 && v < 1e9 {
+        Ok(v)
+    } else {
+        Err("must be a positive number of seconds".to_owned())
+    }
+}
+
 /// 32 bytes from the OS for the engine's CSPRNG (QPNs, keys, PSNs).
 pub(crate) fn seed() -> [u8; 32] {
     let mut s = [0u8; 32];

@@ -11,6 +11,7 @@ mod oob;
 mod perf;
 mod pingpong;
 mod probe;
+mod progress;
 mod soak;
 mod stat;
 

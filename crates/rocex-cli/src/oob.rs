@@ -3,7 +3,7 @@
 //! of an IP address.
 
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 /// What each side tells the other.
@@ -65,29 +65,85 @@ impl Dest {
     }
 }
 
-/// Connects to the server, retrying while it starts.
-pub(crate) fn connect(server: &str, port: u16) -> io::Result<TcpStream> {
+/// How long a client waits for its server to start listening, unless told otherwise.
+pub(crate) const CONNECT_WAIT: Duration = Duration::from_secs(20);
+
+/// An error that says which address it concerns.
+fn at(addr: impl std::fmt::Display, what: &str, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{what} {addr}: {e}"))
+}
+
+/// Connects to `server` (a name or address) on TCP `port`. A name that does not resolve
+/// fails at once; a server that refuses is tried again every 200 ms for up to `wait`
+/// (it may still be starting), after one line on stderr that says so.
+pub(crate) fn connect(
+    tool: &str,
+    server: &str,
+    port: u16,
+    wait: Duration,
+) -> io::Result<TcpStream> {
+    let addrs: Vec<SocketAddr> = (server, port)
+        .to_socket_addrs()
+        .map_err(|e| at(format!("{server} (port {port})"), "cannot resolve", e))?
+        .collect();
+    let Some(&first) = addrs.first() else {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("cannot resolve {server}: no address"),
+        ));
+    };
     let start = Instant::now();
+    let mut told = false;
     loop {
-        match TcpStream::connect((server, port)) {
-            Ok(s) => {
-                s.set_read_timeout(Some(Duration::from_secs(60)))?;
-                return Ok(s);
+        let mut last = (first, io::Error::from(io::ErrorKind::ConnectionRefused));
+        for &addr in &addrs {
+            match TcpStream::connect(addr) {
+                Ok(s) => {
+                    s.set_read_timeout(Some(Duration::from_secs(60)))?;
+                    return Ok(s);
+                }
+                Err(e) => last = (addr, e),
             }
-            Err(_) if start.elapsed() < Duration::from_secs(20) => {
-                std::thread::sleep(Duration::from_millis(200))
-            }
-            Err(e) => return Err(e),
         }
+        let (addr, e) = last;
+        // Only a refusal means "not listening yet"; anything else will not change.
+        if e.kind() != io::ErrorKind::ConnectionRefused || start.elapsed() >= wait {
+            let waited = if told {
+                format!(" (waited {} s)", wait.as_secs_f64())
+            } else {
+                String::new()
+            };
+            let e = at(addr, "cannot connect to", e);
+            return Err(io::Error::new(e.kind(), format!("{e}{waited}")));
+        }
+        if !told {
+            eprintln!(
+                "{tool}: nothing listens on {addr} yet; trying again for up to {} s",
+                wait.as_secs_f64()
+            );
+            told = true;
+        }
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
-/// Waits for one client.
+/// Waits for one client on TCP `port` (all addresses).
 pub(crate) fn accept(port: u16) -> io::Result<TcpStream> {
-    let listener = TcpListener::bind(SocketAddr::from(([0, 0, 0, 0], port)))?;
-    let (s, _) = listener.accept()?;
+    let addr = SocketAddr::from(([0, 0, 0, 0], port));
+    let listener = TcpListener::bind(addr).map_err(|e| at(addr, "cannot listen on", e))?;
+    let (s, _) = listener
+        .accept()
+        .map_err(|e| at(addr, "cannot accept a client on", e))?;
     s.set_read_timeout(Some(Duration::from_secs(60)))?;
     Ok(s)
+}
+
+/// `e` with the peer's address in front, for errors of an established exchange.
+pub(crate) fn with_peer(s: &TcpStream, e: io::Error) -> io::Error {
+    match s.peer_addr() {
+        Ok(peer) => at(peer, "out-of-band exchange with", e),
+        Err(_) => e,
+    }
 }
 
 /// Sends our address message.

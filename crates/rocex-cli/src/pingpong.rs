@@ -15,7 +15,7 @@ use rocex_proto::verbs::{
     AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendOp, SendWr, Sge,
     UdDest, WcStatus,
 };
-use rocex_proto::{Access, Engine, GRH_LEN, QpInit, VecRegion};
+use rocex_proto::{Access, Engine, GRH_LEN, QpInit, Region, VecRegion};
 
 use crate::device::{self, mtu_of};
 use crate::oob::{self, Dest};
@@ -30,30 +30,70 @@ pub(crate) struct Args {
     /// Device name (accepted for compatibility; rocex has one device per address).
     #[arg(short = 'd', long = "ib-dev")]
     ib_dev: Option<String>,
+    /// Port of the device: a rocex device has one, port 1.
+    #[arg(short = 'i', long = "ib-port", default_value_t = 1,
+          value_parser = clap::value_parser!(u8).range(1..=1))]
+    ib_port: u8,
     /// GID index (accepted for compatibility; the GID is the address the exchange uses).
     #[arg(short = 'g', long = "gid-idx")]
     gid_idx: Option<u32>,
-    /// Message size in bytes.
-    #[arg(short = 's', long, default_value_t = 4096)]
-    size: u32,
+    /// Message size in bytes [default: 4096; 2048 with --ud], at most 2 GiB (RC's largest
+    /// message); with --ud at most the port MTU, 4096.
+    #[arg(short = 's', long, value_parser = clap::value_parser!(u32).range(..=i64::from(MAX_MSG)))]
+    size: Option<u32>,
     /// Path MTU (256, 512, 1024, 2048 or 4096).
-    #[arg(short = 'm', long, default_value_t = 1024)]
+    #[arg(short = 'm', long, default_value_t = 1024, value_parser = crate::device::parse_mtu)]
     mtu: u32,
     /// Receives posted at a time.
-    #[arg(short = 'r', long = "rx-depth", default_value_t = 500)]
+    #[arg(short = 'r', long = "rx-depth", default_value_t = 500,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_DEPTH)))]
     rx_depth: u32,
     /// Messages each way.
-    #[arg(short = 'n', long, default_value_t = 1000)]
+    #[arg(short = 'n', long, default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(1..))]
     iters: u32,
+    /// Service level, 0 to 15 (accepted for compatibility: RoCE v2 over a UDP socket
+    /// carries none).
+    #[arg(short = 'l', long = "sl", default_value_t = 0,
+          value_parser = clap::value_parser!(u8).range(0..=15))]
+    sl: u8,
+    /// Sleep on CQ events instead of polling (accepted for compatibility: the engine in
+    /// this process always sleeps on its socket while there is nothing to do).
+    #[arg(short = 'e', long)]
+    events: bool,
+    /// Validate the received buffer as the stock tools do: the client's buffer holds 0x7b
+    /// with the first byte of each page set to 0; the server checks those bytes at the end
+    /// and prints "invalid data in page N" for each that differs (and exits 1).
+    #[arg(short = 'c', long)]
+    chk: bool,
     /// Unreliable datagrams, as `ibv_ud_pingpong`: Q_Key 0x11111111, receive buffers with
-    /// room for the 40-byte GRH, the size at most the MTU.
+    /// room for the 40-byte GRH, the size at most the port MTU.
     #[arg(long)]
     ud: bool,
+    /// Seconds a client keeps trying while nothing listens at the server's port.
+    #[arg(long, value_name = "SECS", default_value_t = oob::CONNECT_WAIT.as_secs_f64(),
+          value_parser = crate::device::parse_secs)]
+    connect_timeout: f64,
     /// Fault injection on every packet this side sends (rocexd's syntax):
     /// `loss=P,dup=P,reorder=P,corrupt=P,delay=D,seed=N`. What was done is printed on stderr
     /// at the end.
     #[arg(long, value_name = "SPEC")]
     inject: Option<rocex_io::Faults>,
+}
+
+/// RC's largest message (the IB limit, 2^31 bytes, which rxe keeps).
+const MAX_MSG: u32 = 1 << 31;
+/// The deepest receive queue (rxe's `max_qp_wr`).
+const MAX_DEPTH: u32 = 1 << 14;
+/// The port MTU of the engine in this process: the largest UD message.
+const PORT_MTU: u32 = 4096;
+/// What the stock tools fill their buffer with before a run.
+const FILL: u8 = 0x7b;
+
+impl Args {
+    fn size(&self) -> u32 {
+        self.size.unwrap_or(if self.ud { 2048 } else { 4096 })
+    }
 }
 
 /// The Q_Key `ibv_ud_pingpong` uses.
@@ -74,6 +114,8 @@ struct Ctx {
     ud_mode: bool,
     /// The UD destination, once known.
     ud: Option<UdDest>,
+    /// The buffer sends come from and receives go to, as the stock tools' one buffer.
+    buf: Arc<VecRegion>,
 }
 
 /// A device on `local` with one RC QP in INIT and `rx_depth` receives posted.
@@ -82,8 +124,9 @@ fn open(local: IpAddr, a: &Args) -> io::Result<Ctx> {
     let err = |e: rocex_proto::VerbsError| io::Error::other(e.to_string());
     let pd = e.alloc_pd();
     let grh = if a.ud { GRH_LEN as u32 } else { 0 };
-    let len = a.size + grh;
+    let len = a.size() + grh;
     let buf = Arc::new(VecRegion::new(len.max(1) as usize));
+    buf.write(0, &vec![FILL; len as usize]);
     const BUF_ADDR: u64 = 0x1000_0000;
     let keys = e
         .reg_mr(
@@ -91,7 +134,7 @@ fn open(local: IpAddr, a: &Args) -> io::Result<Ctx> {
             BUF_ADDR,
             u64::from(len.max(1)),
             Access::LOCAL_WRITE,
-            buf,
+            buf.clone(),
         )
         .map_err(err)?;
     let cq = e.create_cq(a.rx_depth as usize + 1).map_err(err)?;
@@ -135,7 +178,7 @@ fn open(local: IpAddr, a: &Args) -> io::Result<Ctx> {
     };
     let send_sge = Sge {
         addr: BUF_ADDR + u64::from(grh),
-        length: a.size,
+        length: a.size(),
         lkey: keys.lkey,
     };
     let mut ctx = Ctx {
@@ -146,6 +189,7 @@ fn open(local: IpAddr, a: &Args) -> io::Result<Ctx> {
         recv_sge,
         ud_mode: a.ud,
         ud: None,
+        buf,
     };
     for _ in 0..a.rx_depth {
         ctx.post_recv()?;
@@ -250,7 +294,11 @@ fn print_dest(label: &str, d: &Dest) {
 }
 
 pub(crate) fn run(a: &Args) -> ExitCode {
-    let _ = (&a.ib_dev, a.gid_idx);
+    let _ = (&a.ib_dev, a.gid_idx, a.ib_port, a.sl, a.events);
+    if let Err(e) = check(a) {
+        eprintln!("rocex pingpong: {e}");
+        return ExitCode::from(2);
+    }
     match pingpong(a) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -260,12 +308,41 @@ pub(crate) fn run(a: &Args) -> ExitCode {
     }
 }
 
+/// What the options allow together, checked before any exchange or wait (a single
+/// option's range is clap's).
+fn check(a: &Args) -> Result<(), String> {
+    if a.ud && a.size() > PORT_MTU {
+        return Err(format!(
+            "--size {} with --ud: a datagram is at most the port MTU ({PORT_MTU})",
+            a.size()
+        ));
+    }
+    Ok(())
+}
+
+/// The page size, which `--chk` steps by as the stock tools do.
+fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .ok()
+        .filter(|&p| p > 0)
+        .unwrap_or(4096)
+}
+
+/// The offsets of the first byte of each page of a `size`-byte message: what `--chk`
+/// sets and checks. The stock tools write the page number modulo `sizeof(char)`, that
+/// is 0, over a buffer filled with 0x7b.
+fn chk_pages(size: u32) -> impl Iterator<Item = u64> {
+    (0..u64::from(size)).step_by(page_size() as usize)
+}
+
 fn pingpong(a: &Args) -> io::Result<()> {
     let mtu = mtu_of(a.mtu)?;
+    let wait = Duration::from_secs_f64(a.connect_timeout);
     // The exchange as ibv_rc_pingpong does it: the client sends first and says "done";
     // the server connects its QP before it answers.
     let mut s = match &a.server {
-        Some(server) => oob::connect(server, a.port)?,
+        Some(server) => oob::connect("rocex pingpong", server, a.port, wait)?,
         None => oob::accept(a.port)?,
     };
     let local = s.local_addr()?.ip();
@@ -277,19 +354,28 @@ fn pingpong(a: &Args) -> io::Result<()> {
         psn,
         gid: oob::gid_of(local),
     };
-    let peer = if a.server.is_some() {
-        oob::send(&mut s, &me)?;
-        let peer = oob::recv(&mut s)?;
-        oob::send_done(&mut s)?;
-        ctx.connect(&me, &peer, mtu)?;
-        peer
-    } else {
-        let peer = oob::recv(&mut s)?;
-        ctx.connect(&me, &peer, mtu)?;
-        oob::send(&mut s, &me)?;
-        oob::wait_done(&mut s);
-        peer
+    let exchange = |s: &mut std::net::TcpStream, ctx: &mut Ctx| -> io::Result<Dest> {
+        if a.server.is_some() {
+            oob::send(s, &me)?;
+            let peer = oob::recv(s)?;
+            oob::send_done(s)?;
+            ctx.connect(&me, &peer, mtu)?;
+            Ok(peer)
+        } else {
+            let peer = oob::recv(s)?;
+            ctx.connect(&me, &peer, mtu)?;
+            oob::send(s, &me)?;
+            oob::wait_done(s);
+            Ok(peer)
+        }
     };
+    let peer = exchange(&mut s, &mut ctx).map_err(|e| oob::with_peer(&s, e))?;
+    let grh = if a.ud { GRH_LEN as u64 } else { 0 };
+    if a.chk && a.server.is_some() {
+        for at in chk_pages(a.size()) {
+            ctx.buf.write(grh + at, &[0]);
+        }
+    }
     print_dest("local", &me);
     print_dest("remote", &peer);
     let start = WallClock::now();
@@ -350,12 +436,13 @@ fn pingpong(a: &Args) -> io::Result<()> {
         }
         if last_progress.elapsed() > Duration::from_secs(30) {
             return Err(io::Error::other(format!(
-                "no progress for 30 s ({scnt} sent, {rcnt} received)"
+                "no progress for 30 s with {} ({scnt} sent, {rcnt} received)",
+                oob::ip_of(peer.gid)
             )));
         }
     }
     let usec = start.elapsed().as_secs_f64() * 1e6;
-    let bytes = u64::from(a.size) * u64::from(a.iters) * 2;
+    let bytes = u64::from(a.size()) * u64::from(a.iters) * 2;
     println!(
         "{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec",
         usec / 1e6,
@@ -375,5 +462,21 @@ fn pingpong(a: &Args) -> io::Result<()> {
         c.sent_pkts, c.rcvd_pkts, c.retransmitted_pkts, c.duplicate_request, c.out_of_seq_request
     );
     device::report_faults("rocex pingpong", ctx.driver.fault_counters());
+    if a.chk && a.server.is_none() {
+        let mut bad = 0;
+        for at in chk_pages(a.size()) {
+            let mut b = [0u8; 1];
+            ctx.buf.read(grh + at, &mut b);
+            if b[0] != 0 {
+                println!("invalid data in page {}", at / page_size());
+                bad += 1;
+            }
+        }
+        if bad > 0 {
+            return Err(io::Error::other(format!(
+                "--chk: {bad} pages with invalid data"
+            )));
+        }
+    }
     Ok(())
 }

@@ -8,13 +8,16 @@ use std::time::{Duration, Instant};
 use rocex_proto::verbs::{RecvWr, SendData, SendOp, SendWr, WcStatus, WorkCompletion};
 
 use super::exchange::{BwReport, KeyMsg, Oob, Verdict};
-use super::report::{Progress, Sampler};
+use super::report::{Progress, Sampler, bw_unit};
 use super::{ATOMIC_START, AtomicType, Ctx, Op, Outcome, Params, in_flight, pattern};
+use crate::progress::Stall;
 
 /// wr_id = QP index << 40 | sequence number.
 const QP_SHIFT: u32 = 40;
 /// No completion for this long means the peer is gone.
 const STALL: Duration = Duration::from_secs(30);
+/// No completion for this long is said on stderr, once, while the run keeps waiting.
+pub(crate) const NOTICE: Duration = Duration::from_secs(5);
 
 pub(crate) fn split(wr_id: u64) -> (usize, u64) {
     ((wr_id >> QP_SHIFT) as usize, wr_id & ((1 << QP_SHIFT) - 1))
@@ -122,27 +125,59 @@ pub(crate) fn check_result(ctx: &Ctx, p: &Params, qp: usize, seq: u64) -> io::Re
     }
 }
 
+/// Runs the test; with `-a`, the client calls `row` with each size's result.
 pub(crate) fn run(
     ctx: &mut Ctx,
     p: &Params,
     oob: &mut Oob,
     mine: &[KeyMsg],
     progress: &mut Progress,
+    row: &mut dyn FnMut(&Params, &Outcome),
 ) -> io::Result<Outcome> {
     match (p.client, p.op) {
-        (true, _) => client(ctx, p, oob, mine, progress),
+        (true, _) => client(ctx, p, oob, mine, progress, row),
         (false, Op::Send) => send_server(ctx, p, oob, mine, progress),
         (false, _) => passive_server(ctx, p, oob, mine),
     }
 }
 
+/// Every size in turn, then perftest's end of the run: a handshake and, for the one-sided
+/// tests, the last size's report and a last handshake (`-a` changes only the client's
+/// side of the exchange).
 fn client(
     ctx: &mut Ctx,
     p: &Params,
     oob: &mut Oob,
     mine: &[KeyMsg],
     progress: &mut Progress,
+    row: &mut dyn FnMut(&Params, &Outcome),
 ) -> io::Result<Outcome> {
+    let mut last = None;
+    for size in p.sizes() {
+        let q = p.with_size(size);
+        progress.resize(size);
+        let (out, report) = measure(ctx, &q, progress)?;
+        if p.all {
+            progress.finish();
+            row(&q, &out);
+        }
+        last = Some((out, report));
+    }
+    let (out, report) = last.ok_or_else(|| io::Error::other("no size to run"))?;
+    {
+        let c = &mut *ctx;
+        oob.handshake(mine, &mut || c.pump())?;
+    }
+    if p.op != Op::Send {
+        let c = &mut *ctx;
+        oob.bw_reports(&report, &mut || c.pump())?;
+        oob.handshake(mine, &mut || c.pump())?;
+    }
+    Ok(out)
+}
+
+/// One size: `p.iters` requests per QP (or `p.duration`), timed.
+fn measure(ctx: &mut Ctx, p: &Params, progress: &mut Progress) -> io::Result<(Outcome, BwReport)> {
     let nq = ctx.qps.len();
     // READ and atomic results need a slot each while in flight.
     let depth = if matches!(p.op, Op::Read | Op::Atomic) {
@@ -177,6 +212,7 @@ fn client(
     let start = Instant::now();
     let deadline = p.duration.map(|d| start + d);
     let mut last = Instant::now();
+    let mut stall = Stall::new(NOTICE);
     loop {
         let now = Instant::now();
         let stop = deadline.is_some_and(|d| now >= d);
@@ -242,19 +278,35 @@ fn client(
         }
         if n > 0 {
             last = Instant::now();
+            stall.progressed();
         } else if last.elapsed() > STALL {
             return Err(io::Error::other(format!(
-                "no completion for {} s ({} of {} done)",
+                "no completion for {} s ({} of {} done{})",
                 STALL.as_secs(),
                 done_all,
-                posted_all
+                posted_all,
+                retransmitted(ctx)
             )));
+        } else {
+            let note = stall.check(|idle| {
+                format!(
+                    "rocex perf: no completion for {} s ({done_all} of {posted_all} done{}); giving up after {} s",
+                    idle.as_secs(),
+                    retransmitted(ctx),
+                    STALL.as_secs()
+                )
+            });
+            if let Some(note) = note {
+                progress.say(&note);
+            }
         }
         let all_posted = stop || posted_all >= target.saturating_mul(nq as u64);
         if all_posted && flying == 0 {
             break;
         }
-        progress.update(start, done_all, p.iters * nq as u64);
+        progress.update(start, done_all, p.iters * nq as u64, || {
+            ctx.nic.counters().map(|c| c.retransmitted_pkts)
+        });
         if n == 0 {
             let idle = ctx.nic.idle_wait();
             ctx.nic.wait(idle)?;
@@ -265,33 +317,34 @@ fn client(
     let per_qp = total / nq as u64;
     let bytes = total * u64::from(p.size);
     let mib = 1024.0 * 1024.0;
+    // The report travels in the unit this side reports in, as perftest's does.
     let report = BwReport {
         size: u64::from(p.size),
         iters: per_qp,
-        bw_peak: sampler.peak_mbs(),
-        bw_avg: bytes as f64 / mib / seconds,
+        bw_peak: bw_unit(p, sampler.peak_mbs()),
+        bw_avg: bw_unit(p, bytes as f64 / mib / seconds),
         msg_rate: total as f64 / seconds / 1e6,
     };
-    {
-        let c = &mut *ctx;
-        oob.handshake(mine, &mut || c.pump())?;
-    }
-    if p.op != Op::Send {
-        let c = &mut *ctx;
-        oob.bw_reports(&report, &mut || c.pump())?;
-        oob.handshake(mine, &mut || c.pump())?;
-    }
-    Ok(Outcome {
+    let out = Outcome {
         iters: total,
         seconds,
-        peak_mbs: report.bw_peak,
+        peak_mbs: sampler.peak_mbs(),
         lat_us: lat,
         verdict: Verdict {
             checked: check,
             errors,
         },
         passive: false,
-    })
+    };
+    Ok((out, report))
+}
+
+/// `, N retransmitted` for the engine in this process.
+fn retransmitted(ctx: &Ctx) -> String {
+    ctx.nic
+        .counters()
+        .map(|c| format!(", {} retransmitted", c.retransmitted_pkts))
+        .unwrap_or_default()
 }
 
 /// The server of a WRITE, READ or atomic test: the engine answers; we wait for "done",
@@ -324,19 +377,18 @@ fn passive_server(
     oob.handshake(mine, &mut || c.pump())?;
     let mib = 1024.0 * 1024.0;
     let total = theirs.iters * ctx.qps.len() as u64;
-    let seconds = if theirs.bw_avg > 0.0 && theirs.bw_avg.is_finite() {
-        (total * theirs.size) as f64 / mib / theirs.bw_avg
+    // The client's report is in its unit, which `--report_gbits` on both sides agrees on.
+    let to_mbs = bw_unit(p, 1.0);
+    let (avg, peak) = (theirs.bw_avg / to_mbs, theirs.bw_peak / to_mbs);
+    let seconds = if avg > 0.0 && avg.is_finite() {
+        (total * theirs.size) as f64 / mib / avg
     } else {
         seconds
     };
     Ok(Outcome {
         iters: total,
         seconds,
-        peak_mbs: if theirs.bw_peak.is_finite() {
-            theirs.bw_peak
-        } else {
-            0.0
-        },
+        peak_mbs: if peak.is_finite() { peak } else { 0.0 },
         lat_us: Vec::new(),
         verdict: Verdict {
             checked: check,
@@ -395,7 +447,9 @@ fn send_server(
         } else if last.elapsed() > 4 * STALL {
             return Err(io::Error::other("the client sent nothing"));
         }
-        progress.update(start, got, target);
+        progress.update(start, got, target, || {
+            ctx.nic.counters().map(|c| c.retransmitted_pkts)
+        });
         if n == 0 {
             ctx.nic.wait(Duration::from_millis(1))?;
         }

@@ -14,24 +14,37 @@ use super::{Ctx, Op, Outcome, Params};
 
 const STALL: Duration = Duration::from_secs(30);
 
+/// Runs the test; with `-a`, every size in turn (the READ client alone, both sides of
+/// the WRITE ping-pong, with no exchange between sizes, as perftest's), `row` called with
+/// each size's result.
 pub(crate) fn run(
     ctx: &mut Ctx,
     p: &Params,
     oob: &mut Oob,
     mine: &[KeyMsg],
+    row: &mut dyn FnMut(&Params, &Outcome),
 ) -> io::Result<Outcome> {
-    let out = match (p.op, p.client) {
-        (Op::Read | Op::Atomic, true) => one_at_a_time(ctx, p)?,
-        (Op::Read | Op::Atomic, false) => {
-            let c = &mut *ctx;
-            oob.handshake(mine, &mut || c.pump())?;
-            return Ok(Outcome {
-                passive: true,
-                ..Outcome::default()
-            });
+    if matches!(p.op, Op::Read | Op::Atomic) && !p.client {
+        let c = &mut *ctx;
+        oob.handshake(mine, &mut || c.pump())?;
+        return Ok(Outcome {
+            passive: true,
+            ..Outcome::default()
+        });
+    }
+    let mut last = None;
+    for size in p.sizes() {
+        let q = p.with_size(size);
+        let out = match p.op {
+            Op::Read | Op::Atomic => one_at_a_time(ctx, &q)?,
+            Op::Write | Op::Send => ping_pong(ctx, &q)?,
+        };
+        if p.all {
+            row(&q, &out);
         }
-        (Op::Write | Op::Send, _) => ping_pong(ctx, p)?,
-    };
+        last = Some(out);
+    }
+    let out = last.ok_or_else(|| io::Error::other("no size to run"))?;
     // perftest's WRITE latency test closes without a last handshake.
     if p.op != Op::Write {
         let c = &mut *ctx;

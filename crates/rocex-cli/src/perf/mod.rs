@@ -25,7 +25,6 @@ mod report;
 
 use crate::device::mtu_of;
 use std::io;
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -59,14 +58,26 @@ pub(crate) enum Test {
     Lat,
 }
 
-/// perftest's `-A`.
+/// perftest's `-A`, under its names or rocex's short ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum AtomicType {
     /// CMP_AND_SWAP.
+    #[value(alias = "CMP_AND_SWAP")]
     Cas,
     /// FETCH_AND_ADD.
+    #[value(alias = "FETCH_AND_ADD")]
     Faa,
 }
+
+/// Where a perftest option's range comes from: perftest's own limits
+/// (`perftest_parameters.h`: MIN_TX/MAX_TX, MAX_RX, MIN_CQ_MOD/MAX_CQ_MOD, MAX_INLINE),
+/// so that what a stock tool refuses is refused here too, and before any exchange.
+const MAX_TX: i64 = 15000;
+const MAX_RX: i64 = 16384;
+const MAX_CQ_MOD: i64 = 1024;
+const MAX_INLINE: i64 = 1024;
+/// The sizes `-a` runs: 2 to 2^23 bytes (perftest's `MAX_SIZE`), powers of two.
+const ALL_SIZES: std::ops::RangeInclusive<u32> = 1..=23;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
@@ -79,54 +90,84 @@ pub(crate) struct Args {
     /// TCP port of the out-of-band exchange.
     #[arg(short = 'p', long, default_value_t = 18515)]
     port: u16,
-    /// Message size in bytes (default 65536 for bw, 2 for lat; atomics are always 8).
-    #[arg(short = 's', long)]
+    /// Message size in bytes, up to 2^31 (default 65536 for bw, 2 for lat; atomics are
+    /// always 8).
+    #[arg(short = 's', long, value_parser = clap::value_parser!(u32).range(1..=1 << 31))]
     size: Option<u32>,
+    /// Every size from 2 to 2^23 bytes, one result line each, as perftest's `-a` (give it
+    /// to both sides: the server's buffers are then 8 MiB). write, read (bw and lat).
+    #[arg(short = 'a', long, conflicts_with = "size")]
+    all: bool,
     /// Iterations per QP (default 5000 for bw, 1000 for lat).
-    #[arg(short = 'n', long)]
+    #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..=1 << 32))]
     iters: Option<u64>,
     /// Run for this many seconds instead of a number of iterations (client side of
-    /// write, read and atomic tests, whose server is passive).
-    #[arg(short = 'D', long, conflicts_with = "iters")]
+    /// write bw, read and atomic tests, whose server is passive).
+    #[arg(short = 'D', long, conflicts_with = "iters", value_parser = crate::device::parse_secs)]
     duration: Option<f64>,
     /// QPs (bandwidth tests), 1 to 4096; with more than one, the depths per QP are cut so
     /// that 16 MiB (8192 requests at most) are in flight and 8192 receives posted in all.
-    #[arg(short = 'q', long, default_value_t = 1)]
+    #[arg(short = 'q', long, visible_alias = "qp", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_QPS)))]
     qps: u32,
     /// Path MTU (256 to 4096); the smaller of the two sides' is used.
-    #[arg(short = 'm', long, default_value_t = 4096)]
+    #[arg(short = 'm', long, default_value_t = 4096, value_parser = crate::device::parse_mtu)]
     mtu: u32,
-    /// Requests in flight per QP.
-    #[arg(short = 't', long = "tx-depth", default_value_t = 128)]
+    /// Requests in flight per QP, 1 to 15000.
+    #[arg(short = 't', long = "tx-depth", default_value_t = 128,
+          value_parser = clap::value_parser!(u32).range(1..=MAX_TX))]
     tx_depth: u32,
     /// Ask for a completion every this many requests per QP (bandwidth tests; perftest's
-    /// CQ moderation), at most the TX depth; one completion retires the requests before it.
-    #[arg(short = 'Q', long = "cq-mod", default_value_t = 100)]
-    cq_mod: u32,
-    /// Receives posted per QP (SEND tests).
-    #[arg(short = 'r', long = "rx-depth", default_value_t = 512)]
+    /// CQ moderation), 1 to 1024 and at most the TX depth [default: 100, or the TX depth
+    /// when that is less]; one completion retires the requests before it.
+    #[arg(short = 'Q', long = "cq-mod",
+          value_parser = clap::value_parser!(u32).range(1..=MAX_CQ_MOD))]
+    cq_mod: Option<u32>,
+    /// Receives posted per QP (SEND tests), 1 to 16384.
+    #[arg(short = 'r', long = "rx-depth", default_value_t = 512,
+          value_parser = clap::value_parser!(u32).range(1..=MAX_RX))]
     rx_depth: u32,
-    /// Send messages up to this size inline.
-    #[arg(short = 'I', long, default_value_t = 0)]
+    /// Send messages up to this size inline, 0 to 1024 (write and send tests).
+    #[arg(short = 'I', long, visible_alias = "inline_size", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=MAX_INLINE))]
     inline: u32,
     /// Check every byte received or read against the pattern the peer wrote (both ends rocex).
     #[arg(long)]
     verify: bool,
-    /// Print one JSON object instead of the table.
+    /// Print one JSON object (one per size with `-a`) instead of the table.
     #[arg(long)]
     json: bool,
-    /// The atomic operation.
-    #[arg(short = 'A', long = "atomic-type", value_enum, default_value_t = AtomicType::Faa)]
-    atomic_type: AtomicType,
+    /// The atomic operation (atomic tests): CMP_AND_SWAP (cas) or FETCH_AND_ADD (faa)
+    /// [default: FETCH_AND_ADD].
+    #[arg(
+        short = 'A',
+        long = "atomic-type",
+        visible_alias = "atomic_type",
+        value_enum
+    )]
+    atomic_type: Option<AtomicType>,
+    /// Report bandwidth in Gb/s (10^9 bits) instead of MB/s (2^20 bytes), as perftest's
+    /// option of that name (give it to both sides: the client's report travels in its unit).
+    #[arg(long = "report_gbits", visible_alias = "report-gbits")]
+    report_gbits: bool,
     /// GID index (accepted for perftest's command line; the GID is the exchange's address).
     #[arg(short = 'x', long = "gid-index")]
     gid_index: Option<u32>,
     /// Device (accepted for perftest's command line).
     #[arg(short = 'd', long = "ib-dev")]
     ib_dev: Option<String>,
-    /// Use the page-size default of perftest for CPU frequency checks (accepted, ignored).
-    #[arg(short = 'F', long = "cpu-freq-f")]
+    /// Port of the device: a rocex device has one, port 1.
+    #[arg(short = 'i', long = "ib-port", default_value_t = 1,
+          value_parser = clap::value_parser!(u8).range(1..=1))]
+    ib_port: u8,
+    /// Do not warn when the CPU frequency is not at its maximum (perftest's `-F`; accepted:
+    /// rocex times with the monotonic clock, not CPU cycles, and never warns).
+    #[arg(short = 'F', long = "CPU-freq")]
     cpu_freq: bool,
+    /// Seconds a client keeps trying while nothing listens at the server's port.
+    #[arg(long, value_name = "SECS", default_value_t = oob::CONNECT_WAIT.as_secs_f64(),
+          value_parser = crate::device::parse_secs)]
+    connect_timeout: f64,
     /// Run on the rocexd at this control socket (also `$ROCEX_SOCKET`) instead of an
     /// engine in this process on the exchange's address.
     #[arg(long)]
@@ -161,6 +202,30 @@ pub(crate) struct Params {
     pub(crate) peer_rocex: bool,
     pub(crate) json: bool,
     pub(crate) atomic: AtomicType,
+    /// `-a`: every size of [`ALL_SIZES`]; `size` is then the largest, which the buffers
+    /// are laid out for.
+    pub(crate) all: bool,
+    /// Bandwidth in Gb/s instead of MB/s.
+    pub(crate) gbits: bool,
+}
+
+impl Params {
+    /// The message sizes the run measures, in order.
+    pub(crate) fn sizes(&self) -> Vec<u32> {
+        if self.all {
+            ALL_SIZES.map(|i| 1 << i).collect()
+        } else {
+            vec![self.size]
+        }
+    }
+
+    /// These parameters for one of [`Params::sizes`].
+    pub(crate) fn with_size(&self, size: u32) -> Self {
+        Self {
+            size,
+            ..self.clone()
+        }
+    }
 }
 
 /// READs and atomics rocex accepts as responder (rxe's `max_qp_rd_atom`).
@@ -440,27 +505,31 @@ fn pre_handshakes(op: Op, test: Test) -> usize {
     }
 }
 
-/// The device a run uses: the rocexd at `--socket` or `$ROCEX_SOCKET`, else an engine in
-/// this process on `local`, the exchange's address.
-fn open_nic(a: &Args, local: IpAddr, test: Test) -> io::Result<Box<dyn Nic>> {
-    // Latency tests busy-poll, as perftest's do (its CQ polling never sleeps).
-    let busy = test == Test::Lat;
-    Ok(match crate::device::daemon_socket(a.socket.as_deref()) {
-        Some(path) => Box::new(daemon::DaemonNic::open(&path, busy)?),
-        None => Box::new(local::LocalNic::open(local, busy, &a.io, a.inject)?),
-    })
-}
-
 pub(crate) fn run(a: &Args) -> ExitCode {
-    let _ = (&a.ib_dev, a.gid_index, a.cpu_freq);
-    match perf(a) {
-        Ok(ok) => {
-            if ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            }
+    let _ = (&a.ib_dev, a.gid_index, a.ib_port, a.cpu_freq);
+    // What can be refused is refused before any exchange or wait: the options, then the
+    // daemon a server would serve from.
+    let p = match params(a) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("rocex perf: {e}");
+            return ExitCode::from(2);
         }
+    };
+    let daemon = match crate::device::daemon_socket(a.socket.as_deref()) {
+        // Latency tests busy-poll, as perftest's do (its CQ polling never sleeps).
+        Some(path) => match daemon::DaemonNic::open(&path, p.test == Test::Lat) {
+            Ok(nic) => Some(nic),
+            Err(e) => {
+                eprintln!("rocex perf: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
+    match perf(a, p, daemon) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
         Err(e) => {
             eprintln!("rocex perf: {e}");
             ExitCode::FAILURE
@@ -468,37 +537,56 @@ pub(crate) fn run(a: &Args) -> ExitCode {
     }
 }
 
-fn params(a: &Args) -> io::Result<Params> {
-    let bad = |m: &str| io::Error::new(io::ErrorKind::InvalidInput, m.to_owned());
+/// The options settled into a run's parameters; what they do not allow together is an
+/// error (clap has checked each one's range).
+fn params(a: &Args) -> Result<Params, String> {
     let size = if a.op == Op::Atomic {
         8
+    } else if a.all {
+        1 << ALL_SIZES.end()
     } else {
         a.size.unwrap_or(if a.test == Test::Bw { 65536 } else { 2 })
     };
-    if size == 0 {
-        return Err(bad("the size must be at least 1 byte"));
-    }
     if a.test == Test::Lat && a.qps != 1 {
-        return Err(bad("latency tests use one QP"));
+        return Err("latency tests use one QP (--qps)".into());
     }
-    if a.qps == 0 || a.qps > MAX_QPS {
-        return Err(bad(&format!("--qps must be 1 to {MAX_QPS}")));
+    if a.all && matches!(a.op, Op::Send | Op::Atomic) {
+        return Err(
+            "-a runs the write and read tests (atomics have one size; send is not supported)"
+                .into(),
+        );
+    }
+    if a.inline > 0 && matches!(a.op, Op::Read | Op::Atomic) {
+        return Err("--inline applies to write and send tests (as in perftest)".into());
+    }
+    if a.atomic_type.is_some() && a.op != Op::Atomic {
+        return Err("--atomic-type applies to the atomic tests".into());
     }
     if a.inject.is_some() && crate::device::daemon_socket(a.socket.as_deref()).is_some() {
-        return Err(bad(
-            "--inject applies to the engine in this process; on a rocexd, start the daemon with --inject",
-        ));
+        return Err(
+            "--inject applies to the engine in this process; on a rocexd, start the daemon with --inject"
+                .into(),
+        );
     }
     let duration = a.duration.map(Duration::from_secs_f64);
     if duration.is_some() && (a.op == Op::Send || (a.op == Op::Write && a.test == Test::Lat)) {
-        return Err(bad(
-            "--duration needs a passive server: write bw, read or atomic",
-        ));
+        return Err("--duration needs a passive server: write bw, read or atomic".into());
     }
     let tx_depth = if a.test == Test::Lat {
         1
     } else {
-        share(a.tx_depth.clamp(1, 8192), a.qps, in_flight(size))
+        share(a.tx_depth, a.qps, in_flight(size))
+    };
+    let cq_mod = match a.cq_mod {
+        Some(m) if a.test == Test::Bw && m > a.tx_depth => {
+            return Err(format!(
+                "--cq-mod {m} is more than the TX depth ({}): a completion could never be asked for",
+                a.tx_depth
+            ));
+        }
+        // With many QPs the depth per QP is cut, and the moderation with it.
+        Some(m) => m.min(tx_depth),
+        None => 100.min(tx_depth),
     };
     Ok(Params {
         op: a.op,
@@ -507,27 +595,29 @@ fn params(a: &Args) -> io::Result<Params> {
         size,
         iters: a
             .iters
-            .unwrap_or(if a.test == Test::Bw { 5000 } else { 1000 })
-            .max(1),
+            .unwrap_or(if a.test == Test::Bw { 5000 } else { 1000 }),
         duration,
         qps: a.qps,
         tx_depth,
-        cq_mod: a.cq_mod.clamp(1, tx_depth),
-        rx_depth: share(a.rx_depth.clamp(1, 8192), a.qps, u64::from(RECVS_MAX)),
+        cq_mod,
+        rx_depth: share(a.rx_depth, a.qps, u64::from(RECVS_MAX)),
         inline: a.inline,
         verify: a.verify,
         peer_rocex: false,
         json: a.json,
-        atomic: a.atomic_type,
+        atomic: a.atomic_type.unwrap_or(AtomicType::Faa),
+        all: a.all,
+        gbits: a.report_gbits,
     })
 }
 
-/// Runs the test; returns whether verification (when asked for) passed.
-fn perf(a: &Args) -> io::Result<bool> {
-    let mut p = params(a)?;
+/// Runs the test on `daemon`, or else on an engine in this process; returns whether
+/// verification (when asked for) passed.
+fn perf(a: &Args, p: Params, daemon: Option<daemon::DaemonNic>) -> io::Result<bool> {
     let mtu = mtu_of(a.mtu)?;
+    let wait = Duration::from_secs_f64(a.connect_timeout);
     let stream = match &a.server {
-        Some(server) => oob::connect(server, a.port)?,
+        Some(server) => oob::connect("rocex perf", server, a.port, wait)?,
         None => {
             if !p.json {
                 println!(
@@ -537,7 +627,27 @@ fn perf(a: &Args) -> io::Result<bool> {
             oob::accept(a.port)?
         }
     };
-    let nic = open_nic(a, stream.local_addr()?.ip(), p.test)?;
+    let nic: Box<dyn Nic> = match daemon {
+        Some(nic) => Box::new(nic),
+        None => Box::new(local::LocalNic::open(
+            stream.local_addr()?.ip(),
+            p.test == Test::Lat,
+            &a.io,
+            a.inject,
+        )?),
+    };
+    let peer = stream.peer_addr()?;
+    session(stream, nic, p, mtu)
+        .map_err(|e| io::Error::new(e.kind(), format!("{e} (peer {})", peer.ip())))
+}
+
+/// The exchange and the test with the peer at the other end of `stream`.
+fn session(
+    stream: std::net::TcpStream,
+    nic: Box<dyn Nic>,
+    mut p: Params,
+    mtu: Mtu,
+) -> io::Result<bool> {
     let gid = nic.gid();
     let local = oob::ip_of(gid);
     let mtu = mtu.min(nic.port_mtu());
@@ -571,11 +681,18 @@ fn perf(a: &Args) -> io::Result<bool> {
         report::print_header(&p, &pre, mtu, &ctx, local);
     }
     let mut progress = report::Progress::new(&p);
-    let mut out = match p.test {
-        Test::Bw => bw::run(&mut ctx, &p, &mut oob, &mine, &mut progress)?,
-        Test::Lat => lat::run(&mut ctx, &p, &mut oob, &mine)?,
+    // With `-a` each size's row is printed as it ends, under the titles printed once.
+    let rows = p.all && p.client || p.all && p.op == Op::Write && p.test == Test::Lat;
+    if rows {
+        report::print_columns(&p);
+    }
+    let mut row = |q: &Params, o: &Outcome| report::print_row(q, o);
+    let result = match p.test {
+        Test::Bw => bw::run(&mut ctx, &p, &mut oob, &mine, &mut progress, &mut row),
+        Test::Lat => lat::run(&mut ctx, &p, &mut oob, &mine, &mut row),
     };
     progress.finish();
+    let mut out = result?;
     if p.verify && !pre.peer_is_rocex {
         eprintln!(
             "rocex perf: --verify checks data only between two rocex ends (perftest fills its buffers with rand()); nothing was verified"
@@ -593,6 +710,10 @@ fn perf(a: &Args) -> io::Result<bool> {
     ctx.nic.linger(Duration::from_millis(300))?;
     crate::device::report_faults("rocex perf", ctx.nic.fault_counters());
     p.iters = out.iters;
-    report::print(&p, &out, ctx.nic.counters().as_ref());
+    if rows {
+        report::print_footer(&p, &out, ctx.nic.counters().as_ref());
+    } else {
+        report::print(&p, &out, ctx.nic.counters().as_ref());
+    }
     Ok(!p.verify || (out.verdict.checked && out.verdict.errors == 0))
 }

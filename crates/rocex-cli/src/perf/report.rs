@@ -1,7 +1,6 @@
 //! Results as perftest prints them (MB/sec are 2^20 bytes, as perftest's), or one JSON
 //! object, and a progress line on long runs when stderr is a terminal.
 
-use std::io::{IsTerminal, Write};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
@@ -71,53 +70,68 @@ impl Sampler {
     }
 }
 
-/// A one-line progress bar on stderr, only when stderr is a terminal and the run is long.
+/// The live progress line of a run (on a terminal): a bar, messages done, their rate, the
+/// bandwidth and, for the engine in this process, its retransmissions.
 pub(crate) struct Progress {
-    enabled: bool,
+    line: crate::progress::Line,
     duration: Option<Duration>,
-    last: Option<Instant>,
-    shown: bool,
+    size: u64,
 }
 
 impl Progress {
     pub(crate) fn new(p: &Params) -> Self {
-        let long = p.duration.is_some_and(|d| d >= Duration::from_secs(2))
-            || p.iters * u64::from(p.size) >= 256 << 20;
         Self {
-            enabled: long && std::io::stderr().is_terminal(),
+            line: crate::progress::Line::when(!p.json),
             duration: p.duration,
-            last: None,
-            shown: false,
+            size: u64::from(p.size),
         }
     }
 
-    pub(crate) fn update(&mut self, start: Instant, done: u64, target: u64) {
-        if !self.enabled
-            || self
-                .last
-                .is_some_and(|t| t.elapsed() < Duration::from_millis(100))
-        {
+    /// A new size of `-a`.
+    pub(crate) fn resize(&mut self, size: u32) {
+        self.size = u64::from(size);
+    }
+
+    /// `done` of `target` messages since `start`; `retransmitted` is asked only when the
+    /// line is redrawn.
+    pub(crate) fn update(
+        &mut self,
+        start: Instant,
+        done: u64,
+        target: u64,
+        retransmitted: impl FnOnce() -> Option<u64>,
+    ) {
+        if !self.line.due() {
             return;
         }
-        self.last = Some(Instant::now());
+        let elapsed = start.elapsed();
         let frac = match self.duration {
-            Some(d) => start.elapsed().as_secs_f64() / d.as_secs_f64(),
+            Some(d) => elapsed.as_secs_f64() / d.as_secs_f64(),
             None => done as f64 / target.max(1) as f64,
         }
         .clamp(0.0, 1.0);
-        let width = 40;
+        let width = 30;
         let filled = (frac * f64::from(width)) as usize;
         let bar: String = "#".repeat(filled) + &"-".repeat(width as usize - filled);
-        let mut e = std::io::stderr();
-        let _ = write!(e, "\r[{bar}] {:5.1}% {done} ops", frac * 100.0);
-        let _ = e.flush();
-        self.shown = true;
+        let gbps = (done * self.size) as f64 * 8.0 / elapsed.as_secs_f64().max(1e-9) / 1e9;
+        let mut text = format!(
+            "[{bar}] {:5.1}% {done} msgs {} {gbps:.2} Gb/s",
+            frac * 100.0,
+            crate::progress::rate(done, elapsed)
+        );
+        if let Some(r) = retransmitted() {
+            text += &format!(" retransmitted {r}");
+        }
+        self.line.draw(&text);
+    }
+
+    /// Says that nothing has completed for a while, on a line of its own.
+    pub(crate) fn say(&mut self, text: &str) {
+        self.line.say(text);
     }
 
     pub(crate) fn finish(&mut self) {
-        if self.shown {
-            eprintln!();
-        }
+        self.line.finish();
     }
 }
 
@@ -211,7 +225,38 @@ fn lat_stats(v: &[f64]) -> Option<LatStats> {
     })
 }
 
+/// A bandwidth in MB/s (2^20 bytes) in the unit the run reports: MB/s, or Gb/s (10^9 bits)
+/// with `--report_gbits`.
+pub(crate) fn bw_unit(p: &Params, mbs: f64) -> f64 {
+    if p.gbits { mbs * MIB * 8.0 / 1e9 } else { mbs }
+}
+
+/// The whole result of a run of one size: column titles, the row, and what follows.
 pub(crate) fn print(p: &Params, out: &Outcome, counters: Option<&Counters>) {
+    print_columns(p);
+    print_row(p, out);
+    print_footer(p, out, counters);
+}
+
+/// The column titles (perftest prints them once, above the row of each size).
+pub(crate) fn print_columns(p: &Params) {
+    if p.json {
+        return;
+    }
+    if p.test == Test::Bw {
+        let unit = if p.gbits { "Gb/sec" } else { "MB/sec" };
+        println!(
+            " #bytes     #iterations    BW peak[{unit}]    BW average[{unit}]   MsgRate[Mpps]"
+        );
+    } else {
+        println!(
+            " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]"
+        );
+    }
+}
+
+/// One size's result: a row of the table, or one JSON object.
+pub(crate) fn print_row(p: &Params, out: &Outcome) {
     let bytes = out.iters as f64 * f64::from(p.size);
     let secs = out.seconds.max(1e-9);
     let gbps = if out.iters > 0 {
@@ -250,24 +295,25 @@ pub(crate) fn print(p: &Params, out: &Outcome, counters: Option<&Counters>) {
         println!(" (server: the client measures this test)");
     } else if p.test == Test::Bw {
         println!(
-            " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]"
-        );
-        println!(
             " {:<10} {:<14} {:<18.2} {:<20.2} {:.6}",
             p.size,
             per_qp,
-            out.peak_mbs,
-            bytes / MIB / secs,
+            bw_unit(p, out.peak_mbs),
+            bw_unit(p, bytes / MIB / secs),
             mpps
         );
     } else if let Some(s) = stats {
         println!(
-            " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]"
-        );
-        println!(
             " {:<6} {:<14} {:<14.2} {:<12.2} {:<16.2} {:<14.2} {:<15.2} {:<22.2} {:.2}",
             p.size, out.iters, s.min, s.max, s.typical, s.avg, s.stdev, s.p99, s.p999
         );
+    }
+}
+
+/// The closing line, the verification verdict and the engine's counters.
+pub(crate) fn print_footer(p: &Params, out: &Outcome, counters: Option<&Counters>) {
+    if p.json {
+        return;
     }
     println!("{LINE}");
     if p.verify {

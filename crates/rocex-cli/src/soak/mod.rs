@@ -28,6 +28,7 @@ use setup::{Link, Side};
 use tally::{Atomics, RunInfo, Tally};
 
 use crate::device::mtu_of;
+use crate::progress::{Line, Stall};
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
@@ -207,6 +208,22 @@ fn soak(a: &Args) -> Fallible<bool> {
     Ok(ok)
 }
 
+/// Nothing completed for this long is said at once (the run gives up after `--stall`).
+const STALL_NOTICE: Duration = Duration::from_secs(5);
+
+/// ` retransmitted=N`: both daemons' retransmissions, as their counters say.
+fn retransmitted(sides: &[Side; 2]) -> String {
+    let n: u64 = sides
+        .iter()
+        .map(|s| {
+            s.counters()["engine"]["retransmitted_pkts"]
+                .as_u64()
+                .unwrap_or(0)
+        })
+        .sum();
+    format!(" retransmitted={n}")
+}
+
 /// Posts, polls and checks until every lane is finished (false), an error completion
 /// ends the run (false), or nothing completes for `--stall` seconds (true).
 fn drive(
@@ -221,6 +238,9 @@ fn drive(
     let stall = Duration::from_secs(a.stall);
     let every = Duration::from_secs_f64(a.progress.max(0.1));
     let (mut last_done, mut next_report) = (Instant::now(), start + every);
+    // On a terminal the progress is one live line; elsewhere a line every `--progress`.
+    let mut line = Line::new();
+    let mut quiet = Stall::new(STALL_NOTICE.min(stall));
     let mut idle = 0u32;
     loop {
         for lane in lanes.iter_mut() {
@@ -246,8 +266,19 @@ fn drive(
             }
         }
         let now = Instant::now();
-        if now >= next_report {
-            eprintln!("{}", t.progress(a.messages, now - start));
+        if line.due() {
+            let text = format!(
+                "{}{}",
+                t.progress(a.messages, now - start),
+                retransmitted(sides)
+            );
+            line.draw(&text);
+        } else if !line.live() && now >= next_report {
+            eprintln!(
+                "{}{}",
+                t.progress(a.messages, now - start),
+                retransmitted(sides)
+            );
             next_report = now + every;
         }
         if t.completion_errors > 0 || lanes.iter().all(Lane::finished) {
@@ -255,10 +286,23 @@ fn drive(
         }
         if got > 0 {
             last_done = now;
+            quiet.progressed();
             idle = 0;
         } else if now - last_done > stall {
             return Ok(true);
         } else {
+            if let Some(note) = quiet.check(|d| {
+                format!(
+                    "soak: nothing completed for {} s ({} of {} done{}); giving up after {} s",
+                    d.as_secs(),
+                    t.total(),
+                    a.messages,
+                    retransmitted(sides),
+                    a.stall
+                )
+            }) {
+                line.say(&note);
+            }
             // Spin briefly (completions are often just behind), then yield the CPU to
             // the daemons.
             idle += 1;

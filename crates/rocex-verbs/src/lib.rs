@@ -339,6 +339,12 @@ impl Context {
         })
     }
 
+    /// The control connection's socket, for event loops: it becomes readable between calls
+    /// only when the daemon is gone.
+    pub fn control_socket(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.ch.sock.as_fd()
+    }
+
     /// Connects to [`default_socket`].
     pub fn open_default() -> Result<Self> {
         Self::open(default_socket())
@@ -552,6 +558,12 @@ impl CompChannel {
         Err(Error::DaemonGone)
     }
 
+    /// Writes the channel's eventfd as the daemon does, waking a waiter: for a CQ that
+    /// already held completions when it was armed (libibverbs' missed-event report).
+    pub fn signal(&self) -> Result<()> {
+        self.ev.signal().map_err(Error::Io)
+    }
+
     /// The descriptors an event loop (epoll, tokio's `AsyncFd`) waits on in place of
     /// [`CompChannel::wait`]: the eventfd the daemon writes, and the control socket, which
     /// becomes readable between calls only when the daemon is gone. Once either is ready,
@@ -704,17 +716,40 @@ impl Cq {
         self.cq
     }
 
+    /// Completions waiting in the ring, left there; no system call.
+    pub fn pending(&self) -> Result<u32> {
+        let ring = ring_in(&self.map, self.off, self.spec)?;
+        ring.consumer_at(self.head)
+            .available()
+            .map_err(|e| Error::BadCompletion(ReadError::Ring(e)))
+    }
+
+    /// The completion channel the CQ signals (its own when it was created without one).
+    pub fn channel(&self) -> &CompChannel {
+        &self.channel
+    }
+
     /// Takes up to `max` completions (`ibv_poll_cq`); no system call.
     pub fn poll(&mut self, max: usize) -> Result<Vec<WorkCompletion>> {
+        let mut out = Vec::new();
+        self.poll_with(max, |wc| out.push(wc))?;
+        Ok(out)
+    }
+
+    /// Takes up to `max` completions, handing each to `f`, and returns how many it took:
+    /// [`poll`](Self::poll) without a vector. A malformed completion ends the batch; it is
+    /// an error only when it comes first.
+    pub fn poll_with(&mut self, max: usize, mut f: impl FnMut(WorkCompletion)) -> Result<usize> {
         let ring = ring_in(&self.map, self.off, self.spec)?;
         let mut r = CqReader::new(ring.consumer_at(self.head));
-        let mut out = Vec::new();
+        let mut n = 0;
         let mut err = None;
-        while out.len() < max {
+        while n < max {
             match r.poll() {
                 Ok(Some(wc)) => {
                     self.head = self.head.wrapping_add(1);
-                    out.push(wc);
+                    n += 1;
+                    f(wc);
                 }
                 Ok(None) => break,
                 Err(e @ ReadError::Desc { .. }) => {
@@ -730,8 +765,8 @@ impl Cq {
         }
         r.ring().release();
         match err {
-            Some(e) if out.is_empty() => Err(Error::BadCompletion(e)),
-            _ => Ok(out),
+            Some(e) if n == 0 => Err(Error::BadCompletion(e)),
+            _ => Ok(n),
         }
     }
 

@@ -1,0 +1,229 @@
+//! `ROCEX_PRIVATE_1`: what rocex's librdmacm needs from this library. rdma_cm must drive
+//! rocexd's CM through the control connection that owns the QP, so these calls run the
+//! rocex-verbs CM requests (docs/daemon.md "rdma_cm") on the connection behind an
+//! `ibv_context`, under its lock, naming QPs by their `ibv_qp`. Not a public interface.
+
+use core::ffi::c_int;
+use std::net::IpAddr;
+
+use rocex_verbs::CmEventKind;
+
+use crate::abi::*;
+use crate::ctx::Ctx;
+use crate::qp::Qp;
+use crate::{errno_of, symver};
+
+/// A CM event as `rocex_cm_poll` returns it.
+#[repr(C)]
+pub struct rocex_cm_event {
+    /// 1 connect request, 2 established, 3 rejected, 4 unreachable, 5 disconnected.
+    pub kind: u32,
+    /// The connection's id.
+    pub id: u32,
+    /// The peer's address family (`AF_INET` or `AF_INET6`).
+    pub family: u32,
+    /// The peer's address (IPv4 in the first 4 bytes).
+    pub addr: [u8; 16],
+    /// The listening port of a request.
+    pub port: u16,
+    /// A rejection's reason.
+    pub reason: u16,
+    /// Bytes of private data.
+    pub private_data_len: u32,
+    /// A request's private data.
+    pub private_data: [u8; 56],
+}
+
+fn addr_of(family: u32, raw: &[u8; 16]) -> Option<IpAddr> {
+    match family as c_int {
+        libc::AF_INET => Some(IpAddr::from([raw[0], raw[1], raw[2], raw[3]])),
+        libc::AF_INET6 => Some(IpAddr::from(*raw)),
+        _ => None,
+    }
+}
+
+/// The device's own address: its family, and the address in `addr`.
+///
+/// # Safety
+///
+/// `context` is a context of this library; `addr` points at 16 writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rocex_context_addr(
+    context: *mut ibv_context,
+    addr: *mut [u8; 16],
+) -> c_int {
+    // SAFETY: per the contract.
+    let ctx = unsafe { Ctx::from_ibv(context) };
+    let (f, raw) = match ctx.addr {
+        IpAddr::V4(a) => {
+            let mut r = [0; 16];
+            r[..4].copy_from_slice(&a.octets());
+            (libc::AF_INET, r)
+        }
+        IpAddr::V6(a) => (libc::AF_INET6, a.octets()),
+    };
+    // SAFETY: per the contract.
+    unsafe { *addr = raw };
+    f
+}
+
+/// `rdma_listen` on `port`: 0 or an errno.
+///
+/// # Safety
+///
+/// `context` is a context of this library.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rocex_cm_listen(context: *mut ibv_context, port: u16) -> c_int {
+    // SAFETY: per the contract.
+    let ctx = unsafe { Ctx::from_ibv(context) };
+    ctx.lock()
+        .verbs
+        .cm_listen(port)
+        .map_or_else(|e| errno_of(&e), |()| 0)
+}
+
+/// `rdma_connect` of `qp` (RC, in INIT) to `family`/`addr`:`port`: the connection's id in
+/// `id`; 0 or an errno.
+///
+/// # Safety
+///
+/// `qp` is a QP of this library; `addr` points at 16 bytes, `pdata` at `len` bytes,
+/// `id` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rocex_cm_connect(
+    qp: *mut ibv_qp,
+    family: u32,
+    addr: *const [u8; 16],
+    port: u16,
+    pdata: *const u8,
+    len: usize,
+    id: *mut u32,
+) -> c_int {
+    // SAFETY: per the contract.
+    let q = unsafe { Qp::from_ibv(qp) };
+    // SAFETY: per the contract.
+    let Some(peer) = addr_of(family, unsafe { &*addr }) else {
+        return libc::EAFNOSUPPORT;
+    };
+    let data = if len == 0 {
+        &[][..]
+    } else {
+        // SAFETY: per the contract.
+        unsafe { core::slice::from_raw_parts(pdata, len) }
+    };
+    let g = q.ctx().lock();
+    match g.verbs.cm_connect(q.qp.get(&g), peer, port, data) {
+        Ok(i) => {
+            // SAFETY: per the contract.
+            unsafe { *id = i };
+            0
+        }
+        Err(e) => errno_of(&e),
+    }
+}
+
+/// `rdma_accept` of request `id` with `qp` (RC, in INIT): 0 or an errno.
+///
+/// # Safety
+///
+/// `qp` is a QP of this library.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rocex_cm_accept(qp: *mut ibv_qp, id: u32) -> c_int {
+    // SAFETY: per the contract.
+    let q = unsafe { Qp::from_ibv(qp) };
+    let g = q.ctx().lock();
+    g.verbs
+        .cm_accept(id, q.qp.get(&g))
+        .map_or_else(|e| errno_of(&e), |()| 0)
+}
+
+/// `rdma_reject` of request `id`: 0 or an errno.
+///
+/// # Safety
+///
+/// `context` is a context of this library.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rocex_cm_reject(context: *mut ibv_context, id: u32) -> c_int {
+    // SAFETY: per the contract.
+    let ctx = unsafe { Ctx::from_ibv(context) };
+    ctx.lock()
+        .verbs
+        .cm_reject(id)
+        .map_or_else(|e| errno_of(&e), |()| 0)
+}
+
+/// `rdma_disconnect` of connection `id`: 0 or an errno.
+///
+/// # Safety
+///
+/// `context` is a context of this library.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rocex_cm_disconnect(context: *mut ibv_context, id: u32) -> c_int {
+    // SAFETY: per the contract.
+    let ctx = unsafe { Ctx::from_ibv(context) };
+    ctx.lock()
+        .verbs
+        .cm_disconnect(id)
+        .map_or_else(|e| errno_of(&e), |()| 0)
+}
+
+/// The next CM event: 1 with `event` filled, 0 when none waits, or a negative errno.
+///
+/// # Safety
+///
+/// `context` is a context of this library; `event` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rocex_cm_poll(
+    context: *mut ibv_context,
+    event: *mut rocex_cm_event,
+) -> c_int {
+    // SAFETY: per the contract.
+    let ctx = unsafe { Ctx::from_ibv(context) };
+    let e = match ctx.lock().verbs.cm_poll_event() {
+        Ok(Some(e)) => e,
+        Ok(None) => return 0,
+        Err(e) => return -errno_of(&e),
+    };
+    let (family, addr) = match e.peer {
+        IpAddr::V4(a) => {
+            let mut r = [0; 16];
+            r[..4].copy_from_slice(&a.octets());
+            (libc::AF_INET as u32, r)
+        }
+        IpAddr::V6(a) => (libc::AF_INET6 as u32, a.octets()),
+    };
+    let mut pd = [0u8; 56];
+    let n = e.private_data.len().min(56);
+    pd[..n].copy_from_slice(&e.private_data[..n]);
+    let kind = match e.kind {
+        CmEventKind::ConnectRequest => 1,
+        CmEventKind::Established => 2,
+        CmEventKind::Rejected => 3,
+        CmEventKind::Unreachable => 4,
+        CmEventKind::Disconnected => 5,
+    };
+    // SAFETY: per the contract.
+    unsafe {
+        event.write(rocex_cm_event {
+            kind,
+            id: e.id,
+            family,
+            addr,
+            port: e.port,
+            reason: e.reason,
+            private_data_len: n as u32,
+            private_data: pd,
+        })
+    };
+    1
+}
+
+symver! {
+    rocex_context_addr @ "ROCEX_PRIVATE_1",
+    rocex_cm_listen @ "ROCEX_PRIVATE_1",
+    rocex_cm_connect @ "ROCEX_PRIVATE_1",
+    rocex_cm_accept @ "ROCEX_PRIVATE_1",
+    rocex_cm_reject @ "ROCEX_PRIVATE_1",
+    rocex_cm_disconnect @ "ROCEX_PRIVATE_1",
+    rocex_cm_poll @ "ROCEX_PRIVATE_1",
+}

@@ -18,17 +18,18 @@ use std::collections::VecDeque;
 
 use rocex_mem::{Access, MemError, Target};
 use rocex_wire::opcode::{Operation, Position};
-use rocex_wire::{
-    AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, OpcodeInfo, PacketRepr, Psn, Syndrome,
-};
+use rocex_wire::{NakCode, OpcodeInfo, PacketRepr, Psn, Syndrome};
 
 use super::Qp;
 use super::requester::packets;
 use crate::Ctx;
 use crate::verbs::{QpState, QpType, RecvWr, WcOpcode, WcStatus, WorkCompletion};
 
-/// Bytes of the GRH that UD receive buffers start with (rxe writes the IP header there).
-pub const GRH_LEN: usize = 40;
+mod duplicate;
+mod reply;
+mod ud;
+
+pub use ud::{GRH_LEN, grh_source};
 
 /// What the responder has to send.
 #[derive(Debug)]
@@ -568,99 +569,6 @@ impl Qp {
         self.resp.psn = psn.add(1);
     }
 
-    fn queue_empty_read_response(&mut self, psn: Psn) {
-        let job = ReadJob {
-            request: psn,
-            first: psn,
-            npkts: 1,
-            next: 0,
-            target: Target::default(),
-            msn: self.resp.msn,
-        };
-        self.resp.out.push_back(Reply::Read(job));
-    }
-
-    /// A request with a PSN before the expected one (C9-105..C9-107).
-    fn duplicate(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>, info: &OpcodeInfo) {
-        let psn = pkt.bth.psn;
-        match info.operation {
-            Operation::Send | Operation::Write => {
-                let last = self.resp.psn.sub(1);
-                self.resp.queue_ack(last, Syndrome::ACK, false);
-            }
-            Operation::ReadRequest => {
-                let Some(reth) = pkt.reth else { return };
-                let mtu = u64::from(self.mtu());
-                let found = self.resp.resources.iter().rev().find_map(|r| match r.kind {
-                    ResourceKind::Read { va, rkey, len } if psn.in_window(r.first, r.npkts) => {
-                        Some((r.first, r.npkts, va, rkey, len))
-                    }
-                    _ => None,
-                });
-                let Some((first, npkts, va, rkey, len)) = found else {
-                    ctx.counters.drop_no_resource += 1;
-                    return;
-                };
-                // The retried request must ask for the rest of the original, from its PSN.
-                let skip = u64::from(psn.diff(first) as u32) * mtu;
-                if reth.rkey != rkey
-                    || reth.va != va.wrapping_add(skip)
-                    || u64::from(reth.dma_len) + skip != u64::from(len)
-                {
-                    ctx.counters.drop_no_resource += 1;
-                    return;
-                }
-                // rxe `rxe_recheck_mr`: a key gone since the original is a remote access
-                // error, not a silent drop.
-                let target = if len == 0 {
-                    Target::default()
-                } else {
-                    match ctx
-                        .mem
-                        .check_rkey(self.pd, rkey, va, u64::from(len), Access::REMOTE_READ)
-                    {
-                        Ok(t) => t,
-                        Err(_) => return self.refuse(ctx, psn, ACCESS),
-                    }
-                };
-                let next = psn.diff(first) as u32;
-                let msn = self.resp.msn;
-                self.resp.out.push_back(Reply::Read(ReadJob {
-                    request: psn,
-                    first,
-                    npkts,
-                    next,
-                    target,
-                    msn,
-                }));
-            }
-            Operation::CompareSwap
-            | Operation::FetchAdd
-            | Operation::AtomicWrite
-            | Operation::Flush => {
-                let saved = self
-                    .resp
-                    .resources
-                    .iter()
-                    .rev()
-                    .find(|r| r.first == psn)
-                    .map(|r| r.kind.clone());
-                match saved {
-                    Some(ResourceKind::Atomic { orig }) => {
-                        self.resp.out.push_back(Reply::AtomicAck {
-                            psn,
-                            msn: self.resp.msn,
-                            orig,
-                        });
-                    }
-                    Some(ResourceKind::Empty) => self.queue_empty_read_response(psn),
-                    _ => ctx.counters.drop_no_resource += 1,
-                }
-            }
-            _ => ctx.counters.drop_no_resource += 1,
-        }
-    }
-
     /// Refuses an RC request: NAK with its PSN, the receive in progress completed in
     /// error, the QP to ERROR.
     fn refuse(&mut self, ctx: &mut Ctx<'_>, psn: Psn, r: Refusal) {
@@ -722,36 +630,6 @@ impl Qp {
         }
     }
 
-    fn ud_request(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>, src: IpAddr, dst: IpAddr) {
-        let Some(deth) = pkt.deth else {
-            ctx.counters.drop_wrong_transport += 1;
-            return;
-        };
-        if deth.qkey != self.attr.qkey {
-            ctx.counters.drop_bad_qkey += 1;
-            return;
-        }
-        let Some(wr) = self.rq.pop_front() else {
-            ctx.counters.drop_unreliable += 1;
-            return;
-        };
-        let grh = grh(src, dst, pkt.payload.len());
-        let placed = place(ctx, self.pd, &wr, 0, &grh)
-            .and_then(|()| place(ctx, self.pd, &wr, GRH_LEN as u64, pkt.payload));
-        let mut wc = self.recv_wc(
-            wr.wr_id,
-            WcOpcode::Recv,
-            (GRH_LEN + pkt.payload.len()) as u64,
-        );
-        wc.src_qp = deth.src_qp;
-        wc.imm_data = pkt.immdt.map(|i| i.data);
-        if let Err(r) = placed {
-            wc.status = r.recv_status;
-        }
-        ctx.counters.rdma_recvs += 1;
-        ctx.complete(self.recv_cq, wc, pkt.bth.solicited);
-    }
-
     /// The remote range a request names, checked against its rkey: a remote access error
     /// (NAK 0x62) if it does not check out.
     fn remote(
@@ -793,96 +671,6 @@ impl Qp {
             src_qp: self.attr.dest_qp_num,
         }
     }
-
-    /// Writes the next responder packet (BTH to ICRC, ICRC left to the caller) into `buf`.
-    pub(crate) fn next_reply(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<usize> {
-        let dest = self.attr.dest_qp_num;
-        let mtu = self.mtu();
-        let reply = self.resp.out.front_mut()?;
-        let mut done = true;
-        let mut fault = None;
-        let len = match reply {
-            Reply::Ack { psn, syndrome, msn } => {
-                let mut p = PacketRepr::new(BthRepr::new(Opcode::RC_ACKNOWLEDGE, dest, *psn));
-                p.aeth = Some(AethRepr {
-                    syndrome: *syndrome,
-                    msn: *msn,
-                });
-                p.emit(buf).ok()
-            }
-            Reply::AtomicAck { psn, msn, orig } => {
-                let mut p =
-                    PacketRepr::new(BthRepr::new(Opcode::RC_ATOMIC_ACKNOWLEDGE, dest, *psn));
-                p.aeth = Some(AethRepr {
-                    syndrome: Syndrome::ACK,
-                    msn: *msn,
-                });
-                p.atomic_ack_eth = Some(AtomicAckEthRepr { orig: *orig });
-                p.emit(buf).ok()
-            }
-            Reply::Read(job) => {
-                let i = job.next;
-                let (first, last) = (i == 0, i + 1 >= job.npkts);
-                let op = match (first, last) {
-                    (true, true) => Opcode::RC_RDMA_READ_RESPONSE_ONLY,
-                    (true, false) => Opcode::RC_RDMA_READ_RESPONSE_FIRST,
-                    (false, true) => Opcode::RC_RDMA_READ_RESPONSE_LAST,
-                    (false, false) => Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
-                };
-                let at = u64::from(i) * u64::from(mtu);
-                let n = job.target.len().saturating_sub(at).min(u64::from(mtu)) as usize;
-                let mut p = PacketRepr::new(BthRepr::new(op, dest, job.first.add(i)));
-                p.bth.pad = rocex_wire::packet::pad_for(n);
-                if first || last {
-                    p.aeth = Some(AethRepr {
-                        syndrome: Syndrome::ACK,
-                        msn: job.msn,
-                    });
-                }
-                // The data goes from memory straight into the packet.
-                let emitted = p.emit_around(buf, n).ok();
-                if let Some((off, _)) = emitted
-                    && job.target.read_at(at, &mut buf[off..off + n]).is_err()
-                {
-                    fault = Some((job.request, job.msn));
-                }
-                job.next += 1;
-                done = job.next >= job.npkts;
-                emitted.map(|(_, len)| len)
-            }
-        };
-        if let Some((psn, msn)) = fault {
-            return self.read_fault(ctx, buf, psn, msn);
-        }
-        if done {
-            self.resp.out.pop_front();
-        }
-        len
-    }
-
-    /// Memory a READ response was to carry could not be read (it vanished after the request
-    /// was checked): the READ ends with NAK 0x62 carrying the request's PSN and the MSN its
-    /// responses carried, and the QP moves to ERROR (rxe `read_reply`: a failed
-    /// `rxe_mr_copy` is an rkey violation, class C). Nothing queued behind the READ is
-    /// answered: rxe finishes a READ before it takes the next request, which an errored QP
-    /// then drops.
-    fn read_fault(
-        &mut self,
-        ctx: &mut Ctx<'_>,
-        buf: &mut [u8],
-        psn: Psn,
-        msn: u32,
-    ) -> Option<usize> {
-        ctx.counters.nak_remote_access += 1;
-        self.resp.out.clear();
-        self.resp.out.push_back(Reply::Ack {
-            psn,
-            syndrome: Syndrome::Nak(NakCode::RemoteAccessError),
-            msn,
-        });
-        self.enter_error(ctx);
-        self.next_reply(ctx, buf)
-    }
 }
 
 /// Copies `bytes` into a receive WQE's buffers at `offset`.
@@ -906,59 +694,4 @@ fn place(
         super::sge::SgeError::Key => MALFORMED_WQE,
         super::sge::SgeError::Short => LENGTH,
     })
-}
-
-/// The sender's address in the 40 bytes a UD receive buffer starts with (the counterpart
-/// of what the responder writes there): an IPv6 header's source, or the IPv4 header's in
-/// the last 20 bytes.
-pub fn grh_source(grh: &[u8; GRH_LEN]) -> IpAddr {
-    if grh[0] >> 4 == 6 {
-        let mut s = [0u8; 16];
-        s.copy_from_slice(&grh[8..24]);
-        IpAddr::from(s)
-    } else {
-        IpAddr::from([grh[32], grh[33], grh[34], grh[35]])
-    }
-}
-
-/// The 40 bytes a UD receive buffer starts with: for IPv4, 20 bytes of zero and the IPv4
-/// header; for IPv6, the IPv6 header (rxe `rxe_resp.c: execute`).
-fn grh(src: IpAddr, dst: IpAddr, payload: usize) -> [u8; GRH_LEN] {
-    let mut g = [0u8; GRH_LEN];
-    let udp_len = 8 + 12 + 8 + payload + 4;
-    match (src, dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let h = &mut g[20..];
-            h[0] = 0x45;
-            h[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
-            h[8] = 64;
-            h[9] = 17;
-            h[12..16].copy_from_slice(&s.octets());
-            h[16..20].copy_from_slice(&d.octets());
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            g[0] = 0x60;
-            g[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
-            g[6] = 17;
-            g[7] = 64;
-            g[8..24].copy_from_slice(&s.octets());
-            g[24..40].copy_from_slice(&d.octets());
-        }
-        _ => {}
-    }
-    g
-}
-
-#[cfg(test)]
-mod grh_tests {
-    use super::{grh, grh_source};
-    use std::net::IpAddr;
-
-    #[test]
-    fn the_source_comes_back_out_of_the_grh() {
-        for (s, d) in [("198.18.0.1", "198.18.0.2"), ("fd00::1", "fd00::2")] {
-            let (s, d): (IpAddr, IpAddr) = (s.parse().unwrap(), d.parse().unwrap());
-            assert_eq!(grh_source(&grh(s, d, 100)), s);
-        }
-    }
 }

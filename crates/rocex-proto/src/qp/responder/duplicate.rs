@@ -1,0 +1,94 @@
+//! Requests with a PSN before the expected one (IBTA C9-105..C9-107; rxe
+//! `duplicate_request`): SEND and WRITE re-ACKed, a READ replayed from the PSN it asks
+//! for, an atomic, ATOMIC_WRITE or FLUSH answered from its saved result.
+
+use rocex_mem::{Access, Target};
+use rocex_wire::opcode::Operation;
+use rocex_wire::{OpcodeInfo, PacketRepr, Syndrome};
+
+use super::{ACCESS, ReadJob, Reply, ResourceKind};
+use crate::Ctx;
+use crate::qp::Qp;
+
+impl Qp {
+    /// A request with a PSN before the expected one (C9-105..C9-107).
+    pub(super) fn duplicate(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>, info: &OpcodeInfo) {
+        let psn = pkt.bth.psn;
+        match info.operation {
+            Operation::Send | Operation::Write => {
+                let last = self.resp.psn.sub(1);
+                self.resp.queue_ack(last, Syndrome::ACK, false);
+            }
+            Operation::ReadRequest => {
+                let Some(reth) = pkt.reth else { return };
+                let mtu = u64::from(self.mtu());
+                let found = self.resp.resources.iter().rev().find_map(|r| match r.kind {
+                    ResourceKind::Read { va, rkey, len } if psn.in_window(r.first, r.npkts) => {
+                        Some((r.first, r.npkts, va, rkey, len))
+                    }
+                    _ => None,
+                });
+                let Some((first, npkts, va, rkey, len)) = found else {
+                    ctx.counters.drop_no_resource += 1;
+                    return;
+                };
+                // The retried request must ask for the rest of the original, from its PSN.
+                let skip = u64::from(psn.diff(first) as u32) * mtu;
+                if reth.rkey != rkey
+                    || reth.va != va.wrapping_add(skip)
+                    || u64::from(reth.dma_len) + skip != u64::from(len)
+                {
+                    ctx.counters.drop_no_resource += 1;
+                    return;
+                }
+                // rxe `rxe_recheck_mr`: a key gone since the original is a remote access
+                // error, not a silent drop.
+                let target = if len == 0 {
+                    Target::default()
+                } else {
+                    match ctx
+                        .mem
+                        .check_rkey(self.pd, rkey, va, u64::from(len), Access::REMOTE_READ)
+                    {
+                        Ok(t) => t,
+                        Err(_) => return self.refuse(ctx, psn, ACCESS),
+                    }
+                };
+                let next = psn.diff(first) as u32;
+                let msn = self.resp.msn;
+                self.resp.out.push_back(Reply::Read(ReadJob {
+                    request: psn,
+                    first,
+                    npkts,
+                    next,
+                    target,
+                    msn,
+                }));
+            }
+            Operation::CompareSwap
+            | Operation::FetchAdd
+            | Operation::AtomicWrite
+            | Operation::Flush => {
+                let saved = self
+                    .resp
+                    .resources
+                    .iter()
+                    .rev()
+                    .find(|r| r.first == psn)
+                    .map(|r| r.kind.clone());
+                match saved {
+                    Some(ResourceKind::Atomic { orig }) => {
+                        self.resp.out.push_back(Reply::AtomicAck {
+                            psn,
+                            msn: self.resp.msn,
+                            orig,
+                        });
+                    }
+                    Some(ResourceKind::Empty) => self.queue_empty_read_response(psn),
+                    _ => ctx.counters.drop_no_resource += 1,
+                }
+            }
+            _ => ctx.counters.drop_no_resource += 1,
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! UD receives: single-packet SENDs whose Q_Key matches, placed behind the 40 bytes rxe
+//! writes in front of the data (rxe `rxe_resp.c: execute`).
+
+use core::net::IpAddr;
+
+use rocex_wire::PacketRepr;
+
+use super::place;
+use crate::Ctx;
+use crate::qp::Qp;
+use crate::verbs::WcOpcode;
+
+/// Bytes of the GRH that UD receive buffers start with (rxe writes the IP header there).
+pub const GRH_LEN: usize = 40;
+
+impl Qp {
+    /// A UD request: dropped (and counted) without a DETH, with another Q_Key or with no
+    /// receive posted; else received, the GRH first.
+    pub(super) fn ud_request(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        pkt: &PacketRepr<'_>,
+        src: IpAddr,
+        dst: IpAddr,
+    ) {
+        let Some(deth) = pkt.deth else {
+            ctx.counters.drop_wrong_transport += 1;
+            return;
+        };
+        if deth.qkey != self.attr.qkey {
+            ctx.counters.drop_bad_qkey += 1;
+            return;
+        }
+        let Some(wr) = self.rq.pop_front() else {
+            ctx.counters.drop_unreliable += 1;
+            return;
+        };
+        let grh = grh(src, dst, pkt.payload.len());
+        let placed = place(ctx, self.pd, &wr, 0, &grh)
+            .and_then(|()| place(ctx, self.pd, &wr, GRH_LEN as u64, pkt.payload));
+        let mut wc = self.recv_wc(
+            wr.wr_id,
+            WcOpcode::Recv,
+            (GRH_LEN + pkt.payload.len()) as u64,
+        );
+        wc.src_qp = deth.src_qp;
+        wc.imm_data = pkt.immdt.map(|i| i.data);
+        if let Err(r) = placed {
+            wc.status = r.recv_status;
+        }
+        ctx.counters.rdma_recvs += 1;
+        ctx.complete(self.recv_cq, wc, pkt.bth.solicited);
+    }
+}
+
+/// The sender's address in the 40 bytes a UD receive buffer starts with (the counterpart
+/// of what the responder writes there): an IPv6 header's source, or the IPv4 header's in
+/// the last 20 bytes.
+pub fn grh_source(grh: &[u8; GRH_LEN]) -> IpAddr {
+    if grh[0] >> 4 == 6 {
+        let mut s = [0u8; 16];
+        s.copy_from_slice(&grh[8..24]);
+        IpAddr::from(s)
+    } else {
+        IpAddr::from([grh[32], grh[33], grh[34], grh[35]])
+    }
+}
+
+/// The 40 bytes a UD receive buffer starts with: for IPv4, 20 bytes of zero and the IPv4
+/// header; for IPv6, the IPv6 header (rxe `rxe_resp.c: execute`).
+fn grh(src: IpAddr, dst: IpAddr, payload: usize) -> [u8; GRH_LEN] {
+    let mut g = [0u8; GRH_LEN];
+    let udp_len = 8 + 12 + 8 + payload + 4;
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let h = &mut g[20..];
+            h[0] = 0x45;
+            h[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
+            h[8] = 64;
+            h[9] = 17;
+            h[12..16].copy_from_slice(&s.octets());
+            h[16..20].copy_from_slice(&d.octets());
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            g[0] = 0x60;
+            g[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+            g[6] = 17;
+            g[7] = 64;
+            g[8..24].copy_from_slice(&s.octets());
+            g[24..40].copy_from_slice(&d.octets());
+        }
+        _ => {}
+    }
+    g
+}
+
+#[cfg(test)]
+mod grh_tests {
+    use super::{grh, grh_source};
+    use std::net::IpAddr;
+
+    #[test]
+    fn the_source_comes_back_out_of_the_grh() {
+        for (s, d) in [("198.18.0.1", "198.18.0.2"), ("fd00::1", "fd00::2")] {
+            let (s, d): (IpAddr, IpAddr) = (s.parse().unwrap(), d.parse().unwrap());
+            assert_eq!(grh_source(&grh(s, d, 100)), s);
+        }
+    }
+}

@@ -12,6 +12,9 @@
 //!
 //! UC drops instead of NAKing and resynchronizes at the next first packet; UD takes single
 //! packet SENDs whose Q_Key matches.
+//!
+//! `docs/rxe-behaviour.md` lists these rules, and the rest this module follows, with the rxe
+//! function that decides each.
 
 use core::net::IpAddr;
 use std::collections::VecDeque;

@@ -8,6 +8,14 @@
 //! [`Backend::flush`] submits everything queued with one `io_uring_enter`. The descriptor
 //! polled is an eventfd registered with the ring: readable when completions arrive.
 //!
+//! A re-armed receive waits in the submission queue for the next flush, so that it costs
+//! no system call of its own; but only a submitted receive can complete and wake the
+//! eventfd. [`Backend::recv`] therefore submits at once when fewer than half of the
+//! receives are with the kernel: a port that receives and has nothing to send (a
+//! requester taking in ACKs or READ responses, or stale packets of a destroyed QP) would
+//! otherwise end a batch with none in the kernel, and sleep on an eventfd that cannot fire
+//! while datagrams pile up in the socket until a timer makes it send.
+//!
 //! As with the UDP backend, the received IP header is hidden: an ICRC is `Valid` when it
 //! checks under rocex's rule (identification 0) or for the identification 1..63 of a
 //! segment of a UDP-backend peer's GSO send (`udp::ids`), else `Unchecked` (kernel rxe
@@ -16,6 +24,8 @@
 
 mod msg;
 mod sys;
+#[cfg(test)]
+mod tests;
 
 use std::collections::VecDeque;
 use std::io;
@@ -56,7 +66,10 @@ pub struct UringPort {
     rx: Box<[MsgSlot]>,
     /// Receive completions reaped but not yet handed over: slot and result.
     rx_done: VecDeque<(usize, i32)>,
+    /// Receives pushed and not yet completed, whether submitted or not.
     rx_armed: usize,
+    /// Of those, the ones still in the submission queue: the kernel has not seen them.
+    rx_queued: usize,
     /// Checks received ICRCs, GSO segments' too.
     ids: IdDeltas,
     tx: Box<[MsgSlot]>,
@@ -77,6 +90,7 @@ impl std::fmt::Debug for UringPort {
         f.debug_struct("UringPort")
             .field("local", &self.local)
             .field("rx_armed", &self.rx_armed)
+            .field("rx_queued", &self.rx_queued)
             .field("tx_free", &self.tx_free.len())
             .field("counters", &self.counters)
             .finish_non_exhaustive()
@@ -104,6 +118,7 @@ impl UringPort {
             rx: (0..RX_DEPTH).map(|_| MsgSlot::new(RX_SLOT)).collect(),
             rx_done: VecDeque::new(),
             rx_armed: 0,
+            rx_queued: 0,
             ids: IdDeltas::default(),
             tx: (0..TX_SLOTS).map(|_| MsgSlot::new(TX_SLOT)).collect(),
             tx_free: (0..TX_SLOTS).rev().collect(),
@@ -138,6 +153,7 @@ impl UringPort {
             .user_data(slot as u64);
         self.push(&entry)?;
         self.rx_armed += 1;
+        self.rx_queued += 1;
         Ok(())
     }
 
@@ -154,6 +170,7 @@ impl UringPort {
                 }
                 self.unsubmitted = 0;
                 self.unsubmitted_sends = 0;
+                self.rx_queued = 0;
                 Ok(())
             }
             Err(e)
@@ -247,8 +264,8 @@ impl Backend for UringPort {
             self.counters.rx_batches += 1;
             self.counters.rx_packets += handed as u64;
         }
-        // Re-armed receives go with the next flush, unless too few are left in flight.
-        if self.rx_armed < RX_DEPTH / 2 {
+        // Re-armed receives go with the next flush, unless too few are with the kernel.
+        if self.rx_armed - self.rx_queued < RX_DEPTH / 2 {
             self.submit()?;
         }
         Ok(handed)
@@ -312,6 +329,7 @@ impl Drop for UringPort {
             }
             self.unsubmitted = 0;
             self.unsubmitted_sends = 0;
+            self.rx_queued = 0;
             self.reap();
         }
     }

@@ -1,0 +1,68 @@
+//! The receive ring of a port that only receives, fed by a plain UDP socket on loopback.
+
+use std::net::UdpSocket;
+use std::os::fd::AsRawFd;
+
+use super::*;
+
+/// Waits at most 10 s for the port's descriptor to become readable, as the daemon sleeps
+/// in poll(2) on it; returns whether it did.
+fn wakes(port: &UringPort) -> bool {
+    let mut fds = [libc::pollfd {
+        fd: port.fd().as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    // SAFETY: `fds` is one valid pollfd for the duration of the call.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, 10_000) };
+    assert!(n >= 0, "poll: {}", io::Error::last_os_error());
+    n == 1
+}
+
+/// Rounds of a full ring of datagrams and then some, received without a single send or
+/// flush: a requester taking in ACKs or READ responses, or a daemon draining packets of a
+/// QP already destroyed. Every datagram must wake the descriptor and arrive, in order.
+/// Before the ring counted the receives still in its submission queue, the first round's
+/// re-armed receives all waited there for a flush that never came, and the descriptor
+/// never woke again.
+#[test]
+fn a_port_that_only_receives_keeps_receiving() {
+    let (peer, local) = (
+        IpAddr::from([127, 0, 202, 1]),
+        IpAddr::from([127, 0, 202, 2]),
+    );
+    let mut port = match UringPort::open(local, BackendOptions::default()) {
+        Ok(p) => p,
+        Err(e) => {
+            let test = "a_port_that_only_receives_keeps_receiving";
+            return rocex_testkit::cannot_run(test, &format!("io_uring ({e})"));
+        }
+    };
+    let tx = UdpSocket::bind((peer, 0)).unwrap();
+    let per_round = RX_DEPTH + RX_DEPTH / 4;
+    let mut sent = Vec::new();
+    let mut got = Vec::new();
+    for round in 0..3 {
+        for i in 0..per_round {
+            let p: Vec<u8> = (0..64).map(|j| (round * per_round + i + j) as u8).collect();
+            tx.send_to(&p, (local, ROCE_V2_PORT)).unwrap();
+            sent.push(p);
+        }
+        while got.len() < sent.len() {
+            assert!(
+                wakes(&port),
+                "round {round}: {} of {} datagrams received, then the descriptor stayed \
+                 quiet ({port:?})",
+                got.len(),
+                sent.len()
+            );
+            port.recv(&mut |meta, p| {
+                assert_eq!(meta.src.ip(), peer);
+                got.push(p.to_vec());
+            })
+            .unwrap();
+        }
+    }
+    assert!(got == sent, "the datagrams arrived changed or out of order");
+    assert_eq!(port.counters().tx_packets, 0);
+}

@@ -7,9 +7,9 @@
 //! rkeys reach the same memory (their ranges overlap: one buffer, as a window over an MR
 //! is); whether an IETH rkey names a memory window or a memory region (the MSN of rxe's
 //! answer); the memory an atomic found before the first atomic on an address; when the
-//! receive queue was empty (an RNR NAK). docs/rxe-behaviour.md has the rxe rules they
-//! rest on. Responses lost before the
-//! capture point are inferred later, while pairing ([`crate::compare`]).
+//! receive queue was empty (an RNR NAK). `docs/rxe-behaviour.md` has the rxe rules they
+//! rest on. Responses lost before the capture point are inferred later, while pairing
+//! ([`crate::compare`]).
 //!
 //! Nothing else is inferred: in particular READ data is not seeded (only lengths are
 //! compared) and no response is made up.

@@ -12,6 +12,7 @@ mod perf;
 mod pingpong;
 mod probe;
 mod progress;
+mod run;
 mod soak;
 mod stat;
 
@@ -58,6 +59,11 @@ enum Command {
     /// Many mixed, checked messages over QP pairs between two rocexd: nothing lost, duplicated,
     /// corrupted or reordered, atomics consistent.
     Soak(soak::Args),
+    /// Run an unmodified RDMA program (perftest, ibv_rc_pingpong, ...) on rocex: rocex's
+    /// libibverbs.so.1 first on its library path.
+    Run(run::RunArgs),
+    /// Print the directory of rocex's drop-in libibverbs.so.1, for LD_LIBRARY_PATH.
+    Libdir(run::LibdirArgs),
     /// A rocexd's counters: the engine's (rxe's hw_counters names), the daemon's, injected
     /// faults, and each QP's state and PSNs (like `rdma statistic`).
     Stat(stat::Args),
@@ -78,5 +84,7 @@ fn main() -> ExitCode {
         Command::Ucmatose(args) => cm::cmatose::run(&args),
         Command::Soak(args) => soak::run(&args),
         Command::Stat(args) => stat::run(&args),
+        Command::Run(args) => run::run(&args),
+        Command::Libdir(args) => run::run_libdir(&args),
     }
 }

@@ -7,8 +7,8 @@
 use core::ffi::{c_char, c_int, c_uint, c_void};
 use libc::{pthread_cond_t, pthread_mutex_t};
 
-/// `union ibv_gid`: 16 raw bytes.
-#[repr(C)]
+/// `union ibv_gid`: 16 raw bytes, aligned as its `__be64` view.
+#[repr(C, align(8))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ibv_gid {
     pub raw: [u8; 16],

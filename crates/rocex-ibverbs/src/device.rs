@@ -1,5 +1,5 @@
-//! Devices: one per running `rocexd`, found by its control socket (`$ROCEX_SOCKET` first,
-//! then every `*.sock` in `/run/rocex/` that accepts a connection), named `rocex0`,
+//! Devices: one per running `rocexd`, found by its control socket (`$ROCEX_SOCKET` when
+//! set, else every `*.sock` in `/run/rocex/` that accepts a connection), named `rocex0`,
 //! `rocex1`, ... in the order first seen; opening one connects to its daemon. Queries
 //! answer as kernel rxe does for a netdev (docs/verbs.md).
 
@@ -38,26 +38,20 @@ unsafe impl Sync for Device {}
 
 static DEVICES: Mutex<Vec<&'static Device>> = Mutex::new(Vec::new());
 
-/// The sockets of the daemons that answer now, `$ROCEX_SOCKET` first.
+/// The sockets of the daemons that answer now: `$ROCEX_SOCKET` alone when it is set (as
+/// `rocex run --socket` sets it), else every `*.sock` in [`SOCKET_DIR`].
 pub fn live_sockets() -> Vec<PathBuf> {
     let mut v = Vec::new();
     if let Some(s) = std::env::var_os("ROCEX_SOCKET") {
         v.push(PathBuf::from(s));
-    }
-    if let Ok(dir) = std::fs::read_dir(SOCKET_DIR) {
-        let mut more: Vec<PathBuf> = dir
+    } else if let Ok(dir) = std::fs::read_dir(SOCKET_DIR) {
+        v = dir
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "sock"))
             .collect();
-        more.sort();
-        v.extend(more);
+        v.sort();
     }
-    let mut seen = Vec::new();
-    v.retain(|p| {
-        let fresh = !seen.contains(p);
-        seen.push(p.clone());
-        fresh && UnixStream::connect(p).is_ok()
-    });
+    v.retain(|p| UnixStream::connect(p).is_ok());
     v
 }
 

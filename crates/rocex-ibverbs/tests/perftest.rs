@@ -1,0 +1,120 @@
+//! The whole matrix of Debian's programs under `rocex run` on both ends (two rocexd on
+//! 127.0.N.1 and .2): the ibverbs-utils ping-pongs on RC, UC and UD, at several sizes and
+//! with completion events, and perftest's bandwidth and latency tests of every operation
+//! with defaults, with four QPs and at 4096 bytes.
+
+mod common;
+
+use common::{client_server, pair, ready};
+
+/// The result row of a perftest run: its first two columns are the size and iterations.
+fn result_row<'a>(out: &'a str, size: &str, iters: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.split_whitespace().take(2).eq([size, iters]))
+        .unwrap_or_else(|| panic!("no {size} B x {iters} result row:\n{out}"))
+}
+
+#[test]
+fn ibverbs_utils_ping_pongs() {
+    let progs = ["ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong"];
+    if !ready(&progs) {
+        return;
+    }
+    let d = pair(30);
+    let runs: [(&str, &[&str]); 7] = [
+        ("ibv_rc_pingpong", &["-s", "1"]),
+        ("ibv_rc_pingpong", &["-s", "65536", "-m", "4096"]),
+        ("ibv_rc_pingpong", &["-s", "3000", "-m", "256", "-e"]),
+        ("ibv_uc_pingpong", &["-s", "4096", "-m", "1024"]),
+        ("ibv_uc_pingpong", &["-s", "2048", "-e"]),
+        ("ibv_ud_pingpong", &["-s", "1024"]),
+        ("ibv_ud_pingpong", &["-s", "2048", "-e"]),
+    ];
+    for (prog, extra) in runs {
+        let mut args = vec!["-g", "1", "-n", "100", "-p", "19530"];
+        args.extend_from_slice(extra);
+        let (c, s) = client_server(&d, 30, prog, &args, &args);
+        for t in [&c, &s] {
+            assert!(t.contains("100 iters in"), "{prog} {extra:?}: {t}");
+        }
+    }
+}
+
+/// ibv_srq_pingpong needs an SRQ, which rocex does not offer: it must stop with its own
+/// error (ibv_create_srq fails with EOPNOTSUPP), not crash or hang.
+#[test]
+fn ibv_srq_pingpong_is_refused_cleanly() {
+    if !ready(&["ibv_srq_pingpong"]) {
+        return;
+    }
+    let d = pair(31);
+    let o = common::finish(
+        common::under_rocex(&d[1].sock, "ibv_srq_pingpong", &["-g", "1", "-p", "19531"])
+            .spawn()
+            .unwrap(),
+        "ibv_srq_pingpong",
+    );
+    let t = common::text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("Couldn't create SRQ"), "{t}");
+}
+
+/// Runs each of `tests` with 200 iterations per QP (`qps` QPs) and checks its result row.
+fn perftest(n: u8, port: &str, tests: &[&str], size: &str, qps: u32, extra: &[&str]) {
+    if !ready(tests) {
+        return;
+    }
+    let d = pair(n);
+    for t in tests {
+        let mut args = vec!["-n", "200", "-p", port];
+        args.extend_from_slice(extra);
+        let (c, _) = client_server(&d, n, t, &args, &args);
+        let row = result_row(&c, size, &(200 * qps).to_string());
+        assert!(row.split_whitespace().count() >= 4, "{t}: {row}");
+    }
+}
+
+#[test]
+fn perftest_bandwidth_defaults() {
+    perftest(
+        32,
+        "19532",
+        &["ib_write_bw", "ib_read_bw", "ib_send_bw"],
+        "65536",
+        1,
+        &[],
+    );
+    perftest(32, "19532", &["ib_atomic_bw"], "8", 1, &[]);
+}
+
+#[test]
+fn perftest_latency_defaults() {
+    let lat = ["ib_write_lat", "ib_read_lat", "ib_send_lat"];
+    perftest(33, "19533", &lat, "2", 1, &[]);
+    perftest(33, "19533", &["ib_atomic_lat"], "8", 1, &[]);
+}
+
+#[test]
+fn perftest_four_qps() {
+    let tests = ["ib_write_bw", "ib_read_bw", "ib_send_bw"];
+    perftest(34, "19534", &tests, "65536", 4, &["-q", "4"]);
+}
+
+#[test]
+fn perftest_at_4096_bytes_mtu_4096() {
+    let tests = [
+        "ib_write_bw",
+        "ib_read_bw",
+        "ib_send_bw",
+        "ib_write_lat",
+        "ib_send_lat",
+    ];
+    perftest(
+        35,
+        "19535",
+        &tests,
+        "4096",
+        1,
+        &["-s", "4096", "-m", "4096"],
+    );
+}

@@ -9,9 +9,10 @@ default:
     @just --list
 
 # The main job: two rocex engines on 127.0.0.1 and 127.0.0.2 (no root, no setup) run a
-# ping-pong and a verified RDMA WRITE stream and print what happened.
-demo:
-    cargo run --release -q -p rocex-cli -- demo
+# ping-pong and a verified RDMA WRITE stream and print what happened
+# (`just demo --inject loss=0.05`: `rocex demo`'s options).
+demo *ARGS:
+    cargo run --release -q -p rocex-cli -- demo {{ARGS}}
 
 # Every test: unit, property, capture conformance and the tshark cross-check. A test that
 # cannot run here (not root, a tool missing) fails in CI and is listed at the end elsewhere.

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::bw::{check_result, check_slot, mismatches, post_recv, post_request, split, wc_ok};
 use super::exchange::{KeyMsg, Oob, Verdict};
-use super::{Ctx, Op, Outcome, Params};
+use super::{Ctx, Op, Outcome, Params, pattern};
 
 const STALL: Duration = Duration::from_secs(30);
 
@@ -104,11 +104,20 @@ fn one_at_a_time(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
 }
 
 /// Has the peer's message number `n` arrived? Reaps our own send completions on the way.
-fn arrived(ctx: &mut Ctx, p: &Params, n: u64, check: bool, errors: &mut u64) -> io::Result<bool> {
+/// `sent` is raised to the last of our WRITEs seen completed.
+fn arrived(
+    ctx: &mut Ctx,
+    p: &Params,
+    n: u64,
+    check: bool,
+    errors: &mut u64,
+    sent: &mut u64,
+) -> io::Result<bool> {
     match p.op {
         Op::Write => {
             while let Some(wc) = ctx.nic.poll_cq()? {
                 wc_ok(&wc)?;
+                *sent = (*sent).max(split(wc.wr_id).1);
             }
             let last = ctx.remote_area(0) + u64::from(p.size) - 1;
             let mut b = [0u8; 1];
@@ -150,6 +159,7 @@ fn ping_pong(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
     let mut errors = 0;
     let mut lat = Vec::with_capacity(p.iters as usize);
     let (mut sent_at, mut seen_at): (Option<Instant>, Option<Instant>) = (None, None);
+    let mut sent = 0u64;
     let start = Instant::now();
     while scnt < p.iters || rcnt < p.iters {
         // Who opens is perftest's choice, and both ends must agree: in the WRITE test a
@@ -166,7 +176,7 @@ fn ping_pong(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
             // message until the next call, so that the answer goes out with it, first.
             let mut spins = 0u32;
             loop {
-                if arrived(ctx, p, rcnt, check, &mut errors)? {
+                if arrived(ctx, p, rcnt, check, &mut errors, &mut sent)? {
                     break;
                 }
                 // The clock only now and then: a busy poll spins in a microsecond.
@@ -197,6 +207,23 @@ fn ping_pong(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
             post_request(ctx, p, 0, scnt, true)?;
             ctx.nic.turn()?;
         }
+    }
+    if p.op == Op::Write {
+        // The counter byte back to the pattern, so that a larger size (`-a`) sends the
+        // pattern there; once our last WRITE has completed, for it carries the counter.
+        let since = Instant::now();
+        while sent < scnt {
+            arrived(ctx, p, 0, false, &mut errors, &mut sent)?;
+            if since.elapsed() > STALL {
+                return Err(io::Error::other(format!(
+                    "WRITE {scnt} did not complete within {} s",
+                    STALL.as_secs()
+                )));
+            }
+            ctx.nic.wait(Duration::from_millis(1))?;
+        }
+        let last = u64::from(p.size) - 1;
+        ctx.write_mem(0, ctx.local(0) + last, &[pattern(last)])?;
     }
     Ok(Outcome {
         iters: scnt,

@@ -1,0 +1,76 @@
+//! Running the `rocex` binary as a user does, with a generous kill-timeout that only keeps
+//! a regression (a wait where a refusal belongs) from hanging the test run.
+
+// Each test crate uses its own subset.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// What a run left behind.
+pub(crate) struct Ran {
+    /// The exit code; `None` when it was killed.
+    pub(crate) code: Option<i32>,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+}
+
+impl std::fmt::Display for Ran {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {:?}\n--- stdout\n{}--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// `rocex` with no daemon in its environment.
+pub(crate) fn rocex() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rocex"));
+    c.env_remove("ROCEX_SOCKET");
+    c
+}
+
+/// Starts `c` with its output captured.
+pub(crate) fn spawn(c: &mut Command) -> Child {
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start rocex")
+}
+
+/// Waits for `child`, killing it after `limit`.
+pub(crate) fn finish(mut child: Child, limit: Duration) -> Ran {
+    let end = Instant::now() + limit;
+    let mut killed = false;
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > end {
+            let _ = child.kill();
+            killed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("collect the output");
+    Ran {
+        code: if killed { None } else { out.status.code() },
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Runs `rocex args` to its end (at most `limit`).
+pub(crate) fn run(args: &[&str], limit: Duration) -> Ran {
+    finish(spawn(rocex().args(args)), limit)
+}
+
+/// A TCP port nothing listens on now.
+pub(crate) fn free_port() -> u16 {
+    TcpListener::bind("0.0.0.0:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}

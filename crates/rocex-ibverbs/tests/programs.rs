@@ -131,3 +131,36 @@ fn ib_write_bw_and_ib_read_lat_both_ends() {
         "{c}"
     );
 }
+
+/// Mixed: `ibv_rc_pingpong` under `rocex run` (through rocexd on 127.0.23.1) against
+/// `rocex pingpong`, whose own engine runs on 127.0.23.2.
+#[test]
+fn ibv_rc_pingpong_against_rocex_pingpong() {
+    if !ready(&["ibv_rc_pingpong"]) {
+        return;
+    }
+    let d = Daemon::start("127.0.23.1");
+    let args = ["-n", "100", "-s", "4096", "-m", "1024", "-p", "19523"];
+    let server = std::process::Command::new(&common::bins().0)
+        .arg("pingpong")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let mut cargs = vec!["-g", "1"];
+    cargs.extend_from_slice(&args);
+    cargs.push("127.0.23.2");
+    let c = finish(
+        under_rocex(&d.sock, "ibv_rc_pingpong", &cargs)
+            .spawn()
+            .unwrap(),
+        "ibv_rc_pingpong",
+    );
+    let s = finish(server, "rocex pingpong");
+    let (ct, st) = (text(&c), text(&s));
+    assert!(c.status.success() && s.status.success(), "{ct}\n{st}");
+    assert!(ct.contains("100 iters in"), "{ct}");
+    assert!(ct.contains("GID ::ffff:127.0.23.2"), "{ct}");
+}

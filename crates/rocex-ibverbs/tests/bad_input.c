@@ -1,0 +1,154 @@
+/* Bad input through the drop-in library, as an ordinary C program built against the
+ * system's verbs.h sees it: each line is "check value", which tests/bad_input.rs compares
+ * with what rdma-core's contract (and kernel rxe) answers. Two RC QPs of one device are
+ * connected to each other. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <infiniband/verbs.h>
+
+static struct ibv_context *ctx;
+static struct ibv_pd *pd;
+static struct ibv_cq *cq;
+static struct ibv_mr *mr;
+static char *buf;
+static union ibv_gid gid;
+
+static struct ibv_qp *new_qp(void)
+{
+	struct ibv_qp_init_attr a = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 2, .max_recv_sge = 2 },
+	};
+	return ibv_create_qp(pd, &a);
+}
+
+static int to_rts(struct ibv_qp *qp, uint32_t dest, int global)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ };
+	int r = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	if (r)
+		return r;
+	memset(&a, 0, sizeof a);
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = dest;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = global;
+	a.ah_attr.grh.dgid = gid;
+	a.ah_attr.grh.sgid_index = 1;
+	a.ah_attr.port_num = 1;
+	r = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	if (r)
+		return r;
+	memset(&a, 0, sizeof a);
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 1;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* One signaled WRITE of `len` bytes at `off` in the MR with `lkey` to `rkey`; the status
+ * of its completion, or -errno if posting failed, or -1000 if none came. */
+static int write_status(uint32_t lkey, size_t off, uint32_t len, uint32_t rkey)
+{
+	struct ibv_qp *a = new_qp(), *b = new_qp();
+	if (!a || !b || to_rts(a, b->qp_num, 1) || to_rts(b, a->qp_num, 1))
+		return -2000;
+	struct ibv_sge sge = { .addr = (uintptr_t)buf + off, .length = len, .lkey = lkey };
+	struct ibv_send_wr wr = { .wr_id = 7, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED }, *bad;
+	wr.wr.rdma.remote_addr = (uintptr_t)buf + 8192;
+	wr.wr.rdma.rkey = rkey;
+	int r = ibv_post_send(a, &wr, &bad);
+	if (r)
+		return -r;
+	struct ibv_wc wc;
+	for (long i = 0; i < 400000000L; i++) {
+		int n = ibv_poll_cq(cq, 1, &wc);
+		if (n > 0 && wc.wr_id == 7) {
+			ibv_destroy_qp(a);
+			ibv_destroy_qp(b);
+			return wc.status;
+		}
+	}
+	return -1000;
+}
+
+int main(void)
+{
+	int n;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	if (!list || n < 1) {
+		printf("devices 0\n");
+		return 1;
+	}
+	ctx = ibv_open_device(list[0]);
+	pd = ibv_alloc_pd(ctx);
+	cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	buf = aligned_alloc(4096, 16384);
+	memset(buf, 0x5a, 16384);
+	mr = ibv_reg_mr(pd, buf, 16384, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			IBV_ACCESS_REMOTE_READ);
+	if (!ctx || !pd || !cq || !mr || ibv_query_gid(ctx, 1, 1, &gid)) {
+		printf("setup failed %d\n", errno);
+		return 1;
+	}
+
+	/* Unsupported verbs: NULL with errno EOPNOTSUPP, or the code. */
+	/* (Each call is made before its printf: C leaves argument order unspecified.) */
+	void *p;
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 8, .max_sge = 1 } };
+	errno = 0;
+	p = ibv_create_srq(pd, &sa);
+	printf("create_srq %s %d\n", p ? "ok" : "null", errno);
+	errno = 0;
+	p = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+	printf("alloc_mw %s %d\n", p ? "ok" : "null", errno);
+	struct ibv_cq_init_attr_ex cqa = { .cqe = 8, .wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP };
+	errno = 0;
+	p = ibv_create_cq_ex(ctx, &cqa);
+	printf("create_cq_ex_timestamp %s %d\n", p ? "ok" : "null", errno);
+	printf("attach_mcast %d\n", ibv_attach_mcast(NULL, &gid, 0));
+	struct ibv_ah_attr aha = { .port_num = 1 };
+	errno = 0;
+	p = ibv_create_ah(pd, &aha);
+	printf("create_ah_no_grh %s %d\n", p ? "ok" : "null", errno);
+
+	/* Posting in the wrong state: rxe refuses a send before RTS and a receive in RESET. */
+	struct ibv_qp *q = new_qp();
+	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = 8, .lkey = mr->lkey };
+	struct ibv_send_wr swr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND }, *sbad = NULL;
+	struct ibv_recv_wr rwr = { .sg_list = &sge, .num_sge = 1 }, *rbad = NULL;
+	int r = ibv_post_send(q, &swr, &sbad);
+	printf("post_send_reset %d %d\n", r, sbad == &swr);
+	r = ibv_post_recv(q, &rwr, &rbad);
+	printf("post_recv_reset %d %d\n", r, rbad == &rwr);
+	struct ibv_sge three[3] = { sge, sge, sge };
+	swr.sg_list = three;
+	swr.num_sge = 3;
+	printf("modify_no_grh %d\n", to_rts(q, q->qp_num, 0));
+	ibv_destroy_qp(q);
+	q = new_qp();
+	to_rts(q, 1, 1);
+	printf("post_send_too_many_sges %d\n", ibv_post_send(q, &swr, &sbad));
+	swr.opcode = IBV_WR_BIND_MW;
+	swr.num_sge = 1;
+	printf("post_send_bind_mw %d\n", ibv_post_send(q, &swr, &sbad));
+	ibv_destroy_qp(q);
+
+	/* Completion statuses. */
+	printf("write_ok %d\n", write_status(mr->lkey, 0, 4096, mr->rkey));
+	printf("write_bad_lkey %d\n", write_status(mr->lkey ^ 0x5a5a00, 0, 64, mr->rkey));
+	printf("write_sge_out_of_mr %d\n", write_status(mr->lkey, 16000, 4096, mr->rkey));
+	printf("write_bad_rkey %d\n", write_status(mr->lkey, 0, 64, mr->rkey ^ 0x5a5a00));
+	printf("done 1\n");
+	return 0;
+}

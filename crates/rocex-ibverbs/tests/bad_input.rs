@@ -1,0 +1,91 @@
+//! Bad input through the drop-in library, from an ordinary C program built against the
+//! system's verbs.h and linked with `-libverbs` (`bad_input.c`), run under `rocex run`:
+//! unsupported verbs answer as rdma-core does (NULL with errno EOPNOTSUPP, or the code),
+//! posting in the wrong state or beyond the QP's SGEs is refused with EINVAL as rxe
+//! does, and bad keys and bounds come back as rdma-core's completion statuses.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use common::{Daemon, finish, ready, text, under_rocex};
+
+const EOPNOTSUPP: i32 = 95;
+const EINVAL: i32 = 22;
+
+#[test]
+fn bad_input_gets_rdma_cores_answers() {
+    if !ready(&[]) {
+        return;
+    }
+    let ci = std::env::var_os("CI").is_some();
+    if !std::path::Path::new("/usr/include/infiniband/verbs.h").exists()
+        || Command::new("cc").arg("--version").output().is_err()
+    {
+        assert!(!ci, "needs cc and libibverbs-dev");
+        println!("SKIPPED: needs cc and libibverbs-dev");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("rocex-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("bad_input");
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/bad_input.c");
+    let cc = Command::new("cc")
+        .args([src, "-O1", "-o"])
+        .arg(&exe)
+        .arg("-libverbs")
+        .output()
+        .unwrap();
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+
+    let d = Daemon::start("127.0.40.1");
+    let o = finish(
+        under_rocex(&d.sock, exe.to_str().unwrap(), &[])
+            .spawn()
+            .unwrap(),
+        "bad_input",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let got: BTreeMap<&str, Vec<i32>> = t
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let k = w.next()?;
+            let v = w
+                .map(|x| match x {
+                    "null" => 0,
+                    "ok" => 1,
+                    n => n.parse().unwrap_or(i32::MIN),
+                })
+                .collect();
+            Some((k, v))
+        })
+        .collect();
+    let want: [(&str, &[i32]); 14] = [
+        ("create_srq", &[0, EOPNOTSUPP]),
+        ("alloc_mw", &[0, EOPNOTSUPP]),
+        ("create_cq_ex_timestamp", &[0, EOPNOTSUPP]),
+        ("attach_mcast", &[EOPNOTSUPP]),
+        ("create_ah_no_grh", &[0, EINVAL]),
+        ("post_send_reset", &[EINVAL, 1]),
+        ("post_recv_reset", &[EINVAL, 1]),
+        ("modify_no_grh", &[EINVAL]),
+        ("post_send_too_many_sges", &[EINVAL]),
+        ("post_send_bind_mw", &[EINVAL]),
+        ("write_ok", &[0]),            // IBV_WC_SUCCESS
+        ("write_bad_lkey", &[4]),      // IBV_WC_LOC_PROT_ERR
+        ("write_sge_out_of_mr", &[4]), // IBV_WC_LOC_PROT_ERR
+        ("write_bad_rkey", &[10]),     // IBV_WC_REM_ACCESS_ERR
+    ];
+    for (k, v) in want {
+        assert_eq!(got.get(k).map(Vec::as_slice), Some(v), "{k}:\n{t}");
+    }
+    assert_eq!(got.get("done").map(Vec::as_slice), Some(&[1][..]), "{t}");
+}

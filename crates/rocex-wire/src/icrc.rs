@@ -17,6 +17,9 @@
 
 use crate::{Error, ErrorKind, Layer, Result, bth};
 
+mod ipv4_id;
+pub use ipv4_id::{IdMap, SocketCheck};
+
 /// Which bytes the CRC covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum IcrcForm {
@@ -216,7 +219,7 @@ impl PrefixCache {
 /// so the delta depends only on `id` and on how many bytes the CRC runs over after the
 /// identification field, not on the packet's content. That lets a sender whose kernel
 /// numbers the segments of one UDP GSO send 0, 1, 2, ... fix each segment's ICRC with one
-/// XOR, and a receiver recognise such a segment with one CRC computation.
+/// XOR, and a receiver that cannot see the identification solve for it ([`IdMap`]).
 ///
 /// `transport_len` is the length from the BTH to the end of the pad (without the ICRC);
 /// the IPv4 header is taken to be 20 bytes, as rocex's senders produce it.

@@ -4,7 +4,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use rocex_conform::{Options, replay_file};
+use rocex_conform::{Options, replay_file, replay_requester_file};
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -33,6 +33,11 @@ struct ReplayArgs {
     /// Also print every matched response and each replayed QP's settings.
     #[arg(long)]
     verbose: bool,
+    /// Replay the requesters instead: post the work requests each connection's request
+    /// stream shows into a fresh rocex requester, hand it rxe's responses at their
+    /// captured times, and compare the requests it sends with rxe's.
+    #[arg(long)]
+    requester: bool,
 }
 
 pub(crate) fn run(args: &Args) -> ExitCode {
@@ -46,7 +51,12 @@ fn replay(args: &ReplayArgs) -> ExitCode {
         roce_ports: args.roce_ports.clone(),
         verbose: args.verbose,
     };
-    let report = match replay_file(&args.file, &opts) {
+    let replay = if args.requester {
+        replay_requester_file
+    } else {
+        replay_file
+    };
+    let report = match replay(&args.file, &opts) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("rocex conform replay: {}: {e}", args.file.display());

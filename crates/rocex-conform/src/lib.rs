@@ -22,6 +22,8 @@ pub mod infer;
 mod memory;
 pub mod replay;
 mod report;
+pub mod request;
+pub mod requester;
 mod response;
 
 use std::path::Path;
@@ -53,6 +55,42 @@ pub fn replay_file(path: &Path, opts: &Options) -> Result<Report, ConformError> 
     let cap = capture::open(path)?;
     let mut report = replay_frames(&cap.frames, opts)?;
     report.truncated_after = cap.truncated.then_some(cap.frames.len() as u64);
+    Ok(report)
+}
+
+/// Replays the requester of every RC connection of the capture at `path`.
+pub fn replay_requester_file(path: &Path, opts: &Options) -> Result<Report, ConformError> {
+    let cap = capture::open(path)?;
+    let mut report = replay_requester_frames(&cap.frames, opts)?;
+    report.truncated_after = cap.truncated.then_some(cap.frames.len() as u64);
+    Ok(report)
+}
+
+/// Replays the requester of every RC connection found in `frames`: rocex's requester,
+/// given the work requests rxe's sent and rxe's responses, must send what rxe sent.
+pub fn replay_requester_frames(
+    frames: &[Captured],
+    opts: &Options,
+) -> Result<Report, ConformError> {
+    let split = connection::split(frames, |p| opts.is_roce_port(p));
+    if split.roce_frames == 0 {
+        return Err(ConformError::NothingToReplay);
+    }
+    let mut report = Report::new(opts.verbose);
+    report.skipped = split.skipped;
+    report.damage(split.damaged);
+    let loss_seen = split.connections.iter().any(|c| infer::plan(c).shows_loss);
+    for conn in &split.connections {
+        let plan = requester::plan::plan(conn, loss_seen);
+        for (frame, kind, text) in &plan.inferences {
+            report.infer(conn, *frame, kind, text);
+        }
+        if opts.verbose {
+            report.note(conn, &plan.settings());
+        }
+        requester::drive::run(conn, &plan, loss_seen, &mut report)?;
+    }
+    report.totals.connections = split.connections.len() as u64;
     Ok(report)
 }
 

@@ -3,7 +3,6 @@
 use core::fmt;
 
 use crate::connection::{Connection, Damage, Skipped};
-use crate::infer::InferenceKind;
 use crate::response::Response;
 
 /// The counts of the last line.
@@ -91,7 +90,13 @@ impl Report {
         }
     }
 
-    pub(crate) fn infer(&mut self, conn: &Connection, frame: u64, kind: InferenceKind, text: &str) {
+    pub(crate) fn infer(
+        &mut self,
+        conn: &Connection,
+        frame: u64,
+        kind: impl fmt::Display,
+        text: &str,
+    ) {
         self.totals.inferred += 1;
         self.lines.push(Line::Inference(format!(
             "infer {} frame={frame} {kind}: {text}",
@@ -144,7 +149,7 @@ impl Report {
         }
     }
 
-    pub(crate) fn matched(&mut self, conn: &Connection, frame: u64, r: &Response) {
+    pub(crate) fn matched(&mut self, conn: &Connection, frame: u64, r: &dyn fmt::Display) {
         self.totals.matched += 1;
         if self.verbose {
             self.lines.push(Line::Note(format!(

@@ -6,8 +6,9 @@
 //! NAK. Retries go back to the oldest unacknowledged PSN (go-back-N), resuming a message
 //! at that packet, a READ at the bytes already received. `retry_cnt` counts retries after
 //! timeouts and sequence NAKs, `rnr_retry` after RNR NAKs; both are restored by progress,
-//! and 7 means "forever" for both, as in rxe. A READ response after a gap is dropped and
-//! left to the timer, as rxe does. The retransmit timer runs from the last response of
+//! and 7 means "forever" for both, as in rxe. A READ response after a gap inside its own
+//! READ is dropped and left to the timer, as rxe does; one past the oldest unanswered READ
+//! or atomic is an implied NAK, as an ACK there is. The retransmit timer runs from the last response of
 //! any kind, as rxe's does: a timeout, and the retry it counts, means the responder has
 //! been silent for the whole timeout, not merely that nothing new was acknowledged.
 
@@ -202,9 +203,22 @@ impl Qp {
             ctx.counters.drop_ghost_ack += 1;
             return;
         }
+        let past_head = self
+            .sq
+            .front()
+            .is_some_and(|w| w.started && w.last_psn().is_before(psn));
+        if let Some(first) = self.sq.iter().find(|w| w.holds(psn)).map(|w| w.first_psn) {
+            if past_head && psn != self.comp.psn {
+                // Past the oldest request, as an ACK would be: it acknowledges the SENDs
+                // and WRITEs before its own request and shows a READ's or atomic's
+                // response there lost, an implied NAK (rxe `check_psn`: COMPST_COMP_ACK,
+                // COMPST_ERROR_RETRY).
+                self.ack_through(ctx, first.sub(1));
+            }
+        }
         if psn != self.comp.psn {
-            // Responses before this one were lost: as rxe, wait for the timer, which
-            // resends from the first missing one.
+            // Responses before this one within its own request were lost: as rxe, wait
+            // for the timer, which resends from the first missing one.
             ctx.counters.drop_out_of_seq += 1;
             return;
         }

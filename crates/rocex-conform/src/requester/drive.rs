@@ -1,0 +1,404 @@
+//! Driving a fresh rocex requester with a connection's inferred work requests and rxe's
+//! captured responses, on a virtual clock set from the capture, and pairing each request
+//! it sends with the next one rxe sent.
+//!
+//! The capture is walked in time order. A captured response is handed to the engine
+//! [`RACE`] after the capture point saw it: a request that follows a response more
+//! closely than that was already on its way when the response reached rxe (rxe's
+//! requester took at least 180 µs to act on a NAK in every lab capture). At each captured
+//! request the engine is asked for one packet, which must equal it. The engine's timers
+//! (the retransmit timer, the end of an RNR wait) run on the same clock, except that one
+//! due within [`SLACK`] of the next captured event waits for it: TCG guests and the
+//! kernel's jiffies make rxe's timers late by milliseconds. When rxe resent after a
+//! timeout and rocex's timer is not yet due, the clock moves forward to rocex's deadline,
+//! so the restart point is compared exactly and the time only loosely.
+//!
+//! A request rocex sends that has no captured counterpart is inferred lost before the
+//! capture point (the lab drops frames on the guests' egress, before the bridge) when the
+//! capture shows loss and rxe sent that PSN again later; every other difference is a
+//! mismatch.
+
+use core::net::SocketAddr;
+use core::time::Duration;
+use std::sync::Arc;
+
+use rocex_proto::verbs::{
+    AddressVector, Mtu, QpAttr, QpCap, QpState, QpType, SendFlags, SendWr, Sge,
+};
+use rocex_proto::{
+    Access, Config, Engine, IcrcStatus, Instant, Keys, QpInit, Region, VecRegion, VerbsError,
+};
+use rocex_wire::{Opcode, PacketRepr};
+
+use super::plan::{ReqPlan, acked_before};
+use crate::ConformError;
+use crate::Report;
+use crate::connection::Connection;
+use crate::request::Request;
+
+/// How long after the capture point saw a response rxe's requester is taken to act on it.
+pub const RACE: Duration = Duration::from_micros(150);
+/// How much later than rocex's timer rxe's may fire before rocex's fires on its own.
+pub const SLACK: Duration = Duration::from_millis(5);
+/// Largest local buffer (rxe's `RXE_PORT_MAX_MSG_SZ`).
+const MAX_MSG: u64 = 0x80_0000;
+
+struct Requester {
+    engine: Engine,
+    cq: u32,
+    qpn: u32,
+    keys: Keys,
+    base: u64,
+}
+
+fn setup_err<'a>(
+    conn: &'a Connection,
+    step: &'static str,
+) -> impl Fn(VerbsError) -> ConformError + 'a {
+    move |error| ConformError::Setup {
+        connection: conn.label(),
+        step,
+        error,
+    }
+}
+
+impl Requester {
+    fn new(conn: &Connection, plan: &ReqPlan) -> Result<Self, ConformError> {
+        let mut config = Config::new(conn.requester, [0xa5; 32]);
+        config.port_mtu = Mtu::M4096;
+        let mut engine = Engine::new(config);
+        let pd = engine.alloc_pd();
+        let cq = engine
+            .create_cq(1 << 15)
+            .map_err(setup_err(conn, "create_cq"))?;
+        let init = QpInit {
+            qp_type: QpType::Rc,
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            cap: QpCap {
+                max_send_wr: 0x4000,
+                max_recv_wr: 1,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            },
+        };
+        let qpn = engine
+            .create_qp_with_qpn(init, plan.qpn)
+            .map_err(setup_err(conn, "create_qp_with_qpn"))?;
+        let attr = QpAttr {
+            qp_state: QpState::Rts,
+            qp_access_flags: Access::empty(),
+            port_num: 1,
+            ah_attr: Some(AddressVector {
+                dest: conn.responder,
+            }),
+            path_mtu: plan.mtu,
+            timeout: plan.timeout,
+            retry_cnt: plan.retry_cnt,
+            rnr_retry: plan.rnr_retry,
+            sq_psn: plan.start_psn.value(),
+            // rxe's RXE_MAX_QP_RD_ATOM: the work requests are posted when rxe sent them,
+            // which keeps rxe's own limit.
+            max_rd_atomic: 128,
+            max_dest_rd_atomic: 0,
+            dest_qp_num: conn.resp_qpn,
+            ..QpAttr::default()
+        };
+        for (a, mask) in attr.rc_steps() {
+            engine
+                .modify_qp(qpn, &a, mask)
+                .map_err(setup_err(conn, "modify_qp"))?;
+        }
+        let len = plan
+            .wrs
+            .iter()
+            .map(|w| w.len)
+            .max()
+            .unwrap_or(8)
+            .clamp(8, MAX_MSG);
+        let region: Arc<dyn Region> = Arc::new(VecRegion::new(len as usize));
+        let base = 0x1000;
+        let keys = engine
+            .reg_mr(pd, base, len, Access::LOCAL_WRITE, region)
+            .map_err(setup_err(conn, "reg_mr"))?;
+        Ok(Self {
+            engine,
+            cq,
+            qpn,
+            keys,
+            base,
+        })
+    }
+
+    fn post(
+        &mut self,
+        conn: &Connection,
+        now: Instant,
+        k: usize,
+        plan: &ReqPlan,
+    ) -> Result<(), ConformError> {
+        let w = &plan.wrs[k];
+        let sge = Sge {
+            addr: self.base,
+            length: w.len.min(MAX_MSG) as u32,
+            lkey: self.keys.lkey,
+        };
+        let mut wr = SendWr::new(k as u64, w.op, (w.len > 0).then_some(sge));
+        wr.flags = SendFlags {
+            signaled: true,
+            solicited: w.solicited,
+            fence: false,
+        };
+        self.engine
+            .post_send(now, self.qpn, wr)
+            .map_err(setup_err(conn, "post_send"))
+    }
+
+    fn drain_cq(&mut self) {
+        while self.engine.poll_cq(self.cq).is_some() {}
+    }
+
+    /// Runs the timers due at or before `t`.
+    fn run_timers(&mut self, t: Instant) {
+        for _ in 0..64 {
+            match self.engine.poll_timeout() {
+                Some(d) if d <= t => self.engine.handle_timeout(d),
+                _ => break,
+            }
+        }
+    }
+}
+
+fn nanos(secs: f64) -> u64 {
+    (secs.max(0.0) * 1e9) as u64
+}
+
+/// A replay in progress: the engine, its clock, and how far the capture has been fed.
+struct Replay<'a> {
+    conn: &'a Connection,
+    r: Requester,
+    now: Instant,
+    /// Capture time of the connection's first frame.
+    t0: f64,
+    /// The next response to hand over, in capture order.
+    next_resp: usize,
+    /// When each response reaches rxe's requester, on the replay clock.
+    arrives: Vec<Instant>,
+    loss_seen: bool,
+    mtu: Mtu,
+    buf: Vec<u8>,
+}
+
+/// Replays the connection's work requests into a fresh requester and records, in
+/// `report`, how its requests compare with rxe's.
+pub fn run(
+    conn: &Connection,
+    plan: &ReqPlan,
+    loss_seen: bool,
+    report: &mut Report,
+) -> Result<(), ConformError> {
+    let t0 = conn
+        .requests
+        .iter()
+        .chain(&conn.responses)
+        .map(|p| p.ts)
+        .fold(f64::INFINITY, f64::min);
+    let mut x = Replay {
+        conn,
+        r: Requester::new(conn, plan)?,
+        now: Instant::ZERO,
+        t0,
+        next_resp: 0,
+        arrives: Vec::new(),
+        loss_seen,
+        mtu: plan.mtu,
+        buf: vec![0u8; 4096 + 128],
+    };
+    x.arrives = x.arrivals();
+    report.totals.requests += conn.requests.len() as u64;
+    report.totals.responses += conn.responses.len() as u64;
+    let mut posted = 0;
+    for i in 0..conn.requests.len() {
+        let t = x.at(conn.requests[i].ts).max(x.now);
+        x.deliver_until(t);
+        x.timers_until(t);
+        x.now = t;
+        while posted < plan.wrs.len() && plan.wrs[posted].post_before <= i {
+            x.r.post(conn, x.now, posted, plan)?;
+            posted += 1;
+        }
+        x.pair(i, report);
+        x.r.drain_cq();
+    }
+    Ok(())
+}
+
+impl Replay<'_> {
+    /// The replay clock at capture time `ts`.
+    fn at(&self, ts: f64) -> Instant {
+        Instant::from_nanos(nanos(ts - self.t0))
+    }
+
+    /// When each response reaches rxe's requester: [`RACE`] after the capture point saw
+    /// it, and a sequence NAK no sooner than the go-back to its PSN that shows rxe acting
+    /// on it (TCG guests took up to milliseconds to, sending new packets meanwhile). A
+    /// response never overtakes the one before it.
+    fn arrivals(&self) -> Vec<Instant> {
+        let conn = self.conn;
+        let mut last = Instant::ZERO;
+        conn.responses
+            .iter()
+            .map(|p| {
+                let mut t = self.at(p.ts) + RACE;
+                if is_seq_nak(p) {
+                    let back = conn.requests.iter().enumerate().find(|&(i, q)| {
+                        q.frame > p.frame && q.psn == p.psn && i > 0 && goes_back_at(conn, i)
+                    });
+                    if let Some((_, q)) = back {
+                        t = t.max(self.at(q.ts));
+                    }
+                }
+                last = last.max(t);
+                last
+            })
+            .collect()
+    }
+
+    /// Hands over the next response at its time (or now, if that has passed).
+    fn deliver_next(&mut self) {
+        let p = &self.conn.responses[self.next_resp];
+        let t = self.arrives[self.next_resp].max(self.now);
+        self.next_resp += 1;
+        self.timers_until(t);
+        self.now = t;
+        let src = SocketAddr::new(self.conn.responder, p.sport);
+        self.r.engine.handle_packet(
+            self.now,
+            src,
+            self.conn.requester,
+            &p.udp,
+            IcrcStatus::Valid,
+        );
+        self.r.drain_cq();
+    }
+
+    /// Hands over every response that reaches rxe's requester by `t`.
+    fn deliver_until(&mut self, t: Instant) {
+        while self.arrives.get(self.next_resp).is_some_and(|&a| a <= t) {
+            self.deliver_next();
+        }
+    }
+
+    /// Runs the engine's timers due more than [`SLACK`] before `t`.
+    fn timers_until(&mut self, t: Instant) {
+        let until = Instant::from_nanos(t.nanos().saturating_sub(SLACK.as_nanos() as u64));
+        self.r.run_timers(until);
+    }
+
+    /// Pairs captured request `i` with what the engine sends next. When the engine has
+    /// nothing to send, the responses captured before the request are handed over early
+    /// (rxe may have acted on them sooner than [`RACE`]), then the clock moves forward to
+    /// the engine's next deadline (rxe's timer ran out first).
+    fn pair(&mut self, i: usize, report: &mut Report) {
+        let conn = self.conn;
+        let cap = &conn.requests[i];
+        let Some(want) = cap.packet().map(|p| Request::of(&p)) else {
+            return;
+        };
+        let mut lost_psns = Vec::new();
+        for _ in 0..4096 {
+            let Some(got) = self.poll() else {
+                if conn
+                    .responses
+                    .get(self.next_resp)
+                    .is_some_and(|p| p.ts <= cap.ts)
+                {
+                    self.deliver_next();
+                    continue;
+                }
+                if let Some(d) = self.r.engine.poll_timeout() {
+                    self.now = self.now.max(d);
+                    self.r.engine.handle_timeout(self.now);
+                    continue;
+                }
+                let idle = self
+                    .r
+                    .engine
+                    .qp_status(self.r.qpn)
+                    .is_ok_and(|st| st.sq_wqes == 0);
+                if let Some(a) = acked_before(conn, i, self.mtu).filter(|_| idle) {
+                    let text = format!(
+                        "rxe resent PSN {} though the response at frame {a} had acknowledged it and nothing was lost; rocex, with nothing unacknowledged, sends nothing",
+                        want.psn.value()
+                    );
+                    report.infer(conn, cap.frame, "rxe-resent-acked", &text);
+                    return;
+                }
+                report.differ(conn, cap.frame, &want.to_string(), "nothing");
+                return;
+            };
+            if got == want {
+                report.matched(conn, cap.frame, &got);
+                return;
+            }
+            if goes_back_at(conn, i) && address_lost(&got, &want) {
+                let text = format!(
+                    "rxe resent the ATOMIC_WRITE at PSN {} with RETH va 0; rocex resends the address it was given",
+                    got.psn.value()
+                );
+                report.infer(conn, cap.frame, "rxe-atomic-write-va", &text);
+                return;
+            }
+            // rxe sent it, and it never reached the capture point: rxe sent its PSN again
+            // later, and either it comes before the captured one, or the captured one goes
+            // back (rxe gave up on what followed it).
+            let resent_later = conn.requests[i..].iter().any(|q| q.psn == got.psn);
+            let lost =
+                got.psn != want.psn && (got.psn.is_before(want.psn) || goes_back_at(conn, i));
+            if self.loss_seen && resent_later && lost && !lost_psns.contains(&got.psn) {
+                lost_psns.push(got.psn);
+                let text = format!(
+                    "rxe's {got} was lost before the capture point: rxe sent PSN {} again later",
+                    got.psn.value()
+                );
+                report.infer(conn, cap.frame, "request-lost", &text);
+                continue;
+            }
+            report.differ(conn, cap.frame, &want.to_string(), &got.to_string());
+            return;
+        }
+    }
+
+    /// The next request packet the engine sends now, in compared form.
+    fn poll(&mut self) -> Option<Request> {
+        let t = self.r.engine.poll_transmit(self.now, &mut self.buf)?;
+        PacketRepr::parse(&self.buf[..t.len])
+            .ok()
+            .map(|(p, _)| Request::of(&p))
+    }
+}
+
+/// Whether a response is a PSN-sequence NAK.
+fn is_seq_nak(p: &crate::connection::Pkt) -> bool {
+    p.packet()
+        .and_then(|r| r.aeth)
+        .is_some_and(|a| a.syndrome.to_byte() & 0xe0 == 0x60)
+}
+
+/// rxe 6.12 resends an ATOMIC_WRITE with RETH va 0 (`probe_atomic_write-loss5.pcap`);
+/// everything else it resends as first sent.
+fn address_lost(got: &Request, want: &Request) -> bool {
+    let zeroed = Request {
+        reth: got.reth.map(|(_, rkey, len)| (0, rkey, len)),
+        ..*got
+    };
+    want.opcode == Opcode::RC_ATOMIC_WRITE && zeroed == *want
+}
+
+/// Whether captured request `i` resends a PSN rxe had sent before.
+fn goes_back_at(conn: &Connection, i: usize) -> bool {
+    let psn = conn.requests[i].psn;
+    conn.requests[..i].iter().any(|q| q.psn.diff(psn) >= 0)
+}

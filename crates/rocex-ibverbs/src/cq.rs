@@ -9,7 +9,7 @@
 use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_uint, c_void};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use rocex_proto::verbs::{QpType, WcOpcode, WcStatus, WorkCompletion};
 use rocex_verbs::{CompChannel, Cq as VCq};
@@ -39,6 +39,8 @@ pub struct Cq {
     pub cq: Guarded<VCq>,
     chan: *mut Chan,
     armed: AtomicBool,
+    /// Empty polls since the daemon was last checked for.
+    empty: AtomicU32,
     /// The completion `ibv_start_poll`/`ibv_next_poll` last took (one poller at a time, as
     /// the extended CQ API requires).
     cur: UnsafeCell<ibv_wc>,
@@ -159,6 +161,7 @@ unsafe fn create(
         cq: Guarded::new(vcq),
         chan,
         armed: AtomicBool::new(false),
+        empty: AtomicU32::new(0),
         cur: UnsafeCell::new(ibv_wc::default()),
     }));
     if !chan.is_null() {
@@ -312,6 +315,16 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_
         i += 1;
     });
     match r {
+        // A daemon that died leaves the ring mapped and silent: every so many empty polls
+        // look at the control socket, so the program sees an error instead of waiting.
+        Ok(0) if c.empty.fetch_add(1, Ordering::Relaxed) % GONE_CHECK == GONE_CHECK - 1 => {
+            if g.verbs.is_gone() {
+                trace("ibv_poll_cq", &"rocexd is gone");
+                -libc::EIO
+            } else {
+                0
+            }
+        }
         Ok(k) => k as c_int,
         Err(e) => {
             trace("ibv_poll_cq", &e);
@@ -319,6 +332,9 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_
         }
     }
 }
+
+/// Empty polls between two checks that the daemon is still there.
+const GONE_CHECK: u32 = 4096;
 
 /// `req_notify_cq` of `ibv_context.ops` (`ibv_req_notify_cq`); solicited-only arms for
 /// any completion.

@@ -118,3 +118,30 @@ fn perftest_at_4096_bytes_mtu_4096() {
         &["-s", "4096", "-m", "4096"],
     );
 }
+
+/// rocexd dying under a running program gives it an error, not a hang: ib_write_bw's
+/// client, in the middle of a 30-second run, fails instead of completing once its daemon
+/// is killed.
+#[test]
+fn a_dead_daemon_ends_the_program_with_an_error() {
+    if !ready(&["ib_write_bw"]) {
+        return;
+    }
+    let mut d = pair(36);
+    let args = ["-D", "30", "-p", "19536"];
+    let server = common::under_rocex(&d[1].sock, "ib_write_bw", &args)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let mut cargs = args.to_vec();
+    cargs.push("127.0.36.2");
+    let client = common::under_rocex(&d[0].sock, "ib_write_bw", &cargs)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    d[0].kill();
+    let c = common::finish(client, "ib_write_bw client");
+    let _ = common::finish(server, "ib_write_bw server");
+    // Had it not noticed, it would have finished its 30 seconds successfully.
+    assert!(!c.status.success(), "{}", common::text(&c));
+}

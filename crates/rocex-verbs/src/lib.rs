@@ -345,6 +345,11 @@ impl Context {
         self.ch.sock.as_fd()
     }
 
+    /// True when the daemon is gone (checked without blocking: one `poll(2)`).
+    pub fn is_gone(&self) -> bool {
+        self.ch.closed()
+    }
+
     /// Connects to [`default_socket`].
     pub fn open_default() -> Result<Self> {
         Self::open(default_socket())

@@ -110,6 +110,14 @@ impl Daemon {
     }
 }
 
+impl Daemon {
+    /// SIGKILL: the daemon dies as in a crash.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();

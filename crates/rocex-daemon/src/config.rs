@@ -26,9 +26,9 @@ pub(crate) struct Args {
     /// One datagram per packet: no UDP GSO or GRO (the per-frame path).
     #[arg(long)]
     pub(crate) no_gso: bool,
-    /// Every peer is rocex: the udp and uring backends then check every received ICRC
-    /// (rocex's IPv4 identifications are predictable) and drop bad packets. Without it they
-    /// cannot tell kernel rxe's packets from corrupted ones and pass them unchecked.
+    /// Every peer is rocex: the udp and uring backends then accept an ICRC only under the
+    /// IPv4 identifications rocex sends with (0..63), not any (kernel rxe's): a random
+    /// corruption passes with 2^-26 rather than 2^-16 (docs/security.md).
     #[arg(long)]
     pub(crate) peers_are_rocex: bool,
     /// A TOML file with the same keys (addr, socket, mtu, backend, gso, peers_are_rocex,

@@ -681,7 +681,7 @@ impl Server {
                 ("tx_packets", b.tx_packets),
                 ("rx_batches", b.rx_batches),
                 ("tx_batches", b.tx_batches),
-                ("icrc_unchecked", b.icrc_unchecked),
+                ("icrc_foreign_id", b.icrc_foreign_id),
                 ("tx_dropped", b.tx_dropped),
                 ("rx_ignored", b.rx_ignored),
             ],

@@ -23,8 +23,9 @@ pub struct RxMeta {
     pub src: SocketAddr,
     /// Destination address.
     pub dst: IpAddr,
-    /// `Valid` or `Invalid` when the backend could check the ICRC against the real IP
-    /// header; `Unchecked` when it could not (a UDP socket hides the header).
+    /// `Valid` or `Invalid`: every backend checks every ICRC, against the real IP header
+    /// (afpacket) or by solving for the IPv4 identification a UDP socket hides (udp,
+    /// uring; `rocex_wire::icrc::SocketCheck`).
     pub icrc: IcrcStatus,
 }
 
@@ -39,8 +40,10 @@ pub struct BackendCounters {
     pub tx_batches: u64,
     /// System calls (or ring completions) that received them.
     pub rx_batches: u64,
-    /// Received datagrams whose ICRC could not be checked.
-    pub icrc_unchecked: u64,
+    /// Received datagrams whose ICRC checks only under an IPv4 identification rocex's
+    /// senders do not use (a peer such as kernel rxe); dropped when
+    /// [`BackendOptions::peers_are_rocex`]. Always 0 where the header is seen (afpacket).
+    pub icrc_foreign_id: u64,
     /// Sends dropped because the kernel's queue was full (the transport retransmits).
     pub tx_dropped: u64,
     /// Received frames that were not RoCE v2 for this address, or were malformed.
@@ -50,8 +53,9 @@ pub struct BackendCounters {
 /// Options every backend takes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BackendOptions {
-    /// Every peer is rocex, whose IPv4 identification the backend can predict: a UDP
-    /// socket can then check received ICRCs too, and drop bad ones.
+    /// Every peer is rocex, whose IPv4 identifications are 0 and 1..63 (GSO segments): a
+    /// UDP socket then accepts only those, which catches a random corruption with
+    /// probability 1 - 2^-26 rather than 1 - 2^-16 (`docs/security.md`).
     pub peers_are_rocex: bool,
     /// Send one datagram per packet: no UDP GSO (what a per-frame benchmark wants).
     pub no_gso: bool,

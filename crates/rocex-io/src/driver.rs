@@ -54,10 +54,10 @@ impl Driver {
         self.engine.requests_before_acks(on);
     }
 
-    /// Declares that every peer is rocex, so that a packet whose ICRC the backend could
-    /// not check is dropped as invalid. Off by default: a UDP socket cannot check packets
-    /// from other senders (kernel rxe numbers IPv4 identifications its own way).
-    /// [`crate::BackendOptions::peers_are_rocex`] tells the backend itself.
+    /// Declares that every peer is rocex, so that a packet whose ICRC the backend did not
+    /// check is dropped as invalid. This crate's backends check every ICRC, so only a
+    /// backend from elsewhere is affected; [`crate::BackendOptions::peers_are_rocex`]
+    /// narrows a UDP socket's check to rocex's IPv4 identifications.
     pub fn peers_are_rocex(&mut self, on: bool) {
         self.peers_are_rocex = on;
     }

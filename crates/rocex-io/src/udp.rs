@@ -16,10 +16,9 @@
 //! Receiving: one `recvmmsg` fills up to 32 slots (one after a call that found nothing,
 //! so that a busy poller's empty polls stay cheap); with GRO the kernel may coalesce a
 //! burst of same-size datagrams into one, which is cut again by the segment size it
-//! reports. A UDP socket does not show the received IP header, so an ICRC can be checked
-//! only by assuming the sender's identification: 0, or 1..63 for a GSO segment. A packet
-//! that checks under neither is from a sender that numbers otherwise (kernel rxe),
-//! `Unchecked`, unless [`BackendOptions::peers_are_rocex`] says no such sender exists.
+//! reports. A UDP socket does not show the received IP header, and the ICRC covers its
+//! identification: every packet's ICRC is checked by solving for the identification it
+//! checks under (`ids`), and a packet for which none does is `Invalid`.
 
 mod batch;
 pub(crate) mod ids;
@@ -29,7 +28,6 @@ use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd};
 
-use rocex_proto::IcrcStatus;
 use rocex_wire::ROCE_V2_PORT;
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -318,13 +316,10 @@ impl Backend for UdpPort {
             let data = &slot[..d.len];
             let segment = d.segment.unwrap_or(d.len).max(1);
             for payload in data.chunks(segment) {
-                let icrc = match self.ids.check(src, self.local, payload) {
-                    IcrcStatus::Invalid if !self.opts.peers_are_rocex => {
-                        self.counters.icrc_unchecked += 1;
-                        IcrcStatus::Unchecked
-                    }
-                    s => s,
-                };
+                let strict = self.opts.peers_are_rocex;
+                let icrc = self
+                    .ids
+                    .status(src, self.local, payload, strict, &mut self.counters);
                 self.counters.rx_packets += 1;
                 handed += 1;
                 f(
@@ -416,6 +411,7 @@ fn set_pmtudisc_do(s: &Socket, v4: bool) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rocex_proto::IcrcStatus;
     use rocex_wire::icrc::{self, IcrcForm};
 
     /// `n` packets of `len` bytes from `src` to `dst`, each with its ID-0 ICRC.

@@ -399,7 +399,7 @@ fn afpacket_moves_verified_writes_reads_and_sends_and_the_capture_checks() {
     capture.stop().expect("tcpdump stops");
     for o in [&req, &resp] {
         // Every received frame was checked against its real headers.
-        assert_eq!(o.backend.icrc_unchecked, 0, "{o:?}");
+        assert_eq!(o.backend.icrc_foreign_id, 0, "{o:?}");
         assert_eq!(o.backend.tx_dropped, 0, "{o:?}");
     }
     let frames = rocex_dump::capture::read(&file).expect("capture reads");
@@ -433,7 +433,7 @@ fn uring_moves_verified_writes_reads_and_sends() {
     let (req, resp) = transfer(&pair, Kind::Uring, Kind::Uring, rocex_peers());
     for o in [&req, &resp] {
         // rocex peers send identification 0: every ICRC was checked.
-        assert_eq!(o.backend.icrc_unchecked, 0, "{o:?}");
+        assert_eq!(o.backend.icrc_foreign_id, 0, "{o:?}");
     }
 }
 
@@ -452,7 +452,7 @@ fn uring_checks_the_gso_segments_of_a_udp_peer() {
             peer.backend.tx_batches < peer.backend.tx_packets,
             "{peer:?}"
         );
-        assert_eq!(o.backend.icrc_unchecked, 0, "{o:?}");
+        assert_eq!(o.backend.icrc_foreign_id, 0, "{o:?}");
         assert_eq!(o.engine.drop_icrc, 0, "{o:?}");
     }
 }

@@ -174,7 +174,7 @@ fn gso_batches_and_every_icrc_checks() {
     assert!(tx.tx_batches < tx.tx_packets, "no batching: {tx:?}");
     assert!(rx.rx_packets >= (MESSAGES * MSG / 4096) as u64, "{rx:?}");
     assert!(rx.rx_batches < rx.rx_packets, "no receive batching: {rx:?}");
-    assert_eq!(rx.icrc_unchecked, 0, "{rx:?}");
+    assert_eq!(rx.icrc_foreign_id, 0, "{rx:?}");
     let ec = y.driver.engine.counters();
     assert_eq!(ec.drop_icrc, 0, "{ec:?}");
     assert_eq!(ec.drop_malformed, 0, "{ec:?}");
@@ -193,5 +193,5 @@ fn corrupted_segments_are_dropped_and_resent() {
     assert!(ec.drop_icrc > 0, "{ec:?}");
     let tx = x.driver.backend_counters();
     assert!(tx.tx_batches < tx.tx_packets, "no batching: {tx:?}");
-    assert_eq!(y.driver.backend_counters().icrc_unchecked, 0);
+    assert_eq!(y.driver.backend_counters().icrc_foreign_id, 0);
 }

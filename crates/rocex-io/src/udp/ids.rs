@@ -1,104 +1,77 @@
-//! The IPv4 identification of GSO segments, and what it does to their ICRCs.
+//! The IPv4 identification, which the ICRC covers and a UDP socket neither chooses nor
+//! sees, on the way out and on the way in.
 //!
-//! An unconnected socket sending with DF gives a datagram identification 0, the header the
-//! engine computes every ICRC for; but the kernel numbers the segments of one GSO send
-//! 0, 1, 2, ... (`inet_gso_segment`), and the ICRC covers the identification. Segment `i`
-//! must therefore carry the ICRC for ID `i`, which is the ID-0 ICRC XOR a delta that
-//! depends only on `i` and the packet's length (`rocex_wire::icrc::ipv4_id_delta`). GSO
-//! sends come in few lengths, so the deltas for IDs 1..63 are kept per length.
+//! Sending: an unconnected socket sending with DF gives a datagram identification 0, the
+//! header the engine computes every ICRC for; but the kernel numbers the segments of one
+//! GSO send 0, 1, 2, ... (`inet_gso_segment`). Segment `i` must therefore carry the ICRC
+//! for ID `i`: the ID-0 ICRC XOR a delta that depends only on `i` and the packet's length
+//! (`rocex_wire::icrc::IdMap`).
+//!
+//! Receiving: the socket hides the IP header, so the ICRC is checked by solving for the
+//! identification it checks under (`rocex_wire::icrc::SocketCheck`): one CRC computation
+//! and an elimination over 16 bits. Any identification passes by default (kernel rxe
+//! numbers its datagrams with a counter of its own); only rocex's 0..63 when every peer is
+//! rocex ([`crate::BackendOptions::peers_are_rocex`]). docs/security.md says what each
+//! leaves undetected.
 
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 
 use rocex_proto::IcrcStatus;
-use rocex_wire::icrc::{self, IcrcForm};
-use rocex_wire::{Opcode, ROCE_V2_PORT, packet::ICRC_LEN};
+use rocex_wire::icrc::{self, IcrcForm, SocketCheck};
+use rocex_wire::{Opcode, packet::ICRC_LEN};
 
 use super::batch::MAX_SEGMENTS;
+use crate::BackendCounters;
 
-/// Lengths remembered before the cache starts over (received garbage may bring many).
-const MAX_LENGTHS: usize = 64;
-/// Bits of the highest segment ID.
-const ID_BITS: usize = (MAX_SEGMENTS - 1).count_ones() as usize;
-
-/// Deltas for IDs 1..[`MAX_SEGMENTS`] (exclusive), per transport length and ICRC form,
-/// and the ICRC prefixes of the datagrams received lately.
+/// Finds received packets' identifications and fixes sent GSO segments' ICRCs; keeps the
+/// maps of the packet lengths seen lately.
 #[derive(Debug, Default)]
 pub(crate) struct IdDeltas {
-    tables: HashMap<(usize, IcrcForm), Box<[u32; MAX_SEGMENTS - 1]>>,
-    prefixes: icrc::PrefixCache,
+    check: SocketCheck,
 }
 
 impl IdDeltas {
-    /// The deltas for a packet of `transport_len` bytes (BTH to the end of the pad):
-    /// element `i - 1` is for ID `i`.
-    pub(super) fn table(
-        &mut self,
-        transport_len: usize,
-        form: IcrcForm,
-    ) -> &[u32; MAX_SEGMENTS - 1] {
-        if self.tables.len() >= MAX_LENGTHS && !self.tables.contains_key(&(transport_len, form)) {
-            self.tables.clear();
-        }
-        self.tables.entry((transport_len, form)).or_insert_with(|| {
-            // The delta is linear in the ID: one CRC pass per bit, XORs for the rest.
-            let bits: [u32; ID_BITS] =
-                std::array::from_fn(|b| icrc::ipv4_id_delta(1 << b, transport_len, form));
-            Box::new(std::array::from_fn(|i| {
-                let id = i + 1;
-                (0..ID_BITS)
-                    .filter(|b| id & (1 << b) != 0)
-                    .fold(0, |d, b| d ^ bits[b])
-            }))
-        })
-    }
-
     /// Gives segment `id` of a GSO send its ICRC: the ID-0 one in `packet` XOR the delta.
     pub(super) fn fix_segment(&mut self, id: usize, packet: &mut [u8]) {
         let Some(body) = packet.len().checked_sub(ICRC_LEN) else {
             return;
         };
+        let Ok(id16) = u16::try_from(id) else {
+            return;
+        };
         if id == 0 || id >= MAX_SEGMENTS || body == 0 {
             return;
         }
-        let delta = self.table(body, form_of(packet))[id - 1];
+        let delta = self.check.map(body, form_of(packet)).delta(id16);
         for (b, d) in packet[body..].iter_mut().zip(icrc::to_wire(delta)) {
             *b ^= d;
         }
     }
 
-    /// Checks a received packet's ICRC with one CRC computation: valid when it is the
-    /// ICRC for IPv4 identification 0 (a rocex datagram) or for the ID of a GSO segment
-    /// (1..63), `Invalid` otherwise. IPv6 has no identification: ID 0 only.
-    pub(crate) fn check(&mut self, src: SocketAddr, dst: IpAddr, payload: &[u8]) -> IcrcStatus {
-        let Some(body) = payload.len().checked_sub(ICRC_LEN).filter(|&b| b > 0) else {
-            return IcrcStatus::Invalid;
-        };
-        let form = form_of(payload);
-        let found = icrc::from_wire([
-            payload[body],
-            payload[body + 1],
-            payload[body + 2],
-            payload[body + 3],
-        ]);
-        let Ok(computed) = self.prefixes.compute_for(
-            src.ip(),
-            dst,
-            src.port(),
-            ROCE_V2_PORT,
-            &payload[..body],
-            form,
-        ) else {
-            return IcrcStatus::Invalid;
-        };
-        if found == computed {
-            return IcrcStatus::Valid;
-        }
-        let delta = found ^ computed;
-        if src.is_ipv4() && self.table(body, form).contains(&delta) {
-            IcrcStatus::Valid
-        } else {
-            IcrcStatus::Invalid
+    /// Checks a packet received from `src` at `dst`: `Valid` when its ICRC checks under
+    /// some IPv4 identification (IPv6: as it is), or with `strict` under one rocex's
+    /// senders give (0, or 1..63 for a GSO segment); `Invalid` otherwise, which the engine
+    /// drops and counts (`drop_icrc`). Counts the packets that check only under another
+    /// identification: a peer that is not rocex.
+    pub(crate) fn status(
+        &mut self,
+        src: SocketAddr,
+        dst: IpAddr,
+        payload: &[u8],
+        strict: bool,
+        counters: &mut BackendCounters,
+    ) -> IcrcStatus {
+        match self.check.identification(src, dst, payload) {
+            Some(id) if usize::from(id) < MAX_SEGMENTS => IcrcStatus::Valid,
+            Some(_) => {
+                counters.icrc_foreign_id += 1;
+                if strict {
+                    IcrcStatus::Invalid
+                } else {
+                    IcrcStatus::Valid
+                }
+            }
+            None => IcrcStatus::Invalid,
         }
     }
 }
@@ -110,6 +83,7 @@ fn form_of(packet: &[u8]) -> IcrcForm {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rocex_wire::ROCE_V2_PORT;
 
     const SRC: SocketAddr = SocketAddr::new(
         IpAddr::V4(std::net::Ipv4Addr::new(198, 18, 201, 1)),
@@ -135,16 +109,10 @@ mod tests {
         p
     }
 
-    #[test]
-    fn the_table_matches_the_delta_of_each_id() {
-        let mut ids = IdDeltas::default();
-        let t = *ids.table(4108, IcrcForm::Spec);
-        for id in [1u16, 2, 5, 32, 63] {
-            assert_eq!(
-                t[id as usize - 1],
-                icrc::ipv4_id_delta(id, 4108, IcrcForm::Spec)
-            );
-        }
+    fn status(ids: &mut IdDeltas, p: &[u8], strict: bool) -> (IcrcStatus, u64) {
+        let mut c = BackendCounters::default();
+        let s = ids.status(SRC, DST, p, strict, &mut c);
+        (s, c.icrc_foreign_id)
     }
 
     #[test]
@@ -153,25 +121,51 @@ mod tests {
         for id in [0, 1, 7, 63] {
             let mut p = packet(4112);
             ids.fix_segment(id, &mut p);
-            assert_eq!(ids.check(SRC, DST, &p), IcrcStatus::Valid, "id {id}");
+            let want = icrc::ipv4_id_delta(id as u16, 4108, IcrcForm::Spec);
+            let fixed = icrc::from_wire(p[4108..].try_into().unwrap());
+            assert_eq!(
+                fixed ^ icrc::from_wire(packet(4112)[4108..].try_into().unwrap()),
+                want
+            );
+            for strict in [false, true] {
+                assert_eq!(
+                    status(&mut ids, &p, strict),
+                    (IcrcStatus::Valid, 0),
+                    "id {id}"
+                );
+            }
             p[100] ^= 4;
-            assert_eq!(ids.check(SRC, DST, &p), IcrcStatus::Invalid, "id {id}");
+            for strict in [false, true] {
+                assert_eq!(
+                    status(&mut ids, &p, strict),
+                    (IcrcStatus::Invalid, 0),
+                    "id {id}"
+                );
+            }
         }
         // The same fix applied to a corrupted packet keeps it invalid.
         let mut p = packet(1000);
         p[20] ^= 1;
         ids.fix_segment(3, &mut p);
-        assert_eq!(ids.check(SRC, DST, &p), IcrcStatus::Invalid);
+        assert_eq!(status(&mut ids, &p, false).0, IcrcStatus::Invalid);
         // Too short to hold an ICRC: invalid, no panic.
-        assert_eq!(ids.check(SRC, DST, &[0x0a, 1, 2]), IcrcStatus::Invalid);
+        assert_eq!(
+            status(&mut ids, &[0x0a, 1, 2], false).0,
+            IcrcStatus::Invalid
+        );
     }
 
     #[test]
-    fn the_cache_stays_bounded() {
+    fn another_senders_identification_passes_unless_every_peer_is_rocex() {
         let mut ids = IdDeltas::default();
-        for len in 100..300 {
-            ids.table(len, IcrcForm::Spec);
+        let mut p = packet(1040);
+        let delta = icrc::ipv4_id_delta(0x4d2c, 1036, IcrcForm::Spec);
+        for (b, d) in p[1036..].iter_mut().zip(icrc::to_wire(delta)) {
+            *b ^= d;
         }
-        assert!(ids.tables.len() <= MAX_LENGTHS);
+        assert_eq!(status(&mut ids, &p, false), (IcrcStatus::Valid, 1));
+        assert_eq!(status(&mut ids, &p, true), (IcrcStatus::Invalid, 1));
+        p[500] ^= 0x10;
+        assert_eq!(status(&mut ids, &p, false), (IcrcStatus::Invalid, 0));
     }
 }

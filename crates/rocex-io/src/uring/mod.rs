@@ -16,11 +16,8 @@
 //! otherwise end a batch with none in the kernel, and sleep on an eventfd that cannot fire
 //! while datagrams pile up in the socket until a timer makes it send.
 //!
-//! As with the UDP backend, the received IP header is hidden: an ICRC is `Valid` when it
-//! checks under rocex's rule (identification 0) or for the identification 1..63 of a
-//! segment of a UDP-backend peer's GSO send (`udp::ids`), else `Unchecked` (kernel rxe
-//! numbers its identifications otherwise), or `Invalid` when
-//! [`BackendOptions::peers_are_rocex`].
+//! As with the UDP backend, the received IP header is hidden: every ICRC is checked by
+//! solving for the IPv4 identification it checks under (`udp::ids`).
 
 mod msg;
 mod sys;
@@ -33,7 +30,6 @@ use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use io_uring::{IoUring, opcode, squeue, types};
-use rocex_proto::IcrcStatus;
 use rocex_wire::ROCE_V2_PORT;
 
 use crate::udp::ids::IdDeltas;
@@ -235,13 +231,14 @@ impl Backend for UringPort {
                     let (src, payload) = self.rx[slot].received(len);
                     match src {
                         Some(src) => {
-                            let icrc = match self.ids.check(src, self.local, payload) {
-                                IcrcStatus::Invalid if !self.opts.peers_are_rocex => {
-                                    self.counters.icrc_unchecked += 1;
-                                    IcrcStatus::Unchecked
-                                }
-                                s => s,
-                            };
+                            let strict = self.opts.peers_are_rocex;
+                            let icrc = self.ids.status(
+                                src,
+                                self.local,
+                                payload,
+                                strict,
+                                &mut self.counters,
+                            );
                             handed += 1;
                             f(
                                 RxMeta {

@@ -126,7 +126,12 @@ fn open(local: IpAddr, a: &Args) -> io::Result<Ctx> {
     let grh = if a.ud { GRH_LEN as u32 } else { 0 };
     let len = a.size() + grh;
     let buf = Arc::new(VecRegion::new(len.max(1) as usize));
-    buf.write(0, &vec![FILL; len as usize]);
+    // The stock tools' fill, a page at a time: a message may be 2 GiB.
+    let page = vec![FILL; 4096];
+    for at in (0..u64::from(len)).step_by(page.len()) {
+        let n = (u64::from(len) - at).min(page.len() as u64) as usize;
+        buf.write(at, &page[..n]);
+    }
     const BUF_ADDR: u64 = 0x1000_0000;
     let keys = e
         .reg_mr(
@@ -343,7 +348,13 @@ fn pingpong(a: &Args) -> io::Result<()> {
     // the server connects its QP before it answers.
     let mut s = match &a.server {
         Some(server) => oob::connect("rocex pingpong", server, a.port, wait)?,
-        None => oob::accept(a.port)?,
+        None => {
+            eprintln!(
+                "rocex pingpong: waiting for a client on TCP port {}",
+                a.port
+            );
+            oob::accept(a.port)?
+        }
     };
     let local = s.local_addr()?.ip();
     let mut ctx = open(local, a)?;

@@ -135,6 +135,9 @@ impl UdpPort {
         let _ = s.set_recv_buffer_size(8 << 20);
         let _ = s.set_send_buffer_size(8 << 20);
         set_pmtudisc_do(&s, ip.is_ipv4())?;
+        if ip.is_ipv6() {
+            accept_zero_checksums(&s)?;
+        }
         s.bind(&SocketAddr::new(ip, ROCE_V2_PORT).into())?;
         s.set_nonblocking(true)?;
         let sock: UdpSocket = s.into();
@@ -408,6 +411,20 @@ fn set_pmtudisc_do(s: &Socket, v4: bool) -> io::Result<()> {
     sys::set_int_opt(s.as_fd(), level, name, value)
 }
 
+/// Lets an IPv6 socket receive datagrams whose UDP checksum is 0, which Linux drops by
+/// default (RFC 8200 requires the checksum; RFC 6935 lets tunnels leave it out). Kernel rxe
+/// sends 0 over IPv6 as over IPv4 (every frame of `pcaps/probe_ipv6.pcap`); the ICRC, which
+/// over IPv6 covers the whole header, checks them instead. A non-zero checksum is still
+/// verified by the kernel.
+pub(crate) fn accept_zero_checksums(s: &impl std::os::fd::AsRawFd) -> io::Result<()> {
+    crate::sockopt::set(
+        s,
+        libc::IPPROTO_UDP,
+        libc::UDP_NO_CHECK6_RX,
+        &1 as &libc::c_int,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -479,6 +496,31 @@ mod tests {
             ids.fix_segment(i, &mut fixed);
             assert_eq!(p, &fixed, "segment {i} carries the ICRC for ID {i}");
         }
+    }
+
+    #[test]
+    fn an_ipv6_datagram_without_a_udp_checksum_is_received_and_checked() {
+        let (a, b) = (
+            IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
+            IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
+        );
+        let mut rx = UdpPort::bind(b).unwrap();
+        // A sender as kernel rxe sends over IPv6: UDP checksum 0, from a port of its own.
+        let tx = UdpSocket::bind(SocketAddr::new(a, 0)).unwrap();
+        sys::set_int_opt(tx.as_fd(), libc::IPPROTO_UDP, libc::UDP_NO_CHECK6_TX, 1).unwrap();
+        let port = tx.local_addr().unwrap().port();
+        let mut p: Vec<u8> = (0..1040).map(|j| (j * 7) as u8).collect();
+        p[0] = 0x07;
+        let c = icrc::compute_for(a, b, port, ROCE_V2_PORT, &p[..1036], IcrcForm::Spec).unwrap();
+        p[1036..].copy_from_slice(&icrc::to_wire(c));
+        let mut bad = p.clone();
+        bad[600] ^= 0x20;
+        for q in [&p, &bad] {
+            tx.send_to(q, SocketAddr::new(b, ROCE_V2_PORT)).unwrap();
+        }
+        let got = receive(&mut rx, 2);
+        assert_eq!(got[0], (p, IcrcStatus::Valid));
+        assert_eq!(got[1], (bad, IcrcStatus::Invalid));
     }
 
     #[test]

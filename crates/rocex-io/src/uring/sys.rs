@@ -46,6 +46,9 @@ pub(super) fn udp_socket(local: IpAddr, opts: &BackendOptions) -> io::Result<Udp
         )
     };
     crate::sockopt::set(&s, level, name, &value)?;
+    if local.is_ipv6() {
+        crate::udp::accept_zero_checksums(&s)?;
+    }
     s.bind(&SocketAddr::new(local, ROCE_V2_PORT).into())?;
     // Blocking: io_uring waits for readiness itself, whereas on a non-blocking socket it
     // completes a receive with EAGAIN at once and a send into a full buffer with EAGAIN.

@@ -12,24 +12,6 @@ use rocex_proto_tests::{captures, name};
 
 use common::{Records, roce_frames, scratch};
 
-/// Captures whose requester replay still differs from rxe, each with why (docs/interop.md,
-/// "Replaying the requester"). The test fails when one of them starts to pass, so the
-/// list only shrinks.
-const KNOWN: &[(&str, &str)] = &[
-    (
-        "atomic_bw_faa-loss5.pcap",
-        "rxe acted on lost atomic ACKs up to 1 ms late, sending new requests meanwhile",
-    ),
-    (
-        "read_bw-loss5.pcap",
-        "rxe's go-backs after out-of-order READ responses",
-    ),
-    (
-        "interop-rc_pingpong-rxe_client-3000-mtu256-loss5.pcap",
-        "rocex is the requester on one connection (its own injector's timing)",
-    ),
-];
-
 fn replay(path: &std::path::Path) -> Report {
     replay_requester_file(path, &Options::default())
         .unwrap_or_else(|e| panic!("{}: {e}", name(path)))
@@ -54,13 +36,8 @@ fn every_requester_replays_as_rxe_sent() {
         let t = report.totals;
         let n = name(&path);
         println!("{n:<34} {t}");
-        let known = KNOWN.iter().find(|(k, _)| *k == n);
-        match (report.failed(), known) {
-            (true, None) => failures.push(format!("{n}: {t}\n  {}", mismatch_lines(&report))),
-            (false, Some((_, why))) => {
-                failures.push(format!("{n} now replays clean ({why}): drop it from KNOWN"));
-            }
-            _ => {}
+        if report.failed() {
+            failures.push(format!("{n}: {t}\n  {}", mismatch_lines(&report)));
         }
         if t.connections > 0 {
             assert!(t.matched > 0, "{n}: RC traffic but nothing compared: {t}");
@@ -82,9 +59,6 @@ fn damaged_frames_are_reported_as_such() {
     let dir = scratch("requester-damaged");
     for path in captures() {
         let n = name(&path);
-        if KNOWN.iter().any(|(k, _)| *k == n) {
-            continue;
-        }
         let mut rec = Records::read(&path);
         let hit: Vec<u64> = roce_frames(&rec).into_iter().step_by(5).collect();
         for &f in &hit {

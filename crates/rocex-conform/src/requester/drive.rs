@@ -3,20 +3,22 @@
 //! it sends with the next one rxe sent.
 //!
 //! The capture is walked in time order. A captured response is handed to the engine
-//! [`RACE`] after the capture point saw it: a request that follows a response more
-//! closely than that was already on its way when the response reached rxe (rxe's
-//! requester took at least 180 µs to act on a NAK in every lab capture). At each captured
+//! [`RACE`] after the capture point saw it (rxe's requester took at least 180 µs to act
+//! on a NAK in every lab capture), never before a request captured ahead of it, a sequence
+//! NAK no sooner than the go-back that shows rxe acting on it, and none in the middle of a
+//! go-back run, which rxe sends without looking at what arrives meanwhile. At each captured
 //! request the engine is asked for one packet, which must equal it. The engine's timers
 //! (the retransmit timer, the end of an RNR wait) run on the same clock, except that one
-//! due within [`SLACK`] of the next captured event waits for it: TCG guests and the
+//! due within [`SLACK`] of the next captured request waits for it: TCG guests and the
 //! kernel's jiffies make rxe's timers late by milliseconds. When rxe resent after a
 //! timeout and rocex's timer is not yet due, the clock moves forward to rocex's deadline,
 //! so the restart point is compared exactly and the time only loosely.
 //!
 //! A request rocex sends that has no captured counterpart is inferred lost before the
 //! capture point (the lab drops frames on the guests' egress, before the bridge) when the
-//! capture shows loss and rxe sent that PSN again later; every other difference is a
-//! mismatch.
+//! capture shows loss and the packet lies in a gap of the captured stream or rxe sent its
+//! PSN again later; every other difference is a mismatch. The rules are in
+//! docs/interop.md ("Replaying the requester").
 
 use core::net::SocketAddr;
 use core::time::Duration;
@@ -221,8 +223,10 @@ pub fn run(
     report.totals.responses += conn.responses.len() as u64;
     let mut posted = 0;
     for i in 0..conn.requests.len() {
+        // Responses go by capture time: a clock moved forward past a captured request
+        // must not hand over, before it, responses captured after it.
+        x.deliver_until(x.at(conn.requests[i].ts));
         let t = x.at(conn.requests[i].ts).max(x.now);
-        x.deliver_until(t);
         x.timers_until(t);
         x.now = t;
         while posted < plan.wrs.len() && plan.wrs[posted].post_before <= i {
@@ -242,9 +246,12 @@ impl Replay<'_> {
     }
 
     /// When each response reaches rxe's requester: [`RACE`] after the capture point saw
-    /// it, and a sequence NAK no sooner than the go-back to its PSN that shows rxe acting
-    /// on it (TCG guests took up to milliseconds to, sending new packets meanwhile). A
-    /// response never overtakes the one before it.
+    /// it, a sequence NAK no sooner than the go-back to its PSN that shows rxe acting on
+    /// it (TCG guests took up to milliseconds to, sending new packets meanwhile), and none
+    /// in the middle of a go-back: rxe resends the run without acting on what arrives
+    /// meanwhile (`interop-rc_pingpong-rxe_client-3000-mtu256-loss5.pcap`, frames
+    /// 1392-1413: MIDDLE 911, 912 and LAST 913 resent after ACKs of 912). A response never
+    /// overtakes the one before it.
     fn arrivals(&self) -> Vec<Instant> {
         let conn = self.conn;
         let mut last = Instant::ZERO;
@@ -259,6 +266,9 @@ impl Replay<'_> {
                     if let Some((_, q)) = back {
                         t = t.max(self.at(q.ts));
                     }
+                }
+                if let Some(end) = run_end_after(conn, p.frame) {
+                    t = t.max(self.at(end) + Duration::from_nanos(1));
                 }
                 last = last.max(t);
                 last
@@ -351,17 +361,30 @@ impl Replay<'_> {
                 report.infer(conn, cap.frame, "rxe-atomic-write-va", &text);
                 return;
             }
-            // rxe sent it, and it never reached the capture point: rxe sent its PSN again
-            // later, and either it comes before the captured one, or the captured one goes
-            // back (rxe gave up on what followed it).
+            // rxe sent it, and it never reached the capture point: it lies in a gap of the
+            // captured stream (rxe sends in PSN order), or rxe sent its PSN again later and
+            // either it comes before the captured one or the captured one goes back (rxe
+            // gave up on what followed it).
+            let in_gap =
+                i > 0 && conn.requests[i - 1].psn.is_before(got.psn) && got.psn.is_before(want.psn);
             let resent_later = conn.requests[i..].iter().any(|q| q.psn == got.psn);
-            let lost =
-                got.psn != want.psn && (got.psn.is_before(want.psn) || goes_back_at(conn, i));
-            if self.loss_seen && resent_later && lost && !lost_psns.contains(&got.psn) {
+            let lost = in_gap
+                || (resent_later
+                    && got.psn != want.psn
+                    && (got.psn.is_before(want.psn) || goes_back_at(conn, i)));
+            if self.loss_seen && lost && !lost_psns.contains(&got.psn) {
                 lost_psns.push(got.psn);
                 let text = format!(
-                    "rxe's {got} was lost before the capture point: rxe sent PSN {} again later",
-                    got.psn.value()
+                    "rxe's {got} was lost before the capture point: {}",
+                    if in_gap {
+                        format!(
+                            "rxe sent PSNs {} and {} around it",
+                            conn.requests[i - 1].psn.value(),
+                            want.psn.value()
+                        )
+                    } else {
+                        format!("rxe sent PSN {} again later", got.psn.value())
+                    }
                 );
                 report.infer(conn, cap.frame, "request-lost", &text);
                 continue;
@@ -401,4 +424,29 @@ fn address_lost(got: &Request, want: &Request) -> bool {
 fn goes_back_at(conn: &Connection, i: usize) -> bool {
     let psn = conn.requests[i].psn;
     conn.requests[..i].iter().any(|q| q.psn.diff(psn) >= 0)
+}
+
+/// The capture time of the last request of the go-back run a response at `frame` falls
+/// inside: the run starts with a request resending a PSN and goes on with consecutive
+/// PSNs sent before; `None` when the response falls outside any run.
+fn run_end_after(conn: &Connection, frame: u64) -> Option<f64> {
+    let k = conn.requests.iter().position(|q| q.frame > frame)?;
+    if k == 0 || conn.requests[k].psn != conn.requests[k - 1].psn.add(1) || !goes_back_at(conn, k) {
+        return None;
+    }
+    let start = (1..=k)
+        .rev()
+        .find(|&j| conn.requests[j].psn != conn.requests[j - 1].psn.add(1))
+        .unwrap_or(0);
+    if start == 0 || !goes_back_at(conn, start) {
+        return None;
+    }
+    let end = (k..conn.requests.len())
+        .take_while(|&j| {
+            j == k
+                || (conn.requests[j].psn == conn.requests[j - 1].psn.add(1)
+                    && goes_back_at(conn, j))
+        })
+        .last()?;
+    Some(conn.requests[end].ts)
 }

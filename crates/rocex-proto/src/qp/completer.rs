@@ -263,8 +263,13 @@ impl Qp {
             SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
                 if op == O::RC_ATOMIC_ACKNOWLEDGE =>
             {
-                let orig = pkt.atomic_ack_eth.map_or(0, |a| a.orig);
-                scatter(ctx, self.pd, &w.wr.data, 0, &orig.to_ne_bytes()).map(|()| true)
+                // The original value comes from the AtomicAckETH, never a stand-in.
+                match pkt.atomic_ack_eth {
+                    Some(a) => {
+                        scatter(ctx, self.pd, &w.wr.data, 0, &a.orig.to_ne_bytes()).map(|()| true)
+                    }
+                    None => Err(WcStatus::BadRespErr),
+                }
             }
             SendOp::AtomicWrite { .. } | SendOp::Flush { .. }
                 if op == O::RC_RDMA_READ_RESPONSE_ONLY && pkt.payload.is_empty() =>

@@ -120,3 +120,30 @@ fn no_roce_is_nothing_to_check_or_replay() {
     );
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn requester_replay_of_a_lossy_capture_matches_rxe() {
+    // One 4 KiB WRITE at MTU 1024 whose MIDDLE at PSN 1698442 was lost: rxe resent from
+    // the NAK's PSN, and so does rocex.
+    let out = rocex(
+        &["conform", "replay", "--requester", "--verbose"],
+        &pcap("probe_write-loss5.pcap"),
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("request-lost: rxe's RC_RDMA_WRITE_MIDDLE psn=1698442"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "match 198.18.0.12->198.18.0.11 qp=0x11 frame=34: RC_RDMA_WRITE_MIDDLE psn=1698442"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .ends_with("connections=1 requests=5 responses=2 matched=5 mismatched=0 inferred=5\n"),
+        "{stdout}"
+    );
+}

@@ -196,6 +196,20 @@ fn read_bw_all_sizes() {
 }
 
 #[test]
+fn send_all_sizes_with_a_handshake_each() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let d = daemons();
+    for test in ["bw", "lat"] {
+        let (c, s) = perf_pair(&d, &["send", test, "-a", "-n", "5", "--verify"]);
+        for side in [&c, &s] {
+            let sizes: Vec<f64> = rows(&side.stdout).iter().map(|row| row[0]).collect();
+            assert_eq!(sizes, all_sizes(), "send {test}: {side}");
+            assert!(side.stdout.contains(" verify: ok"), "send {test}: {side}");
+        }
+    }
+}
+
+#[test]
 fn atomic_and_inline_spellings_run() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let d = daemons();

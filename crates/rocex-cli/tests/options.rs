@@ -61,7 +61,10 @@ fn perf_options_are_checked_before_the_exchange() {
             "--atomic-type applies to the atomic tests",
         ),
         (&["write", "lat", "--qps", "2"], "latency tests use one QP"),
-        (&["send", "bw", "-a"], "-a runs the write and read tests"),
+        (
+            &["atomic", "bw", "-a"],
+            "-a runs the write, read and send tests",
+        ),
         (&["write", "bw", "-a", "-s", "64"], "--size"),
         (&["write", "bw", "--ib-port", "2"], "--ib-port"),
     ] {

@@ -9,7 +9,7 @@ use rocex_proto::verbs::{RecvWr, SendData, SendOp, SendWr, WcStatus, WorkComplet
 
 use super::exchange::{BwReport, KeyMsg, Oob, Verdict};
 use super::report::{Progress, Sampler, bw_unit};
-use super::{ATOMIC_START, AtomicType, Ctx, Op, Outcome, Params, in_flight, pattern};
+use super::{ATOMIC_START, AtomicType, Ctx, Op, Outcome, Params, Test, in_flight, pattern};
 use crate::progress::Stall;
 
 /// wr_id = QP index << 40 | sequence number.
@@ -34,8 +34,13 @@ pub(crate) fn wc_ok(wc: &WorkCompletion) -> io::Result<()> {
     }
 }
 
-/// Posts receive slot `k` of QP `qp`.
-pub(crate) fn post_recv(ctx: &mut Ctx, qp: usize, k: u32) -> io::Result<()> {
+/// Posts receive slot `k` of QP `qp`, unless the peer's `p.iters` messages of this size
+/// all have one (a receive left over would crowd the next size's out of the queue).
+pub(crate) fn post_recv(ctx: &mut Ctx, p: &Params, qp: usize, k: u32) -> io::Result<()> {
+    if ctx.recvs[qp] >= p.iters {
+        return Ok(());
+    }
+    ctx.recvs[qp] += 1;
     let sge = ctx.sge(qp, ctx.slot(qp, k), ctx.size);
     ctx.nic.post_recv(
         qp,
@@ -43,14 +48,35 @@ pub(crate) fn post_recv(ctx: &mut Ctx, qp: usize, k: u32) -> io::Result<()> {
     )
 }
 
-/// Posts a receive into every slot of every QP (SEND tests), before the last handshake,
-/// as perftest does, so that the first SEND finds one.
+/// Posts a receive into every slot of every QP (SEND tests), before the handshake that
+/// lets the peer send, as perftest does, so that the first SEND finds one.
 pub(crate) fn post_all_recvs(ctx: &mut Ctx, p: &Params) -> io::Result<()> {
+    ctx.recvs.fill(0);
     for qp in 0..ctx.qps.len() {
         for k in 0..ctx.slots.min(p.rx_depth) {
-            post_recv(ctx, qp, k)?;
+            post_recv(ctx, p, qp, k)?;
         }
     }
+    Ok(())
+}
+
+/// With `-a`, a SEND test's start of a size as perftest's: the receiver posts its
+/// receives, then a handshake lets the sender go.
+pub(crate) fn start_size(
+    ctx: &mut Ctx,
+    p: &Params,
+    oob: &mut Oob,
+    mine: &[KeyMsg],
+) -> io::Result<()> {
+    ctx.set_size(p.size);
+    if !(p.all && p.op == Op::Send) {
+        return Ok(());
+    }
+    if !p.client || p.test == Test::Lat {
+        post_all_recvs(ctx, p)?;
+    }
+    let c = &mut *ctx;
+    oob.handshake(mine, &mut || c.pump())?;
     Ok(())
 }
 
@@ -136,7 +162,7 @@ pub(crate) fn run(
 ) -> io::Result<Outcome> {
     match (p.client, p.op) {
         (true, _) => client(ctx, p, oob, mine, progress, row),
-        (false, Op::Send) => send_server(ctx, p, oob, mine, progress),
+        (false, Op::Send) => send_server(ctx, p, oob, mine, progress, row),
         (false, _) => passive_server(ctx, p, oob, mine),
     }
 }
@@ -156,10 +182,12 @@ fn client(
     for size in p.sizes() {
         let q = p.with_size(size);
         progress.resize(size);
+        start_size(ctx, &q, oob, mine)?;
         let (out, report) = measure(ctx, &q, progress)?;
         if p.all {
             progress.finish();
             row(&q, &out);
+            end_size(ctx, &q, oob, mine)?;
         }
         last = Some((out, report));
     }
@@ -398,14 +426,44 @@ fn passive_server(
     })
 }
 
-/// The server of a SEND test: `iters` messages per QP, each checked and its slot reposted.
+/// With `-a`, the handshake that ends a SEND test's size.
+fn end_size(ctx: &mut Ctx, p: &Params, oob: &mut Oob, mine: &[KeyMsg]) -> io::Result<()> {
+    if p.op == Op::Send {
+        let c = &mut *ctx;
+        oob.handshake(mine, &mut || c.pump())?;
+    }
+    Ok(())
+}
+
+/// The server of a SEND test: each size in turn (`-a`), then the last handshake.
 fn send_server(
     ctx: &mut Ctx,
     p: &Params,
     oob: &mut Oob,
     mine: &[KeyMsg],
     progress: &mut Progress,
+    row: &mut dyn FnMut(&Params, &Outcome),
 ) -> io::Result<Outcome> {
+    let mut last = None;
+    for size in p.sizes() {
+        let q = p.with_size(size);
+        progress.resize(size);
+        start_size(ctx, &q, oob, mine)?;
+        let out = receive(ctx, &q, progress)?;
+        if p.all {
+            progress.finish();
+            row(&q, &out);
+            end_size(ctx, &q, oob, mine)?;
+        }
+        last = Some(out);
+    }
+    let c = &mut *ctx;
+    oob.handshake(mine, &mut || c.pump())?;
+    last.ok_or_else(|| io::Error::other("no size to run"))
+}
+
+/// `iters` messages per QP, each checked and its slot reposted.
+fn receive(ctx: &mut Ctx, p: &Params, progress: &mut Progress) -> io::Result<Outcome> {
     let nq = ctx.qps.len();
     let target = p.iters * nq as u64;
     let check = p.verify && p.peer_rocex;
@@ -432,7 +490,7 @@ fn send_server(
             if check {
                 errors += check_slot(ctx, q, k as u32, p.size as usize)?;
             }
-            post_recv(ctx, q, k as u32)?;
+            post_recv(ctx, p, q, k as u32)?;
             got += 1;
             n += 1;
             sampler.tick(now, 1);
@@ -455,10 +513,6 @@ fn send_server(
         }
     }
     let seconds = sampler.elapsed(first.unwrap_or(start));
-    {
-        let c = &mut *ctx;
-        oob.handshake(mine, &mut || c.pump())?;
-    }
     Ok(Outcome {
         iters: got,
         seconds,

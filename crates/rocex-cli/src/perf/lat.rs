@@ -8,15 +8,17 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use super::bw::{check_result, check_slot, mismatches, post_recv, post_request, split, wc_ok};
+use super::bw::{
+    check_result, check_slot, mismatches, post_recv, post_request, split, start_size, wc_ok,
+};
 use super::exchange::{KeyMsg, Oob, Verdict};
 use super::{Ctx, Op, Outcome, Params, pattern};
 
 const STALL: Duration = Duration::from_secs(30);
 
 /// Runs the test; with `-a`, every size in turn (the READ client alone, both sides of
-/// the WRITE ping-pong, with no exchange between sizes, as perftest's), `row` called with
-/// each size's result.
+/// the ping-pongs, with no exchange between sizes but the SEND test's, as perftest's),
+/// `row` called with each size's result.
 pub(crate) fn run(
     ctx: &mut Ctx,
     p: &Params,
@@ -35,6 +37,7 @@ pub(crate) fn run(
     let mut last = None;
     for size in p.sizes() {
         let q = p.with_size(size);
+        start_size(ctx, &q, oob, mine)?;
         let out = match p.op {
             Op::Read | Op::Atomic => one_at_a_time(ctx, &q)?,
             Op::Write | Op::Send => ping_pong(ctx, &q)?,
@@ -144,7 +147,7 @@ fn arrived(
                     if check {
                         *errors += check_slot(ctx, q, k as u32, p.size as usize)?;
                     }
-                    post_recv(ctx, q, k as u32)?;
+                    post_recv(ctx, p, q, k as u32)?;
                     seen = true;
                 }
             }

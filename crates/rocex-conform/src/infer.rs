@@ -524,9 +524,11 @@ fn rkeys(conn: &Connection, plan: &mut Plan) {
 }
 
 /// SEND_WITH_INV: rxe advances the MSN when the rkey was a window it invalidated, and
-/// not when it named a region (the QP then goes to error). Which of the two an rkey is,
-/// is read from that answer, for every IETH rkey: a window that requests also used is
-/// bound over their range, one named only by SEND_WITH_INV is allocated unbound.
+/// not when it named a region, whose QP then goes to error and answers nothing more. Which
+/// of the two an rkey is, is read from rxe's answers for every IETH rkey: a window needs
+/// the MSN advanced and, if requests follow, an answer to one of them (so a response lost
+/// before the ACK cannot pass a region off as a window). A window that requests also
+/// used is bound over their range; one named only by SEND_WITH_INV is allocated unbound.
 fn windows(conn: &Connection, plan: &mut Plan) {
     let mut decided: Vec<u32> = Vec::new();
     for (i, req) in conn.requests.iter().enumerate() {
@@ -546,12 +548,22 @@ fn windows(conn: &Connection, plan: &mut Plan) {
             .rev()
             .find_map(|r| r.aeth.map(|(_, m)| m))
             .unwrap_or(0);
+        let later: Vec<usize> = (i + 1..conn.requests.len())
+            .filter(|&k| conn.requests[k].psn.is_after(req.psn))
+            .collect();
+        let lived = later.iter().any(|&k| plan.answers[k].is_some());
         let frame = conn.responses[j].frame;
         let rkey = ieth.rkey;
-        if msn == before {
-            let text = format!(
-                "rkey {rkey:#x} names a memory region: rxe's ACK at frame {frame} left the MSN at {msn}"
-            );
+        if msn == before || (!later.is_empty() && !lived) {
+            let why = if msn == before {
+                format!("rxe's ACK at frame {frame} left the MSN at {msn}")
+            } else {
+                format!(
+                    "after rxe's ACK at frame {frame} none of the {} later request(s) was answered",
+                    later.len()
+                )
+            };
+            let text = format!("rkey {rkey:#x} names a memory region: {why}");
             plan.infer(req.frame, InferenceKind::MemoryRegion, text);
             continue;
         }

@@ -27,6 +27,7 @@ pub mod mr;
 pub mod private;
 pub mod qp;
 pub mod qp_ex;
+pub mod remap;
 
 use std::sync::OnceLock;
 

@@ -1,18 +1,20 @@
 //! Protection domains and memory regions.
 //!
-//! `ibv_reg_mr` registers the program's own memory where it lies (malloc'd buffers, as
-//! every C program has them): rocexd reaches it with `process_vm_readv`/`writev`
-//! (`RegMrProcess`, docs/abi.md §6.2), so the program's pointers stay valid, remote writes
-//! land in its own pages (ib_write_lat polls them), and overlapping registrations need
-//! nothing special. This needs ptrace permission over the program (docs/verbs.md).
+//! `ibv_reg_mr` registers the program's own memory (malloc'd buffers, as every C program
+//! has them) without moving its addresses: private anonymous memory is moved in place into
+//! a memfd rocexd maps (`remap.rs`: zero copy); anything else, and a registration that
+//! only partly overlaps an earlier one, stays where it is and rocexd reaches it with
+//! `process_vm_readv`/`writev` (`RegMrProcess`, docs/abi.md §6.2), which needs ptrace
+//! permission over the program. `ROCEX_MR=process` takes the second way for every MR.
 
 use core::ffi::{c_int, c_uint, c_void};
+use std::os::fd::AsFd;
 
-use rocex_verbs::{Access, Pd as VPd, ProcessMr};
+use rocex_verbs::{Access, FdMr, Pd as VPd, ProcessMr};
 
 use crate::abi::*;
 use crate::ctx::{Ctx, Guarded};
-use crate::{errno_of, null_errno, symver, trace, unsupported};
+use crate::{errno_of, null_errno, remap, symver, trace, unsupported};
 
 /// A protection domain.
 #[repr(C)]
@@ -39,12 +41,26 @@ impl Pd {
     }
 }
 
+/// How an MR's memory is reached.
+enum Backing {
+    /// Moved into the memfd group starting at the address (`remap.rs`).
+    Memfd(FdMr, usize),
+    /// Where it lies, by system calls.
+    Process(ProcessMr<'static>),
+}
+
 /// A memory region.
 #[repr(C)]
 pub struct Mr {
     /// rdma-core's MR.
     pub ibv: ibv_mr,
-    mr: Guarded<ProcessMr<'static>>,
+    mr: Guarded<Backing>,
+}
+
+/// Whether every MR is to be a process-memory MR (`ROCEX_MR=process`).
+fn process_only() -> bool {
+    static P: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *P.get_or_init(|| std::env::var("ROCEX_MR").is_ok_and(|v| v == "process"))
 }
 
 /// `ibv_alloc_pd`.
@@ -158,21 +174,39 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
     }
     let ctx = p.ctx();
     let g = ctx.lock();
-    // SAFETY: the program owns the memory; the MR is deregistered (ibv_dereg_mr) before
-    // the program may rightly free it, as with any RNIC.
-    match unsafe { p.pd.get(&g).reg_mr_process_raw(addr as u64, length, acc) } {
-        Ok(mr) => {
+    let pd_v = p.pd.get(&g);
+    let placed = (!process_only())
+        .then(|| remap::place(addr as usize, length))
+        .flatten();
+    let backing = match placed {
+        Some(pl) => {
+            let r = pd_v.reg_mr_memfd(pl.fd.as_fd(), addr as u64, pl.offset, length, acc);
+            if r.is_err() {
+                remap::release(pl.group);
+            }
+            r.map(|m| Backing::Memfd(m, pl.group))
+        }
+        // SAFETY: the program owns the memory; the MR is deregistered (ibv_dereg_mr)
+        // before the program may rightly free it, as with any RNIC.
+        None => unsafe { pd_v.reg_mr_process_raw(addr as u64, length, acc) }.map(Backing::Process),
+    };
+    match backing {
+        Ok(b) => {
+            let (lkey, rkey) = match &b {
+                Backing::Memfd(m, _) => (m.lkey(), m.rkey()),
+                Backing::Process(m) => (m.lkey(), m.rkey()),
+            };
             let b = Box::new(Mr {
                 ibv: ibv_mr {
                     context: p.ibv.context,
                     pd,
                     addr,
                     length,
-                    handle: mr.lkey(),
-                    lkey: mr.lkey(),
-                    rkey: mr.rkey(),
+                    handle: lkey,
+                    lkey,
+                    rkey,
                 },
-                mr: Guarded::new(mr),
+                mr: Guarded::new(b),
             });
             Box::into_raw(b).cast()
         }
@@ -195,7 +229,13 @@ pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
     let g = ctx.lock();
     // SAFETY: made by Box::into_raw in ibv_reg_mr_iova2.
     let b = unsafe { Box::from_raw(mr.cast::<Mr>()) };
-    drop(b.mr.into_inner());
+    match b.mr.into_inner() {
+        Backing::Memfd(m, group) => {
+            drop(m);
+            remap::release(group);
+        }
+        Backing::Process(m) => drop(m),
+    }
     drop(g);
     0
 }

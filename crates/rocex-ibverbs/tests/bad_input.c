@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <infiniband/verbs.h>
 
 static struct ibv_context *ctx;
@@ -57,7 +59,7 @@ static int to_rts(struct ibv_qp *qp, uint32_t dest, int global)
 
 /* One signaled WRITE of `len` bytes at `off` in the MR with `lkey` to `rkey`; the status
  * of its completion, or -errno if posting failed, or -1000 if none came. */
-static int write_status(uint32_t lkey, size_t off, uint32_t len, uint32_t rkey)
+static int write_to(uint32_t lkey, size_t off, uint32_t len, uint64_t raddr, uint32_t rkey)
 {
 	struct ibv_qp *a = new_qp(), *b = new_qp();
 	if (!a || !b || to_rts(a, b->qp_num, 1) || to_rts(b, a->qp_num, 1))
@@ -65,7 +67,7 @@ static int write_status(uint32_t lkey, size_t off, uint32_t len, uint32_t rkey)
 	struct ibv_sge sge = { .addr = (uintptr_t)buf + off, .length = len, .lkey = lkey };
 	struct ibv_send_wr wr = { .wr_id = 7, .sg_list = &sge, .num_sge = 1,
 		.opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED }, *bad;
-	wr.wr.rdma.remote_addr = (uintptr_t)buf + 8192;
+	wr.wr.rdma.remote_addr = raddr;
 	wr.wr.rdma.rkey = rkey;
 	int r = ibv_post_send(a, &wr, &bad);
 	if (r)
@@ -80,6 +82,57 @@ static int write_status(uint32_t lkey, size_t off, uint32_t len, uint32_t rkey)
 		}
 	}
 	return -1000;
+}
+
+static int write_status(uint32_t lkey, size_t off, uint32_t len, uint32_t rkey)
+{
+	return write_to(lkey, off, len, (uintptr_t)buf + 8192, rkey);
+}
+
+/* 1 when this process maps a memfd of rocex's MRs. */
+static int maps_memfd(void)
+{
+	char line[512];
+	int found = 0;
+	FILE *f = fopen("/proc/self/maps", "r");
+	while (f && fgets(line, sizeof line, f))
+		found |= strstr(line, "memfd:rocex-mr") != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/* Registrations that overlap: remote WRITEs through each must land in the program's own
+ * bytes, and a forked child's writes must not reach the parent's. */
+static void overlap(void)
+{
+	char *b2 = aligned_alloc(4096, 16384);
+	memset(b2, 0, 16384);
+	int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+	struct ibv_mr *a = ibv_reg_mr(pd, b2, 8192, acc);
+	struct ibv_mr *b = ibv_reg_mr(pd, b2 + 4096, 8192, acc);
+	struct ibv_mr *c = ibv_reg_mr(pd, b2 + 100, 100, acc);
+	printf("overlap_reg %d\n", a && b && c);
+	printf("maps_memfd %d\n", maps_memfd());
+	memset(buf, 'A', 64);
+	int ra = write_to(mr->lkey, 0, 64, (uintptr_t)b2 + 6000, a->rkey);
+	memset(buf, 'B', 64);
+	int rb = write_to(mr->lkey, 0, 64, (uintptr_t)b2 + 6100, b->rkey);
+	memset(buf, 'C', 64);
+	int rc = write_to(mr->lkey, 0, 64, (uintptr_t)b2 + 120, c->rkey);
+	printf("overlap_writes %d %d %d\n", ra, rb, rc);
+	printf("overlap_seen %d %d %d\n", b2[6000] == 'A' && b2[6063] == 'A',
+	       b2[6100] == 'B' && b2[6163] == 'B', b2[120] == 'C' && b2[183] == 'C');
+	pid_t pid = fork();
+	if (pid == 0) {
+		b2[0] = 'X';
+		_exit(b2[0] == 'X' ? 0 : 1);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	printf("fork_private %d %d\n", WIFEXITED(st) && WEXITSTATUS(st) == 0, b2[0] == 0);
+	printf("overlap_dereg %d %d %d\n", ibv_dereg_mr(c), ibv_dereg_mr(b), ibv_dereg_mr(a));
+	printf("after_dereg %d\n", b2[6000] == 'A' && b2[120] == 'C');
 }
 
 int main(void)
@@ -149,6 +202,7 @@ int main(void)
 	printf("write_bad_lkey %d\n", write_status(mr->lkey ^ 0x5a5a00, 0, 64, mr->rkey));
 	printf("write_sge_out_of_mr %d\n", write_status(mr->lkey, 16000, 4096, mr->rkey));
 	printf("write_bad_rkey %d\n", write_status(mr->lkey, 0, 64, mr->rkey ^ 0x5a5a00));
+	overlap();
 	printf("done 1\n");
 	return 0;
 }

@@ -2,7 +2,10 @@
 //! system's verbs.h and linked with `-libverbs` (`bad_input.c`), run under `rocex run`:
 //! unsupported verbs answer as rdma-core does (NULL with errno EOPNOTSUPP, or the code),
 //! posting in the wrong state or beyond the QP's SGEs is refused with EINVAL as rxe
-//! does, and bad keys and bounds come back as rdma-core's completion statuses.
+//! does, and bad keys and bounds come back as rdma-core's completion statuses. Memory
+//! registration: three overlapping MRs over one malloc'd buffer each see the bytes a peer
+//! writes through them, in the program's own memory, and a forked child's writes stay in
+//! the child.
 
 mod common;
 
@@ -68,7 +71,7 @@ fn bad_input_gets_rdma_cores_answers() {
             Some((k, v))
         })
         .collect();
-    let want: [(&str, &[i32]); 14] = [
+    let want: [(&str, &[i32]); 21] = [
         ("create_srq", &[0, EOPNOTSUPP]),
         ("alloc_mw", &[0, EOPNOTSUPP]),
         ("create_cq_ex_timestamp", &[0, EOPNOTSUPP]),
@@ -83,6 +86,15 @@ fn bad_input_gets_rdma_cores_answers() {
         ("write_bad_lkey", &[4]),      // IBV_WC_LOC_PROT_ERR
         ("write_sge_out_of_mr", &[4]), // IBV_WC_LOC_PROT_ERR
         ("write_bad_rkey", &[10]),     // IBV_WC_REM_ACCESS_ERR
+        // Overlapping MRs over malloc'd memory: the first moved into a memfd, the second
+        // (partly overlapping it) left in place, the third inside the first's pages.
+        ("overlap_reg", &[1]),
+        ("maps_memfd", &[1]),
+        ("overlap_writes", &[0, 0, 0]),
+        ("overlap_seen", &[1, 1, 1]),
+        ("fork_private", &[1, 1]),
+        ("overlap_dereg", &[0, 0, 0]),
+        ("after_dereg", &[1]),
     ];
     for (k, v) in want {
         assert_eq!(got.get(k).map(Vec::as_slice), Some(v), "{k}:\n{t}");

@@ -74,7 +74,7 @@ pub use rocex_shm::control::{QpStat, StatGroup, Stats};
 mod cm;
 mod mr;
 
-pub use mr::{Mr, ProcessMr, Registration};
+pub use mr::{FdMr, Mr, ProcessMr, Registration};
 
 /// Where a client looks for the daemon without a path: `$ROCEX_SOCKET`, else
 /// `/run/rocex/rocexd.sock`.
@@ -675,6 +675,38 @@ impl Pd {
         Ok(ProcessMr::new(
             self.ctx.clone(),
             Registration::new(addr, len, lkey, rkey),
+        ))
+    }
+
+    /// Registers `len` bytes at byte `offset` of `memfd` (sealed against shrinking, mapped
+    /// by this process where the program uses it) as the MR whose first byte work requests
+    /// and peers name `iova`. The daemon maps the memfd: zero copy, as
+    /// [`alloc_mr`](Self::alloc_mr), for memory the caller placed in a memfd itself.
+    pub fn reg_mr_memfd(
+        &self,
+        memfd: std::os::fd::BorrowedFd<'_>,
+        iova: u64,
+        offset: u64,
+        len: usize,
+        access: Access,
+    ) -> Result<FdMr> {
+        let fd = rustix::io::fcntl_dupfd_cloexec(memfd, 0).map_err(io::Error::from)?;
+        let (r, _) = self.ctx.ch.call(
+            &Request::RegMrShared {
+                pd: self.pd,
+                iova,
+                offset,
+                len: len as u64,
+                access: access.bits(),
+            },
+            &[fd],
+        )?;
+        let Response::RegMr { lkey, rkey, .. } = r else {
+            return Err(proto("bad RegMr response"));
+        };
+        Ok(FdMr::new(
+            self.ctx.clone(),
+            Registration::new(iova, len, lkey, rkey),
         ))
     }
 

@@ -224,6 +224,36 @@ impl Drop for ProcessMr<'_> {
     }
 }
 
+/// A memory region over a memfd the caller maps itself
+/// ([`Pd::reg_mr_memfd`](crate::Pd::reg_mr_memfd)); deregistered on drop.
+#[derive(Debug)]
+pub struct FdMr {
+    ctx: Context,
+    reg: Registration,
+}
+
+impl FdMr {
+    pub(crate) fn new(ctx: Context, reg: Registration) -> Self {
+        Self { ctx, reg }
+    }
+}
+
+impl Deref for FdMr {
+    type Target = Registration;
+
+    fn deref(&self) -> &Registration {
+        &self.reg
+    }
+}
+
+impl Drop for FdMr {
+    fn drop(&mut self) {
+        let _ = self.ctx.ch.done(&Request::DeregMr {
+            lkey: self.reg.lkey,
+        });
+    }
+}
+
 /// Splits `len` bytes at `offset` into a head up to the first 4-byte boundary, a body of
 /// whole shared words and a tail: only the head and tail need byte-wise access. The body
 /// starts on a boundary only when it is not empty.

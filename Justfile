@@ -29,9 +29,10 @@ test:
     exit $status
 
 # Two rocexd in two network namespaces joined by a veth pair: rocex perf on every backend,
-# every verbs operation, concurrent, killed and hostile clients. Needs root.
+# every verbs operation, concurrent, killed and hostile clients, and every perf test one
+# after another on the same daemons. Needs root.
 veth:
-    cargo test -p rocex-daemon --test veth
+    cargo test -p rocex-daemon --test veth --test sequence
 
 # One million mixed, checked messages over 16 QPs between two rocexd in network namespaces,
 # both injecting 10% loss, duplication, reordering and corruption.

@@ -1,124 +1,33 @@
 //! Two `rocexd` in two network namespaces (`h3a`, `h3b`) joined by a veth pair
-//! (198.18.203.1 and 198.18.203.2/24, MTU 9000), made and removed by each test. The
-//! daemons run under `ip netns exec`; their control sockets are files, so the clients (this
-//! process, its children and `rocex perf`) stay in the root namespace.
+//! (198.18.203.1 and 198.18.203.2/24, MTU 9000), made and removed by each test
+//! (`common::netns`); `rocex perf` runs between them (`common::perf`).
 //!
 //! Needs root and `ip`: without them a test fails when `CI` is set and skips with a notice
 //! otherwise. The tests share the namespace names and addresses, so they run one at a time.
-//!
-//! `rocex perf` is the `rocex` next to `rocexd`, built by `cargo build -p rocex-cli` when a
-//! test first needs it, or `$ROCEX_BIN`.
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Daemon, End, Opts, T, end, every_op, ok, pair_at, pattern, post_garbage_slots};
-use common::{post_undefined_opcode, read_back, send_recv, socket_in};
+use common::netns::{Layout, Net};
+use common::perf::perf;
+use common::{Daemon, End, T, end, every_op, ok, pair_at, pattern, post_garbage_slots};
+use common::{post_undefined_opcode, read_back, send_recv};
 use rocex_verbs::Context;
 use rocex_verbs::verbs::{Mtu, SendOp, SendWr, WcOpcode};
 
-const NS: [&str; 2] = ["h3a", "h3b"];
-const VETH: [&str; 2] = ["h3v0", "h3v1"];
-const ADDR: [&str; 2] = ["198.18.203.1", "198.18.203.2"];
+const LAYOUT: Layout = Layout {
+    ns: ["h3a", "h3b"],
+    veth: ["h3v0", "h3v1"],
+    addr: ["198.18.203.1", "198.18.203.2"],
+};
+
 /// Every backend `rocexd --backend` names.
 const BACKENDS: [&str; 3] = ["udp", "afpacket", "uring"];
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn ip(args: &[&str]) -> Output {
-    run(Command::new("ip").args(args))
-}
-
-/// Why this machine cannot run the tests, if it cannot.
-fn missing() -> Option<&'static str> {
-    if !rocex_testkit::is_root() {
-        return Some("root (network namespaces)");
-    }
-    if Command::new("ip").arg("-V").output().is_err() {
-        return Some("`ip` (iproute2)");
-    }
-    None
-}
-
-/// The namespaces and the veth pair, removed on drop; holding it serializes the tests.
-struct Net {
-    _serial: MutexGuard<'static, ()>,
-}
-
-impl Net {
-    /// `None` when the machine lacks what the test needs (`rocex_testkit::cannot_run`).
-    fn up(test: &str) -> Option<Self> {
-        if let Some(what) = missing() {
-            rocex_testkit::cannot_run(test, what);
-            return None;
-        }
-        let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-        remove_namespaces();
-        for ns in NS {
-            ip(&["netns", "add", ns]);
-            ip(&["-n", ns, "link", "set", "lo", "up"]);
-        }
-        let net = Self { _serial: serial };
-        ip(&[
-            "link", "add", VETH[0], "netns", NS[0], "type", "veth", "peer", "name", VETH[1],
-            "netns", NS[1],
-        ]);
-        for i in 0..2 {
-            let cidr = format!("{}/24", ADDR[i]);
-            ip(&["-n", NS[i], "addr", "add", &cidr, "dev", VETH[i]]);
-            ip(&["-n", NS[i], "link", "set", VETH[i], "mtu", "9000", "up"]);
-        }
-        Some(net)
-    }
-}
-
-/// Deleting a namespace deletes the veth end in it, and with it the pair.
-fn remove_namespaces() {
-    for ns in NS {
-        let _ = Command::new("ip")
-            .args(["netns", "del", ns])
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
-impl Drop for Net {
-    fn drop(&mut self) {
-        remove_namespaces();
-    }
-}
-
-/// Starts the daemon of side `i` on `backend` in namespace `NS[i]`; panics with the
-/// daemon's own words when it does not come up (an unknown backend, a bind error).
-fn daemon(i: usize, backend: &str) -> Daemon {
-    let opts = Opts {
-        netns: Some(NS[i]),
-        extra: &["--backend", backend],
-        log: true,
-    };
-    Daemon::start_with(ADDR[i], &socket_in(&format!("veth-{i}")), opts)
-}
-
-/// Both daemons on `backend`.
-fn daemons(backend: &str) -> [Daemon; 2] {
-    [daemon(0, backend), daemon(1, backend)]
-}
 
 /// Ends on the two daemons, connected at path MTU 4096.
 fn across(d: &[Daemon; 2]) -> (End, End) {
@@ -133,122 +42,16 @@ fn across_socks(sa: &Path, sb: &Path) -> (End, End) {
     (a, b)
 }
 
-/// The `rocex` binary: `$ROCEX_BIN`, else built next to `rocexd` once per test run.
-fn rocex_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Some(p) = std::env::var_os("ROCEX_BIN") {
-            return PathBuf::from(p);
-        }
-        let dir = Path::new(env!("CARGO_BIN_EXE_rocexd"))
-            .parent()
-            .expect("the binaries' directory");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut build = Command::new(cargo);
-        build.args(["build", "-q", "-p", "rocex-cli", "--bin", "rocex"]);
-        if dir.ends_with("release") {
-            build.arg("--release");
-        }
-        run(&mut build);
-        dir.join("rocex")
-    })
-}
-
-/// Waits for `child` at most `limit`, killing it after that.
-fn finish(mut child: Child, limit: Duration, who: &str) -> Output {
-    let end = Instant::now() + limit;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > end {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{who} did not finish within {} s: {}",
-                limit.as_secs(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
-
-/// The one JSON object `rocex perf --json` printed, as its keys and raw values. The
-/// object is flat and its strings hold no commas or colons, so splitting parses it.
-fn perf_json(o: &Output, who: &str) -> BTreeMap<String, String> {
-    let text = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{who} failed: {}{text}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "{who} printed more than one line: {text}");
-    let body = lines[0]
-        .trim()
-        .strip_prefix('{')
-        .and_then(|b| b.strip_suffix('}'))
-        .unwrap_or_else(|| panic!("{who}: not a JSON object: {text}"));
-    body.split(',')
-        .map(|kv| {
-            let (k, v) = kv
-                .split_once(':')
-                .unwrap_or_else(|| panic!("{who}: bad JSON member {kv:?}"));
-            (k.trim().trim_matches('"').to_owned(), v.trim().to_owned())
-        })
-        .collect()
-}
-
-/// `rocex perf OP bw --verify --json` with its server on daemon 1 and its client on daemon
-/// 0; the exchange runs over 127.0.0.1 in the root namespace. Both ends must have verified
-/// every iteration.
-fn perf(d: &[Daemon; 2], op: &str, args: &[&str], iters: u64) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap()
-        .to_string();
-    let iters_arg = iters.to_string();
-    let cmd = |sock: &Path| {
-        let mut c = Command::new(rocex_bin());
-        c.args(["perf", op, "bw", "-n", &iters_arg, "-p", &port])
-            .args(args)
-            .args(["--verify", "--json", "--socket"])
-            .arg(sock)
-            .env_remove("ROCEX_SOCKET")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        c
-    };
-    let server = cmd(&d[1].sock).spawn().expect("start the perf server");
-    std::thread::sleep(Duration::from_millis(200));
-    let client = cmd(&d[0].sock)
-        .arg("127.0.0.1")
-        .spawn()
-        .expect("start the perf client");
-    let limit = Duration::from_secs(180);
-    let c = perf_json(&finish(client, limit, "perf client"), "perf client");
-    let s = perf_json(&finish(server, limit, "perf server"), "perf server");
-    let want = [
-        ("op", format!("\"{op}\"")),
-        ("verified", "true".into()),
-        ("errors", "0".into()),
-        ("iters", iters.to_string()),
-    ];
-    for (who, v) in [("client", &c), ("server", &s)] {
-        for (k, val) in &want {
-            assert_eq!(v.get(*k), Some(val), "{op} {who}: {k} in {v:?}");
-        }
-    }
-}
-
 /// Every perf bandwidth test, verified, over daemons on `backend`.
 fn perf_on(backend: &str, test: &str) {
-    let Some(_net) = Net::up(test) else { return };
-    let d = daemons(backend);
-    perf(&d, "write", &["-s", "65536", "-q", "2"], 200);
-    perf(&d, "read", &["-s", "16384"], 200);
-    perf(&d, "send", &["-s", "4096"], 300);
-    perf(&d, "atomic", &["-A", "faa"], 300);
+    let Some(net) = Net::up(test, &LAYOUT) else {
+        return;
+    };
+    let d = net.daemons(backend);
+    perf(&d, "write", "bw", &["-s", "65536", "-q", "2"], 200);
+    perf(&d, "read", "bw", &["-s", "16384"], 200);
+    perf(&d, "send", "bw", &["-s", "4096"], 300);
+    perf(&d, "atomic", "bw", &["-A", "faa"], 300);
 }
 
 #[test]
@@ -267,8 +70,10 @@ fn perf_uring() {
 }
 
 fn verbs_on(backend: &str, test: &str) {
-    let Some(_net) = Net::up(test) else { return };
-    let d = daemons(backend);
+    let Some(net) = Net::up(test, &LAYOUT) else {
+        return;
+    };
+    let d = net.daemons(backend);
     let (mut a, mut b) = across(&d);
     every_op(&mut a, &mut b);
     every_op(&mut b, &mut a);
@@ -323,10 +128,10 @@ fn verified_writes(a: &mut End, b: &mut End, seed: u8, rounds: u64) {
 
 #[test]
 fn concurrent_clients() {
-    let Some(_net) = Net::up("concurrent_clients") else {
+    let Some(net) = Net::up("concurrent_clients", &LAYOUT) else {
         return;
     };
-    let d = daemons("udp");
+    let d = net.daemons("udp");
     let socks = [d[0].sock.clone(), d[1].sock.clone()];
     let clients: Vec<_> = (0..4u8)
         .map(|k| {
@@ -430,10 +235,10 @@ fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
 
 #[test]
 fn killed_client_is_reclaimed() {
-    let Some(_net) = Net::up("killed_client_is_reclaimed") else {
+    let Some(net) = Net::up("killed_client_is_reclaimed", &LAYOUT) else {
         return;
     };
-    let mut d = daemons("udp");
+    let mut d = net.daemons("udp");
     let watch = [
         Context::open(&d[0].sock).unwrap(),
         Context::open(&d[1].sock).unwrap(),
@@ -500,10 +305,10 @@ fn killed_client_is_reclaimed() {
 
 #[test]
 fn hostile_client_is_contained() {
-    let Some(_net) = Net::up("hostile_client_is_contained") else {
+    let Some(net) = Net::up("hostile_client_is_contained", &LAYOUT) else {
         return;
     };
-    let mut d = daemons("udp");
+    let mut d = net.daemons("udp");
     let socks = [d[0].sock.clone(), d[1].sock.clone()];
     let (started_tx, started_rx) = std::sync::mpsc::channel();
     let good = std::thread::spawn(move || {

@@ -1,9 +1,13 @@
 //! What the daemon tests share: `rocexd` child processes, one rocex-verbs endpoint
 //! (context, PD, MR, CQ, RC QP), connecting two of them, checking completions, and data
-//! patterns.
+//! patterns; two daemons in two network namespaces (`netns`) and `rocex perf` between
+//! them (`perf`).
 
 // Each test crate uses its own subset.
 #![allow(dead_code)]
+
+pub(crate) mod netns;
+pub(crate) mod perf;
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};

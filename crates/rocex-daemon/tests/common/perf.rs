@@ -1,0 +1,130 @@
+//! `rocex perf` between two daemons: the `rocex` next to `rocexd` (built by `cargo build
+//! -p rocex-cli` when a test first needs it, or `$ROCEX_BIN`), a server on one daemon and
+//! a client on the other exchanging over 127.0.0.1, and the JSON each prints.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use super::Daemon;
+use super::netns::run;
+
+/// How long one side of one test may take: a stalled side gives up after 30 s of no
+/// progress on its own.
+const LIMIT: Duration = Duration::from_secs(180);
+
+/// The `rocex` binary: `$ROCEX_BIN`, else built next to `rocexd` once per test run.
+pub(crate) fn rocex_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(p) = std::env::var_os("ROCEX_BIN") {
+            return PathBuf::from(p);
+        }
+        let dir = Path::new(env!("CARGO_BIN_EXE_rocexd"))
+            .parent()
+            .expect("the binaries' directory");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut build = Command::new(cargo);
+        build.args(["build", "-q", "-p", "rocex-cli", "--bin", "rocex"]);
+        if dir.ends_with("release") {
+            build.arg("--release");
+        }
+        run(&mut build);
+        dir.join("rocex")
+    })
+}
+
+/// Waits for `child` at most `limit`, killing it after that.
+fn finish(mut child: Child, limit: Duration, who: &str) -> Output {
+    let end = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > end {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{who} did not finish within {} s: {}",
+                limit.as_secs(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// The one JSON object `rocex perf --json` printed, as its keys and raw values. The
+/// object is flat and its strings hold no commas or colons, so splitting parses it.
+fn perf_json(o: &Output, who: &str) -> BTreeMap<String, String> {
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{who} failed: {}{text}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{who} printed more than one line: {text}");
+    let body = lines[0]
+        .trim()
+        .strip_prefix('{')
+        .and_then(|b| b.strip_suffix('}'))
+        .unwrap_or_else(|| panic!("{who}: not a JSON object: {text}"));
+    body.split(',')
+        .map(|kv| {
+            let (k, v) = kv
+                .split_once(':')
+                .unwrap_or_else(|| panic!("{who}: bad JSON member {kv:?}"));
+            (k.trim().trim_matches('"').to_owned(), v.trim().to_owned())
+        })
+        .collect()
+}
+
+/// `rocex perf OP TEST -n ITERS ARGS --verify --json` with its server on daemon 1 and its
+/// client on daemon 0; the exchange runs over 127.0.0.1 in the root namespace. Both ends
+/// must have verified every iteration, except the server of a READ or atomic latency
+/// test, which is passive and counts none (`rocex perf`'s `lat.rs`).
+pub(crate) fn perf(d: &[Daemon; 2], op: &str, test: &str, args: &[&str], iters: u64) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap()
+        .to_string();
+    let iters_arg = iters.to_string();
+    let cmd = |sock: &Path| {
+        let mut c = Command::new(rocex_bin());
+        c.args(["perf", op, test, "-n", &iters_arg, "-p", &port])
+            .args(args)
+            .args(["--verify", "--json", "--socket"])
+            .arg(sock)
+            .env_remove("ROCEX_SOCKET")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    };
+    let server = cmd(&d[1].sock).spawn().expect("start the perf server");
+    // The client retries while nothing listens yet (`--connect-timeout`).
+    let client = cmd(&d[0].sock)
+        .arg("127.0.0.1")
+        .spawn()
+        .expect("start the perf client");
+    let what = format!("{op} {test}");
+    let c = finish(client, LIMIT, &format!("{what} client"));
+    let s = finish(server, LIMIT, &format!("{what} server"));
+    let c = perf_json(&c, &format!("{what} client"));
+    let s = perf_json(&s, &format!("{what} server"));
+    let passive = test == "lat" && matches!(op, "read" | "atomic");
+    for (who, v) in [("client", &c), ("server", &s)] {
+        let counted = if who == "server" && passive { 0 } else { iters };
+        let want = [
+            ("op", format!("\"{op}\"")),
+            ("test", format!("\"{test}\"")),
+            ("verified", "true".into()),
+            ("errors", "0".into()),
+            ("iters", counted.to_string()),
+        ];
+        for (k, val) in &want {
+            assert_eq!(v.get(*k), Some(val), "{what} {who}: {k} in {v:?}");
+        }
+    }
+}

@@ -296,3 +296,74 @@ pub(super) fn atomics(conn: &Connection, plan: &mut Plan) {
         plan.infer(frame, InferenceKind::AtomicOrig, text);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use rocex_proto::Access;
+
+    use crate::connection::split;
+    use crate::infer::{InferenceKind, Plan, plan};
+
+    /// The plan of the one RC connection in `pcaps/NAME`.
+    fn planned(name: &str) -> Plan {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../pcaps")
+            .join(name);
+        let cap = rocex_dump::capture::open(&path).unwrap();
+        let conns = split(&cap.frames, |p| p == rocex_wire::ROCE_V2_PORT).connections;
+        assert_eq!(conns.len(), 1, "{name}");
+        plan(&conns[0])
+    }
+
+    fn kinds(p: &Plan) -> Vec<InferenceKind> {
+        p.inferences.iter().map(|i| i.kind).collect()
+    }
+
+    #[test]
+    fn a_window_and_its_region_are_one_memory_and_no_atomic_is_seeded() {
+        // A WRITE through the window places the word a CMP_SWAP through the MR's rkey then
+        // finds: one memory, so nothing needs seeding from rxe's answer.
+        for name in ["probe_mw.pcap", "probe_mw-loss5.pcap"] {
+            let p = planned(name);
+            assert_eq!((p.mrs.len(), p.memories.len()), (2, 1), "{name}");
+            assert!(p.mrs.iter().all(|m| m.memory == 0 && !m.window), "{name}");
+            assert!(p.seeds.is_empty(), "{name}: {:?}", p.seeds);
+            let k = kinds(&p);
+            assert!(k.contains(&InferenceKind::SharedMemory), "{name}");
+            assert!(!k.contains(&InferenceKind::AtomicOrig), "{name}");
+        }
+    }
+
+    #[test]
+    fn send_with_invalidate_tells_a_window_from_a_region() {
+        for name in ["probe_mw_inv.pcap", "probe_mw_inv-loss5.pcap"] {
+            let p = planned(name);
+            assert_eq!(p.mrs.len(), 1, "{name}");
+            assert!(
+                p.mrs[0].window,
+                "{name}: a bound window, used before its invalidation"
+            );
+            assert!(kinds(&p).contains(&InferenceKind::MemoryWindow), "{name}");
+        }
+        for name in ["probe_send_inv_mr.pcap", "probe_send_inv_mr-loss5.pcap"] {
+            let p = planned(name);
+            assert!(
+                p.mrs.iter().all(|m| !m.window) && p.mws.is_empty(),
+                "{name}"
+            );
+            assert!(kinds(&p).contains(&InferenceKind::MemoryRegion), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_whole_region_flush_lends_its_rights_but_no_range() {
+        let p = planned("probe_flush_mr.pcap");
+        assert_eq!(p.mrs.len(), 1);
+        let mr = &p.mrs[0];
+        assert!(mr.access.contains(Access::FLUSH_GLOBAL));
+        // The range is the WRITE's 4 KiB alone.
+        assert_eq!(mr.len, 4096);
+    }
+}

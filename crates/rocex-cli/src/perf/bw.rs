@@ -16,6 +16,8 @@ use crate::progress::Stall;
 const QP_SHIFT: u32 = 40;
 /// No completion for this long means the peer is gone.
 const STALL: Duration = Duration::from_secs(30);
+/// How long a timed run waits past its `--duration` for the requests in flight.
+const GRACE: Duration = Duration::from_secs(1);
 /// No completion for this long is said on stderr, once, while the run keeps waiting.
 pub(crate) const NOTICE: Duration = Duration::from_secs(5);
 
@@ -37,7 +39,7 @@ pub(crate) fn wc_ok(wc: &WorkCompletion) -> io::Result<()> {
 /// Posts receive slot `k` of QP `qp`, unless the peer's `p.iters` messages of this size
 /// all have one (a receive left over would crowd the next size's out of the queue).
 pub(crate) fn post_recv(ctx: &mut Ctx, p: &Params, qp: usize, k: u32) -> io::Result<()> {
-    if ctx.recvs[qp] >= p.iters {
+    if p.duration.is_none() && ctx.recvs[qp] >= p.iters {
         return Ok(());
     }
     ctx.recvs[qp] += 1;
@@ -332,6 +334,15 @@ fn measure(ctx: &mut Ctx, p: &Params, progress: &mut Progress) -> io::Result<(Ou
         if all_posted && flying == 0 {
             break;
         }
+        // A timed run ends on time: what is still in flight a moment after the deadline
+        // (a lossy link) is left to the engine and not counted, as perftest stops.
+        if deadline.is_some_and(|d| now >= d + GRACE) {
+            progress.say(&format!(
+                "rocex perf: --duration over; {flying} requests still in flight after {} s more are not counted",
+                GRACE.as_secs_f64()
+            ));
+            break;
+        }
         progress.update(start, done_all, p.iters * nq as u64, || {
             ctx.nic.counters().map(|c| c.retransmitted_pkts)
         });
@@ -473,7 +484,9 @@ fn receive(ctx: &mut Ctx, p: &Params, progress: &mut Progress) -> io::Result<Out
     let mut first: Option<Instant> = None;
     let start = Instant::now();
     let mut last = Instant::now();
-    while got < target {
+    // A timed run receives until its own deadline, as perftest's server does.
+    let deadline = p.duration.map(|d| start + d);
+    while deadline.map_or(got < target, |d| Instant::now() < d) {
         ctx.nic.turn()?;
         let mut n = 0;
         while let Some(wc) = ctx.nic.poll_cq()? {

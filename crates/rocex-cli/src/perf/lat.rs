@@ -15,6 +15,8 @@ use super::exchange::{KeyMsg, Oob, Verdict};
 use super::{Ctx, Op, Outcome, Params, pattern};
 
 const STALL: Duration = Duration::from_secs(30);
+/// How long a timed ping-pong waits past its deadline for the peer's message.
+const GRACE: Duration = Duration::from_secs(1);
 
 /// Runs the test; with `-a`, every size in turn (the READ client alone, both sides of
 /// the ping-pongs, with no exchange between sizes but the SEND test's, as perftest's),
@@ -160,11 +162,20 @@ fn ping_pong(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
     let check = p.verify && p.peer_rocex;
     let (mut scnt, mut rcnt) = (0u64, 0u64);
     let mut errors = 0;
-    let mut lat = Vec::with_capacity(p.iters as usize);
+    // A timed run (`--duration`) goes on until its deadline; the peer keeps its own, so
+    // a side that waits for a message past its deadline stops too.
+    let iters = if p.duration.is_some() {
+        u64::MAX
+    } else {
+        p.iters
+    };
+    let mut lat = Vec::with_capacity(iters.min(1 << 20) as usize);
     let (mut sent_at, mut seen_at): (Option<Instant>, Option<Instant>) = (None, None);
     let mut sent = 0u64;
     let start = Instant::now();
-    while scnt < p.iters || rcnt < p.iters {
+    let deadline = p.duration.map(|d| start + d);
+    let over = |grace: Duration| deadline.is_some_and(|d| Instant::now() >= d + grace);
+    while (scnt < iters || rcnt < iters) && !over(Duration::ZERO) {
         // Who opens is perftest's choice, and both ends must agree: in the WRITE test a
         // second message would overwrite the counter before the peer saw the first.
         let opener = if p.op == Op::Write {
@@ -172,26 +183,33 @@ fn ping_pong(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
         } else {
             p.client
         };
-        if rcnt < p.iters && !(scnt < 1 && opener) {
-            rcnt += 1;
+        if rcnt < iters && !(scnt < 1 && opener) {
             let since = Instant::now();
             // Looked for after every receive: a busy-polling NIC holds the ACK for the
             // message until the next call, so that the answer goes out with it, first.
             let mut spins = 0u32;
             loop {
-                if arrived(ctx, p, rcnt, check, &mut errors, &mut sent)? {
+                if arrived(ctx, p, rcnt + 1, check, &mut errors, &mut sent)? {
                     break;
                 }
                 // The clock only now and then: a busy poll spins in a microsecond.
                 spins = spins.wrapping_add(1);
+                if spins % 1024 == 0 && over(GRACE) {
+                    break;
+                }
                 if spins % 1024 == 0 && since.elapsed() > STALL {
                     return Err(io::Error::other(format!(
-                        "message {rcnt} did not arrive within {} s",
+                        "message {} did not arrive within {} s",
+                        rcnt + 1,
                         STALL.as_secs()
                     )));
                 }
                 ctx.nic.wait(Duration::from_millis(1))?;
             }
+            if over(GRACE) {
+                break;
+            }
+            rcnt += 1;
             // One clock reading a round, as perftest takes one cycle count: it ends the
             // round just seen and starts the next.
             let t = Instant::now();
@@ -200,7 +218,7 @@ fn ping_pong(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
             }
             seen_at = Some(t);
         }
-        if scnt < p.iters {
+        if scnt < iters {
             scnt += 1;
             if p.op == Op::Write {
                 // The last byte carries the counter the peer polls for.
@@ -215,7 +233,8 @@ fn ping_pong(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
         // The counter byte back to the pattern, so that a larger size (`-a`) sends the
         // pattern there; once our last WRITE has completed, for it carries the counter.
         let since = Instant::now();
-        while sent < scnt {
+        // A timed run's peer may have stopped answering already: a moment is enough.
+        while sent < scnt && !(p.duration.is_some() && since.elapsed() > GRACE) {
             arrived(ctx, p, 0, false, &mut errors, &mut sent)?;
             if since.elapsed() > STALL {
                 return Err(io::Error::other(format!(
@@ -229,7 +248,7 @@ fn ping_pong(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
         ctx.write_mem(0, ctx.local(0) + last, &[pattern(last)])?;
     }
     Ok(Outcome {
-        iters: scnt,
+        iters: if p.duration.is_some() { rcnt } else { scnt },
         seconds: start.elapsed().as_secs_f64(),
         peak_mbs: 0.0,
         lat_us: lat,

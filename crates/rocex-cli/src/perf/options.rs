@@ -51,8 +51,9 @@ pub(crate) struct Args {
     /// Iterations per QP (default 5000 for bw, 1000 for lat).
     #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..=1 << 32))]
     pub(super) iters: Option<u64>,
-    /// Run for this many seconds instead of a number of iterations (client side of
-    /// write bw, read and atomic tests, whose server is passive).
+    /// Run for this many seconds instead of a number of iterations (give it to both
+    /// sides, as perftest's `-D`: each keeps its own time; what is in flight a second past
+    /// the end is not counted).
     #[arg(short = 'D', long, conflicts_with = "iters", value_parser = crate::device::parse_secs)]
     pub(super) duration: Option<f64>,
     /// QPs (bandwidth tests), 1 to 4096; with more than one, the depths per QP are cut so
@@ -207,9 +208,6 @@ pub(super) fn params(a: &Args) -> Result<Params, String> {
         );
     }
     let duration = a.duration.map(Duration::from_secs_f64);
-    if duration.is_some() && (a.op == Op::Send || (a.op == Op::Write && a.test == Test::Lat)) {
-        return Err("--duration needs a passive server: write bw, read or atomic".into());
-    }
     let tx_depth = if a.test == Test::Lat {
         1
     } else {

@@ -37,7 +37,15 @@ async fn main() -> rocex::Result<()> {
             std::process::exit(2);
         }
     };
-    let dev = Device::open()?;
+    let dev = Device::open().unwrap_or_else(|e| {
+        // Which socket was tried, so that a missing or misnamed daemon is plain.
+        let socket = rocex_verbs::default_socket();
+        eprintln!(
+            "async_copy: no rocexd at {} ($ROCEX_SOCKET names its --socket): {e}",
+            socket.display()
+        );
+        std::process::exit(1);
+    });
     // The device is not Send: its tasks run on this thread.
     let local = tokio::task::LocalSet::new();
     match role.as_str() {
@@ -54,6 +62,7 @@ async fn server(dev: Device, addr: String) -> rocex::Result<()> {
     let listener = Listener::bind(&dev, addr.as_str())?;
     println!("server: waiting on {addr}");
     let conn = listener.accept_async().await?;
+    println!("server: RDMA peer {}", conn.peer_device_addr());
     let mut data = dev.alloc(SIZE)?;
     for (i, b) in data.iter_mut().enumerate() {
         *b = (i as u8).wrapping_mul(7) ^ (i >> 12) as u8;
@@ -83,7 +92,11 @@ async fn client(dev: Device, addr: String) -> rocex::Result<()> {
     let mut t = [0u8; RemoteBuffer::LEN];
     conn.recv_async(&mut t).await?;
     let remote = RemoteBuffer::from_bytes(&t)?;
-    println!("client: copying {} bytes from {remote}", remote.len());
+    println!(
+        "client: copying {} bytes from {remote}, RDMA peer {}",
+        remote.len(),
+        conn.peer_device_addr()
+    );
 
     let start = Instant::now();
     let mut copy = vec![0u8; remote.len() as usize];

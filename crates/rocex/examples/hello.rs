@@ -22,7 +22,15 @@ fn main() -> rocex::Result<()> {
             std::process::exit(2);
         }
     };
-    let dev = Device::open()?;
+    let dev = Device::open().unwrap_or_else(|e| {
+        // Which socket was tried, so that a missing or misnamed daemon is plain.
+        let socket = rocex_verbs::default_socket();
+        eprintln!(
+            "hello: no rocexd at {} ($ROCEX_SOCKET names its --socket): {e}",
+            socket.display()
+        );
+        std::process::exit(1);
+    });
     match role {
         "server" => server(&dev, addr),
         "client" => client(&dev, addr),
@@ -37,7 +45,11 @@ fn server(dev: &Device, addr: &str) -> rocex::Result<()> {
     let listener = Listener::bind(dev, addr)?;
     println!("server: device {}, waiting on {addr}", dev.addr());
     let conn = listener.accept()?;
-    println!("server: connected to {}", conn.peer_addr()?);
+    println!(
+        "server: connected to {}, RDMA peer {}",
+        conn.peer_addr()?,
+        conn.peer_device_addr()
+    );
 
     // A buffer the client may write and count in, announced in the token's string form.
     let mut shared = dev.alloc(4096)?;
@@ -71,7 +83,11 @@ fn server(dev: &Device, addr: &str) -> rocex::Result<()> {
 
 fn client(dev: &Device, addr: &str) -> rocex::Result<()> {
     let conn = Connection::connect(dev, addr)?;
-    println!("client: device {}, connected to {addr}", dev.addr());
+    println!(
+        "client: device {}, connected to {addr}, RDMA peer {}",
+        dev.addr(),
+        conn.peer_device_addr()
+    );
     let mut inbox = [0u8; 256];
     let n = conn.recv(&mut inbox)?;
     let token: RemoteBuffer = String::from_utf8_lossy(&inbox[..n]).parse()?;

@@ -176,6 +176,14 @@ impl Connection {
         Ok(self.link.peer_addr()?)
     }
 
+    /// The peer device's address (its RoCE v2 GID): where the RDMA traffic goes, which
+    /// need not be the out-of-band connection's address ([`Connection::peer_addr`]).
+    pub fn peer_device_addr(&self) -> std::net::IpAddr {
+        let v6 = std::net::Ipv6Addr::from(self.peer.gid);
+        v6.to_ipv4_mapped()
+            .map_or(std::net::IpAddr::V6(v6), std::net::IpAddr::V4)
+    }
+
     /// Drains the CQ, routing every completion; when `link` woke the caller, checks
     /// whether the peer closed the out-of-band connection. Wakes async waiters when
     /// anything changed.

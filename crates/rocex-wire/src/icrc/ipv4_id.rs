@@ -51,7 +51,7 @@ impl IdMap {
         // Bit 7 of the identification is the last of its 16 bits the CRC reads (the
         // reflected CRC reads each byte from its least significant bit, the high byte
         // first: bits 8..15, then 0..7). Each bit read earlier is one more step of the
-        // CRC register over a zero bit: one CRC pass gives all 16 columns.
+        // CRC register over a zero bit: one delta computed with the CRC gives all 16.
         let last = ipv4_id_delta(1 << 7, transport_len, form);
         let mut columns = [0; ID_BITS];
         let mut c = last;

@@ -1,6 +1,6 @@
 //! The whole matrix of Debian's programs under `rocex run` on both ends (two rocexd on
-//! 127.0.N.1 and .2): the ibverbs-utils ping-pongs on RC, UC and UD, at several sizes and
-//! with completion events, and perftest's bandwidth and latency tests of every operation
+//! 127.0.N.1 and .2): the ibverbs-utils ping-pongs on RC, UC and UD, at several sizes,
+//! with completion events and (RC) with the `ibv_wr_*` API and a data check, and perftest's bandwidth and latency tests of every operation
 //! with defaults, with four QPs and at 4096 bytes.
 
 mod common;
@@ -21,8 +21,10 @@ fn ibverbs_utils_ping_pongs() {
         return;
     }
     let d = pair(30);
-    let runs: [(&str, &[&str]); 7] = [
+    let runs: [(&str, &[&str]); 8] = [
         ("ibv_rc_pingpong", &["-s", "1"]),
+        // The ibv_qp_ex work-request API, with the received bytes checked.
+        ("ibv_rc_pingpong", &["-N", "-c", "-s", "5000"]),
         ("ibv_rc_pingpong", &["-s", "65536", "-m", "4096"]),
         ("ibv_rc_pingpong", &["-s", "3000", "-m", "256", "-e"]),
         ("ibv_uc_pingpong", &["-s", "4096", "-m", "1024"]),

@@ -389,6 +389,18 @@ fn pingpong(a: &Args) -> io::Result<()> {
     }
     print_dest("local", &me);
     print_dest("remote", &peer);
+    let peer_ip = oob::ip_of(peer.gid);
+    exchange_messages(a, &mut ctx, &mut s, grh)
+        .map_err(|e| io::Error::new(e.kind(), format!("{e} (RDMA peer {peer_ip})")))
+}
+
+/// The ping-pong itself, then the report and the `--chk` check.
+fn exchange_messages(
+    a: &Args,
+    ctx: &mut Ctx,
+    s: &mut std::net::TcpStream,
+    grh: u64,
+) -> io::Result<()> {
     let start = WallClock::now();
     let (mut scnt, mut rcnt, mut routs) = (0u32, 0u32, a.rx_depth);
     let mut pending = RECV_WRID;
@@ -434,7 +446,7 @@ fn pingpong(a: &Args) -> io::Result<()> {
         if rcnt == a.iters
             && scnt + 1 == a.iters
             && last_progress.elapsed() > Duration::from_secs(1)
-            && peer_closed(&mut s)
+            && peer_closed(s)
         {
             // The peer counted our last message as received and exited; its ACK was lost
             // on the way and no one is left to send it again. ibv_rc_pingpong would wait
@@ -447,8 +459,7 @@ fn pingpong(a: &Args) -> io::Result<()> {
         }
         if last_progress.elapsed() > Duration::from_secs(30) {
             return Err(io::Error::other(format!(
-                "no progress for 30 s with {} ({scnt} sent, {rcnt} received)",
-                oob::ip_of(peer.gid)
+                "no progress for 30 s ({scnt} sent, {rcnt} received)"
             )));
         }
     }

@@ -1,12 +1,15 @@
-//! A long run shows how it goes: `rocex demo` on a terminal (`script` gives it one) draws
-//! a live line with the messages done, their rate and the retransmissions so far, and
-//! draws none into a pipe; `just demo` passes its arguments on.
+//! A long run shows how it goes: `rocex demo`, `rocex perf` and `rocex soak` on a terminal
+//! (`script` gives them one) draw a live line with the messages done, their rate and the
+//! retransmissions so far, and draw none into a pipe; `just demo` passes its arguments on.
 //!
-//! The demo binds RoCE's port on 127.0.0.1 and 127.0.0.2, so its runs take turns.
+//! The demo binds RoCE's port on 127.0.0.1 and 127.0.0.2, so its runs take turns; perf and
+//! soak run on daemons of their own (127.0.9.51 to 127.0.9.54), which lose 5% of what
+//! they send so that there is something to retransmit.
 
+mod common;
 mod run;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -78,4 +81,71 @@ fn just_demo_passes_its_arguments() {
         err.contains("rocex-cli -- demo --inject loss=0.1 --pings 5"),
         "{err}"
     );
+}
+
+/// `rocex ARGS` on a pseudo-terminal through `script`: what it printed there, and its
+/// exit code.
+fn on_terminal(script: &Path, args: &str) -> run::Ran {
+    let cmd = format!("'{}' {args}", env!("CARGO_BIN_EXE_rocex"));
+    run::finish(
+        run::spawn(Command::new(script).args(["-qfec", &cmd, "/dev/null"])),
+        LIMIT,
+    )
+}
+
+fn lossy(addr: &str) -> common::Daemon {
+    common::Daemon::start(addr, "progress", &["--inject", "loss=0.05,seed=5"])
+}
+
+fn path(d: &common::Daemon) -> PathBuf {
+    d.sock.clone()
+}
+
+#[test]
+fn soak_draws_a_live_line_on_a_terminal() {
+    let test = "soak_draws_a_live_line_on_a_terminal";
+    let Some(script) = rocex_testkit::require_tool(test, "script") else {
+        return;
+    };
+    let (a, b) = (lossy("127.0.9.51"), lossy("127.0.9.52"));
+    let args = format!(
+        "soak --socket-a '{}' --socket-b '{}' --messages 20000 --qps 2",
+        path(&a).display(),
+        path(&b).display()
+    );
+    let r = on_terminal(&script, &args);
+    assert_eq!(r.code, Some(0), "{r}");
+    for want in ["\rsoak: done=", " msg/s ", " retransmitted="] {
+        assert!(r.stdout.contains(want), "no {want:?} on the terminal: {r}");
+    }
+    assert!(r.stdout.contains("\nsoak ok: messages=20000"), "{r}");
+}
+
+#[test]
+fn perf_draws_a_live_line_on_a_terminal() {
+    let test = "perf_draws_a_live_line_on_a_terminal";
+    let Some(script) = rocex_testkit::require_tool(test, "script") else {
+        return;
+    };
+    let (a, b) = (lossy("127.0.9.53"), lossy("127.0.9.54"));
+    let port = run::free_port().to_string();
+    let server = run::spawn(
+        run::rocex()
+            .args(["perf", "write", "bw", "-D", "3", "-p", &port, "--socket"])
+            .arg(path(&b)),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let args = format!(
+        "perf write bw -D 3 -p {port} --socket '{}' 127.0.0.1",
+        path(&a).display()
+    );
+    let r = on_terminal(&script, &args);
+    let s = run::finish(server, LIMIT);
+    assert_eq!(r.code, Some(0), "{r}");
+    assert_eq!(s.code, Some(0), "{s}");
+    for want in ["\r[", "% ", " msgs ", " Gb/s", " retransmitted "] {
+        assert!(r.stdout.contains(want), "no {want:?} on the terminal: {r}");
+    }
+    // The server, whose output is a pipe, draws none.
+    assert!(!s.stderr.contains('\r') && !s.stdout.contains('\r'), "{s}");
 }

@@ -344,7 +344,7 @@ fn measure(ctx: &mut Ctx, p: &Params, progress: &mut Progress) -> io::Result<(Ou
             break;
         }
         progress.update(start, done_all, p.iters * nq as u64, || {
-            ctx.nic.counters().map(|c| c.retransmitted_pkts)
+            ctx.nic.retransmitted()
         });
         if n == 0 {
             let idle = ctx.nic.idle_wait();
@@ -518,9 +518,7 @@ fn receive(ctx: &mut Ctx, p: &Params, progress: &mut Progress) -> io::Result<Out
         } else if last.elapsed() > 4 * STALL {
             return Err(io::Error::other("the client sent nothing"));
         }
-        progress.update(start, got, target, || {
-            ctx.nic.counters().map(|c| c.retransmitted_pkts)
-        });
+        progress.update(start, got, target, || ctx.nic.retransmitted());
         if n == 0 {
             ctx.nic.wait(Duration::from_millis(1))?;
         }

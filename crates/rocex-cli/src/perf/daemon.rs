@@ -230,4 +230,15 @@ impl Nic for DaemonNic {
     fn counters(&self) -> Option<Counters> {
         None
     }
+
+    /// The daemon's engine counter (it counts every client's QPs).
+    fn retransmitted(&self) -> Option<u64> {
+        let stats = self.ctx.stats().ok()?;
+        let engine = stats.groups.iter().find(|g| g.name == "engine")?;
+        engine
+            .counters
+            .iter()
+            .find(|(n, _)| n == "retransmitted_pkts")
+            .map(|(_, v)| *v)
+    }
 }

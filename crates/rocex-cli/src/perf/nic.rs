@@ -57,6 +57,11 @@ pub(crate) trait Nic {
     fn linger(&mut self, d: Duration) -> io::Result<()>;
     /// The engine's counters, where the engine is in this process.
     fn counters(&self) -> Option<Counters>;
+    /// Packets the engine has retransmitted (the whole device's, for a daemon), for the
+    /// progress line.
+    fn retransmitted(&self) -> Option<u64> {
+        self.counters().map(|c| c.retransmitted_pkts)
+    }
     /// What fault injection in this process did (`--inject`), if it is on.
     fn fault_counters(&self) -> Option<rocex_io::FaultCounters> {
         None

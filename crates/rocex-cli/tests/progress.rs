@@ -149,3 +149,47 @@ fn perf_draws_a_live_line_on_a_terminal() {
     // The server, whose output is a pipe, draws none.
     assert!(!s.stderr.contains('\r') && !s.stdout.contains('\r'), "{s}");
 }
+
+/// With every packet lost (rxe's retry count 7 retries for ever) nothing completes: the
+/// demo says so, naming what it waits for, long before it gives up. The run is stopped
+/// once the notice is read.
+#[test]
+fn a_run_that_stops_progressing_says_so() {
+    use std::io::{BufRead, BufReader};
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut child = run::spawn(run::rocex().args(["demo", "--pings", "5", "--inject=loss=1"]));
+    let stderr = child.stderr.take().unwrap();
+    let pid = child.id();
+    // Only so that a regression cannot hang the run (the notice comes after 5 s idle);
+    // called off once the run is reaped, so that no other process gets the signal.
+    let (done, cancelled) = std::sync::mpsc::channel::<()>();
+    let guard = std::thread::spawn(move || {
+        if cancelled.recv_timeout(LIMIT).is_err() {
+            // SAFETY: kill(2) of our own child, not yet reaped.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+    });
+    let mut seen = Vec::new();
+    let mut notice = None;
+    for line in BufReader::new(stderr).lines() {
+        let line = line.unwrap();
+        if line.contains("nothing completed") {
+            notice = Some(line);
+            break;
+        }
+        seen.push(line);
+    }
+    let _ = child.kill();
+    let _ = done.send(());
+    guard.join().unwrap();
+    let _ = child.wait();
+    let notice = notice.unwrap_or_else(|| panic!("no notice; stderr: {seen:?}"));
+    assert!(
+        notice.starts_with("rocex demo: SEND ping-pong: nothing completed for 5 s (0 of 5 done, "),
+        "{notice}"
+    );
+    assert!(
+        notice.contains(" packets retransmitted by 127.0.0.1); giving up after 30 s"),
+        "{notice}"
+    );
+}

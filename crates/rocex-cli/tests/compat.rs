@@ -34,6 +34,36 @@ fn usage(test: &str, tool: &str, package: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
 }
 
+/// The column titles rocex prints, as the stock tools hold them (their format strings).
+const TITLES: [(&str, &str); 3] = [
+    (
+        "ib_write_bw",
+        " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]",
+    ),
+    (
+        "ib_write_bw",
+        " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]",
+    ),
+    (
+        "ib_write_lat",
+        " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]",
+    ),
+];
+
+#[test]
+fn the_tables_are_perftests() {
+    for (tool, title) in TITLES {
+        let Some(bin) = rocex_testkit::require_tool("the_tables_are_perftests", tool) else {
+            return;
+        };
+        let bytes = std::fs::read(&bin).unwrap();
+        assert!(
+            bytes.windows(title.len()).any(|w| w == title.as_bytes()),
+            "{tool} does not print {title:?}"
+        );
+    }
+}
+
 #[test]
 fn perftest_spellings_are_perftests() {
     let test = "perftest_spellings_are_perftests";
@@ -142,12 +172,7 @@ fn write_bw_all_sizes_in_gbits() {
         "--verify",
     ];
     let (c, s) = perf_pair(&d, &args);
-    assert!(
-        c.stdout.contains(
-            " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]"
-        ),
-        "{c}"
-    );
+    assert!(c.stdout.contains(&format!("{}\n", TITLES[1].1)), "{c}");
     let r = rows(&c.stdout);
     let sizes: Vec<f64> = r.iter().map(|row| row[0]).collect();
     assert_eq!(sizes, all_sizes(), "{c}");
@@ -182,6 +207,10 @@ fn write_lat_all_sizes_on_both_sides() {
         let sizes: Vec<f64> = rows(&side.stdout).iter().map(|row| row[0]).collect();
         assert_eq!(sizes, all_sizes(), "{side}");
         assert!(side.stdout.contains(" verify: ok"), "{side}");
+        assert!(
+            side.stdout.contains(&format!("{}\n", TITLES[2].1)),
+            "{side}"
+        );
     }
 }
 
@@ -192,7 +221,7 @@ fn read_bw_all_sizes() {
     let (c, s) = perf_pair(&d, &["read", "bw", "-a", "-n", "5", "--verify"]);
     let sizes: Vec<f64> = rows(&c.stdout).iter().map(|row| row[0]).collect();
     assert_eq!(sizes, all_sizes(), "{c}");
-    assert!(c.stdout.contains("BW peak[MB/sec]"), "{c}");
+    assert!(c.stdout.contains(&format!("{}\n", TITLES[0].1)), "{c}");
     assert!(c.stdout.contains(" verify: ok"), "{c}");
     assert!(s.stdout.contains(" verify: ok"), "{s}");
 }

@@ -35,7 +35,7 @@ fn usage(test: &str, tool: &str, package: &str) -> Option<String> {
 }
 
 /// The column titles rocex prints, as the stock tools hold them (their format strings).
-const TITLES: [(&str, &str); 3] = [
+const TITLES: [(&str, &str); 4] = [
     (
         "ib_write_bw",
         " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]",
@@ -47,6 +47,10 @@ const TITLES: [(&str, &str); 3] = [
     (
         "ib_write_lat",
         " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]",
+    ),
+    (
+        "ib_write_lat",
+        " #bytes        #iterations       t_avg[usec]    tps average",
     ),
 ];
 
@@ -263,6 +267,24 @@ fn duration_on_both_sides_of_every_test() {
                 );
             }
         }
+    }
+}
+
+#[test]
+fn a_timed_latency_test_prints_perftests_timed_table() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let d = daemons();
+    let (c, s) = perf_pair(&d, &["write", "lat", "-D", "1", "-s", "64"]);
+    for side in [&c, &s] {
+        assert!(
+            side.stdout.contains(&format!("{}\n", TITLES[3].1)),
+            "{side}"
+        );
+        let r = rows(&side.stdout);
+        assert_eq!(r.len(), 1, "{side}");
+        // size, iterations, mean one-way latency, transactions a second
+        assert_eq!((r[0].len(), r[0][0]), (4, 64.0), "{side}");
+        assert!(r[0][1] > 0.0 && r[0][2] > 0.0 && r[0][3] > 0.0, "{side}");
     }
 }
 

@@ -248,6 +248,9 @@ pub(crate) fn print_columns(p: &Params) {
         println!(
             " #bytes     #iterations    BW peak[{unit}]    BW average[{unit}]   MsgRate[Mpps]"
         );
+    } else if p.duration.is_some() {
+        // perftest's table of a timed latency test: the mean and the transaction rate.
+        println!(" #bytes        #iterations       t_avg[usec]    tps average");
     } else {
         println!(
             " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]"
@@ -301,6 +304,14 @@ pub(crate) fn print_row(p: &Params, out: &Outcome) {
             bw_unit(p, out.peak_mbs),
             bw_unit(p, bytes / MIB / secs),
             mpps
+        );
+    } else if let (Some(s), true) = (&stats, p.duration.is_some()) {
+        println!(
+            " {:<7}       {}            {:<7.2}        {:<7.2}",
+            p.size,
+            out.iters,
+            s.avg,
+            out.iters as f64 / secs
         );
     } else if let Some(s) = stats {
         println!(

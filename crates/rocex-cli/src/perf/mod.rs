@@ -4,7 +4,10 @@
 //! The exchange (module `exchange`) fixes how many handshakes each test makes and when; the
 //! data path follows perftest's: one-sided tests have a passive server that only waits for
 //! the client's "done" handshake, SEND tests a receiving server, and the WRITE and SEND
-//! latency tests a ping-pong (who opens is perftest's choice per test).
+//! latency tests a ping-pong (who opens is perftest's choice per test). `-a` repeats the
+//! measurement for every size from 2 to 2^23 bytes where perftest does, with its exchanges
+//! between sizes (only the SEND tests have any); `-D` runs each side to its own deadline.
+//! The options, under perftest's names and ranges, are checked first (module `options`).
 //!
 //! Verification writes a known pattern and checks it where the data lands (the WRITE and
 //! SEND receiver, the READ requester, the atomic requester's returned values). perftest

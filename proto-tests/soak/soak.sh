@@ -167,7 +167,7 @@ MEM_OK=1
     echo "rss: no samples (the run did not start)"
   fi
   for s in a b; do
-    echo "rocexd $s at shutdown: $(grep -o 'stats=.*' "$OUT/$s.log" | tail -n1)"
+    echo "rocexd $s at shutdown: $(grep -o 'stopped; .*' "$OUT/$s.log" | tail -n1)"
   done
 } | tee "$OUT/summary.txt"
 

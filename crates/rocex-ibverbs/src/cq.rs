@@ -310,10 +310,16 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_
     let mut i = 0;
     let st: &CtxState = &g;
     let r = c.cq.get(&g).poll_with(max, |w| {
+        if let Some(&srq) = st.srq_of.get(&w.qp_num) {
+            if !crate::srq::on_completion(srq, &w, &g) {
+                return;
+            }
+        }
         // SAFETY: the caller's array holds `n` entries and i < n.
         unsafe { wc.add(i).write(wc_of(&w, st)) };
         i += 1;
     });
+    let r = r.map(|_| i);
     match r {
         // A daemon that died leaves the ring mapped and silent: every so many empty polls
         // look at the control socket, so the program sees an error instead of waiting.

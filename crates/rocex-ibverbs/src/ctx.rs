@@ -53,6 +53,8 @@ pub struct CtxState {
     pub verbs: Context,
     /// The type of each QP by number (a UD receive completion reports a GRH).
     pub qp_types: HashMap<u32, c_int>,
+    /// The SRQ of each QP attached to one, by number.
+    pub srq_of: HashMap<u32, *mut ibv_srq>,
 }
 
 /// An open device.

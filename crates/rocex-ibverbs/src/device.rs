@@ -14,7 +14,7 @@ use rocex_verbs::{Context, DeviceAttributes};
 use crate::abi::*;
 use crate::ctx::{Ctx, CtxState, zeroed};
 use crate::gid::{GID_TBL_LEN, eui64, gid_addr, gid_table, mac_for};
-use crate::{cq, misc, mr, null_errno, qp, symver, trace};
+use crate::{cq, mr, null_errno, qp, srq, symver, trace};
 
 /// Where rocexd puts its sockets by default.
 pub const SOCKET_DIR: &str = "/run/rocex";
@@ -232,6 +232,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
         lock: Mutex::new(CtxState {
             verbs,
             qp_types: Default::default(),
+            srq_of: Default::default(),
         }),
         addr,
         gids: gid_table(addr, mac),
@@ -258,7 +259,7 @@ fn verbs_context_for(device: *mut ibv_device) -> verbs_context {
     c.ops.req_notify_cq = Some(cq::req_notify_cq);
     c.ops.post_send = Some(qp::post_send);
     c.ops.post_recv = Some(qp::post_recv);
-    c.ops.post_srq_recv = Some(misc::post_srq_recv);
+    c.ops.post_srq_recv = Some(srq::post_srq_recv);
     c.ops.alloc_mw = Some(mr::alloc_mw);
     c.ops.dealloc_mw = Some(mr::dealloc_mw);
     c.ops.bind_mw = Some(mr::bind_mw);

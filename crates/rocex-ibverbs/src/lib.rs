@@ -28,6 +28,7 @@ pub mod private;
 pub mod qp;
 pub mod qp_ex;
 pub mod remap;
+pub mod srq;
 
 use std::sync::OnceLock;
 

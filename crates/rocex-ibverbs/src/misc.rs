@@ -242,42 +242,6 @@ pub unsafe extern "C" fn ibv_get_async_event(
 #[unsafe(no_mangle)]
 pub extern "C" fn ibv_ack_async_event(_event: *mut ibv_async_event) {}
 
-/// `ibv_create_srq`: shared receive queues are not offered.
-#[unsafe(no_mangle)]
-pub extern "C" fn ibv_create_srq(_pd: *mut ibv_pd, _attr: *mut ibv_srq_init_attr) -> *mut ibv_srq {
-    unsupported("ibv_create_srq", "EOPNOTSUPP");
-    null_errno(libc::EOPNOTSUPP)
-}
-
-/// `ibv_modify_srq`.
-#[unsafe(no_mangle)]
-pub extern "C" fn ibv_modify_srq(_srq: *mut ibv_srq, _a: *mut ibv_srq_attr, _m: c_int) -> c_int {
-    libc::EOPNOTSUPP
-}
-
-/// `ibv_query_srq`.
-#[unsafe(no_mangle)]
-pub extern "C" fn ibv_query_srq(_srq: *mut ibv_srq, _a: *mut ibv_srq_attr) -> c_int {
-    libc::EOPNOTSUPP
-}
-
-/// `ibv_destroy_srq`.
-#[unsafe(no_mangle)]
-pub extern "C" fn ibv_destroy_srq(_srq: *mut ibv_srq) -> c_int {
-    libc::EOPNOTSUPP
-}
-
-/// `post_srq_recv` of `ibv_context.ops`.
-pub(crate) unsafe extern "C" fn post_srq_recv(
-    _srq: *mut ibv_srq,
-    wr: *mut ibv_recv_wr,
-    bad: *mut *mut ibv_recv_wr,
-) -> c_int {
-    // SAFETY: `bad` is writable (verbs.h).
-    unsafe { *bad = wr };
-    libc::EOPNOTSUPP
-}
-
 /// `ibv_attach_mcast`: multicast is not offered.
 #[unsafe(no_mangle)]
 pub extern "C" fn ibv_attach_mcast(_qp: *mut ibv_qp, _gid: *const ibv_gid, _lid: u16) -> c_int {
@@ -415,10 +379,6 @@ symver! {
     ibv_dofork_range @ "IBVERBS_1.1",
     ibv_get_async_event @ "IBVERBS_1.1",
     ibv_ack_async_event @ "IBVERBS_1.1",
-    ibv_create_srq @ "IBVERBS_1.1",
-    ibv_modify_srq @ "IBVERBS_1.1",
-    ibv_query_srq @ "IBVERBS_1.1",
-    ibv_destroy_srq @ "IBVERBS_1.1",
     ibv_attach_mcast @ "IBVERBS_1.1",
     ibv_detach_mcast @ "IBVERBS_1.1",
     ibv_resolve_eth_l2_from_gid @ "IBVERBS_1.1",

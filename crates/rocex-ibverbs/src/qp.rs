@@ -21,6 +21,7 @@ use crate::cq::{Cq, qp_type_ibv};
 use crate::ctx::{Ctx, Guarded, zeroed};
 use crate::gid::gid_addr;
 use crate::mr::Pd;
+use crate::srq::Srq;
 use crate::{errno_of, null_errno, qp_ex, symver, trace, unsupported};
 
 /// A queue pair. `ibv_qp_ex` (whose prefix is `ibv_qp`) comes first.
@@ -79,10 +80,6 @@ unsafe fn create(pd: *mut ibv_pd, a: &mut ibv_qp_init_attr) -> *mut ibv_qp {
         unsupported("ibv_create_qp of this QP type", "EOPNOTSUPP");
         return null_errno(libc::EOPNOTSUPP);
     };
-    if !a.srq.is_null() {
-        unsupported("ibv_create_qp with an SRQ", "EOPNOTSUPP");
-        return null_errno(libc::EOPNOTSUPP);
-    }
     if a.send_cq.is_null() || a.recv_cq.is_null() {
         return null_errno(libc::EINVAL);
     }
@@ -90,13 +87,19 @@ unsafe fn create(pd: *mut ibv_pd, a: &mut ibv_qp_init_attr) -> *mut ibv_qp {
     let g = ctx.lock();
     // SAFETY: CQs passed by the program are CQs of this library.
     let (scq, rcq) = unsafe { (Cq::from_ibv(a.send_cq), Cq::from_ibv(a.recv_cq)) };
-    let cap = QpCap {
+    let mut cap = QpCap {
         max_send_wr: a.cap.max_send_wr.max(1),
         max_recv_wr: a.cap.max_recv_wr.max(1),
         max_send_sge: a.cap.max_send_sge.max(1),
         max_recv_sge: a.cap.max_recv_sge.max(1),
         max_inline_data: a.cap.max_inline_data,
     };
+    // SAFETY: a non-null SRQ is one of this library's.
+    let srq = (!a.srq.is_null()).then(|| unsafe { Srq::from_ibv(a.srq) });
+    if let Some(s) = srq {
+        // The QP's own receive queue holds what the SRQ hands it (srq.rs).
+        (cap.max_recv_wr, cap.max_recv_sge) = s.caps(&g);
+    }
     let init = QpInitAttr {
         qp_type: ty,
         send_cq: scq.cq.get(&g),
@@ -133,6 +136,7 @@ unsafe fn create(pd: *mut ibv_pd, a: &mut ibv_qp_init_attr) -> *mut ibv_qp {
     b.qp_num = qpn;
     b.state = 0;
     b.qp_type = a.qp_type;
+    b.srq = a.srq;
     b.mutex = zeroed();
     b.cond = zeroed();
     qp_ex::install(&mut ex);
@@ -144,7 +148,12 @@ unsafe fn create(pd: *mut ibv_pd, a: &mut ibv_qp_init_attr) -> *mut ibv_qp {
         cap: granted,
         batch: UnsafeCell::new(qp_ex::Batch::default()),
     }));
-    ctx.lock().qp_types.insert(qpn, qp_type_ibv(ty));
+    let mut g = ctx.lock();
+    g.qp_types.insert(qpn, qp_type_ibv(ty));
+    if let Some(s) = srq {
+        g.srq_of.insert(qpn, a.srq);
+        s.attach(&g, qp);
+    }
     qp.cast()
 }
 
@@ -278,6 +287,10 @@ pub unsafe extern "C" fn ibv_modify_qp(
             if m.contains(AttrMask::STATE) {
                 // SAFETY: written under the context's lock.
                 unsafe { (*qp).state = a.qp_state };
+                if let Some(&srq) = g.srq_of.get(&q.ex.qp_base.qp_num) {
+                    // SAFETY: a QP's SRQ outlives it.
+                    unsafe { Srq::from_ibv(srq) }.refill(&g);
+                }
             }
             0
         }
@@ -391,7 +404,12 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
     let q = unsafe { Qp::from_ibv(qp) };
     let ctx = q.ctx();
     let mut g = ctx.lock();
-    g.qp_types.remove(&q.ex.qp_base.qp_num);
+    let qpn = q.ex.qp_base.qp_num;
+    g.qp_types.remove(&qpn);
+    if let Some(srq) = g.srq_of.remove(&qpn) {
+        // SAFETY: a QP's SRQ outlives it.
+        unsafe { Srq::from_ibv(srq) }.detach(&g, q);
+    }
     // SAFETY: made by Box::into_raw in `create`; dropped under the lock.
     drop(unsafe { Box::from_raw(qp.cast::<Qp>()) });
     drop(g);
@@ -588,7 +606,8 @@ pub(crate) unsafe extern "C" fn post_recv(
     // SAFETY: verbs.h passes a QP of this library.
     let q = unsafe { Qp::from_ibv(qp) };
     let first = wr;
-    if q.state() == 0 {
+    // A QP with an SRQ takes its receives from the SRQ (rdma-core: EINVAL).
+    if q.state() == 0 || !q.ex.qp_base.srq.is_null() {
         // SAFETY: `bad` is writable (verbs.h).
         unsafe { *bad = first };
         return libc::EINVAL;

@@ -158,10 +158,22 @@ int main(void)
 	/* Unsupported verbs: NULL with errno EOPNOTSUPP, or the code. */
 	/* (Each call is made before its printf: C leaves argument order unspecified.) */
 	void *p;
+	int r0;
 	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 8, .max_sge = 1 } };
-	errno = 0;
-	p = ibv_create_srq(pd, &sa);
-	printf("create_srq %s %d\n", p ? "ok" : "null", errno);
+	struct ibv_srq *srq = ibv_create_srq(pd, &sa);
+	struct ibv_srq_attr srqa = { .max_wr = 64 };
+	printf("create_srq %s\n", srq ? "ok" : "null");
+	printf("resize_srq %d\n", ibv_modify_srq(srq, &srqa, IBV_SRQ_MAX_WR));
+	struct ibv_sge ssge[2] = { { .addr = (uintptr_t)buf, .length = 8, .lkey = mr->lkey },
+				   { .addr = (uintptr_t)buf, .length = 8, .lkey = mr->lkey } };
+	struct ibv_recv_wr srwr = { .sg_list = ssge, .num_sge = 2 }, *srbad = NULL;
+	r0 = ibv_post_srq_recv(srq, &srwr, &srbad);
+	printf("post_srq_too_many_sges %d %d\n", r0, srbad == &srwr);
+	srwr.num_sge = 1;
+	for (int i = 0; i < 8; i++)
+		r0 = ibv_post_srq_recv(srq, &srwr, &srbad);
+	printf("post_srq_ninth %d %d\n", ibv_post_srq_recv(srq, &srwr, &srbad), r0);
+	printf("destroy_srq %d\n", ibv_destroy_srq(srq));
 	errno = 0;
 	p = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
 	printf("alloc_mw %s %d\n", p ? "ok" : "null", errno);

@@ -1,6 +1,7 @@
 //! Bad input through the drop-in library, from an ordinary C program built against the
 //! system's verbs.h and linked with `-libverbs` (`bad_input.c`), run under `rocex run`:
 //! unsupported verbs answer as rdma-core does (NULL with errno EOPNOTSUPP, or the code),
+//! an SRQ refuses resizing, too many SGEs and more requests than its size,
 //! posting in the wrong state or beyond the QP's SGEs is refused with EINVAL as rxe
 //! does, and bad keys and bounds come back as rdma-core's completion statuses. Memory
 //! registration: three overlapping MRs over one malloc'd buffer each see the bytes a peer
@@ -16,6 +17,7 @@ use common::{Daemon, finish, ready, text, under_rocex};
 
 const EOPNOTSUPP: i32 = 95;
 const EINVAL: i32 = 22;
+const ENOMEM: i32 = 12;
 
 #[test]
 fn bad_input_gets_rdma_cores_answers() {
@@ -71,8 +73,12 @@ fn bad_input_gets_rdma_cores_answers() {
             Some((k, v))
         })
         .collect();
-    let want: [(&str, &[i32]); 21] = [
-        ("create_srq", &[0, EOPNOTSUPP]),
+    let want: [(&str, &[i32]); 25] = [
+        ("create_srq", &[1]),
+        ("resize_srq", &[EINVAL]),
+        ("post_srq_too_many_sges", &[EINVAL, 1]),
+        ("post_srq_ninth", &[ENOMEM, 0]),
+        ("destroy_srq", &[0]),
         ("alloc_mw", &[0, EOPNOTSUPP]),
         ("create_cq_ex_timestamp", &[0, EOPNOTSUPP]),
         ("attach_mcast", &[EOPNOTSUPP]),

@@ -42,23 +42,25 @@ fn ibverbs_utils_ping_pongs() {
     }
 }
 
-/// ibv_srq_pingpong needs an SRQ, which rocex does not offer: it must stop with its own
-/// error (ibv_create_srq fails with EOPNOTSUPP), not crash or hang.
+/// ibv_srq_pingpong: 8 QPs (4 with events) sharing one receive queue, which the
+/// library keeps (rocexd has none).
 #[test]
-fn ibv_srq_pingpong_is_refused_cleanly() {
+fn ibv_srq_pingpong_both_ends() {
     if !ready(&["ibv_srq_pingpong"]) {
         return;
     }
     let d = pair(31);
-    let o = common::finish(
-        common::under_rocex(&d[1].sock, "ibv_srq_pingpong", &["-g", "1", "-p", "19531"])
-            .spawn()
-            .unwrap(),
-        "ibv_srq_pingpong",
-    );
-    let t = common::text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("Couldn't create SRQ"), "{t}");
+    for extra in [
+        &["-q", "8", "-s", "4096"][..],
+        &["-e", "-q", "4", "-s", "2000"][..],
+    ] {
+        let mut args = vec!["-g", "1", "-n", "300", "-p", "19531"];
+        args.extend_from_slice(extra);
+        let (c, s) = client_server(&d, 31, "ibv_srq_pingpong", &args, &args);
+        for t in [&c, &s] {
+            assert!(t.contains("300 iters in"), "{extra:?}: {t}");
+        }
+    }
 }
 
 /// Runs each of `tests` with 200 iterations per QP (`qps` QPs) and checks its result row.

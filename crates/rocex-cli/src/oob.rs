@@ -74,8 +74,9 @@ fn at(addr: impl std::fmt::Display, what: &str, e: io::Error) -> io::Error {
 }
 
 /// Connects to `server` (a name or address) on TCP `port`. A name that does not resolve
-/// fails at once; a server that refuses is tried again every 200 ms for up to `wait`
-/// (it may still be starting), after one line on stderr that says so.
+/// fails at once; a server that refuses or does not answer (it may still be starting, or
+/// a SYN was lost) is tried again for up to `wait` in all, after one line on stderr that
+/// says so; each try gives up after a second, so that no kernel timeout outlasts `wait`.
 pub(crate) fn connect(
     tool: &str,
     server: &str,
@@ -97,7 +98,9 @@ pub(crate) fn connect(
     loop {
         let mut last = (first, io::Error::from(io::ErrorKind::ConnectionRefused));
         for &addr in &addrs {
-            match TcpStream::connect(addr) {
+            let left = wait.saturating_sub(start.elapsed());
+            let each = left.clamp(Duration::from_millis(100), Duration::from_secs(1));
+            match TcpStream::connect_timeout(&addr, each) {
                 Ok(s) => {
                     s.set_read_timeout(Some(Duration::from_secs(60)))?;
                     return Ok(s);
@@ -106,8 +109,12 @@ pub(crate) fn connect(
             }
         }
         let (addr, e) = last;
-        // Only a refusal means "not listening yet"; anything else will not change.
-        if e.kind() != io::ErrorKind::ConnectionRefused || start.elapsed() >= wait {
+        // A refusal or silence may change; anything else (no route, ...) will not.
+        let again = matches!(
+            e.kind(),
+            io::ErrorKind::ConnectionRefused | io::ErrorKind::TimedOut
+        );
+        if !again || start.elapsed() >= wait {
             let waited = if told {
                 format!(" (waited {} s)", wait.as_secs_f64())
             } else {
@@ -117,8 +124,13 @@ pub(crate) fn connect(
             return Err(io::Error::new(e.kind(), format!("{e}{waited}")));
         }
         if !told {
+            let why = if e.kind() == io::ErrorKind::TimedOut {
+                "nothing answers"
+            } else {
+                "nothing listens"
+            };
             eprintln!(
-                "{tool}: nothing listens on {addr} yet; trying again for up to {} s",
+                "{tool}: {why} on {addr} yet; trying again for up to {} s",
                 wait.as_secs_f64()
             );
             told = true;

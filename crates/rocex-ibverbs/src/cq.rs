@@ -373,9 +373,10 @@ fn wait_channel(ch: &Chan) -> Result<(), c_int> {
             events: libc::POLLIN,
             revents: 0,
         },
+        // Only the hang-up: another thread's control call makes the socket readable.
         libc::pollfd {
             fd: ch.sock_fd,
-            events: libc::POLLIN | libc::POLLRDHUP,
+            events: libc::POLLRDHUP,
             revents: 0,
         },
     ];
@@ -427,19 +428,20 @@ pub unsafe extern "C" fn ibv_get_cq_event(
         checked = true;
         let g = ctx.lock();
         let cqs = ch.cqs.get(&g).clone();
-        // Arming again is harmless (the ring keeps one arm) and re-arms a CQ whose arm
-        // found completions already there, which left the ring unarmed.
+        // The CQs whose arm was taken: by the daemon when a completion came (it wrote the
+        // eventfd), or by `req_notify_cq` finding completions waiting. An event is owed
+        // even if the program has polled those completions since, as on a device.
         let mut ready = cqs.iter().copied().filter(|&p| {
             // SAFETY: CQs in the list are alive (removed before they are destroyed).
             let c = unsafe { &*p };
-            c.armed.load(Ordering::Acquire) && c.cq.get(&g).req_notify().unwrap_or(true)
+            c.armed.load(Ordering::Acquire) && !c.cq.get(&g).armed().unwrap_or(false)
         });
         if let Some(p) = ready.next() {
             // SAFETY: as above.
             let c = unsafe { &*p };
             c.armed.store(false, Ordering::Release);
             if ready.next().is_some() {
-                // Another armed CQ has completions: its event stays pending.
+                // Another CQ's event is owed too: it stays pending.
                 let _ = ch.ch.get(&g).signal();
             }
             // SAFETY: writable per the contract.

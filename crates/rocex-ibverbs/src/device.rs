@@ -320,6 +320,10 @@ fn device_attr(ctx: &Ctx, a: &DeviceAttributes) -> ibv_device_attr {
     d.max_qp_init_rd_atom = a.max_qp_rd_atom as c_int;
     d.atomic_cap = 1; // IBV_ATOMIC_HCA
     d.max_ah = 100;
+    // SRQs are the library's own (srq.rs): as many as CQs, each as deep as a queue.
+    d.max_srq = a.max_cq as c_int;
+    d.max_srq_wr = a.max_qp_wr as c_int;
+    d.max_srq_sge = a.max_sge as c_int;
     d.max_pkeys = 1;
     d.local_ca_ack_delay = 15;
     d.phys_port_cnt = 1;

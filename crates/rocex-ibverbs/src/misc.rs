@@ -212,7 +212,7 @@ pub unsafe extern "C" fn ibv_get_async_event(
         },
         libc::pollfd {
             fd: sock,
-            events: libc::POLLIN | libc::POLLRDHUP,
+            events: libc::POLLRDHUP,
             revents: 0,
         },
     ];

@@ -761,6 +761,17 @@ impl Cq {
             .map_err(|e| Error::BadCompletion(ReadError::Ring(e)))
     }
 
+    /// Whether the CQ is still armed: false once the daemon took the arm (and wrote the
+    /// channel), or [`req_notify`](Self::req_notify) found completions already waiting.
+    pub fn armed(&self) -> Result<bool> {
+        let w = self
+            .map
+            .view()
+            .word(self.off + rocex_shm::layout::ring_off::NEED_WAKEUP)
+            .map_err(|e| proto(e.to_string()))?;
+        Ok(w.load(Ordering::Acquire) != 0)
+    }
+
     /// The completion channel the CQ signals (its own when it was created without one).
     pub fn channel(&self) -> &CompChannel {
         &self.channel

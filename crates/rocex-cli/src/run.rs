@@ -60,11 +60,16 @@ pub(crate) fn libdir() -> Result<PathBuf, String> {
     for (file, so) in LIBS {
         let link = dir.join(so);
         let target = Path::new("..").join(file);
-        if std::fs::read_link(&link).ok().as_deref() != Some(target.as_path()) {
-            let _ = std::fs::remove_file(&link);
-            std::os::unix::fs::symlink(&target, &link)
-                .map_err(|e| format!("{}: {e}", link.display()))?;
+        if std::fs::read_link(&link).ok().as_deref() == Some(target.as_path()) {
+            continue;
         }
+        // Another `rocex` may be making the same link: build it aside, then rename it in
+        // place, which is atomic.
+        let tmp = dir.join(format!(".{so}.{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(&target, &tmp)
+            .and_then(|()| std::fs::rename(&tmp, &link))
+            .map_err(|e| format!("{}: {e}", link.display()))?;
     }
     Ok(dir)
 }

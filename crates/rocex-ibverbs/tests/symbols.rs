@@ -1,0 +1,95 @@
+//! Every symbol Debian's RDMA programs and rdma-core's own librdmacm import from
+//! libibverbs, libmlx5 and libefa, with its version node (`objdump -T` on the binaries),
+//! is exported by rocex's libraries under the same node: the programs are linked with
+//! BIND_NOW, so one missing symbol would stop them from loading at all.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+/// `(version, symbol)` pairs of the dynamic symbol table: defined ones, or undefined
+/// ones (imports) from nodes whose names start with one of `nodes`.
+fn dynsyms(file: &Path, undefined: bool, nodes: &[&str]) -> BTreeSet<(String, String)> {
+    let o = Command::new("objdump")
+        .arg("-T")
+        .arg(file)
+        .output()
+        .expect("objdump");
+    assert!(o.status.success(), "objdump -T {}", file.display());
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| l.contains("*UND*") == undefined)
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let (ver, name) = (w.get(w.len().checked_sub(2)?)?, w.last()?);
+            let ver = ver.trim_matches(|c| c == '(' || c == ')');
+            nodes
+                .iter()
+                .any(|n| ver.starts_with(n))
+                .then(|| (ver.to_owned(), (*name).to_owned()))
+        })
+        .collect()
+}
+
+#[test]
+fn every_imported_symbol_is_exported_with_its_version() {
+    let programs = [
+        "ib_write_bw",
+        "ib_read_bw",
+        "ib_send_bw",
+        "ib_atomic_bw",
+        "ib_write_lat",
+        "ib_read_lat",
+        "ib_send_lat",
+        "ib_atomic_lat",
+        "ibv_rc_pingpong",
+        "ibv_uc_pingpong",
+        "ibv_ud_pingpong",
+        "ibv_srq_pingpong",
+        "ibv_devinfo",
+        "ibv_devices",
+    ];
+    if !common::ready(&programs) {
+        return;
+    }
+    let ci = std::env::var_os("CI").is_some();
+    if Command::new("objdump").arg("--version").output().is_err() {
+        assert!(!ci, "needs objdump (binutils)");
+        println!("SKIPPED: needs objdump (binutils)");
+        return;
+    }
+    let dir = common::bins().0.parent().unwrap().to_owned();
+    let libs = [
+        ("libibverbs.so", &["IBVERBS_"][..]),
+        ("libmlx5.so", &["MLX5_"][..]),
+        ("libefa.so", &["EFA_"][..]),
+    ];
+    let mut importers: Vec<std::path::PathBuf> = programs
+        .iter()
+        .map(|p| Path::new("/usr/bin").join(p))
+        .collect();
+    // rdma-core's librdmacm, which perftest loads, binds libibverbs symbols at load too.
+    let rdmacm = Path::new("/lib/x86_64-linux-gnu/librdmacm.so.1");
+    if rdmacm.exists() {
+        importers.push(rdmacm.to_owned());
+    }
+    let mut checked = 0;
+    for (lib, nodes) in libs {
+        let exported = dynsyms(&dir.join(lib), false, nodes);
+        for bin in &importers {
+            for need in dynsyms(bin, true, nodes) {
+                assert!(
+                    exported.contains(&need),
+                    "{} imports {}@{}, which {lib} does not export",
+                    bin.display(),
+                    need.1,
+                    need.0
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} imports checked");
+}

@@ -66,6 +66,7 @@ fn perf_options_are_checked_before_the_exchange() {
             "-a runs the write, read and send tests",
         ),
         (&["write", "bw", "-a", "-s", "64"], "--size"),
+        (&["write", "bw", "-a", "-D", "2"], "--duration"),
         (&["write", "bw", "--ib-port", "2"], "--ib-port"),
     ] {
         let mut all = vec!["perf"];

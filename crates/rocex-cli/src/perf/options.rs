@@ -45,8 +45,9 @@ pub(crate) struct Args {
     #[arg(short = 's', long, value_parser = clap::value_parser!(u32).range(1..=1 << 31))]
     pub(super) size: Option<u32>,
     /// Every size from 2 to 2^23 bytes, one result line each, as perftest's `-a` (give it
-    /// to both sides: the server's buffers are then 8 MiB). Not atomics (one size).
-    #[arg(short = 'a', long, conflicts_with = "size")]
+    /// to both sides: the server's buffers are then 8 MiB). Not atomics (one size), nor
+    /// with `--duration` (as perftest).
+    #[arg(short = 'a', long, conflicts_with_all = ["size", "duration"])]
     pub(super) all: bool,
     /// Iterations per QP (default 5000 for bw, 1000 for lat).
     #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..=1 << 32))]

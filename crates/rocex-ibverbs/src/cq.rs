@@ -323,15 +323,25 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_
     match r {
         // A daemon that died leaves the ring mapped and silent: every so many empty polls
         // look at the control socket, so the program sees an error instead of waiting.
-        Ok(0) if c.empty.fetch_add(1, Ordering::Relaxed) % GONE_CHECK == GONE_CHECK - 1 => {
-            if g.verbs.is_gone() {
+        Ok(0) => {
+            let n = c.empty.fetch_add(1, Ordering::Relaxed);
+            if n % GONE_CHECK == GONE_CHECK - 1 && g.verbs.is_gone() {
                 trace("ibv_poll_cq", &"rocexd is gone");
-                -libc::EIO
-            } else {
-                0
+                return -libc::EIO;
             }
+            drop(g);
+            if n >= SPIN_BEFORE_YIELD {
+                // A program spinning on an empty CQ competes with rocexd, which does the
+                // device's work on a core of this host: past a short spin, each empty
+                // poll lets it run first.
+                std::thread::yield_now();
+            }
+            0
         }
-        Ok(k) => k as c_int,
+        Ok(k) => {
+            c.empty.store(0, Ordering::Relaxed);
+            k as c_int
+        }
         Err(e) => {
             trace("ibv_poll_cq", &e);
             -errno_of(&e)
@@ -341,6 +351,9 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_
 
 /// Empty polls between two checks that the daemon is still there.
 const GONE_CHECK: u32 = 4096;
+
+/// Empty polls in a row before each further one yields the processor.
+const SPIN_BEFORE_YIELD: u32 = 64;
 
 /// `req_notify_cq` of `ibv_context.ops` (`ibv_req_notify_cq`); solicited-only arms for
 /// any completion.

@@ -3,7 +3,7 @@
 //! retransmissions so far, and draw none into a pipe; `just demo` passes its arguments on.
 //!
 //! The demo binds RoCE's port on 127.0.0.1 and 127.0.0.2, so its runs take turns; perf and
-//! soak run on daemons of their own (127.0.9.51 to 127.0.9.54), which lose 5% of what
+//! soak run on daemons of their own (127.0.9.51 to 127.0.9.54), which lose 10% of what
 //! they send so that there is something to retransmit.
 
 mod common;
@@ -24,7 +24,7 @@ const DEMO: [&str; 6] = [
     "--pings",
     "60",
     "--writes",
-    "10",
+    "20",
     "--inject=loss=0.5,seed=3",
 ];
 
@@ -94,7 +94,7 @@ fn on_terminal(script: &Path, args: &str) -> run::Ran {
 }
 
 fn lossy(addr: &str) -> common::Daemon {
-    common::Daemon::start(addr, "progress", &["--inject", "loss=0.05,seed=5"])
+    common::Daemon::start(addr, "progress", &["--inject", "loss=0.1,seed=5"])
 }
 
 fn path(d: &common::Daemon) -> PathBuf {
@@ -109,7 +109,7 @@ fn soak_draws_a_live_line_on_a_terminal() {
     };
     let (a, b) = (lossy("127.0.9.51"), lossy("127.0.9.52"));
     let args = format!(
-        "soak --socket-a '{}' --socket-b '{}' --messages 20000 --qps 2",
+        "soak --socket-a '{}' --socket-b '{}' --messages 10000 --qps 2",
         path(&a).display(),
         path(&b).display()
     );
@@ -118,7 +118,7 @@ fn soak_draws_a_live_line_on_a_terminal() {
     for want in ["\rsoak: done=", " msg/s ", " retransmitted="] {
         assert!(r.stdout.contains(want), "no {want:?} on the terminal: {r}");
     }
-    assert!(r.stdout.contains("\nsoak ok: messages=20000"), "{r}");
+    assert!(r.stdout.contains("\nsoak ok: messages=10000"), "{r}");
 }
 
 #[test]

@@ -1,8 +1,10 @@
 //! `rocexd` as a user runs it, the binary itself: a `--socket` in a missing directory is
-//! refused without creating it, logs written to a file carry no colour codes, a fatal
-//! error is printed once, and the shutdown line names every counter as `rocex stat` does.
+//! refused without creating it while the default one under /run/rocex is served (the
+//! directory created when missing; root only), logs written to a file carry no colour
+//! codes, a fatal error is printed once, and the shutdown line names every counter as
+//! `rocex stat` does.
 //!
-//! Each test owns its address (127.0.9.11 to 127.0.9.13), so they run side by side.
+//! Each test owns its address (127.0.9.11 to 127.0.9.14), so they run side by side.
 
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
@@ -138,4 +140,30 @@ fn logs_to_a_file_are_plain_and_the_shutdown_counters_named() {
         assert!(!stopped.contains(debug), "debug output in {stopped:?}");
     }
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn the_default_run_directory_is_created() {
+    // /run is root's; the daemon's default socket lives there.
+    if rocex_testkit::require_root("the_default_run_directory_is_created").is_none() {
+        return;
+    }
+    let sock = Path::new("/run/rocex/127.0.9.14.sock");
+    let mut child = rocexd()
+        .args(["--addr", "127.0.9.14"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start rocexd");
+    wait_for(sock, &mut child);
+    assert!(Path::new("/run/rocex").is_dir());
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = finish(child, Duration::from_secs(10));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!sock.exists(), "the socket outlived the daemon");
 }

@@ -8,6 +8,7 @@
 
 use core::cell::UnsafeCell;
 use core::ffi::c_int;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use rocex_proto::verbs::{
     AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, Remote, SendData,
@@ -37,6 +38,8 @@ pub struct Qp {
     pub sig_all: bool,
     /// Capabilities granted.
     pub cap: QpCap,
+    /// The state as the library last learned it (`ibv_qp.state` is the program's copy).
+    seen_state: AtomicI32,
     /// Work requests between `ibv_wr_start` and `ibv_wr_complete` (one thread per QP
     /// between the two, as the API requires).
     pub(crate) batch: UnsafeCell<qp_ex::Batch>,
@@ -57,9 +60,9 @@ impl Qp {
         unsafe { Ctx::from_ibv(self.ex.qp_base.context) }
     }
 
-    fn state(&self) -> c_int {
-        // SAFETY: read of a plain integer the library writes under the lock.
-        unsafe { core::ptr::read_volatile(&self.ex.qp_base.state) }
+    /// The state as the library last learned it.
+    pub(crate) fn state(&self) -> c_int {
+        self.seen_state.load(Ordering::Acquire)
     }
 }
 
@@ -146,6 +149,7 @@ unsafe fn create(pd: *mut ibv_pd, a: &mut ibv_qp_init_attr) -> *mut ibv_qp {
         ty,
         sig_all: a.sq_sig_all != 0,
         cap: granted,
+        seen_state: AtomicI32::new(0),
         batch: UnsafeCell::new(qp_ex::Batch::default()),
     }));
     let mut g = ctx.lock();
@@ -285,7 +289,8 @@ pub unsafe extern "C" fn ibv_modify_qp(
     match q.qp.get(&g).modify(&r, m) {
         Ok(()) => {
             if m.contains(AttrMask::STATE) {
-                // SAFETY: written under the context's lock.
+                q.seen_state.store(a.qp_state, Ordering::Release);
+                // SAFETY: the program's QP, written under the context's lock.
                 unsafe { (*qp).state = a.qp_state };
                 if let Some(&srq) = g.srq_of.get(&q.ex.qp_base.qp_num) {
                     // SAFETY: a QP's SRQ outlives it.
@@ -390,6 +395,7 @@ pub unsafe extern "C" fn ibv_query_qp(
         }
         (*qp).state = out.qp_state;
     }
+    q.seen_state.store(out.qp_state, Ordering::Release);
     0
 }
 
@@ -548,11 +554,16 @@ pub(crate) fn check_op(ty: QpType, op: &SendOp) -> Result<(), c_int> {
 
 /// Posts converted requests: ENOMEM when the send queue is full (none posted).
 pub(crate) fn post_all(q: &Qp, wrs: &[SendWr]) -> Result<(), c_int> {
-    // IBV_QPS_RTS and beyond: rxe refuses sends before RTS (EINVAL).
-    if q.state() < 3 {
-        return Err(libc::EINVAL);
-    }
     let g = q.ctx().lock();
+    // IBV_QPS_RTS and beyond: rxe refuses sends before RTS (EINVAL). The state the
+    // library saw last may be old: rocexd's CM moves QPs itself (private.rs).
+    if q.state() < 3 {
+        let now = q.qp.get(&g).query().map_or(0, |(a, _)| a.qp_state as c_int);
+        q.seen_state.store(now, Ordering::Release);
+        if now < 3 {
+            return Err(libc::EINVAL);
+        }
+    }
     q.qp.get(&g).post_send(wrs).map_err(|e| {
         trace("ibv_post_send", &e);
         errno_of(&e)

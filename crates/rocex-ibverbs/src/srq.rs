@@ -102,7 +102,7 @@ fn refill(st: &mut SrqState, g: &std::sync::MutexGuard<'_, CtxState>) {
             .filter(|m| {
                 // SAFETY: members are live QPs (detached before they are destroyed).
                 let q = unsafe { &*m.qp };
-                let s = q.ex.qp_base.state;
+                let s = q.state();
                 (1..=3).contains(&s) && (m.posted.len() as u32) < q.cap.max_recv_wr
             })
             .min_by_key(|m| m.posted.len());

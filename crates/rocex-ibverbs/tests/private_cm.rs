@@ -1,0 +1,60 @@
+//! The `ROCEX_PRIVATE_1` entry points rocex's librdmacm builds on (`private_cm.c`, linked
+//! against the drop-in library itself): device A listens, device B connects an RC QP,
+//! A accepts with its own QP, both see the connection established (rocexd's CM moved
+//! the QPs to RTS), a SEND crosses, and a disconnect reaches both.
+
+mod common;
+
+use std::process::Command;
+
+use common::{Daemon, finish, ready, text};
+
+#[test]
+fn rocexd_cm_through_the_private_entry_points() {
+    if !ready(&[]) {
+        return;
+    }
+    let ci = std::env::var_os("CI").is_some();
+    if !std::path::Path::new("/usr/include/infiniband/verbs.h").exists()
+        || Command::new("cc").arg("--version").output().is_err()
+    {
+        assert!(!ci, "needs cc and libibverbs-dev");
+        println!("SKIPPED: needs cc and libibverbs-dev");
+        return;
+    }
+    let rocex = &common::bins().0;
+    let libdir = Command::new(rocex).arg("libdir").output().unwrap();
+    assert!(libdir.status.success(), "{}", text(&libdir));
+    let libdir = String::from_utf8(libdir.stdout).unwrap().trim().to_owned();
+    let dir = std::env::temp_dir().join(format!("rocex-pcm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("private_cm");
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/private_cm.c");
+    let cc = Command::new("cc")
+        .args([src, "-o"])
+        .arg(&exe)
+        .arg(format!("-L{libdir}"))
+        .arg("-l:libibverbs.so.1")
+        .output()
+        .unwrap();
+    assert!(cc.status.success(), "{}", text(&cc));
+    let (a, b) = (Daemon::start("127.0.42.1"), Daemon::start("127.0.42.2"));
+    let o = finish(
+        Command::new(&exe)
+            .arg(&a.sock)
+            .arg(&b.sock)
+            .env("LD_LIBRARY_PATH", &libdir)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+        "private_cm",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let want = "addr_family 1\nlisten 0\npost_recv 0\nconnect 0\nrequest 1 7471 1\naccept 0\n\
+                established_b 2\nestablished_a 2\npost_send 0\nreceived 1 0 1\ndisconnect 0\n\
+                disconnected_a 5 1\ndisconnected_b 5\n";
+    assert_eq!(t, want);
+}

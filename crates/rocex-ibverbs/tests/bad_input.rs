@@ -4,6 +4,7 @@
 //! an SRQ refuses resizing, too many SGEs and more requests than its size,
 //! posting in the wrong state or beyond the QP's SGEs is refused with EINVAL as rxe
 //! does, and bad keys and bounds come back as rdma-core's completion statuses. Memory
+//! `ROCEX_DEBUG=1` names each unsupported verb on stderr. Memory
 //! registration: three overlapping MRs over one malloc'd buffer each see the bytes a peer
 //! writes through them, in the program's own memory, and a forked child's writes stay in
 //! the child.
@@ -51,6 +52,7 @@ fn bad_input_gets_rdma_cores_answers() {
     let d = Daemon::start("127.0.40.1");
     let o = finish(
         under_rocex(&d.sock, exe.to_str().unwrap(), &[])
+            .env("ROCEX_DEBUG", "1")
             .spawn()
             .unwrap(),
         "bad_input",
@@ -106,4 +108,13 @@ fn bad_input_gets_rdma_cores_answers() {
         assert_eq!(got.get(k).map(Vec::as_slice), Some(v), "{k}:\n{t}");
     }
     assert_eq!(got.get("done").map(Vec::as_slice), Some(&[1][..]), "{t}");
+    // ROCEX_DEBUG=1 names each verb rocex does not offer, with the answer it gave.
+    let err = String::from_utf8_lossy(&o.stderr);
+    for verb in ["ibv_alloc_mw", "ibv_attach_mcast", "ibv_create_cq_ex"] {
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with(&format!("rocex: {verb}")) && l.contains("EOPNOTSUPP")),
+            "no ROCEX_DEBUG line for {verb}:\n{err}"
+        );
+    }
 }

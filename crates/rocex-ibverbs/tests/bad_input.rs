@@ -1,13 +1,12 @@
 //! Bad input through the drop-in library, from an ordinary C program built against the
 //! system's verbs.h and linked with `-libverbs` (`bad_input.c`), run under `rocex run`:
-//! unsupported verbs answer as rdma-core does (NULL with errno EOPNOTSUPP, or the code),
-//! an SRQ refuses resizing, too many SGEs and more requests than its size,
-//! posting in the wrong state or beyond the QP's SGEs is refused with EINVAL as rxe
-//! does, and bad keys and bounds come back as rdma-core's completion statuses. Memory
-//! `ROCEX_DEBUG=1` names each unsupported verb on stderr. Memory
-//! registration: three overlapping MRs over one malloc'd buffer each see the bytes a peer
-//! writes through them, in the program's own memory, and a forked child's writes stay in
-//! the child.
+//! unsupported verbs answer as rdma-core does (NULL with errno EOPNOTSUPP, or the code)
+//! and `ROCEX_DEBUG=1` names each on stderr; an SRQ refuses resizing, too many SGEs and
+//! more requests than its size; posting in the wrong state or beyond the QP's SGEs is
+//! refused with EINVAL as rxe does; bad keys and bounds come back as rdma-core's
+//! completion statuses. Memory registration: three overlapping MRs over one malloc'd
+//! buffer each see the bytes a peer writes through them, in the program's own memory, and
+//! a forked child's writes stay in the child.
 
 mod common;
 

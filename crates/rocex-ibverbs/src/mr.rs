@@ -98,7 +98,12 @@ pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
     // SAFETY: per the contract.
     let p = unsafe { Pd::from_ibv(pd) };
     let ctx = p.ctx();
-    let _g = ctx.lock();
+    let g = ctx.lock();
+    // EBUSY while MRs or QPs use it, as rdma-core answers; the PD stays usable.
+    if let Err(e) = p.pd.get(&g).dealloc() {
+        trace("ibv_dealloc_pd", &e);
+        return errno_of(&e);
+    }
     // SAFETY: made by Box::into_raw in ibv_alloc_pd; dropped under the context's lock.
     drop(unsafe { Box::from_raw(pd.cast::<Pd>()) });
     0

@@ -215,6 +215,7 @@ int main(void)
 	printf("write_sge_out_of_mr %d\n", write_status(mr->lkey, 16000, 4096, mr->rkey));
 	printf("write_bad_rkey %d\n", write_status(mr->lkey, 0, 64, mr->rkey ^ 0x5a5a00));
 	overlap();
+	printf("dealloc_busy_pd %d\n", ibv_dealloc_pd(pd));
 	printf("done 1\n");
 	return 0;
 }

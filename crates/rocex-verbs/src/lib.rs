@@ -436,6 +436,7 @@ impl Context {
             Response::AllocPd { pd } => Ok(Pd {
                 ctx: self.clone(),
                 pd,
+                freed: Cell::new(false),
             }),
             r => Err(proto(format!("unexpected {r:?}"))),
         }
@@ -583,6 +584,8 @@ impl CompChannel {
 pub struct Pd {
     ctx: Context,
     pd: u32,
+    /// Deallocated by [`Pd::dealloc`]: nothing left for `Drop`.
+    freed: Cell<bool>,
 }
 
 /// How a QP is created (`ibv_qp_init_attr`).
@@ -729,9 +732,23 @@ impl Pd {
     }
 }
 
+impl Pd {
+    /// `ibv_dealloc_pd` with the daemon's answer: EBUSY while MRs or QPs use the PD, which
+    /// then stays usable. After success the PD is gone; dropping it does nothing more.
+    pub fn dealloc(&self) -> Result<()> {
+        if !self.freed.get() {
+            self.ctx.ch.done(&Request::DeallocPd { pd: self.pd })?;
+            self.freed.set(true);
+        }
+        Ok(())
+    }
+}
+
 impl Drop for Pd {
     fn drop(&mut self) {
-        let _ = self.ctx.ch.done(&Request::DeallocPd { pd: self.pd });
+        if !self.freed.get() {
+            let _ = self.ctx.ch.done(&Request::DeallocPd { pd: self.pd });
+        }
     }
 }
 

@@ -25,23 +25,6 @@ fn scratch(tag: &str) -> PathBuf {
     dir
 }
 
-/// Waits for `child` to exit; kills it after `limit` (a hang is a failure, not a wait).
-fn finish(mut child: Child, limit: Duration) -> Output {
-    let end = Instant::now() + limit;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > end {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "rocexd still running after {limit:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
-
 /// Runs `rocexd` with `args` to its end.
 fn run(args: &[&str]) -> Output {
     let child = rocexd()
@@ -50,7 +33,7 @@ fn run(args: &[&str]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start rocexd");
-    finish(child, Duration::from_secs(30))
+    rocex_testkit::finish(child, Duration::from_secs(30), "rocexd")
 }
 
 #[test]
@@ -120,7 +103,7 @@ fn logs_to_a_file_are_plain_and_the_shutdown_counters_named() {
     std::thread::sleep(Duration::from_millis(300));
     // SAFETY: kill(2) on our own child's pid.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    let out = finish(child, Duration::from_secs(10));
+    let out = rocex_testkit::finish(child, Duration::from_secs(10), "rocexd");
     assert!(out.status.success(), "rocexd failed on SIGTERM");
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("rocexd serving"), "{text}");
@@ -159,7 +142,7 @@ fn the_default_run_directory_is_created() {
     assert!(Path::new("/run/rocex").is_dir());
     // SAFETY: kill(2) on our own child's pid.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    let out = finish(child, Duration::from_secs(10));
+    let out = rocex_testkit::finish(child, Duration::from_secs(10), "rocexd");
     assert!(
         out.status.success(),
         "{}",

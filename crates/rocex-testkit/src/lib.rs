@@ -12,6 +12,8 @@
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::PathBuf;
+use std::process::{Child, Output};
+use std::time::{Duration, Instant};
 
 /// The variable naming the skip ledger (one line per skipped test).
 pub const SKIP_LOG: &str = "ROCEX_SKIP_LOG";
@@ -68,4 +70,30 @@ pub fn require_tool(test: &str, tool: &str) -> Option<PathBuf> {
         cannot_run(test, &format!("`{tool}` (`just deps` installs it)"));
     }
     found
+}
+
+/// Waits for `child` at most `limit`: its output, or `Err` with what it printed before it
+/// was killed (a test bounds every program it runs, so that a hang fails rather than waits).
+pub fn wait_or_kill(mut child: Child, limit: Duration) -> Result<Output, Output> {
+    let end = Instant::now() + limit;
+    while child.try_wait().expect("wait for a child").is_none() {
+        if Instant::now() > end {
+            let _ = child.kill();
+            return Err(child.wait_with_output().expect("collect the output"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(child.wait_with_output().expect("collect the output"))
+}
+
+/// [`wait_or_kill`], failing the test with `who` and what it printed when it ran too long.
+#[track_caller]
+pub fn finish(child: Child, limit: Duration, who: &str) -> Output {
+    wait_or_kill(child, limit).unwrap_or_else(|out| {
+        panic!(
+            "{who} did not finish within {limit:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
 }

@@ -6,7 +6,7 @@
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What a run left behind.
 pub(crate) struct Ran {
@@ -42,21 +42,14 @@ pub(crate) fn spawn(c: &mut Command) -> Child {
         .expect("start rocex")
 }
 
-/// Waits for `child`, killing it after `limit`.
-pub(crate) fn finish(mut child: Child, limit: Duration) -> Ran {
-    let end = Instant::now() + limit;
-    let mut killed = false;
-    while child.try_wait().expect("wait").is_none() {
-        if Instant::now() > end {
-            let _ = child.kill();
-            killed = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().expect("collect the output");
+/// Waits for `child`, killing it after `limit` (then `code` is `None`).
+pub(crate) fn finish(child: Child, limit: Duration) -> Ran {
+    let (code, out) = match rocex_testkit::wait_or_kill(child, limit) {
+        Ok(out) => (out.status.code(), out),
+        Err(out) => (None, out),
+    };
     Ran {
-        code: if killed { None } else { out.status.code() },
+        code,
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }

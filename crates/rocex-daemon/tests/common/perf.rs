@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::Daemon;
 use super::netns::run;
@@ -34,24 +34,6 @@ pub(crate) fn rocex_bin() -> &'static Path {
         run(&mut build);
         dir.join("rocex")
     })
-}
-
-/// Waits for `child` at most `limit`, killing it after that.
-fn finish(mut child: Child, limit: Duration, who: &str) -> Output {
-    let end = Instant::now() + limit;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > end {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{who} did not finish within {} s: {}",
-                limit.as_secs(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
 }
 
 /// The one JSON object `rocex perf --json` printed, as its keys and raw values. The
@@ -109,8 +91,8 @@ pub(crate) fn perf(d: &[Daemon; 2], op: &str, test: &str, args: &[&str], iters: 
         .spawn()
         .expect("start the perf client");
     let what = format!("{op} {test}");
-    let c = finish(client, LIMIT, &format!("{what} client"));
-    let s = finish(server, LIMIT, &format!("{what} server"));
+    let c = rocex_testkit::finish(client, LIMIT, &format!("{what} client"));
+    let s = rocex_testkit::finish(server, LIMIT, &format!("{what} server"));
     let c = perf_json(&c, &format!("{what} client"));
     let s = perf_json(&s, &format!("{what} server"));
     let passive = test == "lat" && matches!(op, "read" | "atomic");

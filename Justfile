@@ -40,7 +40,8 @@ veth:
 soak *ARGS:
     proto-tests/soak/soak.sh {{ARGS}}
 
-# Install what the tests need on Debian (tshark, tcpdump).
+# Install what the tests need on Debian (tshark, tcpdump, perftest, ibverbs-utils, rdmacm-utils,
+# libibverbs-dev, gcc, binutils, iproute2).
 deps:
     .ci/install-deps.sh
 

@@ -68,10 +68,9 @@ fn socket_dir(path: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Binds the control socket, replacing a stale file but refusing to steal the socket of
-/// a daemon that still answers.
+/// Binds the control socket (its directory made sure of by [`socket_dir`]), replacing a
+/// stale file but refusing to steal the socket of a daemon that still answers.
 fn bind_control(path: &Path) -> io::Result<UnixListener> {
-    socket_dir(path)?;
     if path.exists() {
         if UnixStream::connect(path).is_ok() {
             return Err(io::Error::new(

@@ -21,7 +21,7 @@ pub(crate) struct Line {
 impl Line {
     /// A line on stderr, drawn when stderr is a terminal.
     pub(crate) fn new() -> Self {
-        Self::when(std::io::stderr().is_terminal())
+        Self::when(true)
     }
 
     /// A line drawn only if `enabled` (and stderr is a terminal).

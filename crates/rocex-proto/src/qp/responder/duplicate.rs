@@ -2,11 +2,11 @@
 //! `duplicate_request`): SEND and WRITE re-ACKed, a READ replayed from the PSN it asks
 //! for, an atomic, ATOMIC_WRITE or FLUSH answered from its saved result.
 
-use rocex_mem::{Access, Target};
+use rocex_mem::Access;
 use rocex_wire::opcode::Operation;
 use rocex_wire::{OpcodeInfo, PacketRepr, Syndrome};
 
-use super::{ACCESS, ReadJob, Reply, ResourceKind};
+use super::{ReadJob, Reply, ResourceKind};
 use crate::Ctx;
 use crate::qp::Qp;
 
@@ -23,36 +23,29 @@ impl Qp {
                 let Some(reth) = pkt.reth else { return };
                 let mtu = u64::from(self.mtu());
                 let found = self.resp.resources.iter().rev().find_map(|r| match r.kind {
-                    ResourceKind::Read { va, rkey, len } if psn.in_window(r.first, r.npkts) => {
-                        Some((r.first, r.npkts, va, rkey, len))
+                    ResourceKind::Read(original) if psn.in_window(r.first, r.npkts) => {
+                        Some((r.first, r.npkts, original))
                     }
                     _ => None,
                 });
-                let Some((first, npkts, va, rkey, len)) = found else {
+                let Some((first, npkts, original)) = found else {
                     ctx.counters.drop_no_resource += 1;
                     return;
                 };
                 // The retried request must ask for the rest of the original, from its PSN.
                 let skip = u64::from(psn.diff(first) as u32) * mtu;
-                if reth.rkey != rkey
-                    || reth.va != va.wrapping_add(skip)
-                    || u64::from(reth.dma_len) + skip != u64::from(len)
+                if reth.rkey != original.rkey
+                    || reth.va != original.va.wrapping_add(skip)
+                    || u64::from(reth.dma_len) + skip != u64::from(original.dma_len)
                 {
                     ctx.counters.drop_no_resource += 1;
                     return;
                 }
                 // rxe `rxe_recheck_mr`: a key gone since the original is a remote access
                 // error, not a silent drop.
-                let target = if len == 0 {
-                    Target::default()
-                } else {
-                    match ctx
-                        .mem
-                        .check_rkey(self.pd, rkey, va, u64::from(len), Access::REMOTE_READ)
-                    {
-                        Ok(t) => t,
-                        Err(_) => return self.refuse(ctx, psn, ACCESS),
-                    }
+                let target = match self.remote_rw(ctx, original, Access::REMOTE_READ) {
+                    Ok(t) => t,
+                    Err(r) => return self.refuse(ctx, psn, r),
                 };
                 let next = psn.diff(first) as u32;
                 let msn = self.resp.msn;

@@ -21,7 +21,7 @@ use std::collections::VecDeque;
 
 use rocex_mem::{Access, MemError, Target};
 use rocex_wire::opcode::{Operation, Position};
-use rocex_wire::{NakCode, OpcodeInfo, PacketRepr, Psn, Syndrome};
+use rocex_wire::{NakCode, OpcodeInfo, PacketRepr, Psn, RethRepr, Syndrome};
 
 use super::Qp;
 use super::requester::packets;
@@ -72,11 +72,8 @@ struct Resource {
 
 #[derive(Debug, Clone)]
 enum ResourceKind {
-    Read {
-        va: u64,
-        rkey: u32,
-        len: u32,
-    },
+    /// The READ's RETH.
+    Read(RethRepr),
     Atomic {
         orig: u64,
     },
@@ -457,11 +454,7 @@ impl Qp {
         }
         let psn = pkt.bth.psn;
         let npkts = packets(u64::from(reth.dma_len), self.mtu());
-        let kind = ResourceKind::Read {
-            va: reth.va,
-            rkey: reth.rkey,
-            len: reth.dma_len,
-        };
+        let kind = ResourceKind::Read(reth);
         self.resp.save(
             self.attr.max_dest_rd_atomic,
             Resource {
@@ -650,12 +643,7 @@ impl Qp {
 
     /// The range a READ or WRITE's RETH names: none for a zero-byte one, which needs no
     /// valid rkey (IBTA C9-88, rxe `check_rkey`), else checked as [`Qp::remote`] does.
-    fn remote_rw(
-        &self,
-        ctx: &Ctx<'_>,
-        reth: rocex_wire::RethRepr,
-        need: Access,
-    ) -> Result<Target, Refusal> {
+    fn remote_rw(&self, ctx: &Ctx<'_>, reth: RethRepr, need: Access) -> Result<Target, Refusal> {
         if reth.dma_len == 0 {
             return Ok(Target::default());
         }

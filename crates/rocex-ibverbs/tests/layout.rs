@@ -6,6 +6,8 @@
 //! Needs `cc` and the header: without them the test prints `SKIPPED:`, or fails when
 //! `CI` is set.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::mem::{offset_of, size_of};
 use std::process::Command;
@@ -178,17 +180,6 @@ fn rows() -> Vec<(String, String, usize)> {
 
 /// The C side: the same rows, printed by a program built against the system header.
 fn c_layout(rows: &[(String, String, usize)]) -> Option<BTreeMap<String, usize>> {
-    let header = std::path::Path::new("/usr/include/infiniband/verbs.h");
-    let ci = std::env::var_os("CI").is_some();
-    let cc_ok = Command::new("cc").arg("--version").output().is_ok();
-    if !header.exists() || !cc_ok {
-        let why = "needs cc and <infiniband/verbs.h> (Debian: gcc, libibverbs-dev)";
-        assert!(!ci, "layout test {why}");
-        println!("SKIPPED: layout test {why}");
-        return None;
-    }
-    let dir = std::env::temp_dir().join(format!("rocex-layout-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
     let mut src = String::from(
         "#include <stddef.h>\n#include <stdio.h>\n#include <infiniband/verbs.h>\n\
          int main(void) {\n",
@@ -199,22 +190,8 @@ fn c_layout(rows: &[(String, String, usize)]) -> Option<BTreeMap<String, usize>>
         ));
     }
     src.push_str("  return 0;\n}\n");
-    let c = dir.join("layout.c");
-    let exe = dir.join("layout");
-    std::fs::write(&c, src).unwrap();
-    let out = Command::new("cc")
-        .arg(&c)
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "cc failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = Command::new(&exe).output().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
+    let prog = common::build_c("layout", &src, &[])?;
+    let out = Command::new(&prog.exe).output().unwrap();
     Some(
         String::from_utf8(out.stdout)
             .unwrap()

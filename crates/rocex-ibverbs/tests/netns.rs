@@ -28,14 +28,8 @@ struct Net;
 
 impl Net {
     fn up() -> Option<Self> {
-        let ci = std::env::var_os("CI").is_some();
-        // SAFETY: getuid has no preconditions.
-        let root = unsafe { libc::getuid() } == 0;
-        if !root || Command::new("ip").arg("-V").output().is_err() {
-            assert!(!ci, "the namespace test needs root and ip");
-            println!("SKIPPED: the namespace test needs root and ip");
-            return None;
-        }
+        rocex_testkit::require_root("the namespace test")?;
+        rocex_testkit::require_tool("the namespace test", "ip")?;
         Self::down();
         for ns in NS {
             ip(&["netns", "add", ns]);

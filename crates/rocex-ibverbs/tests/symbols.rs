@@ -54,10 +54,12 @@ fn every_imported_symbol_is_exported_with_its_version() {
     if !common::ready(&programs) {
         return;
     }
-    let ci = std::env::var_os("CI").is_some();
-    if Command::new("objdump").arg("--version").output().is_err() {
-        assert!(!ci, "needs objdump (binutils)");
-        println!("SKIPPED: needs objdump (binutils)");
+    if rocex_testkit::require_tool(
+        "every_imported_symbol_is_exported_with_its_version",
+        "objdump",
+    )
+    .is_none()
+    {
         return;
     }
     let dir = common::bins().0.parent().unwrap().to_owned();

@@ -52,31 +52,77 @@ pub(crate) fn bins() -> &'static (PathBuf, PathBuf) {
     })
 }
 
+/// The running test's name (libtest names each test's thread after it), for the skip notice.
+fn test_name() -> String {
+    std::thread::current()
+        .name()
+        .unwrap_or("rocex-ibverbs test")
+        .to_owned()
+}
+
 /// Whether the test can run: the programs exist and rocexd may reach this user's memory.
-/// Prints `SKIPPED:` (or panics under `CI`) when not.
+/// Records the skip (or fails under `CI`) when not.
 pub(crate) fn ready(programs: &[&str]) -> bool {
-    let ci = std::env::var_os("CI").is_some();
-    for p in programs {
-        let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-            .any(|d| d.join(p).exists());
-        if !found {
-            assert!(!ci, "{p} is missing (Debian: perftest, ibverbs-utils)");
-            println!("SKIPPED: {p} is missing (Debian: perftest, ibverbs-utils)");
-            return false;
-        }
+    let test = test_name();
+    if !programs
+        .iter()
+        .all(|p| rocex_testkit::require_tool(&test, p).is_some())
+    {
+        return false;
     }
-    // SAFETY: getuid has no preconditions.
-    let root = unsafe { libc::getuid() } == 0;
     let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
         .map(|s| s.trim().to_owned())
         .unwrap_or_else(|_| "0".into());
-    if !root && scope != "0" {
-        let why = "rocexd needs root or kernel.yama.ptrace_scope 0 to reach a program's memory";
-        assert!(!ci, "{why}");
-        println!("SKIPPED: {why}");
+    if !rocex_testkit::is_root() && scope != "0" {
+        rocex_testkit::cannot_run(
+            &test,
+            "root or kernel.yama.ptrace_scope 0 (rocexd reaches a program's memory)",
+        );
         return false;
     }
     true
+}
+
+/// A C program built for a test in a directory of its own, removed on drop.
+pub(crate) struct CProgram {
+    dir: PathBuf,
+    /// The executable.
+    pub(crate) exe: PathBuf,
+}
+
+/// `cc NAME.c -o NAME ARGS...` from `source` against the system's `<infiniband/verbs.h>`,
+/// failing the test with cc's diagnostics; `None` after recording the skip (or failing
+/// under `CI`) when `cc` or the header is missing.
+pub(crate) fn build_c(name: &str, source: &str, args: &[&str]) -> Option<CProgram> {
+    let test = test_name();
+    rocex_testkit::require_tool(&test, "cc")?;
+    if !Path::new("/usr/include/infiniband/verbs.h").exists() {
+        rocex_testkit::cannot_run(&test, "<infiniband/verbs.h> (Debian: libibverbs-dev)");
+        return None;
+    }
+    let dir = std::env::temp_dir().join(format!("rocex-cc-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (c, exe) = (dir.join(format!("{name}.c")), dir.join(name));
+    std::fs::write(&c, source).unwrap();
+    let out = Command::new("cc")
+        .arg(&c)
+        .arg("-o")
+        .arg(&exe)
+        .args(args)
+        .output()
+        .expect("run cc");
+    assert!(
+        out.status.success(),
+        "cc {name}.c: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(CProgram { dir, exe })
+}
+
+impl Drop for CProgram {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// A daemon, killed on drop with its socket's directory.
@@ -142,23 +188,9 @@ pub(crate) fn under_rocex(sock: &Path, program: &str, args: &[&str]) -> Command 
     c
 }
 
-/// Waits for `child` at most [`LIMIT`], killing it after that.
-pub(crate) fn finish(mut child: Child, who: &str) -> Output {
-    let end = Instant::now() + LIMIT;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > end {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{who} did not finish within {} s: {}{}",
-                LIMIT.as_secs(),
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
+/// Waits for `child` at most [`LIMIT`], killing it and failing the test after that.
+pub(crate) fn finish(child: Child, who: &str) -> Output {
+    rocex_testkit::finish(child, LIMIT, who)
 }
 
 /// Both outputs as text.

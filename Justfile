@@ -49,9 +49,10 @@ deps:
 dump FILE *ARGS:
     cargo run -q --release -p rocex-cli -- dump "{{FILE}}" {{ARGS}}
 
-# Accept new or changed decoded-capture snapshots after reviewing them.
+# Accept new or changed capture snapshots (decoded captures, both replays' counts) after
+# reviewing them.
 snapshots:
-    INSTA_UPDATE=always cargo test -p rocex-proto-tests --test pcap_conformance
+    INSTA_UPDATE=always cargo test -p rocex-proto-tests --test pcap_conformance --test conform_replay --test conform_requester
     git status --short proto-tests/tests/snapshots
 
 # Criterion benchmarks of the hot paths (wire parse/build + ICRC, the engine's per-packet cost).

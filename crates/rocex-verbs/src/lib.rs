@@ -610,25 +610,8 @@ impl Pd {
         self.ctx
             .next_iova
             .set(iova + (map.len() as u64).next_multiple_of(1 << 32));
-        let fd = rustix::io::fcntl_dupfd_cloexec(map.fd(), 0).map_err(io::Error::from)?;
-        let (r, _) = self.ctx.ch.call(
-            &Request::RegMrShared {
-                pd: self.pd,
-                iova,
-                offset: 0,
-                len: len as u64,
-                access: access.bits(),
-            },
-            &[fd],
-        )?;
-        let Response::RegMr { lkey, rkey, .. } = r else {
-            return Err(proto("bad RegMr response"));
-        };
-        Ok(Mr::new(
-            self.ctx.clone(),
-            map,
-            Registration::new(iova, len, lkey, rkey),
-        ))
+        let reg = self.reg_shared(map.fd(), iova, 0, len, access)?;
+        Ok(Mr::new(self.ctx.clone(), map, reg))
     }
 
     /// Registers `buf`, ordinary memory of this process (a `Vec`, an array), with
@@ -693,6 +676,21 @@ impl Pd {
         len: usize,
         access: Access,
     ) -> Result<FdMr> {
+        let reg = self.reg_shared(memfd, iova, offset, len, access)?;
+        Ok(FdMr::new(self.ctx.clone(), reg))
+    }
+
+    /// Has the daemon map `len` bytes at byte `offset` of `memfd` (a duplicate is sent) as
+    /// an MR starting at `iova`: what [`alloc_mr`](Self::alloc_mr) and
+    /// [`reg_mr_memfd`](Self::reg_mr_memfd) share.
+    fn reg_shared(
+        &self,
+        memfd: std::os::fd::BorrowedFd<'_>,
+        iova: u64,
+        offset: u64,
+        len: usize,
+        access: Access,
+    ) -> Result<Registration> {
         let fd = rustix::io::fcntl_dupfd_cloexec(memfd, 0).map_err(io::Error::from)?;
         let (r, _) = self.ctx.ch.call(
             &Request::RegMrShared {
@@ -707,10 +705,7 @@ impl Pd {
         let Response::RegMr { lkey, rkey, .. } = r else {
             return Err(proto("bad RegMr response"));
         };
-        Ok(FdMr::new(
-            self.ctx.clone(),
-            Registration::new(iova, len, lkey, rkey),
-        ))
+        Ok(Registration::new(iova, len, lkey, rkey))
     }
 
     /// Creates a queue pair in RESET.

@@ -5,6 +5,8 @@ use core::fmt;
 use rocex_dump::capture::CaptureError;
 use rocex_proto::VerbsError;
 
+use crate::connection::Connection;
+
 /// A replay that could not run.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -22,6 +24,21 @@ pub enum ConformError {
         /// The engine's refusal.
         error: VerbsError,
     },
+}
+
+impl ConformError {
+    /// Maps the engine's refusal of `step`, setting up `conn`'s replayed QP, to an error
+    /// that names the connection.
+    pub(crate) fn setup<'a>(
+        conn: &'a Connection,
+        step: &'static str,
+    ) -> impl Fn(VerbsError) -> Self + 'a {
+        move |error| Self::Setup {
+            connection: conn.label(),
+            step,
+            error,
+        }
+    }
 }
 
 impl fmt::Display for ConformError {

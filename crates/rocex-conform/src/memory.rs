@@ -24,13 +24,6 @@ pub(crate) fn register(
     conn: &Connection,
     plan: &Plan,
 ) -> Result<Vec<Registered>, ConformError> {
-    let fail = |step: &'static str| {
-        move |error: VerbsError| ConformError::Setup {
-            connection: conn.label(),
-            step,
-            error,
-        }
-    };
     let taken = |k: u32| plan.mrs.iter().any(|m| m.rkey == k) || plan.mws.contains(&k);
     let mut next = 0x4c00_0000u32;
     let mut fresh = || {
@@ -72,14 +65,17 @@ pub(crate) fn register(
                     let whole: Arc<dyn Region> = bytes.clone();
                     engine
                         .reg_mr_with_keys(pd, memory.iova, memory.len, access, whole, keys)
-                        .map_err(fail("reg_mr_with_keys (under a window)"))?;
+                        .map_err(ConformError::setup(
+                            conn,
+                            "reg_mr_with_keys (under a window)",
+                        ))?;
                     anchors[mr.memory] = Some(keys.lkey);
                     keys.lkey
                 }
             };
             engine
                 .alloc_mw_with_key(pd, mr.rkey)
-                .map_err(fail("alloc_mw_with_key"))?;
+                .map_err(ConformError::setup(conn, "alloc_mw_with_key"))?;
             engine
                 .bind_mw_keeping_key(
                     pd,
@@ -89,7 +85,7 @@ pub(crate) fn register(
                     mr.len,
                     mr.access & Access::REMOTE,
                 )
-                .map_err(fail("bind_mw_keeping_key"))?;
+                .map_err(ConformError::setup(conn, "bind_mw_keeping_key"))?;
         } else {
             let part = SubRegion::new(bytes.clone(), mr.iova - memory.iova, mr.len).ok_or(
                 VerbsError::from(MemError::OutOfBounds {
@@ -97,21 +93,22 @@ pub(crate) fn register(
                     len: mr.len,
                 }),
             );
-            let part: Arc<dyn Region> = Arc::new(part.map_err(fail("a region's memory"))?);
+            let part: Arc<dyn Region> =
+                Arc::new(part.map_err(ConformError::setup(conn, "a region's memory"))?);
             let keys = Keys {
                 lkey: fresh(),
                 rkey: mr.rkey,
             };
             engine
                 .reg_mr_with_keys(pd, mr.iova, mr.len, mr.access, part, keys)
-                .map_err(fail("reg_mr_with_keys"))?;
+                .map_err(ConformError::setup(conn, "reg_mr_with_keys"))?;
         }
         out.push((mr.rkey, memory.iova, bytes.clone()));
     }
     for &rkey in &plan.mws {
         engine
             .alloc_mw_with_key(pd, rkey)
-            .map_err(fail("alloc_mw_with_key"))?;
+            .map_err(ConformError::setup(conn, "alloc_mw_with_key"))?;
     }
     Ok(out)
 }

@@ -7,7 +7,7 @@ use rocex_proto::verbs::{
     AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, Sge, WcOpcode,
 };
 use rocex_proto::{
-    Access, Config, Engine, IcrcStatus, Instant, Keys, PdId, QpInit, Region, VecRegion, VerbsError,
+    Access, Config, Engine, IcrcStatus, Instant, Keys, PdId, QpInit, Region, VecRegion,
 };
 use rocex_wire::PacketRepr;
 use rocex_wire::opcode::Operation;
@@ -49,17 +49,6 @@ struct Responder {
     outstanding: u64,
 }
 
-fn setup_err<'a>(
-    conn: &'a Connection,
-    step: &'static str,
-) -> impl Fn(VerbsError) -> ConformError + 'a {
-    move |error| ConformError::Setup {
-        connection: conn.label(),
-        step,
-        error,
-    }
-}
-
 impl Responder {
     fn new(conn: &Connection, plan: &Plan) -> Result<Self, ConformError> {
         let mut config = Config::new(conn.responder, [0x5a; 32]);
@@ -68,7 +57,7 @@ impl Responder {
         let pd = engine.alloc_pd();
         let cq = engine
             .create_cq(1 << 15)
-            .map_err(setup_err(conn, "create_cq"))?;
+            .map_err(ConformError::setup(conn, "create_cq"))?;
         let cap = QpCap {
             max_send_wr: 16,
             max_recv_wr: 1024,
@@ -85,7 +74,7 @@ impl Responder {
         };
         let qpn = engine
             .create_qp_with_qpn(init, conn.resp_qpn)
-            .map_err(setup_err(conn, "create_qp_with_qpn"))?;
+            .map_err(ConformError::setup(conn, "create_qp_with_qpn"))?;
         let access = Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
         let mut attr = QpAttr {
             qp_state: QpState::Init,
@@ -96,7 +85,7 @@ impl Responder {
         let mask = AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS;
         engine
             .modify_qp(qpn, &attr, mask)
-            .map_err(setup_err(conn, "modify_qp INIT"))?;
+            .map_err(ConformError::setup(conn, "modify_qp INIT"))?;
         attr.qp_state = QpState::Rtr;
         attr.ah_attr = Some(AddressVector {
             dest: conn.requester,
@@ -115,7 +104,7 @@ impl Responder {
             | AttrMask::MIN_RNR_TIMER;
         engine
             .modify_qp(qpn, &attr, mask)
-            .map_err(setup_err(conn, "modify_qp RTR"))?;
+            .map_err(ConformError::setup(conn, "modify_qp RTR"))?;
         attr.qp_state = QpState::Rts;
         attr.max_rd_atomic = 1;
         let mask = AttrMask::STATE
@@ -126,7 +115,7 @@ impl Responder {
             | AttrMask::MAX_QP_RD_ATOMIC;
         engine
             .modify_qp(qpn, &attr, mask)
-            .map_err(setup_err(conn, "modify_qp RTS"))?;
+            .map_err(ConformError::setup(conn, "modify_qp RTS"))?;
         let mut me = Self {
             engine,
             pd,
@@ -162,7 +151,7 @@ impl Responder {
                 let keys = self
                     .engine
                     .reg_mr(self.pd, base, RECV_BUF as u64, Access::LOCAL_WRITE, region)
-                    .map_err(setup_err(conn, "reg_mr (receive buffer)"))?;
+                    .map_err(ConformError::setup(conn, "reg_mr (receive buffer)"))?;
                 self.recv = Some((keys, base));
                 (keys, base)
             }
@@ -177,7 +166,7 @@ impl Responder {
         );
         self.engine
             .post_recv(now, self.qpn, wr)
-            .map_err(setup_err(conn, "post_recv"))?;
+            .map_err(ConformError::setup(conn, "post_recv"))?;
         self.outstanding += 1;
         Ok(())
     }

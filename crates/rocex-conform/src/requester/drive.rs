@@ -27,9 +27,7 @@ use std::sync::Arc;
 use rocex_proto::verbs::{
     AddressVector, Mtu, QpAttr, QpCap, QpState, QpType, SendFlags, SendWr, Sge,
 };
-use rocex_proto::{
-    Access, Config, Engine, IcrcStatus, Instant, Keys, QpInit, Region, VecRegion, VerbsError,
-};
+use rocex_proto::{Access, Config, Engine, IcrcStatus, Instant, Keys, QpInit, Region, VecRegion};
 use rocex_wire::{Opcode, PacketRepr};
 
 use super::plan::{ReqPlan, acked_before};
@@ -53,17 +51,6 @@ struct Requester {
     base: u64,
 }
 
-fn setup_err<'a>(
-    conn: &'a Connection,
-    step: &'static str,
-) -> impl Fn(VerbsError) -> ConformError + 'a {
-    move |error| ConformError::Setup {
-        connection: conn.label(),
-        step,
-        error,
-    }
-}
-
 impl Requester {
     fn new(conn: &Connection, plan: &ReqPlan) -> Result<Self, ConformError> {
         let mut config = Config::new(conn.requester, [0xa5; 32]);
@@ -72,7 +59,7 @@ impl Requester {
         let pd = engine.alloc_pd();
         let cq = engine
             .create_cq(1 << 15)
-            .map_err(setup_err(conn, "create_cq"))?;
+            .map_err(ConformError::setup(conn, "create_cq"))?;
         let init = QpInit {
             qp_type: QpType::Rc,
             pd,
@@ -88,7 +75,7 @@ impl Requester {
         };
         let qpn = engine
             .create_qp_with_qpn(init, plan.qpn)
-            .map_err(setup_err(conn, "create_qp_with_qpn"))?;
+            .map_err(ConformError::setup(conn, "create_qp_with_qpn"))?;
         let attr = QpAttr {
             qp_state: QpState::Rts,
             qp_access_flags: Access::empty(),
@@ -111,7 +98,7 @@ impl Requester {
         for (a, mask) in attr.rc_steps() {
             engine
                 .modify_qp(qpn, &a, mask)
-                .map_err(setup_err(conn, "modify_qp"))?;
+                .map_err(ConformError::setup(conn, "modify_qp"))?;
         }
         let len = plan
             .wrs
@@ -124,7 +111,7 @@ impl Requester {
         let base = 0x1000;
         let keys = engine
             .reg_mr(pd, base, len, Access::LOCAL_WRITE, region)
-            .map_err(setup_err(conn, "reg_mr"))?;
+            .map_err(ConformError::setup(conn, "reg_mr"))?;
         Ok(Self {
             engine,
             cq,
@@ -155,7 +142,7 @@ impl Requester {
         };
         self.engine
             .post_send(now, self.qpn, wr)
-            .map_err(setup_err(conn, "post_send"))
+            .map_err(ConformError::setup(conn, "post_send"))
     }
 
     fn drain_cq(&mut self) {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant as WallClock};
 
-use rocex_io::{Driver, UdpPort};
+use rocex_io::{BackendOptions, Driver, UdpPort};
 use rocex_proto::verbs::{
     AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, Remote, SendOp, SendWr,
     Sge, WcStatus, WorkCompletion,
@@ -74,8 +74,13 @@ fn side(ip: [u8; 4], seed: u8, inject: Option<rocex_io::Faults>) -> io::Result<S
             cap,
         })
         .map_err(err)?;
-    let mut driver = Driver::new(e, UdpPort::bind(ip)?);
-    driver.peers_are_rocex(true);
+    // Every peer is rocex: the strict ICRC check, which a corrupted packet passes with
+    // probability 2^-26 rather than 2^-16 (docs/security.md).
+    let opts = BackendOptions {
+        peers_are_rocex: true,
+        ..BackendOptions::default()
+    };
+    let mut driver = Driver::new(e, UdpPort::open(ip, opts)?);
     if let Some(mut f) = inject {
         f.seed = f.seed.wrapping_add(u64::from(seed));
         driver.inject(f);

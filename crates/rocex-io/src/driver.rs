@@ -4,7 +4,7 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::Duration;
 
-use rocex_proto::{Engine, IcrcStatus, Instant};
+use rocex_proto::{Engine, Instant};
 
 use crate::{Backend, BackendCounters, FaultCounters, Faults, Injected};
 
@@ -19,7 +19,6 @@ pub struct Driver {
     port: Injected<Box<dyn Backend>>,
     epoch: std::time::Instant,
     buf: Vec<u8>,
-    peers_are_rocex: bool,
     busy_poll: bool,
     /// Busy polling on a backend whose answers go alone.
     answer_alone: bool,
@@ -38,7 +37,6 @@ impl Driver {
             port: Injected::passthrough(backend),
             epoch: std::time::Instant::now(),
             buf: vec![0; crate::MAX_PACKET],
-            peers_are_rocex: false,
             busy_poll: false,
             answer_alone: false,
         }
@@ -52,14 +50,6 @@ impl Driver {
         self.busy_poll = on;
         self.answer_alone = on && self.port.answer_alone();
         self.engine.requests_before_acks(on);
-    }
-
-    /// Declares that every peer is rocex, so that a packet whose ICRC the backend did not
-    /// check is dropped as invalid. This crate's backends check every ICRC, so only a
-    /// backend from elsewhere is affected; [`crate::BackendOptions::peers_are_rocex`]
-    /// narrows a UDP socket's check to rocex's IPv4 identifications.
-    pub fn peers_are_rocex(&mut self, on: bool) {
-        self.peers_are_rocex = on;
     }
 
     /// Applies `faults` to every packet sent from now on.
@@ -118,13 +108,9 @@ impl Driver {
             RX_BATCHES_PER_TURN
         };
         for _ in 0..batches {
-            let (engine, strict) = (&mut self.engine, self.peers_are_rocex);
+            let engine = &mut self.engine;
             let n = self.port.recv(&mut |meta, payload| {
-                let icrc = match meta.icrc {
-                    IcrcStatus::Unchecked if strict => IcrcStatus::Invalid,
-                    s => s,
-                };
-                engine.handle_packet(now, meta.src, meta.dst, payload, icrc);
+                engine.handle_packet(now, meta.src, meta.dst, payload, meta.icrc);
             })?;
             if n == 0 {
                 break;

@@ -129,10 +129,8 @@ impl Side {
                 })
                 .map_err(err)?;
         }
-        let mut driver = Driver::with_backend(e, backend);
-        driver.peers_are_rocex(true);
         Ok(Self {
-            driver,
+            driver: Driver::with_backend(e, backend),
             qpns,
             cq,
             lkey: keys.lkey,

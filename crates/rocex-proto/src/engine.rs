@@ -59,15 +59,13 @@ impl Config {
     }
 }
 
-/// Whether the caller checked a received packet's ICRC.
+/// What the caller found when it checked a received packet's ICRC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IcrcStatus {
-    /// Checked and valid.
+    /// Valid.
     Valid,
-    /// Checked and wrong: the packet is dropped and counted.
+    /// Wrong: the packet is dropped and counted.
     Invalid,
-    /// Not checked: the I/O path cannot see the IP header (a UDP socket).
-    Unchecked,
 }
 
 /// A packet [`Engine::poll_transmit`] wrote: a UDP payload from the device's address.

@@ -125,7 +125,7 @@ fn a_mad_travels_from_qp1_to_qp1_with_the_gsi_qkey() {
         SocketAddr::new(ip_a, 4791),
         ip_b,
         &buf[..t.len],
-        IcrcStatus::Unchecked,
+        IcrcStatus::Valid,
     );
     let wc = b.e.poll_cq(b.cq).expect("a receive completion");
     assert_eq!((wc.wr_id, wc.src_qp, wc.qp_num), (7, 1, 1));

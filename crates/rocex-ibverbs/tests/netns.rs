@@ -8,6 +8,7 @@
 
 mod common;
 
+use std::net::Ipv6Addr;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -153,25 +154,19 @@ fn two_hosts_on_a_veth_pair() {
     let Some(_net) = Net::up() else { return };
     let d = [NsDaemon::start(0), NsDaemon::start(1)];
 
-    // The node GUID is the EUI-64 of the veth's MAC; GID 0 is fe80::<that>.
-    let mac = text(&ip(&["-n", NS[0], "-br", "link", "show", VETH[0]]));
-    let mac: Vec<u8> = mac
+    // GID 0 is fe80::EUI-64 of the veth's MAC and the node GUID that EUI-64, as with rxe:
+    // both read off the link-local address the kernel itself made from the MAC (its
+    // default address generation in a fresh namespace).
+    let br = text(&ip(&[
+        "-n", NS[0], "-6", "-br", "addr", "show", "dev", VETH[0], "scope", "link",
+    ]));
+    let ll = br
         .split_whitespace()
         .nth(2)
-        .unwrap()
-        .split(':')
-        .map(|h| u8::from_str_radix(h, 16).unwrap())
-        .collect();
-    let eui = [
-        mac[0] ^ 2,
-        mac[1],
-        mac[2],
-        0xff,
-        0xfe,
-        mac[3],
-        mac[4],
-        mac[5],
-    ];
+        .and_then(|a| a.split_once('/'))
+        .unwrap_or_else(|| panic!("no link-local address on {}: {br}", VETH[0]))
+        .0;
+    let eui = &ll.parse::<Ipv6Addr>().unwrap().octets()[8..];
     let guid = format!(
         "{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}",
         eui[0], eui[1], eui[2], eui[3], eui[4], eui[5], eui[6], eui[7]
@@ -185,13 +180,6 @@ fn two_hosts_on_a_veth_pair() {
     assert!(
         t.contains(&format!("node_guid:\t\t\t{guid}")),
         "GUID {guid}:\n{t}"
-    );
-    let ll = format!(
-        "fe80::{:x}:{:x}:{:x}:{:x}",
-        u16::from_be_bytes([eui[0], eui[1]]),
-        u16::from_be_bytes([eui[2], eui[3]]),
-        u16::from_be_bytes([eui[4], eui[5]]),
-        u16::from_be_bytes([eui[6], eui[7]])
     );
     assert!(
         t.contains(&format!("GID[  0]:\t\t{ll}, RoCE v2")),

@@ -133,6 +133,8 @@ impl Region for FileBacked {
 
 /// A packet the responder sent: opcode, PSN, AETH (syndrome, MSN), payload.
 type Answer = (Opcode, u32, Option<(Syndrome, u32)>, Vec<u8>);
+/// The same without the payload.
+type Head = (Opcode, u32, Option<(Syndrome, u32)>);
 
 /// One responder QP (RC, MTU 1024) and the peer the test plays.
 struct Resp {
@@ -256,6 +258,11 @@ impl Resp {
         Some((p.opcode(), p.bth.psn.value(), aeth, p.payload.to_vec()))
     }
 
+    /// The next packet the engine sends, without its payload.
+    fn next_head(&mut self) -> Option<Head> {
+        self.next().map(|(op, psn, aeth, _)| (op, psn, aeth))
+    }
+
     fn state(&self) -> QpState {
         self.e.query_qp(self.qpn).unwrap().0.qp_state
     }
@@ -296,7 +303,7 @@ fn a_read_whose_memory_vanishes_mid_response_ends_in_nak_remote_access() {
     // rxe `read_reply`: the failed copy is an rkey violation, NAKed with the READ's PSN
     // and the MSN the READ already advanced; no zeros go out as data.
     assert_eq!(
-        r.next().map(|(op, psn, aeth, _)| (op, psn, aeth)),
+        r.next_head(),
         Some((Opcode::RC_ACKNOWLEDGE, PSN0, Some((NAK_ACCESS, 1))))
     );
     assert!(r.next().is_none());
@@ -324,7 +331,7 @@ fn a_read_whose_memory_vanishes_before_its_only_response_sends_no_data() {
     r.request(Opcode::RC_RDMA_WRITE_ONLY, reth, None, &[]);
     mem.gone.store(true, Ordering::Relaxed);
     assert_eq!(
-        r.next().map(|(op, psn, aeth, _)| (op, psn, aeth)),
+        r.next_head(),
         Some((Opcode::RC_ACKNOWLEDGE, PSN0, Some((NAK_ACCESS, 1))))
     );
     assert!(r.next().is_none());
@@ -341,7 +348,7 @@ fn a_zero_byte_write_needs_no_valid_rkey() {
     };
     r.request(Opcode::RC_RDMA_WRITE_ONLY, reth, None, &[]);
     assert_eq!(
-        r.next().map(|(op, psn, aeth, _)| (op, psn, aeth)),
+        r.next_head(),
         Some((Opcode::RC_ACKNOWLEDGE, PSN0, Some((Syndrome::ACK, 1))))
     );
 }
@@ -355,7 +362,7 @@ fn a_whole_region_flush_checks_the_rkey_rights_first() {
     let keys = r.reg(access, Arc::new(VecRegion::new(LEN as usize)));
     r.flush(keys.rkey, PLT_PERSISTENCE, SEL_MEMORY_REGION, 0, 0);
     assert_eq!(
-        r.next().map(|(op, psn, aeth, _)| (op, psn, aeth)),
+        r.next_head(),
         Some((Opcode::RC_ACKNOWLEDGE, PSN0, Some((NAK_ACCESS, 0))))
     );
     assert_eq!(r.state(), QpState::Err);
@@ -396,7 +403,7 @@ fn whole_region_and_zero_length_flushes_check_the_rkey() {
                 Some((Syndrome::ACK, 1)),
             )
         };
-        let got = r.next().map(|(op, psn, aeth, _)| (op, psn, aeth));
+        let got = r.next_head();
         assert_eq!(got, Some(want), "case {i}");
     }
 }
@@ -445,9 +452,7 @@ fn a_whole_region_flush_makes_a_file_backed_region_durable() {
     };
     r.request(Opcode::RC_RDMA_WRITE_ONLY, reth, None, &data);
     r.flush(keys.rkey, PLT_PERSISTENCE, SEL_MEMORY_REGION, 0, 0);
-    let answers: Vec<_> = std::iter::from_fn(|| r.next())
-        .map(|(op, psn, aeth, _)| (op, psn, aeth))
-        .collect();
+    let answers: Vec<_> = std::iter::from_fn(|| r.next_head()).collect();
     assert_eq!(
         answers,
         [
@@ -489,7 +494,7 @@ fn a_duplicate_read_whose_key_is_gone_is_a_remote_access_error() {
     r.psn = PSN0;
     r.request(Opcode::RC_RDMA_READ_REQUEST, reth, None, &[]);
     assert_eq!(
-        r.next().map(|(op, psn, aeth, _)| (op, psn, aeth)),
+        r.next_head(),
         Some((Opcode::RC_ACKNOWLEDGE, PSN0, Some((NAK_ACCESS, 1))))
     );
     assert_eq!(r.state(), QpState::Err);
@@ -522,7 +527,7 @@ fn send_with_invalidate_frees_a_window_and_errs_on_a_region() {
     };
     r.request(Opcode::RC_RDMA_WRITE_ONLY, reth, None, &[1; 8]);
     assert_eq!(
-        r.next().map(|(op, psn, aeth, _)| (op, psn, aeth)),
+        r.next_head(),
         Some((Opcode::RC_ACKNOWLEDGE, PSN0 + 1, Some((NAK_ACCESS, 1))))
     );
     assert_eq!(r.state(), QpState::Err);
@@ -531,7 +536,7 @@ fn send_with_invalidate_frees_a_window_and_errs_on_a_region() {
     let keys = r.reg(access, Arc::new(VecRegion::new(LEN as usize)));
     r.send_inv(keys.rkey, keys.lkey);
     assert_eq!(
-        r.next().map(|(op, psn, aeth, _)| (op, psn, aeth)),
+        r.next_head(),
         Some((Opcode::RC_ACKNOWLEDGE, PSN0, Some((Syndrome::ACK, 0))))
     );
     assert_eq!(r.e.poll_cq(r.cq).unwrap().status, WcStatus::RemInvReqErr);

@@ -203,18 +203,17 @@ impl Qp {
             ctx.counters.drop_ghost_ack += 1;
             return;
         }
-        let past_head = self
-            .sq
-            .front()
-            .is_some_and(|w| w.started && w.last_psn().is_before(psn));
-        if let Some(first) = self.sq.iter().find(|w| w.holds(psn)).map(|w| w.first_psn) {
-            if past_head && psn != self.comp.psn {
-                // Past the oldest request, as an ACK would be: it acknowledges the SENDs
-                // and WRITEs before its own request and shows a READ's or atomic's
-                // response there lost, an implied NAK (rxe `check_psn`: COMPST_COMP_ACK,
-                // COMPST_ERROR_RETRY).
-                self.ack_through(ctx, first.sub(1));
-            }
+        if psn != self.comp.psn
+            && self
+                .sq
+                .front()
+                .is_some_and(|w| w.started && w.last_psn().is_before(psn))
+            && let Some(first) = self.sq.iter().find(|w| w.holds(psn)).map(|w| w.first_psn)
+        {
+            // Past the oldest request, as an ACK would be: it acknowledges the SENDs and
+            // WRITEs before its own request and shows a READ's or atomic's response there
+            // lost, an implied NAK (rxe `check_psn`: COMPST_COMP_ACK, COMPST_ERROR_RETRY).
+            self.ack_through(ctx, first.sub(1));
         }
         if psn != self.comp.psn {
             // Responses before this one within its own request were lost: as rxe, wait

@@ -52,18 +52,26 @@ impl Options {
 /// Replays every RC connection of the capture at `path`; of a file cut short, the intact
 /// frames (the report then fails and says where the file ends).
 pub fn replay_file(path: &Path, opts: &Options) -> Result<Report, ConformError> {
-    let cap = capture::open(path)?;
-    let mut report = replay_frames(&cap.frames, opts)?;
-    report.truncated_after = cap.truncated.then_some(cap.frames.len() as u64);
-    Ok(report)
+    from_file(path, |frames| replay_frames(frames, opts))
 }
 
 /// Replays the requester of every RC connection of the capture at `path`.
 pub fn replay_requester_file(path: &Path, opts: &Options) -> Result<Report, ConformError> {
-    let cap = capture::open(path)?;
-    let mut report = replay_requester_frames(&cap.frames, opts)?;
-    report.truncated_after = cap.truncated.then_some(cap.frames.len() as u64);
-    Ok(report)
+    from_file(path, |frames| replay_requester_frames(frames, opts))
+}
+
+/// Replays every RC connection found in `frames` (numbered from 1 in the report).
+pub fn replay_frames(frames: &[Captured], opts: &Options) -> Result<Report, ConformError> {
+    each_connection(frames, opts, |conns, report| {
+        let plans: Vec<infer::Plan> = conns.iter().map(infer::plan).collect();
+        let loss_seen = plans.iter().any(|p| p.shows_loss);
+        for (conn, plan) in conns.iter().zip(&plans) {
+            report.planned(conn, &plan.inferences, || plan.settings());
+            let run = replay::run(conn, plan)?;
+            compare::compare(conn, plan, &run, loss_seen, report);
+        }
+        Ok(())
+    })
 }
 
 /// Replays the requester of every RC connection found in `frames`: rocex's requester,
@@ -72,30 +80,35 @@ pub fn replay_requester_frames(
     frames: &[Captured],
     opts: &Options,
 ) -> Result<Report, ConformError> {
-    let split = connection::split(frames, |p| opts.is_roce_port(p));
-    if split.roce_frames == 0 {
-        return Err(ConformError::NothingToReplay);
-    }
-    let mut report = Report::new(opts.verbose);
-    report.skipped = split.skipped;
-    report.damage(split.damaged);
-    let loss_seen = split.connections.iter().any(|c| infer::plan(c).shows_loss);
-    for conn in &split.connections {
-        let plan = requester::plan::plan(conn, loss_seen);
-        for (frame, kind, text) in &plan.inferences {
-            report.infer(conn, *frame, kind, text);
+    each_connection(frames, opts, |conns, report| {
+        let loss_seen = conns.iter().any(|c| infer::plan(c).shows_loss);
+        for conn in conns {
+            let plan = requester::plan::plan(conn, loss_seen);
+            report.planned(conn, &plan.inferences, || plan.settings());
+            requester::drive::run(conn, &plan, loss_seen, report)?;
         }
-        if opts.verbose {
-            report.note(conn, &plan.settings());
-        }
-        requester::drive::run(conn, &plan, loss_seen, &mut report)?;
-    }
-    report.totals.connections = split.connections.len() as u64;
+        Ok(())
+    })
+}
+
+/// Reads the capture at `path` and replays its intact frames.
+fn from_file(
+    path: &Path,
+    replay: impl FnOnce(&[Captured]) -> Result<Report, ConformError>,
+) -> Result<Report, ConformError> {
+    let cap = capture::open(path)?;
+    let mut report = replay(&cap.frames)?;
+    report.truncated_after = cap.truncated.then_some(cap.frames.len() as u64);
     Ok(report)
 }
 
-/// Replays every RC connection found in `frames` (numbered from 1 in the report).
-pub fn replay_frames(frames: &[Captured], opts: &Options) -> Result<Report, ConformError> {
+/// Groups `frames` into connections and has `replay` replay them into a report that
+/// already lists what was skipped or damaged.
+fn each_connection(
+    frames: &[Captured],
+    opts: &Options,
+    replay: impl FnOnce(&[connection::Connection], &mut Report) -> Result<(), ConformError>,
+) -> Result<Report, ConformError> {
     let split = connection::split(frames, |p| opts.is_roce_port(p));
     if split.roce_frames == 0 {
         return Err(ConformError::NothingToReplay);
@@ -103,18 +116,7 @@ pub fn replay_frames(frames: &[Captured], opts: &Options) -> Result<Report, Conf
     let mut report = Report::new(opts.verbose);
     report.skipped = split.skipped;
     report.damage(split.damaged);
-    let plans: Vec<infer::Plan> = split.connections.iter().map(infer::plan).collect();
-    let loss_seen = plans.iter().any(|p| p.shows_loss);
-    for (conn, plan) in split.connections.iter().zip(&plans) {
-        for inf in &plan.inferences {
-            report.infer(conn, inf.frame, inf.kind, &inf.text);
-        }
-        if opts.verbose {
-            report.note(conn, &plan.settings());
-        }
-        let run = replay::run(conn, plan)?;
-        compare::compare(conn, plan, &run, loss_seen, &mut report);
-    }
+    replay(&split.connections, &mut report)?;
     report.totals.connections = split.connections.len() as u64;
     Ok(report)
 }

@@ -3,6 +3,7 @@
 use core::fmt;
 
 use crate::connection::{Connection, Damage, Skipped};
+use crate::infer::{Inference, InferenceKind};
 use crate::response::Response;
 
 /// The counts of the last line.
@@ -90,13 +91,23 @@ impl Report {
         }
     }
 
-    pub(crate) fn infer(
+    /// Records a connection's plan: its inferences, and in verbose output its settings.
+    pub(crate) fn planned(
         &mut self,
         conn: &Connection,
-        frame: u64,
-        kind: impl fmt::Display,
-        text: &str,
+        inferences: &[Inference],
+        settings: impl FnOnce() -> String,
     ) {
+        for inf in inferences {
+            self.infer(conn, inf.frame, inf.kind, &inf.text);
+        }
+        if self.verbose {
+            let note = format!("note {} {}", conn.label(), settings());
+            self.lines.push(Line::Note(note));
+        }
+    }
+
+    pub(crate) fn infer(&mut self, conn: &Connection, frame: u64, kind: InferenceKind, text: &str) {
         self.totals.inferred += 1;
         self.lines.push(Line::Inference(format!(
             "infer {} frame={frame} {kind}: {text}",
@@ -157,11 +168,6 @@ impl Report {
                 conn.label()
             )));
         }
-    }
-
-    pub(crate) fn note(&mut self, conn: &Connection, text: &str) {
-        self.lines
-            .push(Line::Note(format!("note {} {text}", conn.label())));
     }
 
     /// Whether the replay found a mismatch, or could not check everything: a difference

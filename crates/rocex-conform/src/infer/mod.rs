@@ -35,10 +35,11 @@ pub const MAX_DEST_RD_ATOMIC: u8 = 128;
 /// Regions larger than this are not allocated (a capture naming such a range is odd).
 const MAX_REGION: u64 = 256 << 20;
 
-/// The kinds of inference, as printed.
+/// The kinds of inference, as printed: the responder replay's, then the requester
+/// replay's ([`crate::requester`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum InferenceKind {
-    /// The responder's expected PSN at the start.
+    /// The responder's expected PSN, or the requester's first PSN, at the start.
     StartPsn,
     /// The path MTU.
     PathMtu,
@@ -63,6 +64,18 @@ pub enum InferenceKind {
     /// A retransmitted request at the end of the capture that nothing answered: the
     /// responder's QP was gone (its application had exited) or the answer was lost.
     UnansweredAtEnd,
+    /// The requester's ACK timeout code.
+    Timeout,
+    /// The requester's `rnr_retry`.
+    RnrRetry,
+    /// The requester's work requests, read back from its request stream.
+    WorkRequests,
+    /// A request rxe sent that was lost before the capture point.
+    RequestLost,
+    /// rxe resent a request already acknowledged, with nothing lost.
+    RxeResentAcked,
+    /// rxe resent an ATOMIC_WRITE with RETH va 0.
+    RxeAtomicWriteVa,
 }
 
 impl fmt::Display for InferenceKind {
@@ -80,6 +93,12 @@ impl fmt::Display for InferenceKind {
             Self::RqEmpty => "rq-empty",
             Self::ResponseLost => "response-lost",
             Self::UnansweredAtEnd => "unanswered-at-end",
+            Self::Timeout => "timeout",
+            Self::RnrRetry => "rnr-retry",
+            Self::WorkRequests => "work-requests",
+            Self::RequestLost => "request-lost",
+            Self::RxeResentAcked => "rxe-resent-acked",
+            Self::RxeAtomicWriteVa => "rxe-atomic-write-va",
         })
     }
 }

@@ -34,6 +34,7 @@ use super::plan::{ReqPlan, acked_before};
 use crate::ConformError;
 use crate::Report;
 use crate::connection::Connection;
+use crate::infer::InferenceKind;
 use crate::request::Request;
 
 /// How long after the capture point saw a response rxe's requester is taken to act on it.
@@ -330,7 +331,7 @@ impl Replay<'_> {
                         "rxe resent PSN {} though the response at frame {a} had acknowledged it and nothing was lost; rocex, with nothing unacknowledged, sends nothing",
                         want.psn.value()
                     );
-                    report.infer(conn, cap.frame, "rxe-resent-acked", &text);
+                    report.infer(conn, cap.frame, InferenceKind::RxeResentAcked, &text);
                     return;
                 }
                 report.differ(conn, cap.frame, &want.to_string(), "nothing");
@@ -345,7 +346,7 @@ impl Replay<'_> {
                     "rxe resent the ATOMIC_WRITE at PSN {} with RETH va 0; rocex resends the address it was given",
                     got.psn.value()
                 );
-                report.infer(conn, cap.frame, "rxe-atomic-write-va", &text);
+                report.infer(conn, cap.frame, InferenceKind::RxeAtomicWriteVa, &text);
                 return;
             }
             // rxe sent it, and it never reached the capture point: it lies in a gap of the
@@ -373,7 +374,7 @@ impl Replay<'_> {
                         format!("rxe sent PSN {} again later", got.psn.value())
                     }
                 );
-                report.infer(conn, cap.frame, "request-lost", &text);
+                report.infer(conn, cap.frame, InferenceKind::RequestLost, &text);
                 continue;
             }
             report.differ(conn, cap.frame, &want.to_string(), &got.to_string());

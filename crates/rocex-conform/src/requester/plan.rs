@@ -22,6 +22,7 @@ use rocex_wire::Psn;
 use rocex_wire::opcode::{Operation, Position};
 
 use crate::connection::{Connection, Pkt};
+use crate::infer::{Inference, InferenceKind};
 
 /// ACK timeout code when the capture shows none: 4.096 µs × 2^14 = 67 ms, what
 /// `ibv_rc_pingpong`, perftest and rdma_cm's users set.
@@ -64,8 +65,8 @@ pub struct ReqPlan {
     pub qpn: u32,
     /// The work requests, in order.
     pub wrs: Vec<WrPlan>,
-    /// Inferences made: frame, kind, text.
-    pub inferences: Vec<(u64, &'static str, String)>,
+    /// Inferences made.
+    pub inferences: Vec<Inference>,
 }
 
 impl ReqPlan {
@@ -83,8 +84,8 @@ impl ReqPlan {
         )
     }
 
-    fn infer(&mut self, frame: u64, kind: &'static str, text: String) {
-        self.inferences.push((frame, kind, text));
+    fn infer(&mut self, frame: u64, kind: InferenceKind, text: String) {
+        self.inferences.push(Inference { frame, kind, text });
     }
 }
 
@@ -105,7 +106,7 @@ pub fn plan(conn: &Connection, loss_seen: bool) -> ReqPlan {
         "requester started at PSN {}: the earliest PSN of the request stream",
         plan.start_psn.value()
     );
-    plan.infer(first, "start-psn", text);
+    plan.infer(first, InferenceKind::StartPsn, text);
     path_mtu(conn, &mut plan);
     timeout(conn, loss_seen, &mut plan);
     rnr_retry(conn, &mut plan);
@@ -146,12 +147,12 @@ fn path_mtu(conn: &Connection, plan: &mut ReqPlan) {
                 "path MTU {}: the payload of the FIRST/MIDDLE packet at frame {frame}",
                 m.bytes()
             );
-            plan.infer(frame, "path-mtu", text);
+            plan.infer(frame, InferenceKind::PathMtu, text);
         }
         None => {
             let frame = conn.requests.first().map_or(0, |p| p.frame);
             let text = "path MTU 4096: every message fits in one packet".to_string();
-            plan.infer(frame, "path-mtu", text);
+            plan.infer(frame, InferenceKind::PathMtu, text);
         }
     }
 }
@@ -199,7 +200,7 @@ fn timeout(conn: &Connection, loss_seen: bool, plan: &mut ReqPlan) {
         let text = format!(
             "ACK timeout {DEFAULT_TIMEOUT}: no retransmission after a timeout shows it (the verbs examples' and perftest's)"
         );
-        plan.infer(frame, "timeout", text);
+        plan.infer(frame, InferenceKind::Timeout, text);
         return;
     };
     let units = (gap / 4.096e-6).max(1.0);
@@ -209,7 +210,7 @@ fn timeout(conn: &Connection, loss_seen: bool, plan: &mut ReqPlan) {
         plan.timeout,
         gap * 1e3
     );
-    plan.infer(frame, "timeout", text);
+    plan.infer(frame, InferenceKind::Timeout, text);
 }
 
 /// `rnr_retry` 0 when rxe never resent a request an RNR NAK turned back.
@@ -232,7 +233,7 @@ fn rnr_retry(conn: &Connection, plan: &mut ReqPlan) {
                 r.psn.value(),
                 r.frame
             );
-            plan.infer(r.frame, "rnr-retry", text);
+            plan.infer(r.frame, InferenceKind::RnrRetry, text);
             return;
         }
     }
@@ -288,7 +289,7 @@ fn work_requests(conn: &Connection, plan: &mut ReqPlan) {
             "; {guessed} PSNs inside messages never captured, taken as full MIDDLE packets"
         );
     }
-    plan.infer(frame, "work-requests", text);
+    plan.infer(frame, InferenceKind::WorkRequests, text);
 }
 
 /// A message read back from the stream.

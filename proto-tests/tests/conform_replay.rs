@@ -9,21 +9,11 @@ use rocex_conform::{ConformError, Options, Report, replay_file};
 use rocex_dump::capture::CaptureError;
 mod common;
 
-use common::{Records, roce_frames, scratch};
+use common::{cut_in_last_roce, mismatch_lines, scratch, with_bad_icrcs, without_roce};
 use rocex_proto_tests::{captures, name};
 
 fn replay(path: &std::path::Path) -> Report {
     replay_file(path, &Options::default()).unwrap_or_else(|e| panic!("{}: {e}", name(path)))
-}
-
-fn mismatch_lines(report: &Report) -> String {
-    report
-        .lines
-        .iter()
-        .map(ToString::to_string)
-        .filter(|l| l.starts_with("mismatch"))
-        .collect::<Vec<_>>()
-        .join("\n  ")
 }
 
 #[test]
@@ -65,13 +55,7 @@ fn every_capture_replays_without_mismatch() {
 fn damaged_frames_are_reported_as_such() {
     let dir = scratch("conform-damaged");
     for path in captures() {
-        let mut rec = Records::read(&path);
-        let hit: Vec<u64> = roce_frames(&rec).into_iter().step_by(5).collect();
-        for &f in &hit {
-            rec.flip_icrc(f);
-        }
-        let bad = dir.join(name(&path));
-        rec.write(&bad);
+        let (bad, hit) = with_bad_icrcs(&path, &dir);
         let report = replay(&bad);
         let listed: Vec<u64> = report.damaged.iter().map(|d| d.frame).collect();
         assert_eq!(listed, hit, "{}: damaged frames", name(&path));
@@ -113,10 +97,7 @@ fn damaged_frames_are_reported_as_such() {
 fn a_capture_cut_short_is_replayed_up_to_the_cut() {
     let dir = scratch("conform-cut");
     for path in captures() {
-        let rec = Records::read(&path);
-        let last = *roce_frames(&rec).last().expect("RoCE frames");
-        let cut = dir.join(name(&path));
-        std::fs::write(&cut, rec.cut_inside(last)).unwrap();
+        let (cut, last) = cut_in_last_roce(&path, &dir);
         let report = replay(&cut);
         assert_eq!(report.truncated_after, Some(last - 1), "{}", name(&path));
         assert!(report.failed(), "{}: a cut capture passed", name(&path));
@@ -135,12 +116,7 @@ fn a_capture_cut_short_is_replayed_up_to_the_cut() {
 fn no_roce_is_nothing_to_replay() {
     let dir = scratch("conform-none");
     for path in captures() {
-        let mut rec = Records::read(&path);
-        let roce = roce_frames(&rec);
-        rec.keep(|f| !roce.contains(&f));
-        let none = dir.join(name(&path));
-        rec.write(&none);
-        let e = replay_file(&none, &Options::default()).unwrap_err();
+        let e = replay_file(&without_roce(&path, &dir), &Options::default()).unwrap_err();
         assert!(
             matches!(e, ConformError::NothingToReplay),
             "{}: {e}",

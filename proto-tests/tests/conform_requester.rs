@@ -10,22 +10,11 @@ mod common;
 use rocex_conform::{ConformError, Options, Report, replay_requester_file};
 use rocex_proto_tests::{captures, name};
 
-use common::{Records, roce_frames, scratch};
+use common::{cut_in_last_roce, mismatch_lines, scratch, with_bad_icrcs, without_roce};
 
 fn replay(path: &std::path::Path) -> Report {
     replay_requester_file(path, &Options::default())
         .unwrap_or_else(|e| panic!("{}: {e}", name(path)))
-}
-
-fn mismatch_lines(report: &Report) -> String {
-    report
-        .lines
-        .iter()
-        .map(ToString::to_string)
-        .filter(|l| l.starts_with("mismatch"))
-        .take(20)
-        .collect::<Vec<_>>()
-        .join("\n  ")
 }
 
 #[test]
@@ -59,13 +48,7 @@ fn damaged_frames_are_reported_as_such() {
     let dir = scratch("requester-damaged");
     for path in captures() {
         let n = name(&path);
-        let mut rec = Records::read(&path);
-        let hit: Vec<u64> = roce_frames(&rec).into_iter().step_by(5).collect();
-        for &f in &hit {
-            rec.flip_icrc(f);
-        }
-        let bad = dir.join(&n);
-        rec.write(&bad);
+        let (bad, hit) = with_bad_icrcs(&path, &dir);
         let report = replay(&bad);
         let listed: Vec<u64> = report.damaged.iter().map(|d| d.frame).collect();
         assert_eq!(listed, hit, "{n}: damaged frames");
@@ -84,19 +67,12 @@ fn cut_and_roceless_captures() {
     let dir = scratch("requester-cut");
     for path in captures() {
         let n = name(&path);
-        let mut rec = Records::read(&path);
-        let roce = roce_frames(&rec);
-        let last = *roce.last().expect("RoCE frames");
-        let cut = dir.join(format!("cut-{n}"));
-        std::fs::write(&cut, rec.cut_inside(last)).unwrap();
+        let (cut, last) = cut_in_last_roce(&path, &dir);
         let report = replay(&cut);
         assert_eq!(report.truncated_after, Some(last - 1), "{n}");
         assert!(report.failed(), "{n}: a cut capture passed");
-        rec.keep(|f| !roce.contains(&f));
-        let none = dir.join(format!("none-{n}"));
-        rec.write(&none);
         assert!(matches!(
-            replay_requester_file(&none, &Options::default()),
+            replay_requester_file(&without_roce(&path, &dir), &Options::default()),
             Err(ConformError::NothingToReplay)
         ));
     }

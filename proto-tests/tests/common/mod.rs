@@ -1,9 +1,11 @@
 //! Damaging real captures at test time: the records of a classic pcap file, to flip bytes
-//! in, drop, or cut short.
+//! in, drop, or cut short, and the damaged copies both replays are given.
 
 use std::path::{Path, PathBuf};
 
+use rocex_conform::Report;
 use rocex_dump::{Ports, analyze};
+use rocex_proto_tests::name;
 use rocex_wire::frame::Frame;
 
 /// The records of a little-endian classic pcap file (every capture in pcaps/ is one).
@@ -97,4 +99,49 @@ pub(crate) fn scratch(what: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("rocex-{what}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// A copy in `dir` of the capture at `path` with the ICRC of every 5th RoCE frame flipped,
+/// and the numbers of those frames.
+pub(crate) fn with_bad_icrcs(path: &Path, dir: &Path) -> (PathBuf, Vec<u64>) {
+    let mut rec = Records::read(path);
+    let hit: Vec<u64> = roce_frames(&rec).into_iter().step_by(5).collect();
+    for &f in &hit {
+        rec.flip_icrc(f);
+    }
+    let bad = dir.join(format!("damaged-{}", name(path)));
+    rec.write(&bad);
+    (bad, hit)
+}
+
+/// A copy in `dir` of the capture at `path` cut in the middle of its last RoCE frame, and
+/// that frame's number.
+pub(crate) fn cut_in_last_roce(path: &Path, dir: &Path) -> (PathBuf, u64) {
+    let rec = Records::read(path);
+    let last = *roce_frames(&rec).last().expect("RoCE frames");
+    let cut = dir.join(format!("cut-{}", name(path)));
+    std::fs::write(&cut, rec.cut_inside(last)).unwrap();
+    (cut, last)
+}
+
+/// A copy in `dir` of the capture at `path` without its RoCE frames.
+pub(crate) fn without_roce(path: &Path, dir: &Path) -> PathBuf {
+    let mut rec = Records::read(path);
+    let roce = roce_frames(&rec);
+    rec.keep(|f| !roce.contains(&f));
+    let none = dir.join(format!("none-{}", name(path)));
+    rec.write(&none);
+    none
+}
+
+/// The report's first 20 mismatch lines, for a failure message.
+pub(crate) fn mismatch_lines(report: &Report) -> String {
+    report
+        .lines
+        .iter()
+        .map(ToString::to_string)
+        .filter(|l| l.starts_with("mismatch"))
+        .take(20)
+        .collect::<Vec<_>>()
+        .join("\n  ")
 }

@@ -8,9 +8,10 @@
 //! timeouts and sequence NAKs, `rnr_retry` after RNR NAKs; both are restored by progress,
 //! and 7 means "forever" for both, as in rxe. A READ response after a gap inside its own
 //! READ is dropped and left to the timer, as rxe does; one past the oldest unanswered READ
-//! or atomic is an implied NAK, as an ACK there is. The retransmit timer runs from the last response of
-//! any kind, as rxe's does: a timeout, and the retry it counts, means the responder has
-//! been silent for the whole timeout, not merely that nothing new was acknowledged.
+//! or atomic is an implied NAK, as an ACK there is. The retransmit timer runs from the
+//! last response of any kind, as rxe's does: a timeout, and the retry it counts, means the
+//! responder has been silent for the whole timeout, not merely that nothing new was
+//! acknowledged.
 
 use rocex_mem::Access;
 use rocex_wire::{NakCode, PacketRepr, Psn, Syndrome};

@@ -269,7 +269,7 @@ fn wc_of(w: &WorkCompletion, st: &CtxState) -> ibv_wc {
         imm = r;
     }
     let recv = matches!(w.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm);
-    let ud = st.qp_types.get(&w.qp_num).copied() == Some(qp_type_ibv(QpType::Ud));
+    let ud = st.qp_types.get(&w.qp_num) == Some(&QpType::Ud);
     if recv && ud && w.status == WcStatus::Success {
         flags |= 1; // IBV_WC_GRH
     }
@@ -287,15 +287,6 @@ fn wc_of(w: &WorkCompletion, st: &CtxState) -> ibv_wc {
         slid: 0,
         sl: 0,
         dlid_path_bits: 0,
-    }
-}
-
-/// `enum ibv_qp_type` of a transport.
-pub(crate) fn qp_type_ibv(t: QpType) -> c_int {
-    match t {
-        QpType::Rc => 2,
-        QpType::Uc => 3,
-        QpType::Ud => 4,
     }
 }
 

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Mutex, MutexGuard};
 
+use rocex_proto::verbs::QpType;
 use rocex_verbs::Context;
 
 use crate::abi::*;
@@ -52,7 +53,7 @@ pub struct CtxState {
     /// The connection to rocexd.
     pub verbs: Context,
     /// The type of each QP by number (a UD receive completion reports a GRH).
-    pub qp_types: HashMap<u32, c_int>,
+    pub qp_types: HashMap<u32, QpType>,
     /// The SRQ of each QP attached to one, by number.
     pub srq_of: HashMap<u32, *mut ibv_srq>,
 }

@@ -11,14 +11,15 @@ use core::ffi::c_int;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use rocex_proto::verbs::{
-    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, Remote, SendData,
-    SendFlags, SendOp, SendWr, Sge, SgeList, UdDest,
+    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpType, RecvWr, Remote, SendData, SendFlags,
+    SendOp, SendWr, Sge, SgeList, UdDest,
 };
+use rocex_shm::control::{qp_state_from_wire, qp_type_from_wire};
 use rocex_verbs::{Access, Qp as VQp, QpInitAttr};
 
 use crate::abi::*;
 use crate::ah::Ah;
-use crate::cq::{Cq, qp_type_ibv};
+use crate::cq::Cq;
 use crate::ctx::{Ctx, Guarded, zeroed};
 use crate::gid::gid_addr;
 use crate::mr::Pd;
@@ -66,20 +67,11 @@ impl Qp {
     }
 }
 
-fn qp_type_of(t: c_int) -> Option<QpType> {
-    match t {
-        2 => Some(QpType::Rc),
-        3 => Some(QpType::Uc),
-        4 => Some(QpType::Ud),
-        _ => None,
-    }
-}
-
 /// Makes a QP from the fields `ibv_qp_init_attr` and its extended form share.
 unsafe fn create(pd: *mut ibv_pd, a: &mut ibv_qp_init_attr) -> *mut ibv_qp {
     // SAFETY: per the callers' contracts.
     let p = unsafe { Pd::from_ibv(pd) };
-    let Some(ty) = qp_type_of(a.qp_type) else {
+    let Some(ty) = u8::try_from(a.qp_type).ok().and_then(qp_type_from_wire) else {
         unsupported("ibv_create_qp of this QP type", "EOPNOTSUPP");
         return null_errno(libc::EOPNOTSUPP);
     };
@@ -153,7 +145,7 @@ unsafe fn create(pd: *mut ibv_pd, a: &mut ibv_qp_init_attr) -> *mut ibv_qp {
         batch: UnsafeCell::new(qp_ex::Batch::default()),
     }));
     let mut g = ctx.lock();
-    g.qp_types.insert(qpn, qp_type_ibv(ty));
+    g.qp_types.insert(qpn, ty);
     if let Some(s) = srq {
         g.srq_of.insert(qpn, a.srq);
         s.attach(&g, qp);
@@ -213,19 +205,6 @@ pub extern "C" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex {
     qp.cast()
 }
 
-fn state_of(s: c_int) -> Option<QpState> {
-    Some(match s {
-        0 => QpState::Reset,
-        1 => QpState::Init,
-        2 => QpState::Rtr,
-        3 => QpState::Rts,
-        4 => QpState::Sqd,
-        5 => QpState::Sqe,
-        6 => QpState::Err,
-        _ => return None,
-    })
-}
-
 /// `ibv_modify_qp`. RoCE needs a GRH in the address vector (rdma-core refuses one
 /// without, EINVAL).
 ///
@@ -243,7 +222,7 @@ pub unsafe extern "C" fn ibv_modify_qp(
     let m = AttrMask(mask as u32);
     let mut r = QpAttr::default();
     if m.contains(AttrMask::STATE) {
-        let Some(s) = state_of(a.qp_state) else {
+        let Some(s) = u8::try_from(a.qp_state).ok().and_then(qp_state_from_wire) else {
             return libc::EINVAL;
         };
         r.qp_state = s;

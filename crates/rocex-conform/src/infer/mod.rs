@@ -341,22 +341,26 @@ fn mtu_of(bytes: usize) -> Option<Mtu> {
         .find(|m| m.bytes() as usize == bytes)
 }
 
-fn path_mtu(conn: &Connection, plan: &mut Plan) {
-    let multi =
-        |p: &Pkt| matches!(p.info.position, Position::First | Position::Middle) && p.info.payload;
-    let sized = |p: &Pkt| p.packet().and_then(|r| mtu_of(r.payload.len()));
-    let from_req = conn
-        .requests
-        .iter()
-        .filter(|p| multi(p))
-        .find_map(|p| sized(p).map(|m| (p.frame, m, "request")));
-    let from_resp = || {
-        conn.responses
-            .iter()
-            .filter(|p| multi(p))
-            .find_map(|p| sized(p).map(|m| (p.frame, m, "READ response")))
+/// The path MTU the payload of a FIRST or MIDDLE packet shows, a request's before a READ
+/// response's: its frame, the MTU, and what kind of packet it is.
+pub(crate) fn shown_mtu(conn: &Connection) -> Option<(u64, Mtu, &'static str)> {
+    let shown = |pkts: &[Pkt], what| {
+        pkts.iter()
+            .filter(|p| {
+                matches!(p.info.position, Position::First | Position::Middle) && p.info.payload
+            })
+            .find_map(|p| Some((p.frame, mtu_of(p.packet()?.payload.len())?, what)))
     };
-    if let Some((frame, m, what)) = from_req.or_else(from_resp) {
+    shown(&conn.requests, "request").or_else(|| shown(&conn.responses, "READ response"))
+}
+
+/// Packets a message of `len` bytes spans at `mtu`: at least one.
+pub(crate) fn packets(len: u64, mtu: Mtu) -> u32 {
+    len.div_ceil(u64::from(mtu.bytes())).max(1) as u32
+}
+
+fn path_mtu(conn: &Connection, plan: &mut Plan) {
+    if let Some((frame, m, what)) = shown_mtu(conn) {
         plan.mtu = m;
         let text = format!(
             "path MTU {}: the payload of the FIRST/MIDDLE {what} at frame {frame}",
@@ -381,7 +385,7 @@ fn path_mtu(conn: &Connection, plan: &mut Plan) {
         }
         let fit = [Mtu::M4096, Mtu::M2048, Mtu::M1024, Mtu::M512, Mtu::M256]
             .into_iter()
-            .find(|m| len.div_ceil(u64::from(m.bytes())) == n as u64);
+            .find(|&m| packets(len, m) == n as u32);
         if let Some(m) = fit {
             plan.mtu = m;
             let text = format!(
@@ -432,7 +436,6 @@ fn rnr(conn: &Connection, plan: &mut Plan) {
 /// with an RNR NAK.
 fn walk_psns(conn: &Connection, plan: &mut Plan) -> bool {
     let mut loss = plan.responses.iter().any(|r| r.is_nak(0x60));
-    let mtu = u64::from(plan.mtu.bytes());
     let mut next = plan.start_psn;
     for (i, req) in conn.requests.iter().enumerate() {
         let d = req.psn.diff(next);
@@ -449,7 +452,7 @@ fn walk_psns(conn: &Connection, plan: &mut Plan) -> bool {
             continue;
         }
         let span = match (req.info.operation, req.packet().and_then(|p| p.reth)) {
-            (Operation::ReadRequest, Some(r)) => u64::from(r.dma_len).div_ceil(mtu).max(1) as u32,
+            (Operation::ReadRequest, Some(r)) => packets(u64::from(r.dma_len), plan.mtu),
             _ => 1,
         };
         if !plan.rnr[i] {

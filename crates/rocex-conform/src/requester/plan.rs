@@ -19,10 +19,10 @@ use std::collections::BTreeMap;
 
 use rocex_proto::verbs::{Mtu, Remote, SendOp};
 use rocex_wire::Psn;
-use rocex_wire::opcode::{Operation, Position};
+use rocex_wire::opcode::Operation;
 
 use crate::connection::{Connection, Pkt};
-use crate::infer::{Inference, InferenceKind};
+use crate::infer::{Inference, InferenceKind, packets, shown_mtu};
 
 /// ACK timeout code when the capture shows none: 4.096 µs × 2^14 = 67 ms, what
 /// `ibv_rc_pingpong`, perftest and rdma_cm's users set.
@@ -125,23 +125,9 @@ fn start_psn(conn: &Connection) -> Psn {
         .unwrap_or(first.psn)
 }
 
-fn mtu_of(bytes: usize) -> Option<Mtu> {
-    [Mtu::M256, Mtu::M512, Mtu::M1024, Mtu::M2048, Mtu::M4096]
-        .into_iter()
-        .find(|m| m.bytes() as usize == bytes)
-}
-
 fn path_mtu(conn: &Connection, plan: &mut ReqPlan) {
-    let full =
-        |p: &Pkt| matches!(p.info.position, Position::First | Position::Middle) && p.info.payload;
-    let shown = conn
-        .requests
-        .iter()
-        .chain(&conn.responses)
-        .filter(|p| full(p))
-        .find_map(|p| Some((p.frame, mtu_of(p.packet()?.payload.len())?)));
-    match shown {
-        Some((frame, m)) => {
+    match shown_mtu(conn) {
+        Some((frame, m, _)) => {
             plan.mtu = m;
             let text = format!(
                 "path MTU {}: the payload of the FIRST/MIDDLE packet at frame {frame}",
@@ -254,7 +240,7 @@ fn remote(va: u64, rkey: u32) -> Remote {
 
 fn work_requests(conn: &Connection, plan: &mut ReqPlan) {
     let start = plan.start_psn;
-    let mtu = u64::from(plan.mtu.bytes());
+    let mtu = plan.mtu;
     let seen = first_seen(conn, start);
     let Some(&end) = seen.keys().next_back() else {
         return;
@@ -303,7 +289,7 @@ struct Message {
 
 /// The message whose first packet is `p`, at `at` PSNs past the start; `None` when `p`
 /// starts none (a READ restarted inside its response, a packet inside a message).
-fn message_at(p: &Pkt, seen: &BTreeMap<u32, &Pkt>, at: u32, end: u32, mtu: u64) -> Option<Message> {
+fn message_at(p: &Pkt, seen: &BTreeMap<u32, &Pkt>, at: u32, end: u32, mtu: Mtu) -> Option<Message> {
     let pkt = p.packet()?;
     let one = |op, len| Message {
         op,
@@ -317,7 +303,7 @@ fn message_at(p: &Pkt, seen: &BTreeMap<u32, &Pkt>, at: u32, end: u32, mtu: u64) 
             let r = pkt.reth?;
             let len = u64::from(r.dma_len);
             Message {
-                span: len.div_ceil(mtu).max(1) as u32,
+                span: packets(len, mtu),
                 ..one(SendOp::Read(remote(r.va, r.rkey)), len)
             }
         }
@@ -389,7 +375,7 @@ fn message<'a>(
     seen: &BTreeMap<u32, &'a Pkt>,
     at: u32,
     end: u32,
-    mtu: u64,
+    mtu: Mtu,
 ) -> (Option<&'a Pkt>, u64, u32, u32) {
     let (mut len, mut guessed) = (0, 0);
     for k in at..=end {
@@ -401,7 +387,7 @@ fn message<'a>(
                 }
             }
             None => {
-                len += mtu;
+                len += u64::from(mtu.bytes());
                 guessed += 1;
             }
         }
@@ -422,9 +408,7 @@ fn post_before(conn: &Connection, start: Psn, at: u32) -> usize {
 pub(crate) fn acked_before(conn: &Connection, i: usize, mtu: Mtu) -> Option<u64> {
     let req = &conn.requests[i];
     let last = match (req.info.operation, req.packet().and_then(|p| p.reth)) {
-        (Operation::ReadRequest, Some(r)) => req
-            .psn
-            .add(u64::from(r.dma_len).div_ceil(u64::from(mtu.bytes())).max(1) as u32 - 1),
+        (Operation::ReadRequest, Some(r)) => req.psn.add(packets(u64::from(r.dma_len), mtu) - 1),
         _ => req.psn,
     };
     conn.responses

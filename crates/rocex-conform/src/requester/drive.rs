@@ -30,7 +30,7 @@ use rocex_proto::verbs::{
 use rocex_proto::{Access, Config, Engine, IcrcStatus, Instant, Keys, QpInit, Region, VecRegion};
 use rocex_wire::{Opcode, PacketRepr};
 
-use super::plan::{ReqPlan, acked_before};
+use super::plan::{ReqPlan, acked_before, goes_back_at};
 use crate::ConformError;
 use crate::Report;
 use crate::connection::Connection;
@@ -406,12 +406,6 @@ fn address_lost(got: &Request, want: &Request) -> bool {
         ..*got
     };
     want.opcode == Opcode::RC_ATOMIC_WRITE && zeroed == *want
-}
-
-/// Whether captured request `i` resends a PSN rxe had sent before.
-fn goes_back_at(conn: &Connection, i: usize) -> bool {
-    let psn = conn.requests[i].psn;
-    conn.requests[..i].iter().any(|q| q.psn.diff(psn) >= 0)
 }
 
 /// The capture time of the last request of the go-back run a response at `frame` falls

@@ -150,8 +150,7 @@ fn path_mtu(conn: &Connection, plan: &mut ReqPlan) {
 fn timeout(conn: &Connection, loss_seen: bool, plan: &mut ReqPlan) {
     let mut best: Option<(f64, u64)> = None;
     for (i, req) in conn.requests.iter().enumerate() {
-        // A PSN sent before.
-        if !conn.requests[..i].iter().any(|r| r.psn.diff(req.psn) >= 0) {
+        if !goes_back_at(conn, i) {
             continue;
         }
         let prev_req = conn.requests[i - 1].ts;
@@ -401,6 +400,12 @@ fn post_before(conn: &Connection, start: Psn, at: u32) -> usize {
         .iter()
         .position(|p| p.psn.diff(start) >= at as i32)
         .unwrap_or(conn.requests.len())
+}
+
+/// Whether captured request `i` resends a PSN rxe had sent before.
+pub(crate) fn goes_back_at(conn: &Connection, i: usize) -> bool {
+    let psn = conn.requests[i].psn;
+    conn.requests[..i].iter().any(|q| q.psn.diff(psn) >= 0)
 }
 
 /// The frame of a response captured before request `i` that answered all of it: an ACK or

@@ -64,13 +64,12 @@ pub struct UringPort {
     rx_done: VecDeque<(usize, i32)>,
     /// Receives pushed and not yet completed, whether submitted or not.
     rx_armed: usize,
-    /// Of those, the ones still in the submission queue: the kernel has not seen them.
-    rx_queued: usize,
     /// Checks received ICRCs, GSO segments' too.
     ids: IdDeltas,
     tx: Box<[MsgSlot]>,
     tx_free: Vec<usize>,
-    /// Entries pushed since the last submit, and how many of them are sends.
+    /// Entries pushed since the last submit, and how many of them are sends (the others
+    /// are receives, until [`Drop`] pushes its cancel).
     unsubmitted: usize,
     unsubmitted_sends: usize,
     counters: BackendCounters,
@@ -86,7 +85,6 @@ impl std::fmt::Debug for UringPort {
         f.debug_struct("UringPort")
             .field("local", &self.local)
             .field("rx_armed", &self.rx_armed)
-            .field("rx_queued", &self.rx_queued)
             .field("tx_free", &self.tx_free.len())
             .field("counters", &self.counters)
             .finish_non_exhaustive()
@@ -114,7 +112,6 @@ impl UringPort {
             rx: (0..RX_DEPTH).map(|_| MsgSlot::new(RX_SLOT)).collect(),
             rx_done: VecDeque::new(),
             rx_armed: 0,
-            rx_queued: 0,
             ids: IdDeltas::default(),
             tx: (0..TX_SLOTS).map(|_| MsgSlot::new(TX_SLOT)).collect(),
             tx_free: (0..TX_SLOTS).rev().collect(),
@@ -149,8 +146,12 @@ impl UringPort {
             .user_data(slot as u64);
         self.push(&entry)?;
         self.rx_armed += 1;
-        self.rx_queued += 1;
         Ok(())
+    }
+
+    /// Armed receives the kernel has seen: those not still in the submission queue.
+    fn rx_submitted(&self) -> usize {
+        self.rx_armed - (self.unsubmitted - self.unsubmitted_sends)
     }
 
     /// Hands everything queued to the kernel. A busy kernel (EBUSY: completions pending)
@@ -166,7 +167,6 @@ impl UringPort {
                 }
                 self.unsubmitted = 0;
                 self.unsubmitted_sends = 0;
-                self.rx_queued = 0;
                 Ok(())
             }
             Err(e)
@@ -262,7 +262,7 @@ impl Backend for UringPort {
             self.counters.rx_packets += handed as u64;
         }
         // Re-armed receives go with the next flush, unless too few are with the kernel.
-        if self.rx_armed - self.rx_queued < RX_DEPTH / 2 {
+        if self.rx_submitted() < RX_DEPTH / 2 {
             self.submit()?;
         }
         Ok(handed)
@@ -326,7 +326,6 @@ impl Drop for UringPort {
             }
             self.unsubmitted = 0;
             self.unsubmitted_sends = 0;
-            self.rx_queued = 0;
             self.reap();
         }
     }

@@ -106,8 +106,8 @@ fn every_captured_frame_checks_under_its_own_identification() {
 }
 
 /// Every single-bit error in every frame of these captures (every RC opcode, FLUSH in
-/// rxe's ICRC form, 4 KiB frames at MTU 4096, IPv6, UD, kernel 6.1's rxe) that the ICRC covers is caught: no
-/// identification makes the corrupted frame's ICRC check.
+/// rxe's ICRC form, 4 KiB frames at MTU 4096, IPv6, UD, kernel 6.1's rxe) that the ICRC
+/// covers is caught: no identification makes the corrupted frame's ICRC check.
 #[test]
 fn every_single_bit_error_in_rxe_frames_is_caught() {
     let mut check = SocketCheck::default();

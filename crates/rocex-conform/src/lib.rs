@@ -25,6 +25,7 @@ mod report;
 pub mod request;
 pub mod requester;
 mod response;
+mod setup;
 
 use std::path::Path;
 

@@ -3,12 +3,8 @@
 use core::net::SocketAddr;
 use std::sync::Arc;
 
-use rocex_proto::verbs::{
-    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, Sge, WcOpcode,
-};
-use rocex_proto::{
-    Access, Config, Engine, IcrcStatus, Instant, Keys, PdId, QpInit, Region, VecRegion,
-};
+use rocex_proto::verbs::{AddressVector, QpAttr, QpCap, RecvWr, Sge, WcOpcode};
+use rocex_proto::{Access, Engine, IcrcStatus, Instant, Keys, PdId, Region, VecRegion};
 use rocex_wire::PacketRepr;
 use rocex_wire::opcode::Operation;
 
@@ -16,10 +12,7 @@ use crate::ConformError;
 use crate::connection::{Connection, Pkt};
 use crate::infer::{MAX_DEST_RD_ATOMIC, Plan};
 use crate::response::Response;
-
-/// The largest message rxe carries (`RXE_PORT_MAX_MSG_SZ`): the receive buffer's size, so
-/// that no SEND is refused for want of room.
-const RECV_BUF: usize = 0x80_0000;
+use crate::setup::{self, MAX_MSG, Side};
 
 /// A response the engine emitted.
 #[derive(Debug, Clone, Copy)]
@@ -51,13 +44,6 @@ struct Responder {
 
 impl Responder {
     fn new(conn: &Connection, plan: &Plan) -> Result<Self, ConformError> {
-        let mut config = Config::new(conn.responder, [0x5a; 32]);
-        config.port_mtu = Mtu::M4096;
-        let mut engine = Engine::new(config);
-        let pd = engine.alloc_pd();
-        let cq = engine
-            .create_cq(1 << 15)
-            .map_err(ConformError::setup(conn, "create_cq"))?;
         let cap = QpCap {
             max_send_wr: 16,
             max_recv_wr: 1024,
@@ -65,57 +51,26 @@ impl Responder {
             max_recv_sge: 1,
             max_inline_data: 0,
         };
-        let init = QpInit {
-            qp_type: QpType::Rc,
-            pd,
-            send_cq: cq,
-            recv_cq: cq,
-            cap,
-        };
-        let qpn = engine
-            .create_qp_with_qpn(init, conn.resp_qpn)
-            .map_err(ConformError::setup(conn, "create_qp_with_qpn"))?;
-        let access = Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
-        let mut attr = QpAttr {
-            qp_state: QpState::Init,
-            qp_access_flags: access,
+        let attr = QpAttr {
+            qp_access_flags: Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC,
             port_num: 1,
+            ah_attr: Some(AddressVector {
+                dest: conn.requester,
+            }),
+            path_mtu: plan.mtu,
+            dest_qp_num: plan.req_qpn,
+            rq_psn: plan.start_psn.value(),
+            max_dest_rd_atomic: MAX_DEST_RD_ATOMIC,
+            min_rnr_timer: plan.min_rnr_timer,
+            max_rd_atomic: 1,
             ..QpAttr::default()
         };
-        let mask = AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS;
-        engine
-            .modify_qp(qpn, &attr, mask)
-            .map_err(ConformError::setup(conn, "modify_qp INIT"))?;
-        attr.qp_state = QpState::Rtr;
-        attr.ah_attr = Some(AddressVector {
-            dest: conn.requester,
-        });
-        attr.path_mtu = plan.mtu;
-        attr.dest_qp_num = plan.req_qpn;
-        attr.rq_psn = plan.start_psn.value();
-        attr.max_dest_rd_atomic = MAX_DEST_RD_ATOMIC;
-        attr.min_rnr_timer = plan.min_rnr_timer;
-        let mask = AttrMask::STATE
-            | AttrMask::AV
-            | AttrMask::PATH_MTU
-            | AttrMask::DEST_QPN
-            | AttrMask::RQ_PSN
-            | AttrMask::MAX_DEST_RD_ATOMIC
-            | AttrMask::MIN_RNR_TIMER;
-        engine
-            .modify_qp(qpn, &attr, mask)
-            .map_err(ConformError::setup(conn, "modify_qp RTR"))?;
-        attr.qp_state = QpState::Rts;
-        attr.max_rd_atomic = 1;
-        let mask = AttrMask::STATE
-            | AttrMask::SQ_PSN
-            | AttrMask::TIMEOUT
-            | AttrMask::RETRY_CNT
-            | AttrMask::RNR_RETRY
-            | AttrMask::MAX_QP_RD_ATOMIC;
-        engine
-            .modify_qp(qpn, &attr, mask)
-            .map_err(ConformError::setup(conn, "modify_qp RTS"))?;
+        let Side {
+            engine,
+            pd,
+            cq,
+            qpn,
+        } = setup::rc_side(conn, conn.responder, 0x5a, conn.resp_qpn, cap, &attr)?;
         let mut me = Self {
             engine,
             pd,
@@ -146,11 +101,11 @@ impl Responder {
         let (keys, base) = match self.recv {
             Some(r) => r,
             None => {
-                let region: Arc<dyn Region> = Arc::new(VecRegion::new(RECV_BUF));
+                let region: Arc<dyn Region> = Arc::new(VecRegion::new(MAX_MSG as usize));
                 let base = 0x1000;
                 let keys = self
                     .engine
-                    .reg_mr(self.pd, base, RECV_BUF as u64, Access::LOCAL_WRITE, region)
+                    .reg_mr(self.pd, base, MAX_MSG, Access::LOCAL_WRITE, region)
                     .map_err(ConformError::setup(conn, "reg_mr (receive buffer)"))?;
                 self.recv = Some((keys, base));
                 (keys, base)
@@ -160,7 +115,7 @@ impl Responder {
             0,
             [Sge {
                 addr: base,
-                length: RECV_BUF as u32,
+                length: MAX_MSG as u32,
                 lkey: keys.lkey,
             }],
         );

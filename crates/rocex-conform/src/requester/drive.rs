@@ -24,10 +24,8 @@ use core::net::SocketAddr;
 use core::time::Duration;
 use std::sync::Arc;
 
-use rocex_proto::verbs::{
-    AddressVector, Mtu, QpAttr, QpCap, QpState, QpType, SendFlags, SendWr, Sge,
-};
-use rocex_proto::{Access, Config, Engine, IcrcStatus, Instant, Keys, QpInit, Region, VecRegion};
+use rocex_proto::verbs::{AddressVector, Mtu, QpAttr, QpCap, SendFlags, SendWr, Sge};
+use rocex_proto::{Access, Engine, IcrcStatus, Instant, Keys, Region, VecRegion};
 use rocex_wire::{Opcode, PacketRepr};
 
 use super::plan::{ReqPlan, acked_before, goes_back_at};
@@ -36,13 +34,12 @@ use crate::Report;
 use crate::connection::Connection;
 use crate::infer::InferenceKind;
 use crate::request::Request;
+use crate::setup::{self, MAX_MSG, Side};
 
 /// How long after the capture point saw a response rxe's requester is taken to act on it.
 pub const RACE: Duration = Duration::from_micros(150);
 /// How much later than rocex's timer rxe's may fire before rocex's fires on its own.
 pub const SLACK: Duration = Duration::from_millis(5);
-/// Largest local buffer (rxe's `RXE_PORT_MAX_MSG_SZ`).
-const MAX_MSG: u64 = 0x80_0000;
 
 struct Requester {
     engine: Engine,
@@ -54,31 +51,14 @@ struct Requester {
 
 impl Requester {
     fn new(conn: &Connection, plan: &ReqPlan) -> Result<Self, ConformError> {
-        let mut config = Config::new(conn.requester, [0xa5; 32]);
-        config.port_mtu = Mtu::M4096;
-        let mut engine = Engine::new(config);
-        let pd = engine.alloc_pd();
-        let cq = engine
-            .create_cq(1 << 15)
-            .map_err(ConformError::setup(conn, "create_cq"))?;
-        let init = QpInit {
-            qp_type: QpType::Rc,
-            pd,
-            send_cq: cq,
-            recv_cq: cq,
-            cap: QpCap {
-                max_send_wr: 0x4000,
-                max_recv_wr: 1,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: 0,
-            },
+        let cap = QpCap {
+            max_send_wr: 0x4000,
+            max_recv_wr: 1,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
         };
-        let qpn = engine
-            .create_qp_with_qpn(init, plan.qpn)
-            .map_err(ConformError::setup(conn, "create_qp_with_qpn"))?;
         let attr = QpAttr {
-            qp_state: QpState::Rts,
             qp_access_flags: Access::empty(),
             port_num: 1,
             ah_attr: Some(AddressVector {
@@ -96,11 +76,12 @@ impl Requester {
             dest_qp_num: conn.resp_qpn,
             ..QpAttr::default()
         };
-        for (a, mask) in attr.rc_steps() {
-            engine
-                .modify_qp(qpn, &a, mask)
-                .map_err(ConformError::setup(conn, "modify_qp"))?;
-        }
+        let Side {
+            mut engine,
+            pd,
+            cq,
+            qpn,
+        } = setup::rc_side(conn, conn.requester, 0xa5, plan.qpn, cap, &attr)?;
         let len = plan
             .wrs
             .iter()

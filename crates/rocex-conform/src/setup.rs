@@ -1,0 +1,64 @@
+//! The fresh engine each replay drives: one RC QP under the captured QPN, taken from RESET
+//! to RTS with the attributes the plan read from the capture.
+
+use core::net::IpAddr;
+
+use rocex_proto::verbs::{Mtu, QpAttr, QpCap, QpType};
+use rocex_proto::{Config, Engine, PdId, QpInit};
+
+use crate::ConformError;
+use crate::connection::Connection;
+
+/// The largest message rxe carries (`RXE_PORT_MAX_MSG_SZ`): the size of a replayed side's
+/// local buffer, so that no message is refused for want of room.
+pub(crate) const MAX_MSG: u64 = 0x80_0000;
+
+/// An engine holding the QP that stands in for one side of a connection.
+pub(crate) struct Side {
+    pub(crate) engine: Engine,
+    pub(crate) pd: PdId,
+    /// The CQ both the QP's queues complete on.
+    pub(crate) cq: u32,
+    pub(crate) qpn: u32,
+}
+
+/// A fresh engine at `local` (seeded with `seed`) with an RC QP numbered `qpn`, of
+/// capacity `cap`, moved to RTS with `attr` by [`QpAttr::rc_steps`].
+pub(crate) fn rc_side(
+    conn: &Connection,
+    local: IpAddr,
+    seed: u8,
+    qpn: u32,
+    cap: QpCap,
+    attr: &QpAttr,
+) -> Result<Side, ConformError> {
+    let mut config = Config::new(local, [seed; 32]);
+    config.port_mtu = Mtu::M4096;
+    let mut engine = Engine::new(config);
+    let pd = engine.alloc_pd();
+    let cq = engine
+        .create_cq(1 << 15)
+        .map_err(ConformError::setup(conn, "create_cq"))?;
+    let init = QpInit {
+        qp_type: QpType::Rc,
+        pd,
+        send_cq: cq,
+        recv_cq: cq,
+        cap,
+    };
+    let qpn = engine
+        .create_qp_with_qpn(init, qpn)
+        .map_err(ConformError::setup(conn, "create_qp_with_qpn"))?;
+    let steps = ["modify_qp INIT", "modify_qp RTR", "modify_qp RTS"];
+    for ((a, mask), step) in attr.rc_steps().into_iter().zip(steps) {
+        engine
+            .modify_qp(qpn, &a, mask)
+            .map_err(ConformError::setup(conn, step))?;
+    }
+    Ok(Side {
+        engine,
+        pd,
+        cq,
+        qpn,
+    })
+}

@@ -99,7 +99,7 @@ fn from_file(
 ) -> Result<Report, ConformError> {
     let cap = capture::open(path)?;
     let mut report = replay(&cap.frames)?;
-    report.truncated_after = cap.truncated.then_some(cap.frames.len() as u64);
+    report.truncated_after = cap.truncated_after();
     Ok(report)
 }
 

@@ -34,10 +34,15 @@ pub struct Capture {
 }
 
 impl Capture {
+    /// The number of the last intact frame of a file cut short.
+    pub fn truncated_after(&self) -> Option<u64> {
+        self.truncated.then_some(self.frames.len() as u64)
+    }
+
     /// "truncated capture after frame N" when the file was cut short.
     pub fn truncation(&self) -> Option<CaptureError> {
-        let after = self.frames.len() as u64;
-        self.truncated.then_some(CaptureError::Truncated { after })
+        self.truncated_after()
+            .map(|after| CaptureError::Truncated { after })
     }
 }
 

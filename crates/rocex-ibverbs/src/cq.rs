@@ -9,6 +9,7 @@
 use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_uint, c_void};
 use std::os::fd::AsRawFd;
+use std::sync::MutexGuard;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use rocex_proto::verbs::{QpType, WcOpcode, WcStatus, WorkCompletion};
@@ -290,6 +291,30 @@ fn wc_of(w: &WorkCompletion, st: &CtxState) -> ibv_wc {
     }
 }
 
+/// Takes up to `max` completions from the CQ's ring and hands the program each it is to
+/// see, as `ibv_wc`; returns how many it handed. A completion on a QP attached to an SRQ
+/// is first accounted to the SRQ, which keeps a flushed receive (`srq::on_completion`).
+/// What `ibv_poll_cq` and the extended CQ's `start_poll`/`next_poll` share.
+fn take(
+    c: &Cq,
+    g: &MutexGuard<'_, CtxState>,
+    max: usize,
+    mut f: impl FnMut(ibv_wc),
+) -> rocex_verbs::Result<usize> {
+    let st: &CtxState = g;
+    let mut shown = 0;
+    c.cq.get(g).poll_with(max, |w| {
+        if let Some(&srq) = st.srq_of.get(&w.qp_num) {
+            if !crate::srq::on_completion(srq, &w, g) {
+                return;
+            }
+        }
+        f(wc_of(&w, st));
+        shown += 1;
+    })?;
+    Ok(shown)
+}
+
 /// `poll_cq` of `ibv_context.ops` (`ibv_poll_cq`): no system call.
 pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_int {
     // SAFETY: verbs.h passes a CQ of this library.
@@ -299,18 +324,11 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_
     };
     let g = c.ctx().lock();
     let mut i = 0;
-    let st: &CtxState = &g;
-    let r = c.cq.get(&g).poll_with(max, |w| {
-        if let Some(&srq) = st.srq_of.get(&w.qp_num) {
-            if !crate::srq::on_completion(srq, &w, &g) {
-                return;
-            }
-        }
+    let r = take(c, &g, max, |w| {
         // SAFETY: the caller's array holds `n` entries and i < n.
-        unsafe { wc.add(i).write(wc_of(&w, st)) };
+        unsafe { wc.add(i).write(w) };
         i += 1;
     });
-    let r = r.map(|_| i);
     match r {
         // A daemon that died leaves the ring mapped and silent: every so many empty polls
         // look at the control socket, so the program sees an error instead of waiting.
@@ -481,8 +499,7 @@ unsafe fn take_one(cq: *mut ibv_cq_ex) -> c_int {
     let c = unsafe { Cq::from_ibv(cq.cast()) };
     let g = c.ctx().lock();
     let mut got = None;
-    let st: &CtxState = &g;
-    match c.cq.get(&g).poll_with(1, |w| got = Some(wc_of(&w, st))) {
+    match take(c, &g, 1, |w| got = Some(w)) {
         Ok(_) => match got {
             Some(w) => {
                 // SAFETY: one poller at a time per CQ (the extended API's rule).

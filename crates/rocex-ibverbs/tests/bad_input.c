@@ -135,6 +135,54 @@ static void overlap(void)
 	printf("after_dereg %d\n", b2[6000] == 'A' && b2[120] == 'C');
 }
 
+/* Receives through an SRQ read with the extended CQ API (ibv_start_poll): each frees its
+ * request's place in the SRQ, which then takes a new one, as with ibv_poll_cq. Twelve
+ * SENDs one at a time through an SRQ of four; prints how many arrived and how many
+ * reposts the SRQ took. */
+static void srq_cq_ex(void)
+{
+	struct ibv_cq_init_attr_ex ca = { .cqe = 16, .wc_flags = IBV_WC_STANDARD_FLAGS };
+	struct ibv_cq_ex *cqx = ibv_create_cq_ex(ctx, &ca);
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct ibv_srq *srq = ibv_create_srq(pd, &sa);
+	struct ibv_qp_init_attr qa = {
+		.send_cq = cq, .recv_cq = cqx ? ibv_cq_ex_to_cq(cqx) : NULL, .srq = srq,
+		.qp_type = IBV_QPT_RC, .cap = { .max_send_wr = 16, .max_send_sge = 1 },
+	};
+	struct ibv_qp *a = new_qp(), *b = srq ? ibv_create_qp(pd, &qa) : NULL;
+	if (!a || !b || to_rts(a, b->qp_num, 1) || to_rts(b, a->qp_num, 1)) {
+		printf("srq_cq_ex_setup failed\n");
+		return;
+	}
+	struct ibv_sge rs = { .addr = (uintptr_t)buf + 4096, .length = 64, .lkey = mr->lkey };
+	struct ibv_recv_wr rwr = { .sg_list = &rs, .num_sge = 1 }, *rbad;
+	for (int i = 0; i < 4; i++)
+		ibv_post_srq_recv(srq, &rwr, &rbad);
+	struct ibv_sge ss = { .addr = (uintptr_t)buf, .length = 16, .lkey = mr->lkey };
+	struct ibv_send_wr swr = { .sg_list = &ss, .num_sge = 1, .opcode = IBV_WR_SEND,
+				   .send_flags = IBV_SEND_SIGNALED }, *sbad;
+	struct ibv_poll_cq_attr pa = { 0 };
+	struct ibv_wc wc;
+	int received = 0, reposted = 0;
+	for (int i = 0; i < 12 && !ibv_post_send(a, &swr, &sbad); i++) {
+		long t = 0;
+		while (t < 100000000L && ibv_start_poll(cqx, &pa) == ENOENT)
+			t++;
+		if (t == 100000000L)
+			break;
+		received += cqx->status == IBV_WC_SUCCESS && ibv_wc_read_opcode(cqx) == IBV_WC_RECV;
+		ibv_end_poll(cqx);
+		reposted += ibv_post_srq_recv(srq, &rwr, &rbad) == 0;
+		for (t = 0; t < 100000000L && ibv_poll_cq(cq, 1, &wc) == 0; t++)
+			;
+	}
+	printf("srq_cq_ex %d %d\n", received, reposted);
+	ibv_destroy_qp(b);
+	ibv_destroy_qp(a);
+	ibv_destroy_srq(srq);
+	ibv_destroy_cq(ibv_cq_ex_to_cq(cqx));
+}
+
 int main(void)
 {
 	int n;
@@ -215,6 +263,7 @@ int main(void)
 	printf("write_sge_out_of_mr %d\n", write_status(mr->lkey, 16000, 4096, mr->rkey));
 	printf("write_bad_rkey %d\n", write_status(mr->lkey, 0, 64, mr->rkey ^ 0x5a5a00));
 	overlap();
+	srq_cq_ex();
 	printf("dealloc_busy_pd %d\n", ibv_dealloc_pd(pd));
 	printf("done 1\n");
 	return 0;

@@ -2,11 +2,12 @@
 //! system's verbs.h and linked with `-libverbs` (`bad_input.c`), run under `rocex run`:
 //! unsupported verbs answer as rdma-core does (NULL with errno EOPNOTSUPP, or the code)
 //! and `ROCEX_DEBUG=1` names each on stderr; an SRQ refuses resizing, too many SGEs and
-//! more requests than its size; posting in the wrong state or beyond the QP's SGEs is
-//! refused with EINVAL as rxe does; bad keys and bounds come back as rdma-core's
-//! completion statuses. Memory registration: three overlapping MRs over one malloc'd
-//! buffer each see the bytes a peer writes through them, in the program's own memory, and
-//! a forked child's writes stay in the child.
+//! more requests than its size, and takes a new request for each receive read through
+//! the extended CQ (`ibv_start_poll`) as through `ibv_poll_cq`; posting in the wrong
+//! state or beyond the QP's SGEs is refused with EINVAL as rxe does; bad keys and bounds
+//! come back as rdma-core's completion statuses. Memory registration: three overlapping
+//! MRs over one malloc'd buffer each see the bytes a peer writes through them, in the
+//! program's own memory, and a forked child's writes stay in the child.
 
 mod common;
 
@@ -55,7 +56,7 @@ fn bad_input_gets_rdma_cores_answers() {
             Some((k, v))
         })
         .collect();
-    let want: [(&str, &[i32]); 26] = [
+    let want: [(&str, &[i32]); 27] = [
         ("create_srq", &[1]),
         ("resize_srq", &[EINVAL]),
         ("post_srq_too_many_sges", &[EINVAL, 1]),
@@ -83,6 +84,8 @@ fn bad_input_gets_rdma_cores_answers() {
         ("fork_private", &[1, 1]),
         ("overlap_dereg", &[0, 0, 0]),
         ("after_dereg", &[1]),
+        // 12 SENDs through an SRQ of 4, each receive read with ibv_start_poll and reposted.
+        ("srq_cq_ex", &[12, 12]),
         ("dealloc_busy_pd", &[16]), // EBUSY: the MR still uses it
     ];
     for (k, v) in want {

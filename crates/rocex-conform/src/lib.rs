@@ -82,7 +82,7 @@ pub fn replay_requester_frames(
     opts: &Options,
 ) -> Result<Report, ConformError> {
     each_connection(frames, opts, |conns, report| {
-        let loss_seen = conns.iter().any(|c| infer::plan(c).shows_loss);
+        let loss_seen = conns.iter().any(infer::shows_loss);
         for conn in conns {
             let plan = requester::plan::plan(conn, loss_seen);
             report.planned(conn, &plan.inferences, || plan.settings());

@@ -213,6 +213,23 @@ impl Plan {
 
 /// Builds the plan of a connection.
 pub fn plan(conn: &Connection) -> Plan {
+    let mut plan = sequence(conn);
+    rkeys(conn, &mut plan);
+    windows(conn, &mut plan);
+    memories(conn, &mut plan);
+    atomics(conn, &mut plan);
+    plan
+}
+
+/// Whether the capture shows loss on the connection ([`Plan::shows_loss`]), without
+/// inferring the responder's memory.
+pub(crate) fn shows_loss(conn: &Connection) -> bool {
+    sequence(conn).shows_loss
+}
+
+/// The plan as far as the PSN sequence shows it: the start PSN, path MTU, RNR NAKs, which
+/// requests were executed and whether anything was lost.
+fn sequence(conn: &Connection) -> Plan {
     let responses: Vec<Response> = conn
         .responses
         .iter()
@@ -241,10 +258,6 @@ pub fn plan(conn: &Connection) -> Plan {
     path_mtu(conn, &mut plan);
     rnr(conn, &mut plan);
     plan.shows_loss = walk_psns(conn, &mut plan);
-    rkeys(conn, &mut plan);
-    windows(conn, &mut plan);
-    memories(conn, &mut plan);
-    atomics(conn, &mut plan);
     plan
 }
 

@@ -175,39 +175,41 @@ fn parse(
     c: &Captured,
     is_roce_port: &impl Fn(u16) -> bool,
 ) -> Result<Addressed, Unusable> {
-    let damaged = |why: String, icrc: bool| {
+    let damaged = |between, why: String, icrc: bool| {
         Unusable::Damaged(
             Damage {
                 frame: index,
-                between: outer_addrs(&c.data),
+                between,
                 why,
             },
             icrc,
         )
     };
+    let snapped = (c.data.len() as u64) < u64::from(c.orig_len);
     let frame = match Frame::parse_with(&c.data, is_roce_port) {
         Ok(f) => f,
         Err(e) if not_roce(&e) => return Err(Unusable::NotRoce),
-        Err(_) if (c.data.len() as u64) < u64::from(c.orig_len) => return Err(Unusable::Snapped),
-        Err(e) => return Err(damaged(e.to_string(), false)),
+        Err(_) if snapped => return Err(Unusable::Snapped),
+        Err(e) => return Err(damaged(outer_addrs(&c.data), e.to_string(), false)),
     };
-    if (c.data.len() as u64) < u64::from(c.orig_len) {
+    if snapped {
         return Err(Unusable::Snapped);
     }
+    let (src, dst) = ip_addrs(&frame.repr.ip);
+    let between = Some((src, dst));
     let info = match frame.repr.packet.info() {
         Ok(i) => i,
-        Err(e) => return Err(damaged(e.to_string(), false)),
+        Err(e) => return Err(damaged(between, e.to_string(), false)),
     };
     if let IcrcCheck::Invalid { computed, found } = frame.check_icrc() {
         let why = format!("ICRC mismatch: computed {computed:#010x}, found {found:#010x}");
-        return Err(damaged(why, true));
+        return Err(damaged(between, why, true));
     }
-    let (src, dst) = ip_addrs(&frame.repr.ip);
     let bytes = frame.bytes();
     let start = frame.repr.link.header_len() + frame.repr.ip.header_len() + 8;
     let end = start + frame.repr.udp.length as usize - 8;
     let Some(udp) = bytes.get(start..end) else {
-        return Err(damaged("UDP length past the frame".into(), false));
+        return Err(damaged(between, "UDP length past the frame".into(), false));
     };
     let pkt = Pkt {
         frame: index,
@@ -221,7 +223,7 @@ fn parse(
     Ok(Addressed { src, dst, pkt })
 }
 
-/// The IP addresses of a frame whose RoCE part may be damaged.
+/// The IP addresses of a frame whose RoCE part does not parse.
 fn outer_addrs(data: &[u8]) -> Option<(IpAddr, IpAddr)> {
     let s = rocex_dump::FrameSummary::outer(0, 0.0, data);
     Some((s.src?.parse().ok()?, s.dst?.parse().ok()?))

@@ -13,15 +13,14 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+use rocex_verbs::{SOCKET_DIR, daemon_sockets};
+
 /// The libraries: the file cargo builds and the soname programs ask for.
 const LIBS: [(&str, &str); 3] = [
     ("libibverbs.so", "libibverbs.so.1"),
     ("libmlx5.so", "libmlx5.so.1"),
     ("libefa.so", "libefa.so.1"),
 ];
-
-/// Where rocexd puts its sockets by default.
-const SOCKET_DIR: &str = "/run/rocex";
 
 #[derive(clap::Args)]
 pub(crate) struct RunArgs {
@@ -74,23 +73,10 @@ pub(crate) fn libdir() -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-/// The sockets a program would find a daemon on.
+/// The sockets the program would find a daemon on: `--socket`, else those
+/// [`daemon_sockets`] names.
 fn sockets(explicit: Option<&Path>) -> Vec<PathBuf> {
-    if let Some(p) = explicit {
-        return vec![p.to_owned()];
-    }
-    if let Some(p) = std::env::var_os("ROCEX_SOCKET") {
-        return vec![PathBuf::from(p)];
-    }
-    let mut v: Vec<PathBuf> = std::fs::read_dir(SOCKET_DIR)
-        .map(|d| {
-            d.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "sock"))
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
+    explicit.map_or_else(daemon_sockets, |p| vec![p.to_owned()])
 }
 
 pub(crate) fn run_libdir(_a: &LibdirArgs) -> ExitCode {

@@ -16,9 +16,6 @@ use crate::ctx::{Ctx, CtxState, zeroed};
 use crate::gid::{GID_TBL_LEN, eui64, gid_addr, gid_table, mac_for};
 use crate::{cq, mr, null_errno, qp, srq, symver, trace};
 
-/// Where rocexd puts its sockets by default.
-pub const SOCKET_DIR: &str = "/run/rocex";
-
 /// A device: rdma-core's `ibv_device` and the daemon socket behind it. Devices live as long
 /// as the process (as in rdma-core, a device list may be freed while contexts stay open).
 #[repr(C)]
@@ -38,19 +35,10 @@ unsafe impl Sync for Device {}
 
 static DEVICES: Mutex<Vec<&'static Device>> = Mutex::new(Vec::new());
 
-/// The sockets of the daemons that answer now: `$ROCEX_SOCKET` alone when it is set (as
-/// `rocex run --socket` sets it), else every `*.sock` in [`SOCKET_DIR`].
+/// The sockets of the daemons that answer now, of those
+/// [`daemon_sockets`](rocex_verbs::daemon_sockets) names.
 pub fn live_sockets() -> Vec<PathBuf> {
-    let mut v = Vec::new();
-    if let Some(s) = std::env::var_os("ROCEX_SOCKET") {
-        v.push(PathBuf::from(s));
-    } else if let Ok(dir) = std::fs::read_dir(SOCKET_DIR) {
-        v = dir
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "sock"))
-            .collect();
-        v.sort();
-    }
+    let mut v = rocex_verbs::daemon_sockets();
     v.retain(|p| UnixStream::connect(p).is_ok());
     v
 }

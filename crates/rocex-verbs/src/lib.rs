@@ -76,12 +76,33 @@ mod mr;
 
 pub use mr::{FdMr, Mr, ProcessMr, Registration};
 
+/// Where rocexd puts its control sockets by default (`<addr>.sock`).
+pub const SOCKET_DIR: &str = "/run/rocex";
+
 /// Where a client looks for the daemon without a path: `$ROCEX_SOCKET`, else
 /// `/run/rocex/rocexd.sock`.
 pub fn default_socket() -> PathBuf {
     std::env::var_os("ROCEX_SOCKET")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/run/rocex/rocexd.sock"))
+        .unwrap_or_else(|| Path::new(SOCKET_DIR).join("rocexd.sock"))
+}
+
+/// The sockets a program finds daemons on, one device each: `$ROCEX_SOCKET` alone when it
+/// is set (as `rocex run --socket` sets it), else every `*.sock` in [`SOCKET_DIR`], sorted.
+/// Whether a daemon answers on each is not checked.
+pub fn daemon_sockets() -> Vec<PathBuf> {
+    if let Some(s) = std::env::var_os("ROCEX_SOCKET") {
+        return vec![PathBuf::from(s)];
+    }
+    let mut v: Vec<PathBuf> = std::fs::read_dir(SOCKET_DIR)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "sock"))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
 }
 
 /// Why a verbs call failed.

@@ -156,7 +156,7 @@ pub fn run(conn: &Connection, plan: &Plan) -> Result<Run, ConformError> {
     let src = SocketAddr::new(conn.requester, conn.sport);
     let mut buf = vec![0u8; 4096 + 128];
     for (i, req) in conn.requests.iter().enumerate() {
-        let now = Instant::from_nanos(((req.ts - t0).max(0.0) * 1e9) as u64);
+        let now = setup::clock(t0, req.ts);
         for s in plan.seeds.iter().filter(|s| s.request == i) {
             r.seed(s.rkey, s.va, s.value);
         }

@@ -1,10 +1,10 @@
-//! The fresh engine each replay drives: one RC QP under the captured QPN, taken from RESET
-//! to RTS with the attributes the plan read from the capture.
+//! The fresh engine each replay drives, one RC QP under the captured QPN taken from RESET
+//! to RTS with the attributes the plan read from the capture, and its clock.
 
 use core::net::IpAddr;
 
 use rocex_proto::verbs::{Mtu, QpAttr, QpCap, QpType};
-use rocex_proto::{Config, Engine, PdId, QpInit};
+use rocex_proto::{Config, Engine, Instant, PdId, QpInit};
 
 use crate::ConformError;
 use crate::connection::Connection;
@@ -12,6 +12,11 @@ use crate::connection::Connection;
 /// The largest message rxe carries (`RXE_PORT_MAX_MSG_SZ`): the size of a replayed side's
 /// local buffer, so that no message is refused for want of room.
 pub(crate) const MAX_MSG: u64 = 0x80_0000;
+
+/// The replay clock at capture time `ts` (seconds), for a replay that starts at `t0`.
+pub(crate) fn clock(t0: f64, ts: f64) -> Instant {
+    Instant::from_nanos(((ts - t0).max(0.0) * 1e9) as u64)
+}
 
 /// An engine holding the QP that stands in for one side of a connection.
 pub(crate) struct Side {

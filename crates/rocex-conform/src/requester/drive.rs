@@ -142,10 +142,6 @@ impl Requester {
     }
 }
 
-fn nanos(secs: f64) -> u64 {
-    (secs.max(0.0) * 1e9) as u64
-}
-
 /// A replay in progress: the engine, its clock, and how far the capture has been fed.
 struct Replay<'a> {
     conn: &'a Connection,
@@ -211,7 +207,7 @@ pub fn run(
 impl Replay<'_> {
     /// The replay clock at capture time `ts`.
     fn at(&self, ts: f64) -> Instant {
-        Instant::from_nanos(nanos(ts - self.t0))
+        setup::clock(self.t0, ts)
     }
 
     /// When each response reaches rxe's requester: [`RACE`] after the capture point saw

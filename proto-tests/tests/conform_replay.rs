@@ -9,7 +9,7 @@ use rocex_conform::{ConformError, Options, Report, replay_file};
 use rocex_dump::capture::CaptureError;
 mod common;
 
-use common::{cut_in_last_roce, mismatch_lines, scratch, with_bad_icrcs, without_roce};
+use common::{counts, cut_in_last_roce, mismatch_lines, scratch, with_bad_icrcs, without_roce};
 use rocex_proto_tests::{captures, name};
 
 fn replay(path: &std::path::Path) -> Report {
@@ -38,13 +38,7 @@ fn every_capture_replays_without_mismatch() {
             );
         }
         assert!(report.damaged.is_empty(), "{}: damaged frames", name(&path));
-        let counts = format!(
-            "{}\n{t}\n",
-            report
-                .skipped_line()
-                .unwrap_or_else(|| "skipped nothing".into())
-        );
-        insta::assert_snapshot!(name(&path), counts);
+        insta::assert_snapshot!(name(&path), counts(&report));
     }
     assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
 }

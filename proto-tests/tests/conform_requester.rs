@@ -10,7 +10,7 @@ mod common;
 use rocex_conform::{ConformError, Options, Report, replay_requester_file};
 use rocex_proto_tests::{captures, name};
 
-use common::{cut_in_last_roce, mismatch_lines, scratch, with_bad_icrcs, without_roce};
+use common::{counts, cut_in_last_roce, mismatch_lines, scratch, with_bad_icrcs, without_roce};
 
 fn replay(path: &std::path::Path) -> Report {
     replay_requester_file(path, &Options::default())
@@ -31,13 +31,7 @@ fn every_requester_replays_as_rxe_sent() {
         if t.connections > 0 {
             assert!(t.matched > 0, "{n}: RC traffic but nothing compared: {t}");
         }
-        let counts = format!(
-            "{}\n{t}\n",
-            report
-                .skipped_line()
-                .unwrap_or_else(|| "skipped nothing".into())
-        );
-        insta::assert_snapshot!(n, counts);
+        insta::assert_snapshot!(n, counts(&report));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

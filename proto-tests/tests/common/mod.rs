@@ -145,3 +145,11 @@ pub(crate) fn mismatch_lines(report: &Report) -> String {
         .collect::<Vec<_>>()
         .join("\n  ")
 }
+
+/// What a capture's snapshot holds: the skipped line and the totals.
+pub(crate) fn counts(report: &Report) -> String {
+    let skipped = report
+        .skipped_line()
+        .unwrap_or_else(|| "skipped nothing".into());
+    format!("{skipped}\n{}\n", report.totals)
+}

@@ -10,9 +10,9 @@ use rocex_wire::opcode::Operation;
 
 use crate::ConformError;
 use crate::connection::{Connection, Pkt};
-use crate::infer::{MAX_DEST_RD_ATOMIC, Plan};
+use crate::infer::Plan;
 use crate::response::Response;
-use crate::setup::{self, MAX_MSG, Side};
+use crate::setup::{self, MAX_MSG, RXE_MAX_QP_RD_ATOM, Side};
 
 /// A response the engine emitted.
 #[derive(Debug, Clone, Copy)]
@@ -60,7 +60,7 @@ impl Responder {
             path_mtu: plan.mtu,
             dest_qp_num: plan.req_qpn,
             rq_psn: plan.start_psn.value(),
-            max_dest_rd_atomic: MAX_DEST_RD_ATOMIC,
+            max_dest_rd_atomic: RXE_MAX_QP_RD_ATOM,
             min_rnr_timer: plan.min_rnr_timer,
             max_rd_atomic: 1,
             ..QpAttr::default()

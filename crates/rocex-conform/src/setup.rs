@@ -13,6 +13,12 @@ use crate::connection::Connection;
 /// local buffer, so that no message is refused for want of room.
 pub(crate) const MAX_MSG: u64 = 0x80_0000;
 
+/// rxe's `RXE_MAX_QP_RD_ATOM`, the READ and atomic requests an rxe QP set up by perftest
+/// or the verbs examples has in flight: the replayed responder accepts as many, and the
+/// replayed requester, whose work requests are posted when rxe sent them, keeps rxe's own
+/// limit.
+pub(crate) const RXE_MAX_QP_RD_ATOM: u8 = 128;
+
 /// The replay clock at capture time `ts` (seconds), for a replay that starts at `t0`.
 pub(crate) fn clock(t0: f64, ts: f64) -> Instant {
     Instant::from_nanos(((ts - t0).max(0.0) * 1e9) as u64)

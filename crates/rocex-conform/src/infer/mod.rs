@@ -23,14 +23,11 @@ use rocex_wire::{Opcode, Psn};
 
 use crate::connection::{Connection, Pkt};
 use crate::response::Response;
+use crate::setup::RXE_MAX_QP_RD_ATOM;
 
 mod keys;
 
 use keys::{atomics, memories, rkeys, windows};
-
-/// rxe's `RXE_MAX_QP_RD_ATOM`: the replayed QP accepts as many READ/atomic requests as
-/// an rxe QP set up by perftest or the verbs examples can.
-pub const MAX_DEST_RD_ATOMIC: u8 = 128;
 
 /// Regions larger than this are not allocated (a capture naming such a range is odd).
 const MAX_REGION: u64 = 256 << 20;
@@ -198,7 +195,7 @@ impl Plan {
             self.start_psn.value(),
             self.mtu.bytes(),
             self.min_rnr_timer,
-            MAX_DEST_RD_ATOMIC,
+            RXE_MAX_QP_RD_ATOM,
             self.req_qpn,
             self.mrs.len(),
             self.mws.len(),

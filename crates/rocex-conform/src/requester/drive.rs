@@ -34,7 +34,7 @@ use crate::Report;
 use crate::connection::Connection;
 use crate::infer::InferenceKind;
 use crate::request::Request;
-use crate::setup::{self, MAX_MSG, Side};
+use crate::setup::{self, MAX_MSG, RXE_MAX_QP_RD_ATOM, Side};
 
 /// How long after the capture point saw a response rxe's requester is taken to act on it.
 pub const RACE: Duration = Duration::from_micros(150);
@@ -69,9 +69,7 @@ impl Requester {
             retry_cnt: plan.retry_cnt,
             rnr_retry: plan.rnr_retry,
             sq_psn: plan.start_psn.value(),
-            // rxe's RXE_MAX_QP_RD_ATOM: the work requests are posted when rxe sent them,
-            // which keeps rxe's own limit.
-            max_rd_atomic: 128,
+            max_rd_atomic: RXE_MAX_QP_RD_ATOM,
             max_dest_rd_atomic: 0,
             dest_qp_num: conn.resp_qpn,
             ..QpAttr::default()

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 fn pcap(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -22,12 +23,15 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// A scratch file holding `bytes`, removed on drop.
+/// A scratch file holding `bytes`, removed on drop; its own file even when tests running
+/// at the same time ask for the same name.
 struct Scratch(PathBuf);
 
 impl Scratch {
     fn new(name: &str, bytes: &[u8]) -> Self {
-        let p = std::env::temp_dir().join(format!("rocex-cli-{}-{name}", std::process::id()));
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("rocex-cli-{}-{n}-{name}", std::process::id()));
         std::fs::write(&p, bytes).unwrap();
         Self(p)
     }

@@ -46,20 +46,12 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
 
-use rocex_proto::verbs::{AttrMask, QpAttr, QpCap, QpType, RecvWr, SendWr, WorkCompletion};
 use rocex_shm::control::{
-    DeviceAttr, HEADER_LEN, QpCreated, Request, Response, decode_header, encode_frame, kind,
-    response_fds,
+    DeviceAttr, HEADER_LEN, Request, Response, decode_header, encode_frame, kind, response_fds,
 };
-use rocex_shm::layout::RING_ALIGN;
 use rocex_shm::region::{recv_fds, send_fds};
-use rocex_shm::{
-    ABI_VERSION, CqReader, EventFd, PostError, ReadError, RegionHeader, Ring, RingKind, RingSpec,
-    SharedRegion, SleepCheck, WqWriter,
-};
+use rocex_shm::{ABI_VERSION, PostError, ReadError, RegionHeader, Ring, RingSpec, SharedRegion};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
 /// The verbs vocabulary (QP attributes, work requests, completions), re-exported.
@@ -72,9 +64,13 @@ pub use rocex_shm::control::{CmEvent, CmEventKind};
 pub use rocex_shm::control::{QpStat, StatGroup, Stats};
 
 mod cm;
+mod cq;
 mod mr;
+mod qp;
 
+pub use cq::{CompChannel, Cq};
 pub use mr::{FdMr, Mr, ProcessMr, Registration};
+pub use qp::{Qp, QpInitAttr};
 
 /// Where rocexd puts its control sockets by default (`<addr>.sock`).
 pub const SOCKET_DIR: &str = "/run/rocex";
@@ -462,59 +458,6 @@ impl Context {
             r => Err(proto(format!("unexpected {r:?}"))),
         }
     }
-
-    /// A completion channel (`ibv_create_comp_channel`).
-    pub fn create_comp_channel(&self) -> Result<CompChannel> {
-        let (r, mut fds) = self.ch.call(&Request::CreateCompChannel, &[])?;
-        match (r, fds.pop()) {
-            (Response::CreateCompChannel { channel }, Some(fd)) => Ok(CompChannel {
-                id: channel,
-                ev: Rc::new(EventFd::from_fd(fd)),
-                ch: self.ch.clone(),
-            }),
-            (r, _) => Err(proto(format!("unexpected {r:?}"))),
-        }
-    }
-
-    /// A CQ of at least `cqe` entries, optionally tied to a completion channel. Without
-    /// one, a private channel is made so that [`Cq::wait`] always works.
-    pub fn create_cq(&self, cqe: u32, channel: Option<&CompChannel>) -> Result<Cq> {
-        let channel = match channel {
-            Some(c) => c.clone(),
-            None => self.create_comp_channel()?,
-        };
-        let (r, mut fds) = self.ch.call(
-            &Request::CreateCq {
-                cqe,
-                channel: channel.id,
-            },
-            &[],
-        )?;
-        let (
-            Response::CreateCq {
-                cq,
-                slots,
-                ring_offset,
-            },
-            Some(fd),
-        ) = (r, fds.pop())
-        else {
-            return Err(proto("bad CreateCq response"));
-        };
-        let map = map_rings(fd)?;
-        let spec = RingSpec::new(RingKind::Cq, slots, 64).map_err(|e| proto(e.to_string()))?;
-        let off = usize::try_from(ring_offset).map_err(|_| proto("ring offset"))?;
-        ring_in(&map, off, spec)?;
-        Ok(Cq {
-            ctx: self.clone(),
-            cq,
-            map,
-            spec,
-            off,
-            head: 0,
-            channel,
-        })
-    }
 }
 
 /// Maps a ring memfd from the daemon and checks its header.
@@ -545,61 +488,6 @@ fn ring_in(map: &SharedRegion, off: usize, spec: RingSpec) -> Result<Ring<'_>> {
     Ring::new(v, spec).map_err(|e| proto(e.to_string()))
 }
 
-/// A completion channel: the eventfd the daemon writes when an armed CQ gets a
-/// completion.
-#[derive(Debug, Clone)]
-pub struct CompChannel {
-    id: u32,
-    ev: Rc<EventFd>,
-    ch: Rc<Channel>,
-}
-
-impl CompChannel {
-    /// Waits for an event (or `timeout`); true when one came. Waits on the control socket
-    /// too: a daemon that dies wakes the waiter with [`Error::DaemonGone`] instead of
-    /// leaving it blocked on an eventfd nobody will write.
-    pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
-        if self.ch.closed() {
-            return Err(Error::DaemonGone);
-        }
-        let ts = timeout.map(|t| Timespec {
-            tv_sec: t.as_secs() as _,
-            tv_nsec: t.subsec_nanos() as _,
-        });
-        let mut fds = [
-            PollFd::new(&*self.ev, PollFlags::IN),
-            PollFd::new(&self.ch.sock, PollFlags::IN | PollFlags::RDHUP),
-        ];
-        loop {
-            match poll(&mut fds, ts.as_ref()) {
-                Ok(0) => return Ok(false),
-                Ok(_) => break,
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(e) => return Err(Error::Io(e.into())),
-            }
-        }
-        if !fds[0].revents().is_empty() {
-            return Ok(self.ev.drain()? > 0);
-        }
-        self.ch.gone.set(true);
-        Err(Error::DaemonGone)
-    }
-
-    /// Writes the channel's eventfd as the daemon does, waking a waiter: for a CQ that
-    /// already held completions when it was armed (libibverbs' missed-event report).
-    pub fn signal(&self) -> Result<()> {
-        self.ev.signal().map_err(Error::Io)
-    }
-
-    /// The descriptors an event loop (epoll, tokio's `AsyncFd`) waits on in place of
-    /// [`CompChannel::wait`]: the eventfd the daemon writes, and the control socket, which
-    /// becomes readable between calls only when the daemon is gone. Once either is ready,
-    /// `wait(Some(Duration::ZERO))` drains the eventfd or reports [`Error::DaemonGone`].
-    pub fn wait_fds(&self) -> [std::os::fd::BorrowedFd<'_>; 2] {
-        [self.ev.as_fd(), self.ch.sock.as_fd()]
-    }
-}
-
 /// A protection domain.
 #[derive(Debug)]
 pub struct Pd {
@@ -607,19 +495,6 @@ pub struct Pd {
     pd: u32,
     /// Deallocated by [`Pd::dealloc`]: nothing left for `Drop`.
     freed: Cell<bool>,
-}
-
-/// How a QP is created (`ibv_qp_init_attr`).
-#[derive(Debug, Clone, Copy)]
-pub struct QpInitAttr<'a> {
-    /// Transport.
-    pub qp_type: QpType,
-    /// CQ for send completions.
-    pub send_cq: &'a Cq,
-    /// CQ for receive completions.
-    pub recv_cq: &'a Cq,
-    /// Queue sizes wanted; the QP may get more ([`Qp::cap`]).
-    pub cap: QpCap,
 }
 
 impl Pd {
@@ -728,24 +603,6 @@ impl Pd {
         };
         Ok(Registration::new(iova, len, lkey, rkey))
     }
-
-    /// Creates a queue pair in RESET.
-    pub fn create_qp(&self, init: &QpInitAttr<'_>) -> Result<Qp> {
-        let (r, mut fds) = self.ctx.ch.call(
-            &Request::CreateQp {
-                pd: self.pd,
-                qp_type: init.qp_type,
-                send_cq: init.send_cq.cq,
-                recv_cq: init.recv_cq.cq,
-                cap: init.cap,
-            },
-            &[],
-        )?;
-        let (Response::CreateQp(c), Some(db), Some(fd)) = (r, fds.pop(), fds.pop()) else {
-            return Err(proto("bad CreateQp response"));
-        };
-        Qp::new(self.ctx.clone(), c, fd, db)
-    }
 }
 
 impl Pd {
@@ -765,292 +622,5 @@ impl Drop for Pd {
         if !self.freed.get() {
             let _ = self.ctx.ch.done(&Request::DeallocPd { pd: self.pd });
         }
-    }
-}
-
-/// A completion queue.
-#[derive(Debug)]
-pub struct Cq {
-    ctx: Context,
-    cq: u32,
-    map: SharedRegion,
-    spec: RingSpec,
-    off: usize,
-    head: u32,
-    channel: CompChannel,
-}
-
-impl Cq {
-    /// The CQ's handle.
-    pub fn handle(&self) -> u32 {
-        self.cq
-    }
-
-    /// Completions waiting in the ring, left there; no system call.
-    pub fn pending(&self) -> Result<u32> {
-        let ring = ring_in(&self.map, self.off, self.spec)?;
-        ring.consumer_at(self.head)
-            .available()
-            .map_err(|e| Error::BadCompletion(ReadError::Ring(e)))
-    }
-
-    /// Whether the CQ is still armed: false once the daemon took the arm (and wrote the
-    /// channel), or [`req_notify`](Self::req_notify) found completions already waiting.
-    pub fn armed(&self) -> Result<bool> {
-        let w = self
-            .map
-            .view()
-            .word(self.off + rocex_shm::layout::ring_off::NEED_WAKEUP)
-            .map_err(|e| proto(e.to_string()))?;
-        Ok(w.load(Ordering::Acquire) != 0)
-    }
-
-    /// The completion channel the CQ signals (its own when it was created without one).
-    pub fn channel(&self) -> &CompChannel {
-        &self.channel
-    }
-
-    /// Takes up to `max` completions (`ibv_poll_cq`); no system call.
-    pub fn poll(&mut self, max: usize) -> Result<Vec<WorkCompletion>> {
-        let mut out = Vec::new();
-        self.poll_with(max, |wc| out.push(wc))?;
-        Ok(out)
-    }
-
-    /// Takes up to `max` completions, handing each to `f`, and returns how many it took:
-    /// [`poll`](Self::poll) without a vector. A malformed completion ends the batch; it is
-    /// an error only when it comes first.
-    pub fn poll_with(&mut self, max: usize, mut f: impl FnMut(WorkCompletion)) -> Result<usize> {
-        let ring = ring_in(&self.map, self.off, self.spec)?;
-        let mut r = CqReader::new(ring.consumer_at(self.head));
-        let mut n = 0;
-        let mut err = None;
-        while n < max {
-            match r.poll() {
-                Ok(Some(wc)) => {
-                    self.head = self.head.wrapping_add(1);
-                    n += 1;
-                    f(wc);
-                }
-                Ok(None) => break,
-                Err(e @ ReadError::Desc { .. }) => {
-                    self.head = self.head.wrapping_add(1);
-                    err = Some(e);
-                    break;
-                }
-                Err(e) => {
-                    err = Some(e);
-                    break;
-                }
-            }
-        }
-        r.ring().release();
-        match err {
-            Some(e) if n == 0 => Err(Error::BadCompletion(e)),
-            _ => Ok(n),
-        }
-    }
-
-    /// Arms the CQ (`ibv_req_notify_cq`): the next completion writes the channel. Returns
-    /// true when completions are already waiting (poll instead of waiting).
-    pub fn req_notify(&mut self) -> Result<bool> {
-        let ring = ring_in(&self.map, self.off, self.spec)?;
-        match ring.consumer_at(self.head).prepare_sleep(1) {
-            Ok(SleepCheck::Sleep) => Ok(false),
-            Ok(SleepCheck::Ready(_)) => Ok(true),
-            Err(e) => Err(Error::BadCompletion(ReadError::Ring(e))),
-        }
-    }
-
-    /// Arms the CQ and blocks on its completion channel until a completion is there or
-    /// `timeout` passes; true when one is there.
-    pub fn wait(&mut self, timeout: Duration) -> Result<bool> {
-        if self.req_notify()? {
-            return Ok(true);
-        }
-        let r = self.channel.wait(Some(timeout));
-        let ring = ring_in(&self.map, self.off, self.spec)?;
-        ring.consumer_at(self.head).finish_sleep();
-        r
-    }
-
-    /// The next completion, polling briefly and then sleeping on the channel; fails with
-    /// [`Error::Timeout`].
-    pub fn poll_wait(&mut self, timeout: Duration) -> Result<WorkCompletion> {
-        let end = Instant::now() + timeout;
-        let mut spins = 0u32;
-        loop {
-            if let Some(wc) = self.poll(1)?.pop() {
-                return Ok(wc);
-            }
-            let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(Error::Timeout);
-            }
-            spins += 1;
-            if spins < 200 {
-                std::hint::spin_loop();
-            } else {
-                self.wait(left.min(Duration::from_millis(50)))?;
-            }
-        }
-    }
-}
-
-impl Drop for Cq {
-    fn drop(&mut self) {
-        let _ = self.ctx.ch.done(&Request::DestroyCq { cq: self.cq });
-    }
-}
-
-/// A queue pair.
-#[derive(Debug)]
-pub struct Qp {
-    ctx: Context,
-    qpn: u32,
-    cap: QpCap,
-    map: SharedRegion,
-    sq: RingSpec,
-    sq_off: usize,
-    sq_tail: u32,
-    rq: RingSpec,
-    rq_off: usize,
-    rq_tail: u32,
-    doorbell: EventFd,
-}
-
-impl Qp {
-    fn new(ctx: Context, c: QpCreated, fd: OwnedFd, db: OwnedFd) -> Result<Self> {
-        let map = map_rings(fd)?;
-        let sq = RingSpec::new(RingKind::Sq, c.sq_slots, c.sq_slot_size)
-            .map_err(|e| proto(e.to_string()))?;
-        let rq = RingSpec::new(RingKind::Rq, c.rq_slots, c.rq_slot_size)
-            .map_err(|e| proto(e.to_string()))?;
-        let sq_off = usize::try_from(c.sq_offset).map_err(|_| proto("sq offset"))?;
-        let rq_off = usize::try_from(c.rq_offset).map_err(|_| proto("rq offset"))?;
-        if sq_off % RING_ALIGN != 0 || rq_off % RING_ALIGN != 0 {
-            return Err(proto("misaligned ring"));
-        }
-        ring_in(&map, sq_off, sq)?;
-        ring_in(&map, rq_off, rq)?;
-        Ok(Self {
-            ctx,
-            qpn: c.qpn,
-            cap: c.cap,
-            map,
-            sq,
-            sq_off,
-            sq_tail: 0,
-            rq,
-            rq_off,
-            rq_tail: 0,
-            doorbell: EventFd::from_fd(db),
-        })
-    }
-
-    /// The QP number (give it to the peer).
-    pub fn qpn(&self) -> u32 {
-        self.qpn
-    }
-
-    /// The capabilities granted.
-    pub fn cap(&self) -> QpCap {
-        self.cap
-    }
-
-    /// `ibv_modify_qp`.
-    pub fn modify(&self, attr: &QpAttr, mask: AttrMask) -> Result<()> {
-        self.ctx.ch.done(&Request::ModifyQp {
-            qpn: self.qpn,
-            mask,
-            attr: *attr,
-        })
-    }
-
-    /// `ibv_query_qp`: attributes and capabilities.
-    pub fn query(&self) -> Result<(QpAttr, QpCap)> {
-        match self
-            .ctx
-            .ch
-            .call(&Request::QueryQp { qpn: self.qpn }, &[])?
-            .0
-        {
-            Response::QueryQp { attr, cap } => Ok((attr, cap)),
-            r => Err(proto(format!("unexpected {r:?}"))),
-        }
-    }
-
-    /// Posts send work requests (`ibv_post_send`): all are written, then one doorbell.
-    /// Fails with [`Error::QueueFull`] when the SQ has no room for all of them (none is
-    /// posted then).
-    pub fn post_send(&mut self, wrs: &[SendWr]) -> Result<()> {
-        let ring = ring_in(&self.map, self.sq_off, self.sq)?;
-        let mut p = ring.producer_at(self.sq_tail);
-        let free = p.free().map_err(|e| Error::Post(PostError::Ring(e)))?;
-        if (free as usize) < wrs.len() {
-            return Err(Error::QueueFull);
-        }
-        let mut w = WqWriter::new(p, self.sq);
-        for wr in wrs {
-            w.post_send(wr).map_err(Error::Post)?;
-            self.sq_tail = self.sq_tail.wrapping_add(1);
-        }
-        if w.publish() {
-            self.doorbell.signal()?;
-        }
-        Ok(())
-    }
-
-    /// Posts receive work requests (`ibv_post_recv`).
-    pub fn post_recv(&mut self, wrs: &[RecvWr]) -> Result<()> {
-        let ring = ring_in(&self.map, self.rq_off, self.rq)?;
-        let mut p = ring.producer_at(self.rq_tail);
-        let free = p.free().map_err(|e| Error::Post(PostError::Ring(e)))?;
-        if (free as usize) < wrs.len() {
-            return Err(Error::QueueFull);
-        }
-        let mut w = WqWriter::new(p, self.rq);
-        for wr in wrs {
-            w.post_recv(wr).map_err(Error::Post)?;
-            self.rq_tail = self.rq_tail.wrapping_add(1);
-        }
-        if w.publish() {
-            self.doorbell.signal()?;
-        }
-        Ok(())
-    }
-
-    /// Raw access to the SQ ring memory, for tests of the daemon's validation: writes
-    /// `bytes` into the next slot and publishes it, with no encoding or checks.
-    #[doc(hidden)]
-    pub fn post_raw_send_slot(&mut self, bytes: &[u8]) -> Result<()> {
-        let ring = ring_in(&self.map, self.sq_off, self.sq)?;
-        let mut p = ring.producer_at(self.sq_tail);
-        p.free().map_err(|e| Error::Post(PostError::Ring(e)))?;
-        p.push(bytes).map_err(|e| Error::Post(PostError::Ring(e)))?;
-        self.sq_tail = self.sq_tail.wrapping_add(1);
-        if p.publish() {
-            self.doorbell.signal()?;
-        }
-        Ok(())
-    }
-
-    /// Raw access for tests: stores `index` as the SQ producer index (a lie about how
-    /// much was posted).
-    #[doc(hidden)]
-    pub fn corrupt_sq_producer(&mut self, index: u32) -> Result<()> {
-        let v = self.map.view();
-        let w = v
-            .word(self.sq_off + rocex_shm::layout::ring_off::PRODUCER)
-            .map_err(|e| proto(e.to_string()))?;
-        w.store(index, Ordering::Release);
-        self.doorbell.signal()?;
-        Ok(())
-    }
-}
-
-impl Drop for Qp {
-    fn drop(&mut self) {
-        let _ = self.ctx.ch.done(&Request::DestroyQp { qpn: self.qpn });
     }
 }

@@ -1,0 +1,197 @@
+//! Queue pairs: created in a PD, their send and receive rings written by this process, and
+//! a doorbell to wake the daemon.
+
+use std::os::fd::OwnedFd;
+use std::sync::atomic::Ordering;
+
+use rocex_proto::verbs::{AttrMask, QpAttr, QpCap, QpType, RecvWr, SendWr};
+use rocex_shm::control::{QpCreated, Request, Response};
+use rocex_shm::layout::RING_ALIGN;
+use rocex_shm::{EventFd, PostError, RingKind, RingSpec, SharedRegion, WqWriter};
+
+use crate::{Context, Cq, Error, Pd, Result, map_rings, proto, ring_in};
+
+/// How a QP is created (`ibv_qp_init_attr`).
+#[derive(Debug, Clone, Copy)]
+pub struct QpInitAttr<'a> {
+    /// Transport.
+    pub qp_type: QpType,
+    /// CQ for send completions.
+    pub send_cq: &'a Cq,
+    /// CQ for receive completions.
+    pub recv_cq: &'a Cq,
+    /// Queue sizes wanted; the QP may get more ([`Qp::cap`]).
+    pub cap: QpCap,
+}
+
+impl Pd {
+    /// Creates a queue pair in RESET.
+    pub fn create_qp(&self, init: &QpInitAttr<'_>) -> Result<Qp> {
+        let (r, mut fds) = self.ctx.ch.call(
+            &Request::CreateQp {
+                pd: self.pd,
+                qp_type: init.qp_type,
+                send_cq: init.send_cq.handle(),
+                recv_cq: init.recv_cq.handle(),
+                cap: init.cap,
+            },
+            &[],
+        )?;
+        let (Response::CreateQp(c), Some(db), Some(fd)) = (r, fds.pop(), fds.pop()) else {
+            return Err(proto("bad CreateQp response"));
+        };
+        Qp::new(self.ctx.clone(), c, fd, db)
+    }
+}
+
+/// A queue pair.
+#[derive(Debug)]
+pub struct Qp {
+    ctx: Context,
+    qpn: u32,
+    cap: QpCap,
+    map: SharedRegion,
+    sq: RingSpec,
+    sq_off: usize,
+    sq_tail: u32,
+    rq: RingSpec,
+    rq_off: usize,
+    rq_tail: u32,
+    doorbell: EventFd,
+}
+
+impl Qp {
+    fn new(ctx: Context, c: QpCreated, fd: OwnedFd, db: OwnedFd) -> Result<Self> {
+        let map = map_rings(fd)?;
+        let sq = RingSpec::new(RingKind::Sq, c.sq_slots, c.sq_slot_size)
+            .map_err(|e| proto(e.to_string()))?;
+        let rq = RingSpec::new(RingKind::Rq, c.rq_slots, c.rq_slot_size)
+            .map_err(|e| proto(e.to_string()))?;
+        let sq_off = usize::try_from(c.sq_offset).map_err(|_| proto("sq offset"))?;
+        let rq_off = usize::try_from(c.rq_offset).map_err(|_| proto("rq offset"))?;
+        if sq_off % RING_ALIGN != 0 || rq_off % RING_ALIGN != 0 {
+            return Err(proto("misaligned ring"));
+        }
+        ring_in(&map, sq_off, sq)?;
+        ring_in(&map, rq_off, rq)?;
+        Ok(Self {
+            ctx,
+            qpn: c.qpn,
+            cap: c.cap,
+            map,
+            sq,
+            sq_off,
+            sq_tail: 0,
+            rq,
+            rq_off,
+            rq_tail: 0,
+            doorbell: EventFd::from_fd(db),
+        })
+    }
+
+    /// The QP number (give it to the peer).
+    pub fn qpn(&self) -> u32 {
+        self.qpn
+    }
+
+    /// The capabilities granted.
+    pub fn cap(&self) -> QpCap {
+        self.cap
+    }
+
+    /// `ibv_modify_qp`.
+    pub fn modify(&self, attr: &QpAttr, mask: AttrMask) -> Result<()> {
+        self.ctx.ch.done(&Request::ModifyQp {
+            qpn: self.qpn,
+            mask,
+            attr: *attr,
+        })
+    }
+
+    /// `ibv_query_qp`: attributes and capabilities.
+    pub fn query(&self) -> Result<(QpAttr, QpCap)> {
+        match self
+            .ctx
+            .ch
+            .call(&Request::QueryQp { qpn: self.qpn }, &[])?
+            .0
+        {
+            Response::QueryQp { attr, cap } => Ok((attr, cap)),
+            r => Err(proto(format!("unexpected {r:?}"))),
+        }
+    }
+
+    /// Posts send work requests (`ibv_post_send`): all are written, then one doorbell.
+    /// Fails with [`Error::QueueFull`] when the SQ has no room for all of them (none is
+    /// posted then).
+    pub fn post_send(&mut self, wrs: &[SendWr]) -> Result<()> {
+        let ring = ring_in(&self.map, self.sq_off, self.sq)?;
+        let mut p = ring.producer_at(self.sq_tail);
+        let free = p.free().map_err(|e| Error::Post(PostError::Ring(e)))?;
+        if (free as usize) < wrs.len() {
+            return Err(Error::QueueFull);
+        }
+        let mut w = WqWriter::new(p, self.sq);
+        for wr in wrs {
+            w.post_send(wr).map_err(Error::Post)?;
+            self.sq_tail = self.sq_tail.wrapping_add(1);
+        }
+        if w.publish() {
+            self.doorbell.signal()?;
+        }
+        Ok(())
+    }
+
+    /// Posts receive work requests (`ibv_post_recv`).
+    pub fn post_recv(&mut self, wrs: &[RecvWr]) -> Result<()> {
+        let ring = ring_in(&self.map, self.rq_off, self.rq)?;
+        let mut p = ring.producer_at(self.rq_tail);
+        let free = p.free().map_err(|e| Error::Post(PostError::Ring(e)))?;
+        if (free as usize) < wrs.len() {
+            return Err(Error::QueueFull);
+        }
+        let mut w = WqWriter::new(p, self.rq);
+        for wr in wrs {
+            w.post_recv(wr).map_err(Error::Post)?;
+            self.rq_tail = self.rq_tail.wrapping_add(1);
+        }
+        if w.publish() {
+            self.doorbell.signal()?;
+        }
+        Ok(())
+    }
+
+    /// Raw access to the SQ ring memory, for tests of the daemon's validation: writes
+    /// `bytes` into the next slot and publishes it, with no encoding or checks.
+    #[doc(hidden)]
+    pub fn post_raw_send_slot(&mut self, bytes: &[u8]) -> Result<()> {
+        let ring = ring_in(&self.map, self.sq_off, self.sq)?;
+        let mut p = ring.producer_at(self.sq_tail);
+        p.free().map_err(|e| Error::Post(PostError::Ring(e)))?;
+        p.push(bytes).map_err(|e| Error::Post(PostError::Ring(e)))?;
+        self.sq_tail = self.sq_tail.wrapping_add(1);
+        if p.publish() {
+            self.doorbell.signal()?;
+        }
+        Ok(())
+    }
+
+    /// Raw access for tests: stores `index` as the SQ producer index (a lie about how
+    /// much was posted).
+    #[doc(hidden)]
+    pub fn corrupt_sq_producer(&mut self, index: u32) -> Result<()> {
+        let v = self.map.view();
+        let w = v
+            .word(self.sq_off + rocex_shm::layout::ring_off::PRODUCER)
+            .map_err(|e| proto(e.to_string()))?;
+        w.store(index, Ordering::Release);
+        self.doorbell.signal()?;
+        Ok(())
+    }
+}
+
+impl Drop for Qp {
+    fn drop(&mut self) {
+        let _ = self.ctx.ch.done(&Request::DestroyQp { qpn: self.qpn });
+    }
+}

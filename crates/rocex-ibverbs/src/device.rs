@@ -282,8 +282,10 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
 fn device_attr(ctx: &Ctx, a: &DeviceAttributes) -> ibv_device_attr {
     // SAFETY: ibv_device_attr is integers and a char array: all-zero is valid.
     let mut d: ibv_device_attr = unsafe { core::mem::zeroed() };
-    // SAFETY: the device lives for the process.
-    let guid = guid_of(ctx.addr);
+    // GID 0, made at open, is fe80:: and the EUI-64 of the MAC: the node GUID.
+    let mut eui = [0u8; 8];
+    eui.copy_from_slice(&ctx.gids[0][8..]);
+    let guid = u64::from_ne_bytes(eui);
     // SAFETY: ctx.dev is the process-lifetime device.
     let _ = unsafe { (*ctx.dev).guid.set(guid) };
     fill(&mut d.fw_ver, env!("CARGO_PKG_VERSION"));

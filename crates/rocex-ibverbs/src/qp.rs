@@ -7,7 +7,7 @@
 //! as completion statuses.
 
 use core::cell::UnsafeCell;
-use core::ffi::c_int;
+use core::ffi::{c_int, c_uint};
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use rocex_proto::verbs::{
@@ -59,6 +59,17 @@ impl Qp {
     pub fn ctx(&self) -> &Ctx {
         // SAFETY: a QP's context outlives it.
         unsafe { Ctx::from_ibv(self.ex.qp_base.context) }
+    }
+
+    /// A request's `IBV_SEND_FENCE`, `IBV_SEND_SIGNALED` and `IBV_SEND_SOLICITED` bits
+    /// (`send_flags`, or `wr_flags` of the work-request API); signaled always under
+    /// `sq_sig_all`.
+    pub(crate) fn send_flags(&self, bits: c_uint) -> SendFlags {
+        SendFlags {
+            fence: bits & 1 != 0,
+            signaled: self.sig_all || bits & (1 << 1) != 0,
+            solicited: bits & (1 << 2) != 0,
+        }
     }
 
     /// The state as the library last learned it.
@@ -509,11 +520,7 @@ unsafe fn send_wr(q: &Qp, w: &ibv_send_wr) -> Result<SendWr, c_int> {
         wr_id: w.wr_id,
         op,
         data,
-        flags: SendFlags {
-            fence: w.send_flags & 1 != 0,
-            signaled: q.sig_all || w.send_flags & (1 << 1) != 0,
-            solicited: w.send_flags & (1 << 2) != 0,
-        },
+        flags: q.send_flags(w.send_flags),
         ud,
     })
 }

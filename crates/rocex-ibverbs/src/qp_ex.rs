@@ -8,7 +8,7 @@
 
 use core::ffi::{c_int, c_void};
 
-use rocex_proto::verbs::{Remote, SendData, SendFlags, SendOp, SendWr, Sge, UdDest};
+use rocex_proto::verbs::{Remote, SendData, SendOp, SendWr, Sge, UdDest};
 
 use crate::abi::*;
 use crate::ah::Ah;
@@ -67,16 +67,11 @@ unsafe fn begin(qp: *mut ibv_qp_ex, op: SendOp) {
     if let Err(e) = check_op(q.ty, &op) {
         b.err.get_or_insert(e);
     }
-    let f = q.ex.wr_flags;
     b.wrs.push(SendWr {
         wr_id: q.ex.wr_id,
         op,
         data: SendData::Sges(Default::default()),
-        flags: SendFlags {
-            fence: f & 1 != 0,
-            signaled: q.sig_all || f & (1 << 1) != 0,
-            solicited: f & (1 << 2) != 0,
-        },
+        flags: q.send_flags(q.ex.wr_flags),
         ud: None,
     });
 }

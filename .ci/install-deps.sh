@@ -4,7 +4,8 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 need=()
 for pkg_cmd in tshark:tshark tcpdump:tcpdump perftest:ib_write_bw ibverbs-utils:ibv_rc_pingpong \
-    rdmacm-utils:rping libibverbs-dev:/usr/include/infiniband/verbs.h gcc:gcc binutils:objdump iproute2:ip; do
+    rdmacm-utils:rping libibverbs-dev:/usr/include/infiniband/verbs.h \
+    librdmacm-dev:/usr/include/rdma/rdma_cma.h fio:fio gcc:gcc binutils:objdump iproute2:ip; do
     what=${pkg_cmd#*:}
     if [[ $what == /* ]]; then [ -e "$what" ]; else command -v "$what" >/dev/null; fi ||
         need+=("${pkg_cmd%%:*}")

@@ -1,0 +1,355 @@
+//! Requests, client to daemon.
+
+use core::net::IpAddr;
+
+use rocex_proto::verbs::{AttrMask, QpAttr, QpCap, QpType};
+
+#[cfg(doc)]
+use super::cm::{CM_PRIVATE_DATA_LEN, CmEvent, CmEventKind};
+use super::cm::{get_addr, get_private, put_addr, put_private};
+use super::codec::{BodyError, Get, Put};
+use super::kind;
+use super::qp::{
+    ATTR_MASK_ALL, get_attr, get_cap, put_attr, put_cap, qp_type_from_wire, qp_type_to_wire,
+};
+#[cfg(doc)]
+use rocex_proto::verbs::Access;
+
+/// A request, client to daemon.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// Version handshake; must come first.
+    Hello {
+        /// The client's [`ABI_VERSION`](crate::ABI_VERSION).
+        abi_version: u32,
+    },
+    /// Device, port and GID attributes.
+    QueryDevice,
+    /// Allocate a protection domain.
+    AllocPd,
+    /// Free a protection domain.
+    DeallocPd {
+        /// The PD handle.
+        pd: u32,
+    },
+    /// Register `len` bytes at `offset` of the memfd sent with the frame as `iova`.
+    RegMrShared {
+        /// PD handle.
+        pd: u32,
+        /// The address the application uses for the MR's first byte.
+        iova: u64,
+        /// Byte offset in the memfd.
+        offset: u64,
+        /// Bytes.
+        len: u64,
+        /// [`Access`] bits.
+        access: u32,
+    },
+    /// Register memory of the calling process (process_vm_readv/writev).
+    RegMrProcess {
+        /// PD handle.
+        pd: u32,
+        /// Address in the client.
+        addr: u64,
+        /// Bytes.
+        len: u64,
+        /// [`Access`] bits.
+        access: u32,
+    },
+    /// Deregister an MR.
+    DeregMr {
+        /// Its lkey.
+        lkey: u32,
+    },
+    /// A completion channel (an eventfd the daemon signals).
+    CreateCompChannel,
+    /// A CQ of at least `cqe` entries.
+    CreateCq {
+        /// Entries wanted.
+        cqe: u32,
+        /// Completion channel handle, 0 for none.
+        channel: u32,
+    },
+    /// Destroy a CQ.
+    DestroyCq {
+        /// CQ handle.
+        cq: u32,
+    },
+    /// Create a QP.
+    CreateQp {
+        /// PD handle.
+        pd: u32,
+        /// Transport.
+        qp_type: QpType,
+        /// Send CQ handle.
+        send_cq: u32,
+        /// Receive CQ handle.
+        recv_cq: u32,
+        /// Capabilities asked for.
+        cap: QpCap,
+    },
+    /// Modify a QP.
+    ModifyQp {
+        /// QP number.
+        qpn: u32,
+        /// Which fields of `attr` apply.
+        mask: AttrMask,
+        /// Attributes in fixed form.
+        attr: QpAttr,
+    },
+    /// Query a QP.
+    QueryQp {
+        /// QP number.
+        qpn: u32,
+    },
+    /// Destroy a QP.
+    DestroyQp {
+        /// QP number.
+        qpn: u32,
+    },
+    /// The device's counters and one page of its QPs' (every client's).
+    Stat {
+        /// Only this QP; 0 for every QP.
+        qpn: u32,
+        /// With `qpn` 0: the first QPN of the page (the last page's `next`; 0 to start).
+        cursor: u32,
+    },
+    /// Receive the connection requests for an rdma_cm port (TCP port space).
+    CmListen {
+        /// The port.
+        port: u16,
+    },
+    /// Connect the client's RC QP `qpn` (in INIT) to `addr`:`port`; answered with the
+    /// connection's id at once, the outcome comes as a [`CmEvent`].
+    CmConnect {
+        /// The client's QP.
+        qpn: u32,
+        /// The listener's address.
+        addr: IpAddr,
+        /// Its rdma_cm port.
+        port: u16,
+        /// Private data for the listener, at most [`CM_PRIVATE_DATA_LEN`] bytes.
+        private_data: Vec<u8>,
+    },
+    /// Accept the request `id` (a [`CmEventKind::ConnectRequest`]) with QP `qpn` (in INIT).
+    CmAccept {
+        /// The request's connection id.
+        id: u32,
+        /// The client's QP.
+        qpn: u32,
+    },
+    /// Reject the request `id`.
+    CmReject {
+        /// The request's connection id.
+        id: u32,
+    },
+    /// Disconnect `id` (DREQ); its QP goes to ERROR.
+    CmDisconnect {
+        /// The connection id.
+        id: u32,
+    },
+    /// The next CM event of this client, if any.
+    CmPoll,
+}
+
+impl Request {
+    /// The message kind.
+    pub const fn kind(&self) -> u16 {
+        match self {
+            Self::Hello { .. } => kind::HELLO,
+            Self::QueryDevice => kind::QUERY_DEVICE,
+            Self::AllocPd => kind::ALLOC_PD,
+            Self::DeallocPd { .. } => kind::DEALLOC_PD,
+            Self::RegMrShared { .. } => kind::REG_MR_SHARED,
+            Self::RegMrProcess { .. } => kind::REG_MR_PROCESS,
+            Self::DeregMr { .. } => kind::DEREG_MR,
+            Self::CreateCompChannel => kind::CREATE_COMP_CHANNEL,
+            Self::CreateCq { .. } => kind::CREATE_CQ,
+            Self::DestroyCq { .. } => kind::DESTROY_CQ,
+            Self::CreateQp { .. } => kind::CREATE_QP,
+            Self::ModifyQp { .. } => kind::MODIFY_QP,
+            Self::QueryQp { .. } => kind::QUERY_QP,
+            Self::DestroyQp { .. } => kind::DESTROY_QP,
+            Self::Stat { .. } => kind::STAT,
+            Self::CmListen { .. } => kind::CM_LISTEN,
+            Self::CmConnect { .. } => kind::CM_CONNECT,
+            Self::CmAccept { .. } => kind::CM_ACCEPT,
+            Self::CmReject { .. } => kind::CM_REJECT,
+            Self::CmDisconnect { .. } => kind::CM_DISCONNECT,
+            Self::CmPoll => kind::CM_POLL,
+        }
+    }
+
+    /// File descriptors a request of `kind` carries (only `RegMrShared`: its memfd).
+    pub const fn fds(kind: u16) -> usize {
+        if kind == kind::REG_MR_SHARED { 1 } else { 0 }
+    }
+
+    /// The body.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut p = Put::default();
+        match self {
+            Self::Hello { abi_version } => {
+                p.u32(*abi_version);
+            }
+            Self::QueryDevice | Self::AllocPd | Self::CreateCompChannel | Self::CmPoll => {}
+            Self::DeallocPd { pd } => {
+                p.u32(*pd);
+            }
+            Self::RegMrShared {
+                pd,
+                iova,
+                offset,
+                len,
+                access,
+            } => {
+                p.u32(*pd).u64(*iova).u64(*offset).u64(*len).u32(*access);
+            }
+            Self::RegMrProcess {
+                pd,
+                addr,
+                len,
+                access,
+            } => {
+                p.u32(*pd).u64(*addr).u64(*len).u32(*access);
+            }
+            Self::DeregMr { lkey } => {
+                p.u32(*lkey);
+            }
+            Self::CreateCq { cqe, channel } => {
+                p.u32(*cqe).u32(*channel);
+            }
+            Self::DestroyCq { cq } => {
+                p.u32(*cq);
+            }
+            Self::CreateQp {
+                pd,
+                qp_type,
+                send_cq,
+                recv_cq,
+                cap,
+            } => {
+                p.u32(*pd)
+                    .u8(qp_type_to_wire(*qp_type))
+                    .u32(*send_cq)
+                    .u32(*recv_cq);
+                put_cap(&mut p, cap);
+            }
+            Self::ModifyQp { qpn, mask, attr } => {
+                p.u32(*qpn).u32(mask.0);
+                put_attr(&mut p, attr);
+            }
+            Self::QueryQp { qpn } | Self::DestroyQp { qpn } => {
+                p.u32(*qpn);
+            }
+            Self::Stat { qpn, cursor } => {
+                p.u32(*qpn).u32(*cursor);
+            }
+            Self::CmListen { port } => {
+                p.u16(*port);
+            }
+            Self::CmConnect {
+                qpn,
+                addr,
+                port,
+                private_data,
+            } => {
+                p.u32(*qpn);
+                put_addr(&mut p, *addr);
+                p.u16(*port);
+                put_private(&mut p, private_data);
+            }
+            Self::CmAccept { id, qpn } => {
+                p.u32(*id).u32(*qpn);
+            }
+            Self::CmReject { id } | Self::CmDisconnect { id } => {
+                p.u32(*id);
+            }
+        }
+        p.0
+    }
+
+    /// Decodes the body of a request of `kind`.
+    pub fn decode(kind: u16, body: &[u8]) -> Result<Self, BodyError> {
+        let mut g = Get { kind, b: body };
+        let r = match kind {
+            kind::HELLO => Self::Hello {
+                abi_version: g.u32("abi_version")?,
+            },
+            kind::QUERY_DEVICE => Self::QueryDevice,
+            kind::ALLOC_PD => Self::AllocPd,
+            kind::DEALLOC_PD => Self::DeallocPd { pd: g.u32("pd")? },
+            kind::REG_MR_SHARED => Self::RegMrShared {
+                pd: g.u32("pd")?,
+                iova: g.u64("iova")?,
+                offset: g.u64("offset")?,
+                len: g.u64("len")?,
+                access: g.u32("access")?,
+            },
+            kind::REG_MR_PROCESS => Self::RegMrProcess {
+                pd: g.u32("pd")?,
+                addr: g.u64("addr")?,
+                len: g.u64("len")?,
+                access: g.u32("access")?,
+            },
+            kind::DEREG_MR => Self::DeregMr {
+                lkey: g.u32("lkey")?,
+            },
+            kind::CREATE_COMP_CHANNEL => Self::CreateCompChannel,
+            kind::CREATE_CQ => Self::CreateCq {
+                cqe: g.u32("cqe")?,
+                channel: g.u32("channel")?,
+            },
+            kind::DESTROY_CQ => Self::DestroyCq { cq: g.u32("cq")? },
+            kind::CREATE_QP => {
+                let pd = g.u32("pd")?;
+                let t = g.u8("qp_type")?;
+                let qp_type = qp_type_from_wire(t).ok_or_else(|| g.bad("qp_type", t.into()))?;
+                Self::CreateQp {
+                    pd,
+                    qp_type,
+                    send_cq: g.u32("send_cq")?,
+                    recv_cq: g.u32("recv_cq")?,
+                    cap: get_cap(&mut g)?,
+                }
+            }
+            kind::MODIFY_QP => {
+                let qpn = g.u32("qpn")?;
+                let m = g.u32("attr_mask")?;
+                if m & !ATTR_MASK_ALL != 0 {
+                    return Err(g.bad("attr_mask", m.into()));
+                }
+                Self::ModifyQp {
+                    qpn,
+                    mask: AttrMask(m),
+                    attr: get_attr(&mut g)?,
+                }
+            }
+            kind::QUERY_QP => Self::QueryQp { qpn: g.u32("qpn")? },
+            kind::DESTROY_QP => Self::DestroyQp { qpn: g.u32("qpn")? },
+            kind::STAT => Self::Stat {
+                qpn: g.u32("qpn")?,
+                cursor: g.u32("cursor")?,
+            },
+            kind::CM_LISTEN => Self::CmListen {
+                port: g.u16("port")?,
+            },
+            kind::CM_CONNECT => Self::CmConnect {
+                qpn: g.u32("qpn")?,
+                addr: get_addr(&mut g)?,
+                port: g.u16("port")?,
+                private_data: get_private(&mut g)?,
+            },
+            kind::CM_ACCEPT => Self::CmAccept {
+                id: g.u32("id")?,
+                qpn: g.u32("qpn")?,
+            },
+            kind::CM_REJECT => Self::CmReject { id: g.u32("id")? },
+            kind::CM_DISCONNECT => Self::CmDisconnect { id: g.u32("id")? },
+            kind::CM_POLL => Self::CmPoll,
+            k => return Err(BodyError::Kind(k)),
+        };
+        g.finish()?;
+        Ok(r)
+    }
+}

@@ -9,6 +9,8 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod netns;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;

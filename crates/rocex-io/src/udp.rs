@@ -21,6 +21,7 @@
 //! checks under (`ids`), and a packet for which none does is `Invalid`.
 
 mod batch;
+mod holder;
 pub(crate) mod ids;
 mod sys;
 
@@ -33,6 +34,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::{Backend, BackendCounters, BackendKind, BackendOptions, MAX_PACKET, RxMeta};
 use batch::{Queued, Run};
+pub(crate) use holder::bind_roce_port;
 use ids::IdDeltas;
 use sys::{RxDatagram, TxMsg};
 
@@ -130,7 +132,6 @@ impl UdpPort {
             Domain::IPV6
         };
         let s = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))?;
-        s.set_reuse_address(true)?;
         // Large buffers: a burst of a 128-packet window must not be dropped by the kernel.
         let _ = s.set_recv_buffer_size(8 << 20);
         let _ = s.set_send_buffer_size(8 << 20);
@@ -138,7 +139,7 @@ impl UdpPort {
         if ip.is_ipv6() {
             accept_zero_checksums(&s)?;
         }
-        s.bind(&SocketAddr::new(ip, ROCE_V2_PORT).into())?;
+        bind_roce_port(&s, ip)?;
         s.set_nonblocking(true)?;
         let sock: UdpSocket = s.into();
         // A kernel without UDP GRO delivers datagrams one by one, which is also correct.
@@ -521,6 +522,33 @@ mod tests {
         let got = receive(&mut rx, 2);
         assert_eq!(got[0], (p, IcrcStatus::Valid));
         assert_eq!(got[1], (bad, IcrcStatus::Invalid));
+    }
+
+    #[test]
+    fn a_second_port_on_an_address_is_refused_with_its_holder_named() {
+        let a = IpAddr::from([127, 0, 201, 9]);
+        let first = UdpPort::bind(a).unwrap();
+        let e = UdpPort::bind(a).expect_err("two owners of 127.0.201.9:4791");
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
+        let msg = e.to_string();
+        let me = format!("pid {} (", std::process::id());
+        for want in ["UDP 127.0.201.9:4791 is already in use by ", &me] {
+            assert!(msg.contains(want), "no {want:?} in {msg:?}");
+        }
+        // The uring backend binds its socket first, before any io_uring call.
+        let e = crate::UringPort::open(a, BackendOptions::default()).unwrap_err();
+        assert!(e.to_string().contains(&me), "{e}");
+        drop(first);
+        UdpPort::bind(a).expect("the address is free once its owner is gone");
+    }
+
+    #[test]
+    fn a_closed_port_can_be_bound_again_at_once() {
+        // What SO_REUSEADDR was once set for: a restarted engine takes its address back.
+        let a = IpAddr::from([127, 0, 201, 10]);
+        for _ in 0..3 {
+            drop(UdpPort::bind(a).unwrap());
+        }
     }
 
     #[test]

@@ -96,7 +96,8 @@ impl AfPacketPort {
 }
 
 /// A UDP socket on `local:4791` that accepts nothing: the kernel neither queues RoCE
-/// datagrams nor answers them with ICMP port unreachable.
+/// datagrams nor answers them with ICMP port unreachable. Bound as the other backends bind
+/// their sockets, it also keeps a second engine of any backend off the address.
 fn hold_port(local: IpAddr) -> io::Result<UdpSocket> {
     let s = Socket::new(
         Domain::for_address(SocketAddr::new(local, 0)),
@@ -104,13 +105,7 @@ fn hold_port(local: IpAddr) -> io::Result<UdpSocket> {
         Some(Protocol::UDP),
     )?;
     s.attach_filter(&filter::nothing())?;
-    let addr = SocketAddr::new(local, rocex_wire::ROCE_V2_PORT);
-    s.bind(&addr.into()).map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!("cannot hold UDP {addr} against the kernel: {e}"),
-        )
-    })?;
+    crate::udp::bind_roce_port(&s, local)?;
     Ok(s.into())
 }
 

@@ -4,7 +4,6 @@ use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use rocex_wire::ROCE_V2_PORT;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::BackendOptions;
@@ -26,7 +25,6 @@ pub(super) fn udp_socket(local: IpAddr, opts: &BackendOptions) -> io::Result<Udp
         Type::DGRAM,
         Some(Protocol::UDP),
     )?;
-    s.set_reuse_address(true)?;
     let _ = s.set_recv_buffer_size(8 << 20);
     let _ = s.set_send_buffer_size(8 << 20);
     let tos = u32::from(opts.dscp << 2 | opts.ecn);
@@ -49,7 +47,7 @@ pub(super) fn udp_socket(local: IpAddr, opts: &BackendOptions) -> io::Result<Udp
     if local.is_ipv6() {
         crate::udp::accept_zero_checksums(&s)?;
     }
-    s.bind(&SocketAddr::new(local, ROCE_V2_PORT).into())?;
+    crate::udp::bind_roce_port(&s, local)?;
     // Blocking: io_uring waits for readiness itself, whereas on a non-blocking socket it
     // completes a receive with EAGAIN at once and a send into a full buffer with EAGAIN.
     Ok(s.into())

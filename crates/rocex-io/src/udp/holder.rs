@@ -1,0 +1,164 @@
+//! Binding RoCE's UDP port with one owner per address, and naming the owner when it is
+//! taken.
+//!
+//! Every backend binds `addr:4791` without `SO_REUSEADDR` (afpacket binds it too, as its
+//! guard against the kernel): two engines on one address would otherwise share the port,
+//! and the kernel would hand each datagram to one of them at random, the other's peers
+//! timing out. A restart needs no reuse option: a closed UDP socket frees its port at once
+//! (UDP has no TIME_WAIT). When the bind fails with `EADDRINUSE`, the error names the
+//! socket holding the port, found as `ss -lup` finds it: the socket's inode in
+//! `/proc/net/udp` (or `udp6`), then the process with a descriptor for that inode.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use rocex_wire::ROCE_V2_PORT;
+use socket2::Socket;
+
+/// Binds `s` to `local:4791`; an address already in use is refused with an error that
+/// names the address and, when this process can see it, the process that holds it.
+pub(crate) fn bind_roce_port(s: &Socket, local: IpAddr) -> io::Result<()> {
+    let addr = SocketAddr::new(local, ROCE_V2_PORT);
+    s.bind(&addr.into()).map_err(|e| {
+        if e.kind() != io::ErrorKind::AddrInUse {
+            return io::Error::new(e.kind(), format!("cannot bind UDP {addr}: {e}"));
+        }
+        let who = holders(addr).map_or_else(
+            || {
+                "a socket of no process this user can see (another user's, or the kernel's \
+                rdma_rxe)"
+                    .to_owned()
+            },
+            |h| h.join(", "),
+        );
+        io::Error::new(
+            io::ErrorKind::AddrInUse,
+            format!(
+                "UDP {addr} is already in use by {who}: one RoCE engine per address; stop \
+                 it or give this one another address"
+            ),
+        )
+    })
+}
+
+/// The processes holding a UDP socket that keeps `addr` from being bound (one bound to
+/// `addr` itself or to the wildcard address on its port), as `pid N (command line)`;
+/// `None` when there is none this process can see.
+fn holders(addr: SocketAddr) -> Option<Vec<String>> {
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/udp", "/proc/net/udp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        inodes.extend(text.lines().skip(1).filter_map(|l| {
+            let (bound, inode) = parse_line(l)?;
+            (bound.port() == addr.port() && blocks(bound.ip(), addr.ip())).then_some(inode)
+        }));
+    }
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
+            continue;
+        };
+        let holds = fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|t| {
+                let t = t.to_string_lossy();
+                inodes.iter().any(|i| *t == format!("socket:[{i}]"))
+            })
+        });
+        if holds {
+            found.push(format!("pid {pid} ({})", command_line(pid)));
+        }
+    }
+    (!found.is_empty()).then_some(found)
+}
+
+/// Whether a socket bound to `bound` keeps `want` from being bound on the same port.
+fn blocks(bound: IpAddr, want: IpAddr) -> bool {
+    let mapped = |ip: IpAddr| match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    };
+    bound.is_unspecified() || mapped(bound) == mapped(want)
+}
+
+/// A process's command line with its arguments joined by spaces, or its name.
+fn command_line(pid: u32) -> String {
+    let args = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let line = args
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(String::from_utf8_lossy)
+        .collect::<Vec<_>>()
+        .join(" ");
+    if line.is_empty() {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        return comm.trim().to_owned();
+    }
+    line
+}
+
+/// The local address and the inode of one line of `/proc/net/udp{,6}`: `sl local remote st
+/// tx:rx tr:tm retrnsmt uid timeout inode ...`, an address as hexadecimal 32-bit words
+/// whose bytes in memory are the address's (`udp4_format_sock`, `udp6_sock_seq_show`).
+fn parse_line(line: &str) -> Option<(SocketAddr, u64)> {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let (ip, port) = fields.get(1)?.split_once(':')?;
+    let inode = fields.get(9)?.parse().ok()?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let word = |i: usize| {
+        ip.get(i * 8..i * 8 + 8)
+            .and_then(|w| u32::from_str_radix(w, 16).ok())
+    };
+    let ip = match ip.len() {
+        8 => IpAddr::V4(Ipv4Addr::from(word(0)?.to_ne_bytes())),
+        32 => {
+            let mut b = [0u8; 16];
+            for (i, chunk) in b.chunks_exact_mut(4).enumerate() {
+                chunk.copy_from_slice(&word(i)?.to_ne_bytes());
+            }
+            IpAddr::V6(Ipv6Addr::from(b))
+        }
+        _ => return None,
+    };
+    Some((SocketAddr::new(ip, port), inode))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_lines_read_as_the_kernel_writes_them() {
+        // Little-endian words, as on x86-64 and arm64.
+        if cfg!(target_endian = "little") {
+            let v4 = "  12: 0500007F:12B7 00000000:0000 07 00000000:00000000 00:00000000 \
+                      00000000     0        0 98765 2 0000000000000000 0";
+            assert_eq!(
+                parse_line(v4),
+                Some(("127.0.0.5:4791".parse().unwrap(), 98765))
+            );
+            let v6 = "  3: 00000000000000000000000001000000:12B7 \
+                      00000000000000000000000000000000:0000 07 00000000:00000000 \
+                      00:00000000 00000000     0        0 4242 2 0000000000000000 0";
+            assert_eq!(parse_line(v6), Some(("[::1]:4791".parse().unwrap(), 4242)));
+        }
+        assert_eq!(parse_line("  sl  local_address rem_address   st"), None);
+    }
+
+    #[test]
+    fn the_wildcard_and_a_mapped_address_block_an_address() {
+        let a: IpAddr = "127.0.0.5".parse().unwrap();
+        assert!(blocks("0.0.0.0".parse().unwrap(), a));
+        assert!(blocks("::".parse().unwrap(), a));
+        assert!(blocks("::ffff:127.0.0.5".parse().unwrap(), a));
+        assert!(!blocks("127.0.0.6".parse().unwrap(), a));
+    }
+}

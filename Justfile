@@ -77,6 +77,12 @@ bench-lab *ARGS:
     cargo build -q --release -p rocex-cli
     proto-tests/bench/lab_compare.sh {{ARGS}}
 
+# Debian's ib_write_bw and ib_write_lat through the drop-in library and rocex perf, on the
+# same pair of rocexd (veth), 5 runs each unpinned and pinned, for docs/performance.md:
+# the drop-in against rocex perf, medians and ratios. Needs root and perftest.
+bench-dropin *ARGS:
+    proto-tests/bench/dropin.sh {{ARGS}}
+
 # A short run of every fuzz target (CI).
 fuzz-ci:
     for t in frame responder shm_desc control; do just fuzz $t -- -max_total_time=30; done
@@ -87,9 +93,11 @@ lint:
     cargo clippy --workspace --all-targets -- -D warnings
 
 # Interop: ibv_rc_pingpong, ibv_ud_pingpong and perftest in a kernel rxe guest against
-# rocex, both roles, with loss (`just interop --quick` for the CI subset). Needs root.
+# rocex, both roles, with loss, also as Debian's binaries through the drop-in library
+# (`just interop --quick` for the CI subset). Needs root.
 interop *ARGS:
     proto-tests/interop/run.sh {{ARGS}}
     proto-tests/interop/perftest.sh {{ARGS}}
     proto-tests/interop/probe.sh {{ARGS}}
     proto-tests/interop/rdmacm.sh {{ARGS}}
+    proto-tests/interop/dropin.sh {{ARGS}}

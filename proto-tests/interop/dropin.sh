@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Interop of the drop-in libibverbs: Debian's own ibv_rc_pingpong and perftest binaries under
+# `rocex run` on the host side of the lab's bridge (a rocexd there, started per case by
+# dropin_host.sh) against the same programs on kernel rxe in the guest (the rxe lab), in both
+# roles, with and without 5% loss on the guest's egress. Each run's capture must pass
+# `rocex dump --check` and `rocex conform replay`. Prints one line per case and
+# "dropin-interop: N passed, N failed"; exits non-zero on any failure. Needs root.
+#
+# Usage: dropin.sh [--quick] [--role server|client] [--only REGEX]
+#   --quick     the CI subset: ib_write_bw 64 KiB, in both roles
+#   --role R    only the cases where rxe plays R
+#   --only RE   only cases whose name matches RE
+# ROCEX=/path/to/rocex uses that binary (rocexd and the libraries beside it) instead of
+# building target/release.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=${INTEROP_OUT:-$root/target/interop-dropin}
+mkdir -p "$out"
+source "$root/proto-tests/interop/lib.sh"
+interop_args '^dropin-rxe_[a-z]+-write_bw-64k$' "$@"
+
+if [[ -n ${ROCEX:-} ]]; then
+    rocex=$ROCEX
+else
+    rocex=$root/target/release/rocex
+    cargo build -q --release --manifest-path "$root/Cargo.toml" \
+        -p rocex-cli -p rocex-daemon -p rocex-ibverbs -p rocex-dv-mlx5 -p rocex-dv-efa
+fi
+bash "$root/proto-tests/rxe-lab/build.sh" >/dev/null
+
+pass=0 fail=0 failed=()
+host="bash $root/proto-tests/interop/dropin_host.sh $rocex"
+for role in "${roles[@]}"; do
+    # rxe plays $role; the drop-in the other side. The host program's path MTU is the lab's.
+    while IFS='|' read -r name scenario lab args; do
+        [[ -z $name ]] && continue
+        peer_case "dropin-rxe_$role-$name" "$scenario" "$role" "$lab" "$host $args {peer}"
+    done <<EOF_CASES
+write_bw-64k|write_bw|--set SIZE=65536 --set ITERS=200|ib_write_bw -d rocex0 -m \$RXE_LAB_MTU -s 65536 -n 200 -F
+rc_pingpong-4k|rc_pingpong|--set SIZE=4096 --set ITERS=100|ibv_rc_pingpong -d rocex0 -g 1 -m \$RXE_LAB_MTU -s 4096 -n 100
+rc_pingpong-64k-mtu4096-events|rc_pingpong|--mtu 4096 --set SIZE=65536 --set ITERS=20 --set EVENTS=1|ibv_rc_pingpong -d rocex0 -g 1 -m \$RXE_LAB_MTU -s 65536 -n 20 -e
+read_bw-64k|read_bw|--set SIZE=65536 --set ITERS=200|ib_read_bw -d rocex0 -m \$RXE_LAB_MTU -s 65536 -n 200 -F
+send_lat-64|send_lat|--set SIZE=64 --set ITERS=100|ib_send_lat -d rocex0 -m \$RXE_LAB_MTU -s 64 -n 100 -F
+atomic_bw-faa|atomic_bw_faa|--set ITERS=200|ib_atomic_bw -d rocex0 -m \$RXE_LAB_MTU -A FETCH_AND_ADD -n 200 -F
+atomic_bw-cas|atomic_bw_cas|--set ITERS=200|ib_atomic_bw -d rocex0 -m \$RXE_LAB_MTU -A CMP_AND_SWAP -n 200 -F
+rc_pingpong-16k-loss5|rc_pingpong|--loss 5 --set SIZE=16384 --set ITERS=50|ibv_rc_pingpong -d rocex0 -g 1 -m \$RXE_LAB_MTU -s 16384 -n 50
+write_bw-16k-loss5|write_bw|--loss 5 --set SIZE=16384 --set ITERS=100|ib_write_bw -d rocex0 -m \$RXE_LAB_MTU -s 16384 -n 100 -F
+read_bw-16k-loss5|read_bw|--loss 5 --set SIZE=16384 --set ITERS=50|ib_read_bw -d rocex0 -m \$RXE_LAB_MTU -s 16384 -n 50 -F
+send_lat-4k-loss5|send_lat|--loss 5 --set SIZE=4096 --set ITERS=50|ib_send_lat -d rocex0 -m \$RXE_LAB_MTU -s 4096 -n 50 -F
+atomic_bw-faa-loss5|atomic_bw_faa|--loss 5 --set ITERS=200|ib_atomic_bw -d rocex0 -m \$RXE_LAB_MTU -A FETCH_AND_ADD -n 200 -F
+EOF_CASES
+done
+((fail == 0)) || echo "failed: ${failed[*]}"
+echo "dropin-interop: $pass passed, $fail failed"
+((fail == 0))

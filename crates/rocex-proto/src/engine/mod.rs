@@ -1,0 +1,216 @@
+//! The device: tables of PDs, MRs, CQs and QPs, and the sans-IO interface around them.
+//!
+//! The engine's methods live by what they do: `objects` (PDs, MRs, windows, CQs, QPs),
+//! `post` (posting work requests and the checks `ibv_post_*` make), `packet` (receiving
+//! and transmitting), `schedule` (which QP sends next, timers, and the context a QP runs
+//! in), `sampler` (post-to-wire latency samples) and `replay` (objects under chosen numbers
+//! and keys, for reproducing captures).
+
+mod error;
+mod objects;
+mod packet;
+mod post;
+mod replay;
+mod sampler;
+mod schedule;
+
+pub use error::VerbsError;
+pub(crate) use packet::Outgoing;
+use sampler::SendSampler;
+pub(crate) use schedule::Ctx;
+
+use std::collections::{BTreeSet, VecDeque};
+use std::net::IpAddr;
+
+// QPNs and CQ handles are numbers the engine chose at random, which no peer can make
+// collide: a fast hash will do (SipHash was a tenth of the per-packet cost).
+use foldhash::{HashMap, HashMapExt};
+use rand_chacha::ChaCha20Rng;
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+use rocex_mem::{MemTable, PdId};
+use rocex_wire::{Psn, icrc};
+
+use crate::counters::Counters;
+use crate::cq::Cq;
+use crate::qp::Qp;
+use crate::time::Instant;
+use crate::verbs::{Mtu, QpCap, QpState, QpType};
+
+/// The General Services Interface's QP number: the UD QP of the CM's MADs.
+pub const GSI_QPN: u32 = 1;
+
+/// Engine configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Seed of the CSPRNG behind QPNs, keys and initial PSNs.
+    pub rng_seed: [u8; 32],
+    /// The device's IP address (its RoCE v2 GID).
+    pub local: IpAddr,
+    /// The port's active MTU: the size of UD packets and the largest path MTU.
+    pub port_mtu: Mtu,
+    /// Most QPs the device holds.
+    pub max_qp: usize,
+    /// Deepest CQ.
+    pub max_cqe: usize,
+    /// The UDP source port of every packet, when the I/O path cannot choose it per QP (a
+    /// UDP socket bound to 4791); `None` gives each connection rxe's port.
+    pub udp_source_port: Option<u16>,
+}
+
+impl Config {
+    /// A configuration for `local` with a seed, MTU 1024 (a 1500-byte Ethernet MTU) and
+    /// rxe's limits.
+    pub fn new(local: IpAddr, rng_seed: [u8; 32]) -> Self {
+        Self {
+            rng_seed,
+            local,
+            port_mtu: Mtu::M1024,
+            max_qp: 0x10000,
+            max_cqe: 1 << 15,
+            udp_source_port: None,
+        }
+    }
+}
+
+/// What the caller found when it checked a received packet's ICRC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IcrcStatus {
+    /// Valid.
+    Valid,
+    /// Wrong: the packet is dropped and counted.
+    Invalid,
+}
+
+/// A packet [`Engine::poll_transmit`] wrote: a UDP payload from the device's address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// Destination address; the UDP destination port is 4791.
+    pub dest: IpAddr,
+    /// UDP source port.
+    pub src_port: u16,
+    /// Bytes written (BTH through ICRC).
+    pub len: usize,
+}
+
+/// Something the application should hear about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// A completion arrived on an armed CQ.
+    CqNotify(u32),
+    /// A CQ overflowed and lost a completion (an asynchronous error).
+    CqOverrun(u32),
+}
+
+/// How a QP is created.
+#[derive(Debug, Clone, Copy)]
+pub struct QpInit {
+    /// Transport.
+    pub qp_type: QpType,
+    /// Protection domain.
+    pub pd: PdId,
+    /// CQ for send completions.
+    pub send_cq: u32,
+    /// CQ for receive completions.
+    pub recv_cq: u32,
+    /// Queue sizes.
+    pub cap: QpCap,
+}
+
+/// A QP's transport progress ([`Engine::qp_status`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpStatus {
+    /// Transport.
+    pub qp_type: QpType,
+    /// State.
+    pub state: QpState,
+    /// PSN of the next request packet.
+    pub sq_psn: u32,
+    /// Oldest PSN not yet acknowledged.
+    pub unacked_psn: u32,
+    /// PSN the responder expects next.
+    pub rq_psn: u32,
+    /// Messages the responder completed (24 bits on the wire).
+    pub msn: u32,
+    /// Send work requests not yet completed.
+    pub sq_wqes: usize,
+    /// Receive work requests not yet consumed.
+    pub rq_wqes: usize,
+    /// Transport retries left for the current request (7: unlimited).
+    pub retry_left: u8,
+    /// RNR retries left for the current request (7: unlimited).
+    pub rnr_retry_left: u8,
+}
+
+/// One RDMA device.
+#[derive(Debug)]
+pub struct Engine {
+    config: Config,
+    rng: ChaCha20Rng,
+    mem: MemTable,
+    cqs: HashMap<u32, Cq>,
+    next_cq: u32,
+    qps: HashMap<u32, Qp>,
+    /// QPs that may have a packet to send, in turn; a QP is in it once at most
+    /// (`Place::queued`), so queueing stays O(1) with thousands of active QPs.
+    ready: VecDeque<u32>,
+    /// When QPs are next looked at, ordered by time, one entry per QP at most (also its
+    /// `Place::timer_entry`). A QP with a deadline has an entry at or before it. An entry
+    /// stays when its deadline is restarted (every response restarts the retransmit timer)
+    /// or gone (the last ACK came), and, when it comes, looks again (`handle_timeout`):
+    /// a packet then costs no reordering of the set, and a ping-pong that arms and clears
+    /// the timer once a round keeps one entry.
+    timers: BTreeSet<(Instant, u32)>,
+    /// How many QPs have a deadline: with none, the entries left are not reported.
+    armed: usize,
+    counters: Counters,
+    events: VecDeque<Event>,
+    sends: SendSampler,
+    requests_first: bool,
+    icrc_prefixes: icrc::PrefixCache,
+}
+
+impl Engine {
+    /// A device with no objects.
+    pub fn new(config: Config) -> Self {
+        let mut rng = ChaCha20Rng::from_seed(config.rng_seed);
+        let mut mem_seed = [0u8; 32];
+        rng.fill_bytes(&mut mem_seed);
+        Self {
+            config,
+            rng,
+            mem: MemTable::new(mem_seed),
+            cqs: HashMap::new(),
+            next_cq: 1,
+            qps: HashMap::new(),
+            ready: VecDeque::new(),
+            timers: BTreeSet::new(),
+            armed: 0,
+            counters: Counters::default(),
+            events: VecDeque::new(),
+            sends: SendSampler::default(),
+            requests_first: false,
+            icrc_prefixes: icrc::PrefixCache::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The memory table (PDs, MRs, MWs).
+    pub fn mem(&self) -> &MemTable {
+        &self.mem
+    }
+
+    /// A PSN to start a QP with, from the CSPRNG (so that an off-path attacker cannot
+    /// guess it, as ReDMArk shows one can for predictable PSNs).
+    pub fn random_psn(&mut self) -> u32 {
+        self.rng.next_u32() & Psn::MASK
+    }
+}

@@ -1,0 +1,240 @@
+//! The verbs that create, change, query and destroy PDs, MRs, memory windows, CQs and QPs.
+
+use std::sync::Arc;
+
+use rand_chacha::rand_core::RngCore;
+use rocex_mem::{Access, Keys, MemError, PdId, Region};
+use rocex_wire::Psn;
+
+use super::{Engine, Event, QpInit, QpStatus, VerbsError};
+use crate::cq::{Cq, NotifyOn};
+use crate::qp::Qp;
+use crate::qp::state;
+use crate::time::Instant;
+use crate::verbs::{AttrMask, QpAttr, QpCap, WorkCompletion};
+
+impl Engine {
+    /// Allocates a protection domain.
+    pub fn alloc_pd(&mut self) -> PdId {
+        self.mem.alloc_pd()
+    }
+
+    /// Frees a protection domain that holds no MR, MW or QP.
+    pub fn dealloc_pd(&mut self, pd: PdId) -> Result<(), VerbsError> {
+        if self.qps.values().any(|q| q.pd == pd) {
+            return Err(VerbsError::Mem(MemError::Busy));
+        }
+        Ok(self.mem.dealloc_pd(pd)?)
+    }
+
+    /// Registers `len` bytes of `region` at application address `iova`.
+    pub fn reg_mr(
+        &mut self,
+        pd: PdId,
+        iova: u64,
+        len: u64,
+        access: Access,
+        region: Arc<dyn Region>,
+    ) -> Result<Keys, VerbsError> {
+        Ok(self.mem.reg_mr(pd, iova, len, access, region)?)
+    }
+
+    /// Deregisters a memory region.
+    pub fn dereg_mr(&mut self, lkey: u32) -> Result<(), VerbsError> {
+        Ok(self.mem.dereg_mr(lkey)?)
+    }
+
+    /// Allocates a type-2 memory window.
+    pub fn alloc_mw(&mut self, pd: PdId) -> Result<u32, VerbsError> {
+        Ok(self.mem.alloc_mw(pd)?)
+    }
+
+    /// Binds a type-2 window to part of an MR; returns the window's new rkey.
+    pub fn bind_mw(
+        &mut self,
+        pd: PdId,
+        mw_rkey: u32,
+        mr_lkey: u32,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<u32, VerbsError> {
+        Ok(self.mem.bind_mw(pd, mw_rkey, mr_lkey, addr, len, access)?)
+    }
+
+    /// Creates a completion queue of `cqe` entries.
+    pub fn create_cq(&mut self, cqe: usize) -> Result<u32, VerbsError> {
+        if cqe == 0 || cqe > self.config.max_cqe {
+            return Err(VerbsError::Limit("CQ depth"));
+        }
+        let id = self.next_cq;
+        self.next_cq += 1;
+        self.cqs.insert(id, Cq::new(cqe));
+        Ok(id)
+    }
+
+    /// Destroys a CQ no QP uses.
+    pub fn destroy_cq(&mut self, cq: u32) -> Result<(), VerbsError> {
+        if !self.cqs.contains_key(&cq) {
+            return Err(VerbsError::NoSuchCq(cq));
+        }
+        if self
+            .qps
+            .values()
+            .any(|q| q.send_cq == cq || q.recv_cq == cq)
+        {
+            return Err(VerbsError::CqBusy(cq));
+        }
+        self.cqs.remove(&cq);
+        Ok(())
+    }
+
+    /// Takes the oldest completion of a CQ.
+    pub fn poll_cq(&mut self, cq: u32) -> Option<WorkCompletion> {
+        self.cqs.get_mut(&cq)?.pop()
+    }
+
+    /// Completions waiting on a CQ.
+    pub fn cq_len(&self, cq: u32) -> usize {
+        self.cqs.get(&cq).map_or(0, Cq::len)
+    }
+
+    /// Arms a CQ: the next completion (or solicited one) raises [`Event::CqNotify`].
+    pub fn req_notify_cq(&mut self, cq: u32, on: NotifyOn) -> Result<(), VerbsError> {
+        self.cqs
+            .get_mut(&cq)
+            .ok_or(VerbsError::NoSuchCq(cq))?
+            .arm(on);
+        Ok(())
+    }
+
+    /// Takes the next event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Creates a QP in RESET with an unpredictable QP number.
+    pub fn create_qp(&mut self, init: QpInit) -> Result<u32, VerbsError> {
+        self.check_qp_init(&init)?;
+        let qpn = loop {
+            let n = self.rng.next_u32() & Psn::MASK;
+            if n >= 0x10 && !self.qps.contains_key(&n) {
+                break n;
+            }
+        };
+        self.qps.insert(
+            qpn,
+            Qp::new(
+                qpn,
+                init.qp_type,
+                init.pd,
+                init.send_cq,
+                init.recv_cq,
+                init.cap,
+            ),
+        );
+        Ok(qpn)
+    }
+
+    /// The checks a new QP's resources pass: the QP limit, its CQs, a PD.
+    pub(super) fn check_qp_init(&self, init: &QpInit) -> Result<(), VerbsError> {
+        if self.qps.len() >= self.config.max_qp {
+            return Err(VerbsError::Limit("QPs"));
+        }
+        for cq in [init.send_cq, init.recv_cq] {
+            if !self.cqs.contains_key(&cq) {
+                return Err(VerbsError::NoSuchCq(cq));
+            }
+        }
+        if self.mem.pd_count() == 0 {
+            return Err(VerbsError::Mem(MemError::UnknownPd { pd: init.pd }));
+        }
+        Ok(())
+    }
+
+    /// Modifies a QP: checks the transition and its attributes, then applies them.
+    pub fn modify_qp(&mut self, qpn: u32, attr: &QpAttr, mask: AttrMask) -> Result<(), VerbsError> {
+        let port_mtu = self.config.port_mtu;
+        let qp = self.qps.get(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        let to = if mask.contains(AttrMask::STATE) {
+            attr.qp_state
+        } else {
+            qp.state
+        };
+        let mut full = mask;
+        if !mask.contains(AttrMask::STATE) {
+            full = mask | AttrMask::STATE;
+        }
+        state::check(qp.qp_type, qp.state, to, full).map_err(VerbsError::Transition)?;
+        if mask.contains(AttrMask::PATH_MTU) && attr.path_mtu > port_mtu {
+            return Err(VerbsError::BadAttribute(
+                "path_mtu exceeds the port's active MTU",
+            ));
+        }
+        if mask.contains(AttrMask::PORT) && attr.port_num != 1 {
+            return Err(VerbsError::BadAttribute(
+                "the device has one port, number 1",
+            ));
+        }
+        if mask.contains(AttrMask::PKEY_INDEX) && attr.pkey_index != 0 {
+            return Err(VerbsError::BadAttribute(
+                "the device has one P_Key, at index 0",
+            ));
+        }
+        if mask.contains(AttrMask::AV) {
+            let av = attr
+                .ah_attr
+                .ok_or(VerbsError::BadAttribute("ah_attr is missing"))?;
+            if av.dest.is_ipv4() != self.config.local.is_ipv4() {
+                return Err(VerbsError::BadAttribute(
+                    "the destination's IP version differs from the device's",
+                ));
+            }
+        }
+        self.with_qp(qpn, Instant::ZERO, |qp, ctx| qp.apply(attr, mask, ctx));
+        Ok(())
+    }
+
+    /// A QP's attributes and capabilities.
+    pub fn query_qp(&self, qpn: u32) -> Result<(QpAttr, QpCap), VerbsError> {
+        let qp = self.qps.get(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        let mut attr = qp.attr;
+        attr.qp_state = qp.state;
+        attr.sq_psn = qp.req.psn.value();
+        attr.rq_psn = qp.resp.psn.value();
+        Ok((attr, qp.cap))
+    }
+
+    /// What a QP is doing now, for statistics (`rdma statistic qp` and `rdma res show qp`
+    /// show the same).
+    pub fn qp_status(&self, qpn: u32) -> Result<QpStatus, VerbsError> {
+        let qp = self.qps.get(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        Ok(QpStatus {
+            qp_type: qp.qp_type,
+            state: qp.state,
+            sq_psn: qp.req.psn.value(),
+            unacked_psn: qp.comp.psn.value(),
+            rq_psn: qp.resp.psn.value(),
+            msn: qp.resp.msn,
+            sq_wqes: qp.sq.len(),
+            rq_wqes: qp.rq.len(),
+            retry_left: qp.comp.retry_left,
+            rnr_retry_left: qp.comp.rnr_left,
+        })
+    }
+
+    /// Every QP number, in no particular order.
+    pub fn qpns(&self) -> impl Iterator<Item = u32> + '_ {
+        self.qps.keys().copied()
+    }
+
+    /// Destroys a QP; its outstanding work requests are dropped without completions.
+    pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
+        let qp = self.qps.remove(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        if let Some(t) = qp.place.timer_entry {
+            self.timers.remove(&(t, qpn));
+        }
+        self.armed -= usize::from(qp.place.armed);
+        Ok(())
+    }
+}

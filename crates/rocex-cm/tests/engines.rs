@@ -53,7 +53,7 @@ impl Node {
             recv_cq: cq,
             cap: QpCap::default(),
         };
-        e.create_qp_with_qpn(init(QpType::Ud, gsi_cq), GSI_QPN)
+        e.create_gsi_qp(init(QpType::Ud, gsi_cq))
             .unwrap();
         let mut a = QpAttr {
             qp_state: QpState::Init,

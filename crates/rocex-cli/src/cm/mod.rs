@@ -67,7 +67,7 @@ impl CmDevice {
             recv_cq: gsi_cq,
             cap,
         };
-        e.create_qp_with_qpn(init, GSI_QPN).map_err(verbs_err)?;
+        e.create_gsi_qp(init).map_err(verbs_err)?;
         let mut a = QpAttr {
             qp_state: QpState::Init,
             qkey: GSI_QKEY,

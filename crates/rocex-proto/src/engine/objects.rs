@@ -6,7 +6,7 @@ use rand_chacha::rand_core::RngCore;
 use rocex_mem::{Access, Keys, MemError, PdId, Region};
 use rocex_wire::Psn;
 
-use super::{Engine, Event, QpInit, QpStatus, VerbsError};
+use super::{Engine, Event, GSI_QPN, QpInit, QpStatus, VerbsError};
 use crate::cq::{Cq, NotifyOn};
 use crate::qp::Qp;
 use crate::qp::state;
@@ -134,6 +134,12 @@ impl Engine {
             ),
         );
         Ok(qpn)
+    }
+
+    /// Creates the GSI QP: QPN 1, a UD QP, which carries the communication manager's MADs
+    /// (IBTA chapter 13).
+    pub fn create_gsi_qp(&mut self, init: QpInit) -> Result<u32, VerbsError> {
+        self.create_qp_with_qpn(init, GSI_QPN)
     }
 
     /// The checks a new QP's resources pass: the QP limit, its CQs, a PD.

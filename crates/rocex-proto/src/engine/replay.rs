@@ -1,8 +1,13 @@
 //! Objects under numbers and keys the caller chooses, for reproducing captures: real
-//! objects get unpredictable ones.
+//! objects get unpredictable ones. The memory calls exist only with the `replay` feature
+//! (rocex-conform turns it on), so that no program that serves real peers can choose the
+//! keys an attacker would have to guess. A chosen QPN is also how the GSI QP
+//! ([`Engine::create_gsi_qp`]) is made.
 
+#[cfg(feature = "replay")]
 use std::sync::Arc;
 
+#[cfg(feature = "replay")]
 use rocex_mem::{Access, Keys, PdId, Region};
 use rocex_wire::Psn;
 
@@ -44,7 +49,9 @@ impl Engine {
     }
 
     /// Registers a memory region under chosen keys, for reproducing captures (see
-    /// [`MemTable::reg_mr_with_keys`](rocex_mem::MemTable::reg_mr_with_keys): keys must be non-zero, distinct and unused).
+    /// [`MemTable::reg_mr_with_keys`](rocex_mem::MemTable::reg_mr_with_keys): keys must
+    /// be non-zero, distinct and unused).
+    #[cfg(feature = "replay")]
     pub fn reg_mr_with_keys(
         &mut self,
         pd: PdId,
@@ -61,12 +68,14 @@ impl Engine {
 
     /// Allocates an unbound type-2 memory window under a chosen rkey, for reproducing
     /// captures (see [`MemTable::alloc_mw_with_key`](rocex_mem::MemTable::alloc_mw_with_key)).
+    #[cfg(feature = "replay")]
     pub fn alloc_mw_with_key(&mut self, pd: PdId, rkey: u32) -> Result<u32, VerbsError> {
         Ok(self.mem.alloc_mw_with_key(pd, rkey)?)
     }
 
     /// Binds a type-2 window that keeps its rkey, for reproducing captures (see
     /// [`MemTable::bind_mw_keeping_key`](rocex_mem::MemTable::bind_mw_keeping_key)).
+    #[cfg(feature = "replay")]
     pub fn bind_mw_keeping_key(
         &mut self,
         pd: PdId,

@@ -7,7 +7,7 @@ use rocex_proto::verbs::Mtu;
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
-    /// The daemon's control socket [default: $ROCEX_SOCKET, else rocexd's default].
+    /// The daemon's control socket [default: $ROCEX_SOCKET, else the only rocexd running].
     #[arg(long)]
     socket: Option<PathBuf>,
 }
@@ -20,11 +20,15 @@ fn mtu_name(v: u8) -> String {
 }
 
 pub(crate) fn run(a: &Args) -> ExitCode {
-    let socket = a.socket.clone().unwrap_or_else(rocex_verbs::default_socket);
-    let ctx = match rocex_verbs::Context::open(&socket) {
-        Ok(c) => c,
+    let opened = a
+        .socket
+        .clone()
+        .map_or_else(rocex_verbs::default_socket, Ok)
+        .and_then(|s| rocex_verbs::Context::open(&s).map(|c| (s, c)));
+    let (socket, ctx) = match opened {
+        Ok(o) => o,
         Err(e) => {
-            eprintln!("rocex devinfo: {}: {e}", socket.display());
+            eprintln!("rocex devinfo: {e}");
             return ExitCode::FAILURE;
         }
     };

@@ -1,19 +1,21 @@
 //! `rocex run -- PROGRAM ARGS...`: runs an unmodified RDMA program on rocex, with rocex's
-//! `libibverbs.so.1` (and the `libmlx5.so.1`/`libefa.so.1` stubs) first on its library
-//! path; `rocex libdir` prints that directory for those who set `LD_LIBRARY_PATH`
-//! themselves (docs/verbs.md).
+//! `libibverbs.so.1` and `librdmacm.so.1` (and the `libmlx5.so.1`/`libefa.so.1` stubs)
+//! first on its library path; `rocex libdir` prints that directory for those who set
+//! `LD_LIBRARY_PATH` themselves (docs/verbs.md).
 //!
 //! The libraries are found from the `rocex` binary: installed, in `../lib/rocex/` beside
 //! its directory (files named by their sonames); built by cargo, as `libibverbs.so`,
-//! `libmlx5.so` and `libefa.so` in the same target directory, which get a `rocex-lib/`
-//! directory there of links named by the sonames (the names the dynamic loader asks for).
+//! `libmlx5.so`, `libefa.so` and `librdmacm.so` in the same target directory, which get a
+//! `rocex-lib/` directory there of links named by the sonames (the names the dynamic
+//! loader asks for). librdmacm is optional: without it rdma_cm programs get the system's
+//! librdmacm, which finds no kernel rdma_cm for rocex's devices.
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use rocex_verbs::{SOCKET_DIR, daemon_sockets};
+use rocex_verbs::{daemon_sockets, socket_dir};
 
 /// The libraries: the file cargo builds and the soname programs ask for.
 const LIBS: [(&str, &str); 3] = [
@@ -22,10 +24,14 @@ const LIBS: [(&str, &str); 3] = [
     ("libefa.so", "libefa.so.1"),
 ];
 
+/// The drop-in librdmacm, linked beside the others when it is built. Its own dependency
+/// on libibverbs (opened by soname at first use) resolves through the same directory.
+const RDMACM: (&str, &str) = ("librdmacm.so", "librdmacm.so.1");
+
 #[derive(clap::Args)]
 pub(crate) struct RunArgs {
     /// The daemon's control socket (sets ROCEX_SOCKET for the program) [default:
-    /// $ROCEX_SOCKET, else every daemon in /run/rocex].
+    /// $ROCEX_SOCKET, else every daemon in $ROCEX_SOCKET_DIR or /run/rocex].
     #[arg(long)]
     socket: Option<PathBuf>,
     /// The program and its arguments.
@@ -50,13 +56,14 @@ pub(crate) fn libdir() -> Result<PathBuf, String> {
         .find(|d| LIBS.iter().all(|(f, _)| d.join(f).exists()))
         .ok_or_else(|| {
             format!(
-                "the drop-in libraries are not built next to {}: run `cargo build -p rocex-ibverbs -p rocex-dv-mlx5 -p rocex-dv-efa` (same profile)",
+                "the drop-in libraries are not built next to {}: run `cargo build -p rocex-ibverbs -p rocex-dv-mlx5 -p rocex-dv-efa -p rocex-rdmacm` (same profile)",
                 bin.display()
             )
         })?;
     let dir = built.join("rocex-lib");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    for (file, so) in LIBS {
+    let rdmacm = built.join(RDMACM.0).exists().then_some(RDMACM);
+    for (file, so) in LIBS.into_iter().chain(rdmacm) {
         let link = dir.join(so);
         let target = Path::new("..").join(file);
         if std::fs::read_link(&link).ok().as_deref() == Some(target.as_path()) {
@@ -105,8 +112,9 @@ pub(crate) fn run(a: &RunArgs) -> ExitCode {
         .iter()
         .any(|s| std::os::unix::net::UnixStream::connect(s).is_ok())
     {
+        let dir = socket_dir();
         let looked = match socks.as_slice() {
-            [] => format!("{SOCKET_DIR}/*.sock"),
+            [] => format!("{}/*.sock", dir.display()),
             s => s
                 .iter()
                 .map(|p| p.display().to_string())
@@ -115,8 +123,9 @@ pub(crate) fn run(a: &RunArgs) -> ExitCode {
         };
         eprintln!(
             "rocex run: no rocexd answers at {looked}; the program will see no RDMA device. \
-             Start one with `rocexd --addr <IP>` (socket {SOCKET_DIR}/<IP>.sock) or pass \
-             --socket PATH (docs/daemon.md)"
+             Start one with `rocexd --addr <IP>` (socket {}/<IP>.sock) or pass \
+             --socket PATH (docs/daemon.md)",
+            dir.display()
         );
     }
     let mut path = OsString::from(&dir);

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
-    /// The daemon's control socket [default: $ROCEX_SOCKET, else rocexd's default].
+    /// The daemon's control socket [default: $ROCEX_SOCKET, else the only rocexd running].
     #[arg(long)]
     socket: Option<PathBuf>,
     /// One JSON object instead of text.
@@ -101,7 +101,17 @@ fn print_text(socket: &str, s: &Stats) {
 }
 
 pub(crate) fn run(a: &Args) -> ExitCode {
-    let socket = a.socket.clone().unwrap_or_else(rocex_verbs::default_socket);
+    let socket = match a
+        .socket
+        .clone()
+        .map_or_else(rocex_verbs::default_socket, Ok)
+    {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("rocex stat: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let shown = socket.display().to_string();
     let stats = rocex_verbs::Context::open(&socket).and_then(|ctx| match a.qp {
         Some(q) => ctx.qp_stats(q),
@@ -109,6 +119,10 @@ pub(crate) fn run(a: &Args) -> ExitCode {
     });
     let stats = match stats {
         Ok(s) => s,
+        Err(e @ rocex_verbs::Error::Connect { .. }) => {
+            eprintln!("rocex stat: {e}");
+            return ExitCode::FAILURE;
+        }
         Err(e) => {
             eprintln!("rocex stat: {shown}: {e}");
             return ExitCode::FAILURE;

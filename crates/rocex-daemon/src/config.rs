@@ -14,7 +14,8 @@ pub(crate) struct Args {
     /// The IP address to own (UDP port 4791 there); its RoCE v2 GID.
     #[arg(long)]
     pub(crate) addr: Option<IpAddr>,
-    /// The control socket [default: $ROCEX_SOCKET, else /run/rocex/<addr>.sock].
+    /// The control socket [default: $ROCEX_SOCKET, else <addr>.sock in $ROCEX_SOCKET_DIR,
+    /// else in /run/rocex].
     #[arg(long)]
     pub(crate) socket: Option<PathBuf>,
     /// The port MTU in bytes of IB payload: 256, 512, 1024, 2048 or 4096 [default: 4096].
@@ -131,15 +132,18 @@ fn mtu_of(bytes: u32) -> Result<Mtu, ConfigError> {
 }
 
 /// The run directory of the default sockets: the one directory rocexd creates when it is
-/// missing (a socket given elsewhere needs its directory to exist).
-pub(crate) const RUN_DIR: &str = "/run/rocex";
+/// missing (a socket given elsewhere, `$ROCEX_SOCKET_DIR` included, needs its directory to
+/// exist).
+pub(crate) const RUN_DIR: &str = rocex_verbs::SOCKET_DIR;
 
 /// The default socket of a daemon on `addr`: `$ROCEX_SOCKET` when set (so a client and
-/// the daemon started in one environment agree), else `/run/rocex/<addr>.sock`.
+/// the daemon started in one environment agree), else `<addr>.sock` in the directory
+/// clients search ([`rocex_verbs::socket_dir`]: `$ROCEX_SOCKET_DIR`, else `/run/rocex`).
 pub(crate) fn default_socket(addr: IpAddr) -> PathBuf {
     std::env::var_os("ROCEX_SOCKET")
+        .filter(|s| !s.is_empty())
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(RUN_DIR).join(format!("{addr}.sock")))
+        .unwrap_or_else(|| rocex_verbs::socket_dir().join(format!("{addr}.sock")))
 }
 
 impl Args {

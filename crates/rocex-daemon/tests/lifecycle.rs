@@ -92,7 +92,7 @@ fn restarted_daemon_on_the_same_socket_serves_new_contexts() {
         x.cq.poll_wait(Duration::from_secs(3600)),
         Err(Error::DaemonGone)
     ));
-    assert!(matches!(Context::open(&sock), Err(Error::Io(_))));
+    assert!(matches!(Context::open(&sock), Err(Error::Connect { .. })));
     drop((x, y));
 
     // A new daemon replaces the stale socket file; new contexts work end to end.

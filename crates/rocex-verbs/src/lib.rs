@@ -72,25 +72,49 @@ pub use cq::{CompChannel, Cq};
 pub use mr::{FdMr, Mr, ProcessMr, Registration};
 pub use qp::{Qp, QpInitAttr};
 
-/// Where rocexd puts its control sockets by default (`<addr>.sock`).
+/// Where rocexd puts its control sockets by default (`<addr>.sock`), unless
+/// `$ROCEX_SOCKET_DIR` names another directory ([`socket_dir`]).
 pub const SOCKET_DIR: &str = "/run/rocex";
 
-/// Where a client looks for the daemon without a path: `$ROCEX_SOCKET`, else
-/// `/run/rocex/rocexd.sock`.
-pub fn default_socket() -> PathBuf {
-    std::env::var_os("ROCEX_SOCKET")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(SOCKET_DIR).join("rocexd.sock"))
+/// The directory of the daemons' default sockets: `$ROCEX_SOCKET_DIR` when set, else
+/// [`SOCKET_DIR`]. rocexd puts its socket there and clients look there, so one variable
+/// moves both (a test's own directory, or a user's without root).
+pub fn socket_dir() -> PathBuf {
+    std::env::var_os("ROCEX_SOCKET_DIR")
+        .filter(|d| !d.is_empty())
+        .map_or_else(|| PathBuf::from(SOCKET_DIR), PathBuf::from)
+}
+
+/// The socket a client given no path uses: `$ROCEX_SOCKET` when set, else the one daemon
+/// that answers in [`socket_dir`]. With none, or several, the error says where it looked
+/// and what to do (start one; choose one with `--socket` or `$ROCEX_SOCKET`), listing the
+/// daemons it found with their addresses.
+pub fn default_socket() -> Result<PathBuf> {
+    if let Some(s) = std::env::var_os("ROCEX_SOCKET").filter(|s| !s.is_empty()) {
+        return Ok(PathBuf::from(s));
+    }
+    let mut live: Vec<(PathBuf, IpAddr)> = daemon_sockets()
+        .into_iter()
+        .filter_map(|p| Context::open(&p).ok().map(|c| (p, c.gid_addr())))
+        .collect();
+    match live.len() {
+        1 => Ok(live.remove(0).0),
+        0 => Err(Error::NoDaemon { dir: socket_dir() }),
+        _ => Err(Error::SeveralDaemons {
+            dir: socket_dir(),
+            daemons: live,
+        }),
+    }
 }
 
 /// The sockets a program finds daemons on, one device each: `$ROCEX_SOCKET` alone when it
-/// is set (as `rocex run --socket` sets it), else every `*.sock` in [`SOCKET_DIR`], sorted.
+/// is set (as `rocex run --socket` sets it), else every `*.sock` in [`socket_dir`], sorted.
 /// Whether a daemon answers on each is not checked.
 pub fn daemon_sockets() -> Vec<PathBuf> {
-    if let Some(s) = std::env::var_os("ROCEX_SOCKET") {
+    if let Some(s) = std::env::var_os("ROCEX_SOCKET").filter(|s| !s.is_empty()) {
         return vec![PathBuf::from(s)];
     }
-    let mut v: Vec<PathBuf> = std::fs::read_dir(SOCKET_DIR)
+    let mut v: Vec<PathBuf> = std::fs::read_dir(socket_dir())
         .map(|d| {
             d.filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| p.extension().is_some_and(|x| x == "sock"))
@@ -136,6 +160,25 @@ pub enum Error {
         /// The daemon's explanation.
         detail: String,
     },
+    /// No daemon could be reached at a control socket ([`Context::open`]).
+    Connect {
+        /// The socket.
+        path: PathBuf,
+        /// Why: no such file (no daemon started there), refused (a stale file), ...
+        source: io::Error,
+    },
+    /// No socket was given and no daemon answers in the socket directory.
+    NoDaemon {
+        /// The directory looked in ([`socket_dir`]).
+        dir: PathBuf,
+    },
+    /// No socket was given and several daemons answer: the caller must choose.
+    SeveralDaemons {
+        /// The directory looked in ([`socket_dir`]).
+        dir: PathBuf,
+        /// Each daemon's socket and address, sorted by socket.
+        daemons: Vec<(PathBuf, IpAddr)>,
+    },
 }
 
 impl fmt::Display for Error {
@@ -152,6 +195,42 @@ impl fmt::Display for Error {
             Self::Timeout => f.write_str("no completion within the timeout"),
             Self::DaemonGone => f.write_str("rocexd is gone: the control connection closed"),
             Self::Limit { detail, .. } => write!(f, "rocexd per-client limit: {detail}"),
+            Self::Connect { path, source } => match source.kind() {
+                // No file, or a file no daemon listens on any more.
+                io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => write!(
+                    f,
+                    "no rocexd at {} ({source}); start one with `rocexd --addr IP --socket \
+                     {}`",
+                    path.display(),
+                    path.display()
+                ),
+                _ => write!(
+                    f,
+                    "cannot connect to rocexd at {}: {source}",
+                    path.display()
+                ),
+            },
+            Self::NoDaemon { dir } => write!(
+                f,
+                "no rocexd answers in {}: start one with `rocexd --addr IP` (it serves \
+                 {}/IP.sock), or name a daemon's socket with --socket PATH or \
+                 ROCEX_SOCKET=PATH",
+                dir.display(),
+                dir.display()
+            ),
+            Self::SeveralDaemons { dir, daemons } => {
+                write!(
+                    f,
+                    "{} rocexd answer in {}; choose one with --socket PATH or \
+                     ROCEX_SOCKET=PATH:",
+                    daemons.len(),
+                    dir.display()
+                )?;
+                for (path, addr) in daemons {
+                    write!(f, "\n  {}  (address {addr})", path.display())?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -326,9 +405,14 @@ pub struct PortAttr {
 }
 
 impl Context {
-    /// Connects to the daemon at `path` and checks the ABI version.
+    /// Connects to the daemon at `path` and checks the ABI version; a socket no daemon
+    /// answers on is [`Error::Connect`], which names it.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
-        let sock = UnixStream::connect(path.as_ref())?;
+        let path = path.as_ref();
+        let sock = UnixStream::connect(path).map_err(|source| Error::Connect {
+            path: path.to_owned(),
+            source,
+        })?;
         let ch = Channel {
             sock,
             seq: Cell::new(0),
@@ -367,9 +451,9 @@ impl Context {
         self.ch.closed()
     }
 
-    /// Connects to [`default_socket`].
+    /// Connects to [`default_socket`]: `$ROCEX_SOCKET`, else the only daemon running.
     pub fn open_default() -> Result<Self> {
-        Self::open(default_socket())
+        Self::open(default_socket()?)
     }
 
     /// Device attributes (`ibv_query_device`).

@@ -38,12 +38,8 @@ async fn main() -> rocex::Result<()> {
         }
     };
     let dev = Device::open().unwrap_or_else(|e| {
-        // Which socket was tried, so that a missing or misnamed daemon is plain.
-        let socket = rocex_verbs::default_socket();
-        eprintln!(
-            "async_copy: no rocexd at {} ($ROCEX_SOCKET names its --socket): {e}",
-            socket.display()
-        );
+        // The error names the socket tried, or the directory searched and what was there.
+        eprintln!("async_copy: {e}");
         std::process::exit(1);
     });
     // The device is not Send: its tasks run on this thread.

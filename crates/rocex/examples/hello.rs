@@ -23,12 +23,8 @@ fn main() -> rocex::Result<()> {
         }
     };
     let dev = Device::open().unwrap_or_else(|e| {
-        // Which socket was tried, so that a missing or misnamed daemon is plain.
-        let socket = rocex_verbs::default_socket();
-        eprintln!(
-            "hello: no rocexd at {} ($ROCEX_SOCKET names its --socket): {e}",
-            socket.display()
-        );
+        // The error names the socket tried, or the directory searched and what was there.
+        eprintln!("hello: {e}");
         std::process::exit(1);
     });
     match role {

@@ -44,9 +44,10 @@ impl fmt::Debug for Device {
 const RD_ATOMIC_MAX: u32 = 4;
 
 impl Device {
-    /// Opens the device at `$ROCEX_SOCKET`, else `/run/rocex/rocexd.sock`.
+    /// Opens the device at `$ROCEX_SOCKET`, else the only `rocexd` running
+    /// ([`rocex_verbs::default_socket`]).
     pub fn open() -> Result<Self> {
-        Self::open_at(rocex_verbs::default_socket())
+        Self::open_at(rocex_verbs::default_socket()?)
     }
 
     /// Opens the device whose daemon listens on the Unix socket `path`.

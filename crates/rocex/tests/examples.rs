@@ -56,7 +56,10 @@ fn a_missing_daemon_is_named() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains(&format!("hello: no rocexd at {}", sock.display())),
+        err.contains(&format!(
+            "hello: rocex device: no rocexd at {}",
+            sock.display()
+        )),
         "{}",
         text(&out)
     );

@@ -1,0 +1,149 @@
+//! A client given no socket finds the daemon by one rule (docs/daemon.md, "How clients find
+//! the daemon"): `rocexd` started without `--socket` serves `<addr>.sock` in
+//! `$ROCEX_SOCKET_DIR`, and `rocex stat` / `rocex devinfo` given no `--socket` use the only
+//! daemon answering there, refuse with the directory and how to start one when none does
+//! (a stale socket file counts for nothing), and list every daemon with its address when
+//! several do. `Context::open` on a socket no daemon serves names the socket.
+//!
+//! Each test has a directory of its own under the temporary directory and its own
+//! addresses (127.0.9.61 to 127.0.9.63).
+
+// Only the daemon binary: these daemons are started without `--socket`.
+#[allow(dead_code)]
+mod common;
+mod run;
+
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// A fresh socket directory for `tag`.
+fn socket_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rocex-discovery-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `rocexd --addr addr` with `ROCEX_SOCKET_DIR=dir` and no `--socket`, killed on drop.
+struct Daemon(Child);
+
+impl Daemon {
+    fn start(dir: &Path, addr: &str) -> Self {
+        let child = Command::new(common::rocexd())
+            .args(["--addr", addr, "--spin-limit", "200"])
+            .env_remove("ROCEX_SOCKET")
+            .env("ROCEX_SOCKET_DIR", dir)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start rocexd");
+        let mut d = Self(child);
+        let sock = dir.join(format!("{addr}.sock"));
+        let end = Instant::now() + Duration::from_secs(10);
+        while UnixStream::connect(&sock).is_err() {
+            assert!(d.0.try_wait().unwrap().is_none(), "rocexd on {addr} exited");
+            assert!(Instant::now() < end, "rocexd on {addr} serves no {sock:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        d
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `rocex args` with `ROCEX_SOCKET_DIR=dir` and no `ROCEX_SOCKET`.
+fn rocex_in(dir: &Path, args: &[&str]) -> run::Ran {
+    run::finish(
+        run::spawn(run::rocex().args(args).env("ROCEX_SOCKET_DIR", dir)),
+        LIMIT,
+    )
+}
+
+#[test]
+fn no_daemon_says_where_it_looked_and_how_to_start_one() {
+    let dir = socket_dir("none");
+    // A socket file left by a daemon that was killed: nothing answers on it.
+    drop(UnixListener::bind(dir.join("127.0.9.60.sock")).unwrap());
+    for cmd in ["stat", "devinfo"] {
+        let r = rocex_in(&dir, &[cmd]);
+        assert_eq!(r.code, Some(1), "{cmd}: {r}");
+        let want = format!(
+            "rocex {cmd}: no rocexd answers in {}: start one with `rocexd --addr IP` (it \
+             serves {}/IP.sock)",
+            dir.display(),
+            dir.display()
+        );
+        assert!(r.stderr.contains(&want), "{cmd}: no {want:?} in {r}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn the_only_daemon_is_used() {
+    let dir = socket_dir("one");
+    let _d = Daemon::start(&dir, "127.0.9.61");
+    let r = rocex_in(&dir, &["stat", "--json"]);
+    assert_eq!(r.code, Some(0), "{r}");
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON");
+    let sock = dir.join("127.0.9.61.sock");
+    assert_eq!(v["socket"], sock.to_str().unwrap(), "{r}");
+    let r = rocex_in(&dir, &["devinfo"]);
+    assert_eq!(r.code, Some(0), "{r}");
+    assert!(r.stdout.contains("GID[  0]:\t\t127.0.9.61, RoCE v2"), "{r}");
+    // $ROCEX_SOCKET names the daemon whatever the directory holds.
+    let named = run::finish(
+        run::spawn(
+            Command::new(env!("CARGO_BIN_EXE_rocex"))
+                .args(["stat", "--json"])
+                .env("ROCEX_SOCKET", &sock)
+                .env("ROCEX_SOCKET_DIR", "/nonexistent"),
+        ),
+        LIMIT,
+    );
+    assert_eq!(named.code, Some(0), "{named}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn several_daemons_are_listed_to_choose_from() {
+    let dir = socket_dir("two");
+    let _a = Daemon::start(&dir, "127.0.9.62");
+    let _b = Daemon::start(&dir, "127.0.9.63");
+    let r = rocex_in(&dir, &["stat"]);
+    assert_eq!(r.code, Some(1), "{r}");
+    let head = format!(
+        "rocex stat: 2 rocexd answer in {}; choose one with --socket PATH or \
+         ROCEX_SOCKET=PATH:",
+        dir.display()
+    );
+    assert!(r.stderr.contains(&head), "{r}");
+    for addr in ["127.0.9.62", "127.0.9.63"] {
+        let line = format!("  {}/{addr}.sock  (address {addr})", dir.display());
+        assert!(r.stderr.lines().any(|l| l == line), "no {line:?} in {r}");
+    }
+    let chosen = dir.join("127.0.9.63.sock");
+    let r = rocex_in(&dir, &["devinfo", "--socket", chosen.to_str().unwrap()]);
+    assert!(r.stdout.contains("127.0.9.63, RoCE v2"), "{r}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn opening_a_socket_no_daemon_serves_names_it() {
+    let sock = socket_dir("open").join("d.sock");
+    let e = rocex_verbs::Context::open(&sock).unwrap_err();
+    assert!(matches!(e, rocex_verbs::Error::Connect { .. }), "{e:?}");
+    let want = format!("no rocexd at {} (", sock.display());
+    assert!(e.to_string().contains(&want), "{e}");
+    let r = run::run(&["stat", "--socket", sock.to_str().unwrap()], LIMIT);
+    assert_eq!(r.code, Some(1), "{r}");
+    assert!(r.stderr.contains(&format!("rocex stat: {want}")), "{r}");
+}

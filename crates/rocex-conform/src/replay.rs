@@ -52,7 +52,7 @@ impl Responder {
             max_inline_data: 0,
         };
         let attr = QpAttr {
-            qp_access_flags: Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC,
+            qp_access_flags: plan.qp_access,
             port_num: 1,
             ah_attr: Some(AddressVector {
                 dest: conn.requester,

@@ -347,6 +347,21 @@ pub enum SendOp {
     },
 }
 
+/// The rights a FLUSH with these placement type bits needs, of the responder's QP and of
+/// its rkey alike: the flag of each type it asks for (rxe `check_qp_attr_access`,
+/// `check_rkey`).
+pub fn flush_access(placement: u8) -> Access {
+    use rocex_wire::feth::{PLT_GLOBAL_VISIBILITY, PLT_PERSISTENCE};
+    let mut need = Access::empty();
+    if placement & PLT_GLOBAL_VISIBILITY != 0 {
+        need |= Access::FLUSH_GLOBAL;
+    }
+    if placement & PLT_PERSISTENCE != 0 {
+        need |= Access::FLUSH_PERSISTENT;
+    }
+    need
+}
+
 /// Send flags (`enum ibv_send_flags`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct SendFlags {

@@ -186,12 +186,28 @@ fn atomics_return_the_original_and_apply_once() {
     );
 }
 
+/// Each side's QP allows FLUSH of both placement types; `mr` are its MR's rights.
+fn flush_params(mr: Access) -> Params {
+    Params {
+        access: mr,
+        qp_access: Params::default().qp_access | Access::FLUSH_GLOBAL | Access::FLUSH_PERSISTENT,
+        ..Params::default()
+    }
+}
+
+fn flush(id: u64, to: &Side, len: u32, placement: u8) -> rocex_proto::verbs::SendWr {
+    let op = SendOp::Flush {
+        remote: remote(to, 0),
+        len,
+        placement,
+        selectivity: 0,
+    };
+    wr(id, op, vec![])
+}
+
 #[test]
 fn atomic_write_and_flush() {
-    let params = Params {
-        access: Params::default().access | Access::FLUSH_GLOBAL,
-        ..Params::default()
-    };
+    let params = flush_params(Params::default().access | Access::FLUSH_GLOBAL);
     let mut p = Pair::new(1, Link::with_delay(Duration::from_micros(5)), params);
     let (a, b) = (p.side('a'), p.side('b'));
     p.post_send(
@@ -205,19 +221,7 @@ fn atomic_write_and_flush() {
             vec![],
         ),
     );
-    p.post_send(
-        &a,
-        wr(
-            2,
-            SendOp::Flush {
-                remote: remote(&b, 0),
-                len: 4096,
-                placement: 1,
-                selectivity: 0,
-            },
-            vec![],
-        ),
-    );
+    p.post_send(&a, flush(2, &b, 4096, 1));
     let wcs = p.completions(&a, 2, Duration::from_secs(1));
     assert_ok(&wcs);
     assert_eq!(
@@ -232,27 +236,72 @@ fn atomic_write_and_flush() {
 
 #[test]
 fn flush_without_the_access_right_is_a_remote_access_error() {
-    // rxe: FLUSH of a region registered without IBV_ACCESS_FLUSH_GLOBAL, or with the
-    // persistent type on non-pmem memory, gets NAK 0x62 and the responder QP errs.
+    // rxe: FLUSH to a QP that allows it, of a region registered without
+    // IBV_ACCESS_FLUSH_GLOBAL, or with the persistent type on non-pmem memory, gets NAK
+    // 0x62 and the responder QP errs.
     for placement in [1, 2] {
-        let mut p = pair(Mtu::M1024, 1);
+        let params = flush_params(Params::default().access);
+        let mut p = Pair::new(1, Link::with_delay(Duration::from_micros(5)), params);
         let (a, b) = (p.side('a'), p.side('b'));
-        p.post_send(
-            &a,
-            wr(
-                1,
-                SendOp::Flush {
-                    remote: remote(&b, 0),
-                    len: 64,
-                    placement,
-                    selectivity: 0,
-                },
-                vec![],
-            ),
-        );
+        p.post_send(&a, flush(1, &b, 64, placement));
         let wcs = p.completions(&a, 1, Duration::from_secs(1));
         assert_eq!(wcs[0].status, WcStatus::RemAccessErr);
         assert_eq!(p.qp_state(&b), QpState::Err);
+    }
+}
+
+#[test]
+fn flush_to_a_qp_without_its_flush_flag_is_an_invalid_request() {
+    // rxe `check_qp_attr_access`: the QP's own flags are checked before the rkey's, so
+    // a FLUSH whose placement type the QP does not allow gets NAK 0x61 (invalid request)
+    // even where the MR would refuse it too, with the FLUSH's PSN and the MSN as it
+    // stood; the responder QP errs.
+    let mr = Params::default().access | Access::FLUSH_GLOBAL;
+    for (qp_flush, placement) in [
+        (Access::empty(), 1),
+        (Access::FLUSH_PERSISTENT, 1),
+        (Access::FLUSH_GLOBAL, 2),
+        (Access::FLUSH_GLOBAL, 3),
+    ] {
+        let params = Params {
+            access: mr,
+            qp_access: Params::default().qp_access | qp_flush,
+            ..Params::default()
+        };
+        let mut p = Pair::new(1, Link::with_delay(Duration::from_micros(5)), params);
+        let (a, b) = (p.side('a'), p.side('b'));
+        let answers = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let seen = answers.clone();
+        p.fabric.intercept(move |from, _, bytes| {
+            if from == b.node {
+                let (pkt, _) = rocex_wire::PacketRepr::parse(bytes).unwrap();
+                seen.borrow_mut()
+                    .push((pkt.bth.psn.value(), pkt.aeth.map(|a| (a.syndrome, a.msn))));
+            }
+            true
+        });
+        write_bytes(&a, 0, &pattern(5, 64));
+        p.post_send(
+            &a,
+            wr(1, SendOp::Write(remote(&b, 0)), vec![sge(&a, 0, 64)]),
+        );
+        p.post_send(&a, flush(2, &b, 64, placement));
+        let wcs = p.completions(&a, 2, Duration::from_secs(1));
+        let what = format!("QP {qp_flush}, placement {placement}");
+        assert_eq!(
+            (wcs[0].status, wcs[1].status),
+            (WcStatus::Success, WcStatus::RemInvReqErr),
+            "{what}"
+        );
+        assert_eq!(p.qp_state(&b), QpState::Err, "{what}");
+        // The WRITE took the first PSN and one MSN.
+        let flush_psn = params.psn_a + 1;
+        let nak = rocex_wire::Syndrome::Nak(rocex_wire::NakCode::InvalidRequest);
+        assert!(
+            answers.borrow().contains(&(flush_psn, Some((nak, 1)))),
+            "{what}: {:?}",
+            answers.borrow()
+        );
     }
 }
 

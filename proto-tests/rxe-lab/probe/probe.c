@@ -6,7 +6,7 @@
  *             [--iters N] [--mtu N] [--psn N] [--timeout N] [--retry N]
  *             [--rnr-retry N] [--min-rnr N] [--rnr-delay MS] [--uc]
  *             [--bad-rkey] [--flush-type global|persistent] [--expect STATUS]
- *             [--mr-flush none|global] [--inv-mr]
+ *             [--mr-flush none|global] [--qp-flush none|both] [--inv-mr]
  *
  * The client (requester) drives: it sends a PLAN line, both sides exchange a
  * QP line over TCP, the server (responder) answers READY once its QP is in
@@ -68,6 +68,7 @@ struct opts {
 	int timeout, retry, rnr_retry, min_rnr, rnr_delay;
 	int uc, bad_rkey, flush_persistent;
 	int mr_flush; /* server MR's FLUSH access: 0 none, 1 global (default) */
+	int qp_flush; /* server QP's FLUSH access flags: 0 none, 1 global and persistent (default) */
 	int inv_mr;   /* send_inv names the server MR's rkey instead of its window's */
 	int expect; /* expected error status, -1 none */
 	int expect_alt; /* --expect A,B: status B is accepted too (a NAK lost under loss), -1 none */
@@ -433,7 +434,7 @@ static void setup(struct ctx *c, const struct opts *o, int server)
 				  .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 						     (o->uc ? 0 : IBV_ACCESS_REMOTE_ATOMIC) };
 	/* rxe checks FLUSH against the QP's access flags, then the MR's. */
-	if (server && plan_flushes(o))
+	if (server && plan_flushes(o) && o->qp_flush)
 		at.qp_access_flags |= IBV_ACCESS_FLUSH_GLOBAL | IBV_ACCESS_FLUSH_PERSISTENT;
 	if (ibv_modify_qp(c->qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		fatal("modify INIT: %s", strerror(errno));
@@ -583,6 +584,8 @@ static int run_server(struct opts *o)
 			o->expect = atoi(t + 7);
 		else if (!strcmp(t, "mrflush=none"))
 			o->mr_flush = 0;
+		else if (!strcmp(t, "qpflush=none"))
+			o->qp_flush = 0;
 		else if (!strcmp(t, "invmr"))
 			o->inv_mr = 1;
 	}
@@ -747,6 +750,8 @@ static int run_client(struct opts *o)
 		sprintf(flags + strlen(flags), "expect=%d,", o->expect);
 	if (!o->mr_flush)
 		strcat(flags, "mrflush=none,");
+	if (!o->qp_flush)
+		strcat(flags, "qpflush=none,");
 	if (o->inv_mr)
 		strcat(flags, "invmr,");
 	if (!flags[0])
@@ -937,7 +942,7 @@ static void usage(void)
 		"                 [--iters N] [--mtu N] [--psn N] [--timeout N] [--retry N]\n"
 		"                 [--rnr-retry N] [--min-rnr N] [--rnr-delay MS] [--uc] [--bad-rkey]\n"
 		"                 [--flush-type global|persistent] [--expect STATUS[,STATUS]] [--wait S]\n"
-		"                 [--mr-flush none|global] [--inv-mr]\n"
+		"                 [--mr-flush none|global] [--qp-flush none|both] [--inv-mr]\n"
 		"ops: send,send_imm,send_inv,write,write_imm,read,cas,faa,atomic_write,flush,\n"
 		"     mw_write,mw_read,mw_set,aw_set,flush_mr,all\n"
 		"status: rem_access rem_inv_req rem_op retry_exc rnr_retry_exc wr_flush or a number\n");
@@ -948,14 +953,15 @@ int main(int argc, char **argv)
 {
 	struct opts o = { .dev = "rxe0", .gidx = 1, .port = 18600, .size = 64, .iters = 1,
 			  .mtu = 1024, .psn = -1, .timeout = 17, .retry = 7, .rnr_retry = 7,
-			  .min_rnr = 12, .expect = -1, .expect_alt = -1, .wait_s = 60, .mr_flush = 1 };
+			  .min_rnr = 12, .expect = -1, .expect_alt = -1, .wait_s = 60, .mr_flush = 1,
+			  .qp_flush = 1 };
 	static const struct option lo[] = {
 		{ "ops", 1, 0, 'o' }, { "size", 1, 0, 's' }, { "iters", 1, 0, 'n' },
 		{ "mtu", 1, 0, 'm' }, { "psn", 1, 0, 'P' }, { "timeout", 1, 0, 't' },
 		{ "retry", 1, 0, 'r' }, { "rnr-retry", 1, 0, 'R' }, { "min-rnr", 1, 0, 'N' },
 		{ "rnr-delay", 1, 0, 'D' }, { "uc", 0, 0, 'u' }, { "bad-rkey", 0, 0, 'b' },
 		{ "flush-type", 1, 0, 'f' }, { "expect", 1, 0, 'e' }, { "wait", 1, 0, 'w' },
-		{ "mr-flush", 1, 0, 'F' }, { "inv-mr", 0, 0, 'I' },
+		{ "mr-flush", 1, 0, 'F' }, { "inv-mr", 0, 0, 'I' }, { "qp-flush", 1, 0, 'Q' },
 		{ 0 } };
 	if (argc < 2)
 		usage();
@@ -1003,6 +1009,7 @@ int main(int argc, char **argv)
 		case 'w': o.wait_s = atoi(optarg); break;
 		case 'F': o.mr_flush = strcmp(optarg, "none") != 0; break;
 		case 'I': o.inv_mr = 1; break;
+		case 'Q': o.qp_flush = strcmp(optarg, "none") != 0; break;
 		default: usage();
 		}
 	}

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use rocex_proto::Access;
+use rocex_proto::verbs::flush_access;
 use rocex_wire::feth;
 use rocex_wire::opcode::Operation;
 
@@ -28,13 +29,18 @@ fn uses(conn: &Connection, plan: &Plan) -> BTreeMap<u32, Vec<Use>> {
         let Some(p) = req.packet().filter(|_| plan.executed[i]) else {
             continue;
         };
-        let refused = plan.answers[i].is_some_and(|j| plan.responses[j].is_nak(0x62));
+        let answer = plan.answers[i].map(|j| plan.responses[j]);
+        // A FLUSH the QP's own flags refused (NAK 0x61) never had its key looked at.
+        if req.info.operation == Operation::Flush && answer.is_some_and(|r| r.is_nak(0x61)) {
+            continue;
+        }
+        let refused = answer.is_some_and(|r| r.is_nak(0x62));
         let (rkey, va, len, need) = match (p.reth, p.atomic_eth) {
             (_, Some(a)) => (a.rkey, a.va, 8, Access::REMOTE_ATOMIC),
             (Some(r), None) => {
                 let need = match req.info.operation {
                     Operation::ReadRequest => Access::REMOTE_READ,
-                    Operation::Flush => flush_rights(p.feth),
+                    Operation::Flush => flush_access(p.feth.map_or(0, |f| f.placement)),
                     _ => Access::REMOTE_WRITE,
                 };
                 (r.rkey, r.va, u64::from(r.dma_len), need)
@@ -64,19 +70,6 @@ fn uses(conn: &Connection, plan: &Plan) -> BTreeMap<u32, Vec<Use>> {
         });
     }
     by_key
-}
-
-/// The rights a FLUSH needs: those of each placement type it asks for (rxe `check_rkey`).
-fn flush_rights(f: Option<rocex_wire::FethRepr>) -> Access {
-    let placement = f.map_or(0, |f| f.placement);
-    let mut need = Access::empty();
-    if placement & feth::PLT_GLOBAL_VISIBILITY != 0 {
-        need |= Access::FLUSH_GLOBAL;
-    }
-    if placement & feth::PLT_PERSISTENCE != 0 {
-        need |= Access::FLUSH_PERSISTENT;
-    }
-    need
 }
 
 pub(super) fn rkeys(conn: &Connection, plan: &mut Plan) {
@@ -299,27 +292,10 @@ pub(super) fn atomics(conn: &Connection, plan: &mut Plan) {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use rocex_proto::Access;
 
-    use crate::connection::split;
-    use crate::infer::{InferenceKind, Plan, plan};
-
-    /// The plan of the one RC connection in `pcaps/NAME`.
-    fn planned(name: &str) -> Plan {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../pcaps")
-            .join(name);
-        let cap = rocex_dump::capture::open(&path).unwrap();
-        let conns = split(&cap.frames, |p| p == rocex_wire::ROCE_V2_PORT).connections;
-        assert_eq!(conns.len(), 1, "{name}");
-        plan(&conns[0])
-    }
-
-    fn kinds(p: &Plan) -> Vec<InferenceKind> {
-        p.inferences.iter().map(|i| i.kind).collect()
-    }
+    use crate::infer::InferenceKind;
+    use crate::infer::lab::{kinds, planned};
 
     #[test]
     fn a_window_and_its_region_are_one_memory_and_no_atomic_is_seeded() {

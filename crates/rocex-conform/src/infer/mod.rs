@@ -4,6 +4,7 @@
 //! reading): the starting PSN, the path MTU, the RNR timer code and the rkeys in use.
 //! Inferred because no capture can show them: which rkeys are valid, over which ranges and
 //! with which rights (a NAK 0x62 marks a request's rkey, range or right as invalid); which
+//! FLUSH placement types the responder QP allows (a NAK 0x61 to a FLUSH says it does not); which
 //! rkeys reach the same memory (their ranges overlap: one buffer, as a window over an MR
 //! is); whether an IETH rkey names a memory window or a memory region (the MSN of rxe's
 //! answer); the memory an atomic found before the first atomic on an address; when the
@@ -25,8 +26,12 @@ use crate::connection::{Connection, Pkt};
 use crate::response::Response;
 use crate::setup::RXE_MAX_QP_RD_ATOM;
 
+mod access;
 mod keys;
+#[cfg(test)]
+mod lab;
 
+use access::qp_access;
 use keys::{atomics, memories, rkeys, windows};
 
 /// Regions larger than this are not allocated (a capture naming such a range is odd).
@@ -46,6 +51,8 @@ pub enum InferenceKind {
     RkeyValid,
     /// An rkey, range or right refused with NAK 0x62.
     RkeyInvalid,
+    /// The FLUSH placement types the responder QP allows.
+    QpAccess,
     /// An IETH rkey that names a type-2 memory window.
     MemoryWindow,
     /// An IETH rkey that names a memory region, which rxe cannot invalidate.
@@ -83,6 +90,7 @@ impl fmt::Display for InferenceKind {
             Self::RnrTimer => "rnr-timer",
             Self::RkeyValid => "rkey-valid",
             Self::RkeyInvalid => "rkey-invalid",
+            Self::QpAccess => "qp-access",
             Self::MemoryWindow => "memory-window",
             Self::MemoryRegion => "memory-region",
             Self::SharedMemory => "shared-memory",
@@ -160,6 +168,8 @@ pub struct Plan {
     pub mtu: Mtu,
     /// RNR timer code.
     pub min_rnr_timer: u8,
+    /// The responder QP's access flags.
+    pub qp_access: Access,
     /// Regions (and bound windows) to register, each over a part of one of `memories`.
     pub mrs: Vec<MrPlan>,
     /// The memories the regions lie in.
@@ -191,11 +201,12 @@ impl Plan {
     /// The setup, for verbose output.
     pub fn settings(&self) -> String {
         format!(
-            "settings: start_psn={} path_mtu={} min_rnr_timer={} max_dest_rd_atomic={} qp_access=REMOTE_WRITE|REMOTE_READ|REMOTE_ATOMIC requester_qpn={:#x} mrs={} mws={} loss={}",
+            "settings: start_psn={} path_mtu={} min_rnr_timer={} max_dest_rd_atomic={} qp_access={} requester_qpn={:#x} mrs={} mws={} loss={}",
             self.start_psn.value(),
             self.mtu.bytes(),
             self.min_rnr_timer,
             RXE_MAX_QP_RD_ATOM,
+            self.qp_access,
             self.req_qpn,
             self.mrs.len(),
             self.mws.len(),
@@ -211,6 +222,7 @@ impl Plan {
 /// Builds the plan of a connection.
 pub fn plan(conn: &Connection) -> Plan {
     let mut plan = sequence(conn);
+    qp_access(conn, &mut plan);
     rkeys(conn, &mut plan);
     windows(conn, &mut plan);
     memories(conn, &mut plan);
@@ -239,6 +251,7 @@ fn sequence(conn: &Connection) -> Plan {
         start_psn: Psn::default(),
         mtu: Mtu::M4096,
         min_rnr_timer: 0,
+        qp_access: access::REMOTE,
         mrs: Vec::new(),
         memories: Vec::new(),
         mws: Vec::new(),

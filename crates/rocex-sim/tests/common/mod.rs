@@ -44,7 +44,10 @@ pub struct Params {
     pub psn_b: u32,
     pub max_rd_atomic: u8,
     pub qp_type: QpType,
+    /// The rights of each side's MR.
     pub access: Access,
+    /// The remote operations each side's QP allows (`qp_access_flags`).
+    pub qp_access: Access,
     pub depth: u32,
 }
 
@@ -65,6 +68,7 @@ impl Default for Params {
                 | Access::REMOTE_WRITE
                 | Access::REMOTE_READ
                 | Access::REMOTE_ATOMIC,
+            qp_access: Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC,
             depth: 1024,
         }
     }
@@ -123,7 +127,7 @@ fn connect(fabric: &mut Fabric, me: &Side, peer: &Side, p: &Params, my_psn: u32,
     let e = fabric.node(me.node);
     let mut attr = QpAttr {
         qp_state: QpState::Init,
-        qp_access_flags: p.access,
+        qp_access_flags: p.qp_access,
         port_num: 1,
         ..QpAttr::default()
     };

@@ -26,7 +26,7 @@ use rocex_wire::{NakCode, OpcodeInfo, PacketRepr, Psn, RethRepr, Syndrome};
 use super::Qp;
 use super::requester::packets;
 use crate::Ctx;
-use crate::verbs::{QpState, QpType, RecvWr, WcOpcode, WcStatus, WorkCompletion};
+use crate::verbs::{QpState, QpType, RecvWr, WcOpcode, WcStatus, WorkCompletion, flush_access};
 
 mod duplicate;
 mod reply;
@@ -206,6 +206,26 @@ const MALFORMED_WQE: Refusal = Refusal {
     recv_status: WcStatus::LocQpOpErr,
 };
 
+/// How an in-sequence RC request that was not simply executed ends.
+#[derive(Debug, Clone, Copy)]
+enum Stop {
+    /// Refused: NAKed with its PSN, the receive in progress completed in error, the QP
+    /// to ERROR ([`Qp::refuse`]).
+    Refused(Refusal),
+    /// Answered already, and the QP already in ERROR: rxe acknowledges a SEND_WITH_INV
+    /// whose rkey it cannot invalidate with an ACK, not a NAK (rxe `execute`).
+    Answered,
+}
+
+impl From<Refusal> for Stop {
+    fn from(r: Refusal) -> Self {
+        Self::Refused(r)
+    }
+}
+
+/// The largest DMA length a RETH may carry (rxe `check_length`).
+const MAX_DMA_LEN: u32 = 1 << 31;
+
 impl Qp {
     /// Handles a request packet from `src` to `dst`.
     pub(crate) fn handle_request(
@@ -252,27 +272,28 @@ impl Qp {
             return self.duplicate(ctx, pkt, info);
         }
         self.resp.sent_psn_nak = false;
-        if let Err(r) = self.rc_execute(ctx, pkt, info) {
-            self.refuse(ctx, psn, r);
+        match self.rc_execute(ctx, pkt, info) {
+            Ok(()) | Err(Stop::Answered) => {}
+            Err(Stop::Refused(r)) => self.refuse(ctx, psn, r),
         }
     }
 
-    /// Checks and executes an in-sequence RC request; `Err` is the NAK it earns.
+    /// Checks and executes an in-sequence RC request; `Err` says how it ends instead.
     fn rc_execute(
         &mut self,
         ctx: &mut Ctx<'_>,
         pkt: &PacketRepr<'_>,
         info: &OpcodeInfo,
-    ) -> Result<(), Refusal> {
+    ) -> Result<(), Stop> {
         let psn = pkt.bth.psn;
         self.check_sequence(info)?;
-        self.check_access(info)?;
+        self.check_access(pkt, info)?;
         if matches!(
             info.operation,
             Operation::ReadRequest | Operation::CompareSwap | Operation::FetchAdd
         ) && self.attr.max_dest_rd_atomic == 0
         {
-            return Err(INVALID);
+            return Err(INVALID.into());
         }
         // A message that needs a receive WQE waits for one: RNR NAK (C9-146).
         let needs_recv = match info.operation {
@@ -290,14 +311,14 @@ impl Qp {
         match info.operation {
             Operation::Send => self.exec_send(ctx, pkt, info)?,
             Operation::Write => self.exec_write(ctx, pkt, info)?,
-            Operation::ReadRequest => return self.exec_read(ctx, pkt),
+            Operation::ReadRequest => return Ok(self.exec_read(ctx, pkt)?),
             Operation::CompareSwap | Operation::FetchAdd => {
-                return self.exec_atomic(ctx, pkt, info);
+                return Ok(self.exec_atomic(ctx, pkt, info)?);
             }
             Operation::AtomicWrite | Operation::Flush => {
-                return self.exec_placement(ctx, pkt, info);
+                return Ok(self.exec_placement(ctx, pkt, info)?);
             }
-            _ => return Err(INVALID),
+            _ => return Err(INVALID.into()),
         }
         self.resp.psn = psn.add(1);
         if pkt.bth.ack_req {
@@ -317,13 +338,16 @@ impl Qp {
         if ok { Ok(()) } else { Err(INVALID) }
     }
 
-    /// The QP's access flags allow the operation (C9-35).
-    fn check_access(&self, info: &OpcodeInfo) -> Result<(), Refusal> {
+    /// The QP's access flags allow the operation (C9-35): a FLUSH needs the flag of each
+    /// placement type it asks for, before its rkey is looked at (rxe
+    /// `check_qp_attr_access`, an invalid request).
+    fn check_access(&self, pkt: &PacketRepr<'_>, info: &OpcodeInfo) -> Result<(), Refusal> {
         let flags = self.attr.qp_access_flags;
         let need = match info.operation {
             Operation::Write | Operation::AtomicWrite => Access::REMOTE_WRITE,
             Operation::ReadRequest => Access::REMOTE_READ,
             Operation::CompareSwap | Operation::FetchAdd => Access::REMOTE_ATOMIC,
+            Operation::Flush => flush_access(pkt.feth.map_or(0, |f| f.placement)),
             _ => return Ok(()),
         };
         if flags.contains(need) {
@@ -342,7 +366,7 @@ impl Qp {
             Position::First | Position::Middle => n == mtu,
             Position::Last => n > 0 && n <= mtu,
         };
-        let reth_ok = pkt.reth.is_none_or(|r| r.dma_len <= 1 << 31);
+        let reth_ok = pkt.reth.is_none_or(|r| r.dma_len <= MAX_DMA_LEN);
         if (ok || !info.payload) && reth_ok {
             Ok(())
         } else {
@@ -355,13 +379,13 @@ impl Qp {
         ctx: &mut Ctx<'_>,
         pkt: &PacketRepr<'_>,
         info: &OpcodeInfo,
-    ) -> Result<(), Refusal> {
+    ) -> Result<(), Stop> {
         if info.position.starts() {
             let wr = self.rq.pop_front().expect("checked before");
             self.resp.msg = Some(InMsg::Send { wr, offset: 0 });
         }
         let Some(InMsg::Send { wr, offset }) = &mut self.resp.msg else {
-            return Err(INVALID);
+            return Err(INVALID.into());
         };
         place(ctx, self.pd, wr, *offset, pkt.payload)?;
         *offset += pkt.payload.len() as u64;
@@ -385,10 +409,7 @@ impl Qp {
                         .queue_ack(pkt.bth.psn, Syndrome::ACK, ctx.coalesce_acks);
                 }
                 self.enter_error(ctx);
-                return Err(Refusal {
-                    nak: NakCode::Reserved(0xff),
-                    recv_status: WcStatus::RemInvReqErr,
-                });
+                return Err(Stop::Answered);
             }
             wc.invalidated_rkey = Some(ieth.rkey);
         }
@@ -522,17 +543,11 @@ impl Qp {
                 .atomic_write(0, u64::from_ne_bytes(value))
                 .map_err(|_| ACCESS)?;
         } else {
-            use rocex_wire::feth::{PLT_GLOBAL_VISIBILITY, PLT_PERSISTENCE, SEL_MEMORY_REGION};
+            use rocex_wire::feth::{PLT_PERSISTENCE, SEL_MEMORY_REGION};
             let feth = pkt.feth.ok_or(INVALID)?;
             let persistent = feth.placement & PLT_PERSISTENCE != 0;
             // rxe `check_rkey`: the rights are those of every placement type asked for.
-            let mut need = Access::empty();
-            if feth.placement & PLT_GLOBAL_VISIBILITY != 0 {
-                need |= Access::FLUSH_GLOBAL;
-            }
-            if persistent {
-                need |= Access::FLUSH_PERSISTENT;
-            }
+            let need = flush_access(feth.placement);
             // The whole region: the key and its rights are checked all the same, only the
             // range is not (rxe `check_rkey`, `process_flush`).
             let target = if feth.selectivity == SEL_MEMORY_REGION {
@@ -568,9 +583,6 @@ impl Qp {
     /// Refuses an RC request: NAK with its PSN, the receive in progress completed in
     /// error, the QP to ERROR.
     fn refuse(&mut self, ctx: &mut Ctx<'_>, psn: Psn, r: Refusal) {
-        if let NakCode::Reserved(_) = r.nak {
-            return; // already handled
-        }
         match r.nak {
             NakCode::InvalidRequest => ctx.counters.nak_invalid_request += 1,
             NakCode::RemoteAccessError => ctx.counters.nak_remote_access += 1,
@@ -603,7 +615,7 @@ impl Qp {
             return;
         }
         let ok = self.check_sequence(info).is_ok()
-            && self.check_access(info).is_ok()
+            && self.check_access(pkt, info).is_ok()
             && self.check_length(pkt, info).is_ok()
             && !((info.position.starts() || info.immediate)
                 && self.rq.is_empty()

@@ -3,7 +3,8 @@
 
 use core::net::IpAddr;
 
-use rocex_wire::PacketRepr;
+use rocex_wire::packet::ICRC_LEN;
+use rocex_wire::{PacketRepr, bth, deth};
 
 use super::place;
 use crate::Ctx;
@@ -12,6 +13,16 @@ use crate::verbs::WcOpcode;
 
 /// Bytes of the GRH that UD receive buffers start with (rxe writes the IP header there).
 pub const GRH_LEN: usize = 40;
+
+/// The IPv4 header's first byte: version 4, five 32-bit words (no options).
+const IPV4_VERSION_IHL: u8 = 0x45;
+/// The IPv6 header's first byte: version 6, traffic class 0.
+const IPV6_VERSION: u8 = 0x60;
+const IPV4_HEADER_LEN: usize = 20;
+const UDP_HEADER_LEN: usize = 8;
+const IPPROTO_UDP: u8 = 17;
+/// The TTL or hop limit written (Linux's default).
+const HOP_LIMIT: u8 = 64;
 
 impl Qp {
     /// A UD request: dropped (and counted) without a DETH, with another Q_Key or with no
@@ -70,22 +81,22 @@ pub fn grh_source(grh: &[u8; GRH_LEN]) -> IpAddr {
 /// header; for IPv6, the IPv6 header (rxe `rxe_resp.c: execute`).
 fn grh(src: IpAddr, dst: IpAddr, payload: usize) -> [u8; GRH_LEN] {
     let mut g = [0u8; GRH_LEN];
-    let udp_len = 8 + 12 + 8 + payload + 4;
+    let udp_len = UDP_HEADER_LEN + bth::LEN + deth::LEN + payload + ICRC_LEN;
     match (src, dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let h = &mut g[20..];
-            h[0] = 0x45;
-            h[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
-            h[8] = 64;
-            h[9] = 17;
+            let h = &mut g[GRH_LEN - IPV4_HEADER_LEN..];
+            h[0] = IPV4_VERSION_IHL;
+            h[2..4].copy_from_slice(&((IPV4_HEADER_LEN + udp_len) as u16).to_be_bytes());
+            h[8] = HOP_LIMIT;
+            h[9] = IPPROTO_UDP;
             h[12..16].copy_from_slice(&s.octets());
             h[16..20].copy_from_slice(&d.octets());
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => {
-            g[0] = 0x60;
+            g[0] = IPV6_VERSION;
             g[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
-            g[6] = 17;
-            g[7] = 64;
+            g[6] = IPPROTO_UDP;
+            g[7] = HOP_LIMIT;
             g[8..24].copy_from_slice(&s.octets());
             g[24..40].copy_from_slice(&d.octets());
         }

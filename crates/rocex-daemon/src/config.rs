@@ -1,6 +1,6 @@
 //! Command-line flags and the TOML configuration file (the same keys; flags win).
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use rocex_proto::verbs::Mtu;
@@ -33,7 +33,7 @@ pub(crate) struct Args {
     #[arg(long)]
     pub(crate) peers_are_rocex: bool,
     /// A TOML file with the same keys (addr, socket, mtu, backend, gso, peers_are_rocex,
-    /// pcap, spin_limit, inject).
+    /// pcap, spin_limit, inject, metrics, [limits]).
     #[arg(long)]
     pub(crate) config: Option<PathBuf>,
     /// Write every frame sent and received to this pcap file.
@@ -46,6 +46,10 @@ pub(crate) struct Args {
     /// network: `loss=P,dup=P,reorder=P,corrupt=P,delay=DURATION,seed=N`.
     #[arg(long, value_name = "SPEC")]
     pub(crate) inject: Option<rocex_io::Faults>,
+    /// Serve every counter in Prometheus' text format at http://ADDR/metrics
+    /// (e.g. 127.0.0.1:9479).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub(crate) metrics: Option<SocketAddr>,
     /// Per-client limits.
     #[command(flatten)]
     pub(crate) limits: crate::limits::LimitArgs,
@@ -64,6 +68,7 @@ struct FileConfig {
     pcap: Option<PathBuf>,
     spin_limit: Option<u32>,
     inject: Option<String>,
+    metrics: Option<SocketAddr>,
     limits: Option<crate::limits::LimitKeys>,
 }
 
@@ -88,6 +93,8 @@ pub(crate) struct Settings {
     pub(crate) spin_limit: u32,
     /// Faults injected into every packet sent.
     pub(crate) inject: Option<rocex_io::Faults>,
+    /// Where the Prometheus endpoint listens.
+    pub(crate) metrics: Option<SocketAddr>,
     /// Per-client limits.
     pub(crate) limits: crate::limits::Limits,
 }
@@ -180,6 +187,7 @@ impl Args {
                 (None, Some(text)) => Some(text.parse().map_err(ConfigError::Inject)?),
                 (None, None) => None,
             },
+            metrics: self.metrics.or(file.metrics),
             limits: self.limits.merge(file.limits),
         })
     }
@@ -235,6 +243,26 @@ mod tests {
         assert_eq!(a.settings().unwrap().backend, rocex_io::BackendKind::Udp);
         let a = Args::parse_from(["rocexd", "--addr", "10.0.0.1", "--no-gso"]);
         assert!(!a.settings().unwrap().gso);
+        std::fs::write(&f, "addr = \"10.0.0.1\"\nmetrics = \"127.0.0.1:9479\"\n").unwrap();
+        let a = Args::parse_from(["rocexd", "--config", f.to_str().unwrap()]);
+        assert_eq!(
+            a.settings().unwrap().metrics,
+            Some("127.0.0.1:9479".parse().unwrap())
+        );
+        let a = Args::parse_from([
+            "rocexd",
+            "--config",
+            f.to_str().unwrap(),
+            "--metrics",
+            "[::1]:1",
+        ]);
+        assert_eq!(
+            a.settings().unwrap().metrics,
+            Some("[::1]:1".parse().unwrap())
+        );
+        std::fs::write(&f, "addr = \"10.0.0.1\"\nmetrics = \"9479\"\n").unwrap();
+        let a = Args::parse_from(["rocexd", "--config", f.to_str().unwrap()]);
+        assert!(matches!(a.settings(), Err(ConfigError::Parse(..))));
         std::fs::write(&f, "addr = \"10.0.0.1\"\nbackend = \"tcp\"\n").unwrap();
         let a = Args::parse_from(["rocexd", "--config", f.to_str().unwrap()]);
         assert!(matches!(a.settings(), Err(ConfigError::Backend(_))));

@@ -7,6 +7,7 @@ mod client;
 mod cm;
 mod config;
 mod limits;
+mod metrics;
 mod net;
 mod pcap;
 mod process_region;
@@ -103,6 +104,10 @@ fn run(settings: config::Settings) -> Result<(), Box<dyn std::error::Error>> {
     // Checked before the port is taken, so that a bad path fails before anything else.
     socket_dir(&settings.socket)
         .map_err(|e| format!("control socket {}: {e}", settings.socket.display()))?;
+    let metrics = match settings.metrics {
+        Some(a) => Some(metrics::bind(a).map_err(|e| format!("metrics endpoint {a}: {e}"))?),
+        None => None,
+    };
     let backend = net::open(&settings)
         .map_err(|e| format!("{} backend on {}: {e}", settings.backend, settings.addr))?;
     cfg.udp_source_port = backend.fixed_source_port();
@@ -113,6 +118,9 @@ fn run(settings: config::Settings) -> Result<(), Box<dyn std::error::Error>> {
     };
     let listener = bind_control(&settings.socket)
         .map_err(|e| format!("control socket {}: {e}", settings.socket.display()))?;
+    if let Some(m) = metrics {
+        metrics::spawn(m, settings.socket.clone()).map_err(|e| format!("metrics endpoint: {e}"))?;
+    }
     tracing::info!(
         addr = %settings.addr,
         socket = %settings.socket.display(),
@@ -120,6 +128,7 @@ fn run(settings: config::Settings) -> Result<(), Box<dyn std::error::Error>> {
         backend = %settings.backend,
         gso = settings.gso,
         peers_are_rocex = settings.peers_are_rocex,
+        metrics = ?settings.metrics,
         "rocexd serving"
     );
     let socket = settings.socket.clone();

@@ -1,0 +1,149 @@
+//! `rocexd --metrics ADDR`: a scrape over HTTP gives every counter of `Stat` in
+//! Prometheus' text format, device-wide and per QP with labels, matching what `Stat`
+//! itself says; other paths and methods are refused, and a taken address stops the daemon
+//! at start.
+//!
+//! The exposition is read back by a parser written from the format's rules (one `# TYPE`
+//! per family before its samples, `name{labels} value`), not by the daemon's own code.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::Duration;
+
+use common::{Daemon, T, loopback, send_recv};
+
+/// A port nobody listens on now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `METHOD path` over HTTP/1.1: the status line and the body.
+fn http(port: u16, method: &str, path: &str) -> (String, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to the endpoint");
+    s.set_read_timeout(Some(T)).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a header and a body");
+    let status = head.lines().next().unwrap().to_owned();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .expect("Content-Length")
+        .parse()
+        .unwrap();
+    if method != "HEAD" {
+        assert_eq!(body.len(), len, "Content-Length");
+    }
+    (status, body.to_owned())
+}
+
+/// Samples by `name{labels}`, checking the format's rules on the way.
+fn parse(text: &str) -> BTreeMap<String, u64> {
+    let mut samples = BTreeMap::new();
+    let mut family = String::new();
+    let mut seen = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("# TYPE name kind");
+            assert!(["counter", "gauge"].contains(&kind), "{line}");
+            assert!(!seen.contains(&name.to_owned()), "family {name} twice");
+            seen.push(name.to_owned());
+            family = name.to_owned();
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').expect("name value");
+        let name = series.split('{').next().unwrap();
+        assert_eq!(name, family, "{line} outside its family");
+        assert!(
+            name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "{name}"
+        );
+        samples.insert(series.to_owned(), value.parse().expect("an integer value"));
+    }
+    samples
+}
+
+#[test]
+fn a_scrape_gives_every_counter_of_stat() {
+    let port = free_port();
+    let at = format!("127.0.0.1:{port}");
+    let d = Daemon::fresh("127.0.9.71", "metrics", &["--metrics", &at]);
+    let (mut x, mut y) = loopback(&d.sock);
+    // Some traffic, so that the counters are not all zero.
+    send_recv(&mut x, &mut y, 7);
+
+    let (status, body) = http(port, "GET", "/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+    let got = parse(&body);
+    let stats = x.ctx.stats().unwrap();
+    let addr = "addr=\"127.0.9.71\"";
+    for g in &stats.groups {
+        for (name, value) in &g.counters {
+            let metric = match g.name.as_str() {
+                "engine" => format!("rocex_{name}{{{addr}}}"),
+                group => format!("rocex_{group}_{name}{{{addr}}}"),
+            };
+            let scraped = *got.get(&metric).unwrap_or_else(|| panic!("no {metric}"));
+            // Traffic counters only grow between the scrape and Stat; levels stay.
+            assert!(scraped <= *value || name.ends_with("_ns"), "{metric}");
+        }
+    }
+    assert!(got[&format!("rocex_sent_pkts{{{addr}}}")] > 0);
+    // The scraper's connection is a client: two endpoints and it.
+    assert_eq!(got[&format!("rocex_daemon_clients{{{addr}}}")], 3);
+    for q in [&x.qp, &y.qp] {
+        let qpn = q.qpn();
+        let info = format!("rocex_qp_info{{{addr},qpn=\"{qpn}\",type=\"RC\",state=\"RTS\"}}");
+        assert_eq!(got.get(&info), Some(&1), "{body}");
+        let s = &stats.qps.iter().find(|s| s.qpn == qpn).unwrap().counters;
+        let sq_psn = s.iter().find(|(n, _)| n == "sq_psn").unwrap().1;
+        let series = format!("rocex_qp_sq_psn{{{addr},qpn=\"{qpn}\",type=\"RC\"}}");
+        assert_eq!(got.get(&series), Some(&sq_psn), "{body}");
+    }
+
+    let (status, body) = http(port, "HEAD", "/metrics");
+    assert_eq!((status.as_str(), body.as_str()), ("HTTP/1.1 200 OK", ""));
+    assert_eq!(http(port, "GET", "/").0, "HTTP/1.1 404 Not Found");
+    assert_eq!(
+        http(port, "POST", "/metrics").0,
+        "HTTP/1.1 405 Method Not Allowed"
+    );
+    // A client that sends nothing and hangs up does not stop the endpoint.
+    drop(TcpStream::connect(("127.0.0.1", port)).unwrap());
+    assert_eq!(http(port, "GET", "/metrics").0, "HTTP/1.1 200 OK");
+}
+
+#[test]
+fn a_taken_metrics_address_stops_the_daemon_at_start() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = taken.local_addr().unwrap().to_string();
+    let sock = common::socket_in("metrics-taken");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rocexd"))
+        .args(["--addr", "127.0.9.72", "--metrics", &at, "--socket"])
+        .arg(&sock)
+        .env_remove("ROCEX_SOCKET")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = rocex_testkit::finish(out, Duration::from_secs(10), "rocexd");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("rocexd: metrics endpoint {at}: ")),
+        "{err}"
+    );
+    assert!(!sock.exists(), "the control socket was bound");
+    let _ = std::fs::remove_dir_all(sock.parent().unwrap());
+}

@@ -15,6 +15,7 @@ mod progress;
 mod run;
 mod soak;
 mod stat;
+mod top;
 
 use std::process::ExitCode;
 
@@ -67,6 +68,9 @@ enum Command {
     /// A rocexd's counters: the engine's (rxe's hw_counters names), the daemon's, injected
     /// faults, and each QP's state and PSNs (like `rdma statistic`).
     Stat(stat::Args),
+    /// A live view of a rocexd: its totals and each QP's rates, queue depths and retries
+    /// left, redrawn every interval on a terminal (one view into a pipe).
+    Top(top::Args),
 }
 
 fn main() -> ExitCode {
@@ -84,6 +88,7 @@ fn main() -> ExitCode {
         Command::Ucmatose(args) => cm::cmatose::run(&args),
         Command::Soak(args) => soak::run(&args),
         Command::Stat(args) => stat::run(&args),
+        Command::Top(args) => top::run(&args),
         Command::Run(args) => run::run(&args),
         Command::Libdir(args) => run::run_libdir(&args),
     }

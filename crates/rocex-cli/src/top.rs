@@ -1,0 +1,253 @@
+//! `rocex top`: a live view of a `rocexd`, one line per QP (busiest first) under the
+//! device's totals, redrawn every interval on a terminal; into a pipe or file, one
+//! snapshot. Rates are differences between two `Stat` readings an interval apart: a QP's
+//! packets sent and received from its send and receive PSNs (each packet takes one), the
+//! device's from rxe's `sent_pkts`, `rcvd_pkts` and `retransmitted_pkts`.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use rocex_verbs::verbs::{QpState, QpType};
+use rocex_verbs::{Context, QpStat, Stats};
+
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// The daemon's control socket [default: $ROCEX_SOCKET, else the only rocexd running].
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// Seconds between readings (0.1 to 3600).
+    #[arg(short = 'd', long, default_value_t = 1.0, value_parser = parse_interval)]
+    interval: f64,
+    /// Stop after this many views [default: 1 into a pipe or file, no end on a terminal].
+    #[arg(short = 'n', long)]
+    count: Option<u64>,
+    /// At most this many QP lines in a view (the busiest).
+    #[arg(long, default_value_t = 40)]
+    rows: usize,
+}
+
+fn parse_interval(s: &str) -> Result<f64, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|d| (0.1..=3600.0).contains(d))
+        .ok_or_else(|| format!("{s:?} is not a number of seconds from 0.1 to 3600"))
+}
+
+/// PSNs count modulo 2^24.
+const PSN_MASK: u64 = (1 << 24) - 1;
+
+fn counter(c: &[(String, u64)], name: &str) -> u64 {
+    c.iter().find(|(n, _)| n == name).map_or(0, |&(_, v)| v)
+}
+
+fn group<'a>(s: &'a Stats, name: &str) -> &'a [(String, u64)] {
+    s.groups
+        .iter()
+        .find(|g| g.name == name)
+        .map_or(&[], |g| &g.counters)
+}
+
+const fn type_name(t: QpType) -> &'static str {
+    match t {
+        QpType::Rc => "RC",
+        QpType::Uc => "UC",
+        QpType::Ud => "UD",
+    }
+}
+
+const fn state_name(s: QpState) -> &'static str {
+    match s {
+        QpState::Reset => "RESET",
+        QpState::Init => "INIT",
+        QpState::Rtr => "RTR",
+        QpState::Rts => "RTS",
+        QpState::Sqd => "SQD",
+        QpState::Sqe => "SQE",
+        QpState::Err => "ERR",
+    }
+}
+
+/// One QP's line: its rates over `secs` since `before` (its previous reading, if it
+/// existed then).
+struct Row {
+    tx: f64,
+    rx: f64,
+    line: String,
+}
+
+fn row(q: &QpStat, before: Option<&QpStat>, secs: f64) -> Row {
+    let c = &q.counters;
+    let rate = |name: &str| {
+        before.map_or(0.0, |b| {
+            let d = counter(c, name).wrapping_sub(counter(&b.counters, name)) & PSN_MASK;
+            d as f64 / secs
+        })
+    };
+    let (tx, rx) = (rate("sq_psn"), rate("rq_psn"));
+    let in_flight = counter(c, "sq_psn").wrapping_sub(counter(c, "unacked_psn")) & PSN_MASK;
+    let line = format!(
+        "{:>8} {:<4} {:<5} {:>10.0} {:>10.0} {:>8} {:>6} {:>6} {:>5} {:>5}",
+        format!("{:#x}", q.qpn),
+        type_name(q.qp_type),
+        state_name(q.state),
+        tx,
+        rx,
+        in_flight,
+        counter(c, "sq_wqes"),
+        counter(c, "rq_wqes"),
+        counter(c, "retry_left"),
+        counter(c, "rnr_retry_left"),
+    );
+    Row { tx, rx, line }
+}
+
+/// The view of `now` against `before`, `secs` apart.
+fn view(socket: &str, addr: &str, before: &Stats, now: &Stats, secs: f64, rows: usize) -> String {
+    let (e0, e1) = (group(before, "engine"), group(now, "engine"));
+    let per_s = |name: &str| counter(e1, name).saturating_sub(counter(e0, name)) as f64 / secs;
+    let d = group(now, "daemon");
+    let drops: u64 = e1
+        .iter()
+        .filter(|(n, _)| n.starts_with("drop_"))
+        .map(|&(_, v)| v)
+        .sum();
+    let mut out = format!(
+        "rocexd {addr} ({socket})  clients {}  qps {}  mrs {}  registered {} B\n\
+         sent {:.0} pkt/s  received {:.0} pkt/s  retransmitted {:.0} pkt/s  \
+         RNR NAKs received {} sent {}  sequence NAKs {}  retries exceeded {}  dropped {}\n\n",
+        counter(d, "clients"),
+        counter(d, "qps"),
+        counter(d, "mrs"),
+        counter(d, "registered_bytes"),
+        per_s("sent_pkts"),
+        per_s("rcvd_pkts"),
+        per_s("retransmitted_pkts"),
+        counter(e1, "rcvd_rnr_err"),
+        counter(e1, "send_rnr_err"),
+        counter(e1, "rcvd_seq_err"),
+        counter(e1, "retry_exceeded_err") + counter(e1, "retry_rnr_exceeded_err"),
+        drops,
+    );
+    out.push_str(&format!(
+        "{:>8} {:<4} {:<5} {:>10} {:>10} {:>8} {:>6} {:>6} {:>5} {:>5}\n",
+        "QPN", "TYPE", "STATE", "TX pkt/s", "RX pkt/s", "INFLIGHT", "SQ", "RQ", "RETRY", "RNR"
+    ));
+    let mut lines: Vec<Row> = now
+        .qps
+        .iter()
+        .map(|q| row(q, before.qps.iter().find(|b| b.qpn == q.qpn), secs))
+        .collect();
+    // Busiest first; equals keep the QPN order they came in.
+    lines.sort_by(|a, b| (b.tx + b.rx).total_cmp(&(a.tx + a.rx)));
+    for r in lines.iter().take(rows) {
+        out.push_str(&r.line);
+        out.push('\n');
+    }
+    if lines.len() > rows {
+        out.push_str(&format!("... {} more QPs\n", lines.len() - rows));
+    }
+    out
+}
+
+pub(crate) fn run(a: &Args) -> ExitCode {
+    let opened = a
+        .socket
+        .clone()
+        .map_or_else(rocex_verbs::default_socket, Ok)
+        .and_then(|s| Context::open(&s).map(|c| (s, c)));
+    let (socket, ctx) = match opened {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("rocex top: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let shown = socket.display().to_string();
+    let addr = ctx.gid_addr().to_string();
+    let tty = std::io::stdout().is_terminal();
+    let count = a.count.unwrap_or(if tty { u64::MAX } else { 1 });
+    let interval = Duration::from_secs_f64(a.interval);
+    let mut before = match ctx.stats() {
+        Ok(s) => (s, Instant::now()),
+        Err(e) => {
+            eprintln!("rocex top: {shown}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    for _ in 0..count {
+        std::thread::sleep(interval);
+        let now = match ctx.stats() {
+            Ok(s) => (s, Instant::now()),
+            Err(e) => {
+                eprintln!("rocex top: {shown}: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let secs = now.1.duration_since(before.1).as_secs_f64();
+        let text = view(&shown, &addr, &before.0, &now.0, secs, a.rows);
+        // On a terminal each view replaces the last (cursor home, clear the screen).
+        let home = if tty { "\x1b[H\x1b[2J" } else { "" };
+        if write!(out, "{home}{text}")
+            .and_then(|()| out.flush())
+            .is_err()
+        {
+            // A closed pipe (`rocex top | head`) ends the view quietly.
+            return ExitCode::SUCCESS;
+        }
+        before = now;
+    }
+    ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rocex_verbs::StatGroup;
+
+    fn qp(qpn: u32, sq_psn: u64, rq_psn: u64) -> QpStat {
+        QpStat {
+            qpn,
+            qp_type: QpType::Rc,
+            state: QpState::Rts,
+            counters: [
+                ("sq_psn", sq_psn),
+                ("unacked_psn", sq_psn.saturating_sub(3)),
+                ("rq_psn", rq_psn),
+                ("sq_wqes", 2),
+            ]
+            .map(|(n, v)| (n.to_owned(), v))
+            .into(),
+        }
+    }
+
+    #[test]
+    fn rates_come_from_psn_differences_across_the_wrap() {
+        let engine = |sent| StatGroup {
+            name: "engine".into(),
+            counters: vec![("sent_pkts".into(), sent)],
+        };
+        let before = Stats {
+            groups: vec![engine(100)],
+            qps: vec![qp(17, PSN_MASK - 9, 50), qp(18, 5, 5)],
+            next: 0,
+        };
+        let now = Stats {
+            groups: vec![engine(300)],
+            qps: vec![qp(17, 10, 50), qp(18, 5, 5), qp(19, 1, 1)],
+            next: 0,
+        };
+        let v = view("/s", "10.0.0.1", &before, &now, 2.0, 2);
+        assert!(v.contains("sent 100 pkt/s"), "{v}");
+        let lines: Vec<&str> = v.lines().collect();
+        // 20 PSNs across the wrap in 2 s; the busiest QP first; one line too many.
+        assert!(
+            lines[4].starts_with("    0x11 RC   RTS           10"),
+            "{v}"
+        );
+        assert!(lines[4].contains("        3      2"), "{v}");
+        assert_eq!(lines.last(), Some(&"... 1 more QPs"), "{v}");
+    }
+}

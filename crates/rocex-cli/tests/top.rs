@@ -1,0 +1,120 @@
+//! `rocex top` against a `rocexd` holding QPs this test made: into a pipe it prints one
+//! view, with the daemon's totals and a line per QP showing its type, state, queue depths
+//! and retries left as the test set them; on a terminal (`script` gives it one) it redraws
+//! the view in place every interval. Daemons on 127.0.6.21 and 127.0.6.22.
+
+mod common;
+mod run;
+
+use std::net::IpAddr;
+use std::process::Command;
+use std::time::Duration;
+
+use common::Daemon;
+use rocex_verbs::verbs::{AddressVector, Mtu, QpAttr, QpCap, QpType, RecvWr};
+use rocex_verbs::{Access, Context, Qp, QpInitAttr};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// RESET → INIT → RTR → RTS towards `peer` (address, QPN), retry counts 6 and 5.
+fn connect(qp: &Qp, peer: (IpAddr, u32)) {
+    let to_rts = QpAttr {
+        qp_access_flags: Access::LOCAL_WRITE,
+        ah_attr: Some(AddressVector { dest: peer.0 }),
+        path_mtu: Mtu::M1024,
+        dest_qp_num: peer.1,
+        max_dest_rd_atomic: 1,
+        min_rnr_timer: 1,
+        timeout: 14,
+        retry_cnt: 6,
+        rnr_retry: 5,
+        max_rd_atomic: 1,
+        ..QpAttr::default()
+    };
+    for (a, mask) in to_rts.rc_steps() {
+        qp.modify(&a, mask).unwrap();
+    }
+}
+
+/// The QP lines of a view, by QPN as `top` prints it: TYPE STATE TX RX INFLIGHT SQ RQ
+/// RETRY RNR.
+fn qp_line<'a>(view: &'a str, qpn: u32) -> Vec<&'a str> {
+    let key = format!("{qpn:#x}");
+    view.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|w| w.first() == Some(&key.as_str()))
+        .unwrap_or_else(|| panic!("no line for QP {key} in:\n{view}"))
+}
+
+#[test]
+fn a_piped_top_prints_one_view_of_the_qps() {
+    let d = Daemon::start("127.0.6.21", "top", &[]);
+    let ctx = Context::open(&d.sock).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let mr = pd.alloc_mr(1 << 16, Access::LOCAL_WRITE).unwrap();
+    let cq = ctx.create_cq(64, None).unwrap();
+    let init = QpInitAttr {
+        qp_type: QpType::Rc,
+        send_cq: &cq,
+        recv_cq: &cq,
+        cap: QpCap::default(),
+    };
+    let (x, mut y, idle) = (
+        pd.create_qp(&init).unwrap(),
+        pd.create_qp(&init).unwrap(),
+        pd.create_qp(&init).unwrap(),
+    );
+    connect(&x, (ctx.gid_addr(), y.qpn()));
+    connect(&y, (ctx.gid_addr(), x.qpn()));
+    let recvs: Vec<RecvWr> = (0..5).map(|i| RecvWr::new(i, [mr.sge(0, 64)])).collect();
+    y.post_recv(&recvs).unwrap();
+
+    let r = run::run(
+        &["top", "--socket", d.sock.to_str().unwrap(), "-d", "0.2"],
+        LIMIT,
+    );
+    assert_eq!(r.code, Some(0), "{r}");
+    let head = format!("rocexd 127.0.6.21 ({})  clients 2  qps 3", d.sock.display());
+    assert!(r.stdout.starts_with(&head), "{r}");
+    assert!(
+        !r.stdout.contains('\x1b'),
+        "no terminal codes into a pipe: {r}"
+    );
+    assert_eq!(
+        r.stdout.matches("QPN TYPE STATE").count(),
+        1,
+        "one view: {r}"
+    );
+    let ly = qp_line(&r.stdout, y.qpn());
+    assert_eq!(
+        (ly[1], ly[2], ly[7], ly[8], ly[9]),
+        ("RC", "RTS", "5", "6", "5"),
+        "{r}"
+    );
+    assert_eq!(&qp_line(&r.stdout, x.qpn())[1..3], ["RC", "RTS"], "{r}");
+    assert_eq!(qp_line(&r.stdout, idle.qpn())[2], "RESET", "{r}");
+}
+
+#[test]
+fn top_on_a_terminal_redraws_in_place() {
+    let test = "top_on_a_terminal_redraws_in_place";
+    let Some(script) = rocex_testkit::require_tool(test, "script") else {
+        return;
+    };
+    let d = Daemon::start("127.0.6.22", "top-tty", &[]);
+    let cmd = format!(
+        "'{}' top --socket '{}' -d 0.1 -n 3",
+        env!("CARGO_BIN_EXE_rocex"),
+        d.sock.display()
+    );
+    let r = run::finish(
+        run::spawn(Command::new(script).args(["-qfec", &cmd, "/dev/null"])),
+        LIMIT,
+    );
+    assert_eq!(r.code, Some(0), "{r}");
+    assert_eq!(
+        r.stdout.matches("\x1b[H\x1b[2Jrocexd 127.0.6.22").count(),
+        3,
+        "{r}"
+    );
+}

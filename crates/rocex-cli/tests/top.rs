@@ -38,7 +38,7 @@ fn connect(qp: &Qp, peer: (IpAddr, u32)) {
 
 /// The QP lines of a view, by QPN as `top` prints it: TYPE STATE TX RX INFLIGHT SQ RQ
 /// RETRY RNR.
-fn qp_line<'a>(view: &'a str, qpn: u32) -> Vec<&'a str> {
+fn qp_line(view: &str, qpn: u32) -> Vec<&str> {
     let key = format!("{qpn:#x}");
     view.lines()
         .map(|l| l.split_whitespace().collect::<Vec<_>>())

@@ -14,6 +14,12 @@ default:
 demo *ARGS:
     cargo run --release -q -p rocex-cli -- demo {{ARGS}}
 
+# Install rocex, rocexd, the drop-in libraries (PREFIX/lib/rocex), the systemd unit
+# rocexd@.service and an example configuration under PREFIX (`just install /usr/local`;
+# `--profile debug` installs a debug build; docs/daemon.md, "Running it as a service").
+install PREFIX *ARGS:
+    packaging/install.sh {{ARGS}} "{{PREFIX}}"
+
 # Every test: unit, property, capture conformance and the tshark cross-check. A test that
 # cannot run here (not root, a tool missing) fails in CI and is listed at the end elsewhere.
 test:

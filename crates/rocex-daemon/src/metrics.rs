@@ -145,22 +145,23 @@ const fn state_name(s: QpState) -> &'static str {
     }
 }
 
-/// The exposition: `rocex_<name>` for the engine's counters (rxe's names),
-/// `rocex_<group>_<name>` for the other groups', `rocex_qp_<name>` gauges per QP (labels
-/// `qpn` and `type`) and `rocex_qp_info` (1, with the QP's `state`); every sample carries
-/// the device's address as `addr`.
+/// The exposition: `rocex_<name>_total` for the engine's counters (rxe's names),
+/// `rocex_<group>_<name>` for the other groups' levels and `..._total` for their counts,
+/// `rocex_qp_<name>` gauges per QP (labels `qpn` and `type`) and `rocex_qp_info` (1, with
+/// the QP's `state`); every sample carries the device's address as `addr`.
 fn render(addr: &str, s: &Stats) -> String {
     let mut out = String::new();
     for g in &s.groups {
         for (name, value) in &g.counters {
-            let (metric, kind) = match g.name.as_str() {
-                "engine" => (format!("rocex_{name}"), "counter"),
-                group => {
-                    let level = group == "daemon"
-                        && (DAEMON_GAUGES.contains(&name.as_str()) || name.ends_with("_ns"));
-                    let kind = if level { "gauge" } else { "counter" };
-                    (format!("rocex_{group}_{name}"), kind)
-                }
+            let stem = match g.name.as_str() {
+                "engine" => format!("rocex_{name}"),
+                group => format!("rocex_{group}_{name}"),
+            };
+            let level = g.name == "daemon"
+                && (DAEMON_GAUGES.contains(&name.as_str()) || name.ends_with("_ns"));
+            let (kind, metric) = match level {
+                true => ("gauge", stem),
+                false => ("counter", format!("{stem}_total")),
             };
             let _ = writeln!(
                 out,
@@ -236,10 +237,12 @@ mod tests {
         };
         let text = render("10.0.0.1", &s);
         for line in [
-            "# TYPE rocex_sent_pkts counter",
-            "rocex_sent_pkts{addr=\"10.0.0.1\"} 3",
+            "# TYPE rocex_sent_pkts_total counter",
+            "rocex_sent_pkts_total{addr=\"10.0.0.1\"} 3",
             "# TYPE rocex_daemon_clients gauge",
-            "# TYPE rocex_daemon_disconnects counter",
+            "# TYPE rocex_daemon_disconnects_total counter",
+            "rocex_daemon_disconnects_total{addr=\"10.0.0.1\"} 1",
+            "rocex_daemon_clients{addr=\"10.0.0.1\"} 2",
             "rocex_qp_info{addr=\"10.0.0.1\",qpn=\"18\",type=\"UD\",state=\"INIT\"} 1",
             "rocex_qp_sq_psn{addr=\"10.0.0.1\",qpn=\"17\",type=\"RC\"} 5",
         ] {

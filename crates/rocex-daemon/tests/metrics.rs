@@ -4,13 +4,15 @@
 //! at start.
 //!
 //! The exposition is read back by a parser written from the format's rules (one `# TYPE`
-//! per family before its samples, `name{labels} value`), not by the daemon's own code.
+//! per family before its samples, `name{labels} value`), not by the daemon's own code, and
+//! by Prometheus' own Python client's parser (Debian's python3-prometheus-client).
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{Daemon, T, loopback, send_recv};
@@ -58,6 +60,8 @@ fn parse(text: &str) -> BTreeMap<String, u64> {
         if let Some(rest) = line.strip_prefix("# TYPE ") {
             let (name, kind) = rest.split_once(' ').expect("# TYPE name kind");
             assert!(["counter", "gauge"].contains(&kind), "{line}");
+            // Counters are named `..._total`, as Prometheus' conventions ask.
+            assert_eq!(kind == "counter", name.ends_with("_total"), "{line}");
             assert!(!seen.contains(&name.to_owned()), "family {name} twice");
             seen.push(name.to_owned());
             family = name.to_owned();
@@ -91,16 +95,21 @@ fn a_scrape_gives_every_counter_of_stat() {
     let addr = "addr=\"127.0.9.71\"";
     for g in &stats.groups {
         for (name, value) in &g.counters {
-            let metric = match g.name.as_str() {
-                "engine" => format!("rocex_{name}{{{addr}}}"),
-                group => format!("rocex_{group}_{name}{{{addr}}}"),
+            let stem = match g.name.as_str() {
+                "engine" => format!("rocex_{name}"),
+                group => format!("rocex_{group}_{name}"),
             };
-            let scraped = *got.get(&metric).unwrap_or_else(|| panic!("no {metric}"));
+            let counter = format!("{stem}_total{{{addr}}}");
+            let gauge = format!("{stem}{{{addr}}}");
+            let scraped = *got
+                .get(&counter)
+                .or_else(|| got.get(&gauge))
+                .unwrap_or_else(|| panic!("no {counter} or {gauge}"));
             // Traffic counters only grow between the scrape and Stat; levels stay.
-            assert!(scraped <= *value || name.ends_with("_ns"), "{metric}");
+            assert!(scraped <= *value || name.ends_with("_ns"), "{stem}");
         }
     }
-    assert!(got[&format!("rocex_sent_pkts{{{addr}}}")] > 0);
+    assert!(got[&format!("rocex_sent_pkts_total{{{addr}}}")] > 0);
     // The scraper's connection is a client: two endpoints and it.
     assert_eq!(got[&format!("rocex_daemon_clients{{{addr}}}")], 3);
     for q in [&x.qp, &y.qp] {
@@ -146,4 +155,84 @@ fn a_taken_metrics_address_stops_the_daemon_at_start() {
     );
     assert!(!sock.exists(), "the control socket was bound");
     let _ = std::fs::remove_dir_all(sock.parent().unwrap());
+}
+
+/// Prometheus' Python parser over `text`: one line per sample, `family type name
+/// label=value,... value`, labels sorted.
+const REFERENCE: &str = r#"
+import sys
+from prometheus_client.parser import text_string_to_metric_families
+for fam in text_string_to_metric_families(sys.stdin.read()):
+    for s in fam.samples:
+        labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+        print(fam.name, fam.type, s.name, labels, int(s.value))
+"#;
+
+#[test]
+fn prometheus_own_parser_reads_the_exposition() {
+    let test = "prometheus_own_parser_reads_the_exposition";
+    // Debian's interpreter, where Debian's package puts the module.
+    let python = "/usr/bin/python3";
+    let has_module = Command::new(python)
+        .args(["-c", "import prometheus_client"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_module {
+        rocex_testkit::cannot_run(test, "python3-prometheus-client (Debian's package)");
+        return;
+    }
+    let port = free_port();
+    let at = format!("127.0.0.1:{port}");
+    let d = Daemon::fresh("127.0.9.73", "metrics-ref", &["--metrics", &at]);
+    let (mut x, mut y) = loopback(&d.sock);
+    send_recv(&mut x, &mut y, 3);
+    let (status, body) = http(port, "GET", "/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+    let mut child = Command::new(python)
+        .args(["-c", REFERENCE])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let out = rocex_testkit::finish(child, T, "the reference parser");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the reference parser refused it: {err}\n{body}"
+    );
+    let parsed = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<Vec<&str>> = parsed.lines().map(|l| l.split(' ').collect()).collect();
+    // Every sample is read, each in a family with a declared type.
+    assert_eq!(lines.len(), parse(&body).len(), "{parsed}");
+    for l in &lines {
+        assert!(["counter", "gauge"].contains(&l[1]), "{l:?}");
+    }
+    let find = |name: &str, labels: &str| {
+        lines
+            .iter()
+            .find(|l| l[2] == name && l[3] == labels)
+            .unwrap_or_else(|| panic!("no {name}{{{labels}}} in\n{parsed}"))
+    };
+    let stats = x.ctx.stats().unwrap();
+    let sent = stats.groups[0]
+        .counters
+        .iter()
+        .find(|(n, _)| n == "sent_pkts");
+    let l = find("rocex_sent_pkts_total", "addr=127.0.9.73");
+    assert_eq!(l[1], "counter");
+    assert!(l[4].parse::<u64>().unwrap() <= sent.unwrap().1 && l[4] != "0");
+    assert_eq!(find("rocex_daemon_clients", "addr=127.0.9.73")[1], "gauge");
+    let qpn = y.qp.qpn();
+    let info = format!("addr=127.0.9.73,qpn={qpn},state=RTS,type=RC");
+    assert_eq!(find("rocex_qp_info", &info)[4], "1");
+    let rq = format!("addr=127.0.9.73,qpn={qpn},type=RC");
+    assert_eq!(find("rocex_qp_rq_wqes", &rq)[1], "gauge");
 }

@@ -1,12 +1,14 @@
-//! Fault injection on the way out: loss, duplication, reordering, corruption and delay,
-//! drawn from a seeded generator, so that applications can test themselves against a bad
-//! network with nothing but a flag (`loss=0.05,dup=0.01,seed=7`).
+//! Fault injection on the way out, so that applications can test themselves against a bad
+//! network with nothing but a flag (`loss=0.05,dup=0.01,seed=7`): rocex-sim's fault model
+//! ([`Link`], the one the simulated fabric uses), applied by its [`Injector`] to every
+//! packet sent. `docs/faults.md` describes the model and the syntax.
 //!
-//! [`Injected`] wraps any [`Backend`] and applies an [`Injector`] to what it sends. A
-//! corrupted packet keeps its wrong ICRC through the backend (a GSO segment's ICRC fix is an
-//! XOR), so the receiver's ICRC check drops it wherever the receiver can check.
+//! [`Injected`] wraps any [`Backend`]. The model reads no clock: `Injected` gives it the
+//! time since the injection began, on the monotonic clock the engine's time comes from too,
+//! and turns the model's due times back into that clock for the caller's poll. A corrupted
+//! packet keeps its wrong ICRC through the backend (a GSO segment's ICRC fix is an XOR), so
+//! the receiver's ICRC check drops it wherever the receiver can check.
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::io;
 use std::net::IpAddr;
@@ -14,24 +16,19 @@ use std::os::fd::BorrowedFd;
 use std::str::FromStr;
 use std::time::Duration;
 
+use rocex_proto::Instant;
+use rocex_sim::{FaultCounters, Injector, Link};
+
 use crate::{Backend, BackendCounters, BackendKind, RxMeta};
 
 /// Where a packet goes: the destination address and the UDP source port.
 pub type To = (IpAddr, u16);
 
-/// What to do to outgoing packets. Probabilities are in `0.0..=1.0`.
+/// What to do to outgoing packets (`--inject`): the fault model and its seed.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Faults {
-    /// Chance a packet is dropped.
-    pub loss: f64,
-    /// Chance a packet is sent twice.
-    pub dup: f64,
-    /// Chance a packet is held back and sent after the next one.
-    pub reorder: f64,
-    /// Chance one bit of a packet is flipped (the receiver's ICRC check drops it).
-    pub corrupt: f64,
-    /// Every packet is held this long before it is sent.
-    pub delay: Duration,
+    /// Loss, duplication, reordering, corruption, delay and jitter.
+    pub link: Link,
     /// Seed of the generator.
     pub seed: u64,
 }
@@ -51,10 +48,11 @@ impl std::error::Error for FaultsError {}
 impl FromStr for Faults {
     type Err = FaultsError;
 
-    /// `loss=P,dup=P,reorder=P,corrupt=P,delay=DURATION,seed=N` in any order, any subset;
-    /// durations as `500us`, `2ms` or `1s`.
+    /// `loss=P,dup=P,reorder=P,reorder_by=DURATION,corrupt=P,delay=DURATION,
+    /// jitter=DURATION,seed=N` in any order, any subset; durations as `500us`, `2ms` or `1s`.
     fn from_str(s: &str) -> Result<Self, FaultsError> {
         let mut f = Self::default();
+        let l = &mut f.link;
         for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
             let (k, v) = item
                 .split_once('=')
@@ -70,11 +68,13 @@ impl FromStr for Faults {
                 }
             };
             match k {
-                "loss" => f.loss = prob()?,
-                "dup" => f.dup = prob()?,
-                "reorder" => f.reorder = prob()?,
-                "corrupt" => f.corrupt = prob()?,
-                "delay" => f.delay = duration(v)?,
+                "loss" => l.loss = prob()?,
+                "dup" => l.duplicate = prob()?,
+                "reorder" => l.reorder = prob()?,
+                "reorder_by" => l.reorder_by = duration(v)?,
+                "corrupt" => l.corrupt = prob()?,
+                "delay" => l.delay = duration(v)?,
+                "jitter" => l.jitter = duration(v)?,
                 "seed" => {
                     f.seed = v
                         .parse()
@@ -101,133 +101,15 @@ fn duration(v: &str) -> Result<Duration, FaultsError> {
     }
 }
 
-/// What the injector did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct FaultCounters {
-    /// Packets dropped.
-    pub lost: u64,
-    /// Extra copies sent.
-    pub duplicated: u64,
-    /// Packets sent after a later one.
-    pub reordered: u64,
-    /// Packets with a flipped bit.
-    pub corrupted: u64,
-}
-
-/// Applies [`Faults`] to a stream of outgoing packets.
-#[derive(Debug)]
-pub struct Injector {
-    faults: Faults,
-    state: u64,
-    held: Option<(To, Vec<u8>)>,
-    delayed: VecDeque<(std::time::Instant, To, Vec<u8>)>,
-    /// Counts of what was done.
-    pub counters: FaultCounters,
-}
-
-impl Injector {
-    /// An injector for `faults`.
-    pub fn new(faults: Faults) -> Self {
-        Self {
-            faults,
-            state: faults.seed ^ 0x9e37_79b9_7f4a_7c15,
-            held: None,
-            delayed: VecDeque::new(),
-            counters: FaultCounters::default(),
-        }
-    }
-
-    /// splitmix64: small, seeded, good enough to decide coin flips.
-    fn next(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn chance(&mut self, p: f64) -> bool {
-        p > 0.0 && (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p
-    }
-
-    /// Takes a packet bound for `dest` and returns the packets to send now, in order.
-    pub fn apply(
-        &mut self,
-        now: std::time::Instant,
-        dest: To,
-        packet: &[u8],
-        out: &mut Vec<(To, Vec<u8>)>,
-    ) {
-        self.release(now, out);
-        if self.chance(self.faults.loss) {
-            self.counters.lost += 1;
-            return;
-        }
-        let mut p = packet.to_vec();
-        if !p.is_empty() && self.chance(self.faults.corrupt) {
-            let bit = (self.next() % (p.len() as u64 * 8)) as usize;
-            p[bit / 8] ^= 1 << (bit % 8);
-            self.counters.corrupted += 1;
-        }
-        let copies = if self.chance(self.faults.dup) { 2 } else { 1 };
-        self.counters.duplicated += copies - 1;
-        for _ in 0..copies {
-            if self.held.is_none() && self.chance(self.faults.reorder) {
-                self.counters.reordered += 1;
-                self.held = Some((dest, p.clone()));
-                continue;
-            }
-            self.emit(now, dest, p.clone(), out);
-            if let Some((d, h)) = self.held.take() {
-                self.emit(now, d, h, out);
-            }
-        }
-    }
-
-    fn emit(
-        &mut self,
-        now: std::time::Instant,
-        dest: To,
-        p: Vec<u8>,
-        out: &mut Vec<(To, Vec<u8>)>,
-    ) {
-        if self.faults.delay.is_zero() {
-            out.push((dest, p));
-        } else {
-            self.delayed.push_back((now + self.faults.delay, dest, p));
-        }
-    }
-
-    /// Moves delayed packets that are due (and a held one, if nothing followed it) to `out`.
-    pub fn release(&mut self, now: std::time::Instant, out: &mut Vec<(To, Vec<u8>)>) {
-        while self.delayed.front().is_some_and(|(t, _, _)| *t <= now) {
-            let (_, d, p) = self.delayed.pop_front().expect("checked");
-            out.push((d, p));
-        }
-    }
-
-    /// When the next delayed packet is due.
-    pub fn next_due(&self) -> Option<std::time::Instant> {
-        self.delayed.front().map(|(t, _, _)| *t)
-    }
-
-    /// Lets a held (reordered) packet go when no other packet came to overtake it.
-    pub fn flush_held(&mut self, now: std::time::Instant, out: &mut Vec<(To, Vec<u8>)>) {
-        if let Some((d, h)) = self.held.take() {
-            self.emit(now, d, h, out);
-        }
-    }
-}
-
 /// A backend whose sends pass through an [`Injector`] first; everything else is the inner
 /// backend's.
 #[derive(Debug)]
 pub struct Injected<B> {
     inner: B,
-    injector: Option<Injector>,
+    injector: Option<Injector<To>>,
+    /// Time zero of the injector's time.
+    epoch: std::time::Instant,
     out: Vec<(To, Vec<u8>)>,
-    /// Something was sent since the last flush (a held packet waits for one more).
-    sent: bool,
 }
 
 impl<B: Backend> Injected<B> {
@@ -243,19 +125,24 @@ impl<B: Backend> Injected<B> {
         Self {
             inner,
             injector: None,
+            epoch: std::time::Instant::now(),
             out: Vec::new(),
-            sent: false,
         }
     }
 
     /// Applies `faults` from now on, with fresh counters.
     pub(crate) fn set_faults(&mut self, faults: Faults) {
-        self.injector = Some(Injector::new(faults));
+        self.injector = Some(Injector::new(faults.link, faults.seed));
     }
 
     /// The wrapped backend.
     pub fn inner(&self) -> &B {
         &self.inner
+    }
+
+    /// The injector's time: the monotonic clock since `epoch`, as a driver gives its engine.
+    fn now(&self) -> Instant {
+        Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
     }
 
     fn send_out(&mut self) -> io::Result<()> {
@@ -288,16 +175,11 @@ impl<B: Backend> Backend for Injected<B> {
     }
 
     fn send(&mut self, dest: IpAddr, src_port: u16, payload: &[u8]) -> io::Result<()> {
+        let now = self.now();
         let Some(inj) = &mut self.injector else {
             return self.inner.send(dest, src_port, payload);
         };
-        self.sent = true;
-        inj.apply(
-            std::time::Instant::now(),
-            (dest, src_port),
-            payload,
-            &mut self.out,
-        );
+        inj.apply(now, (dest, src_port), payload, &mut self.out);
         self.send_out()
     }
 
@@ -314,11 +196,8 @@ impl<B: Backend> Backend for Injected<B> {
     }
 
     fn flush(&mut self) -> io::Result<()> {
+        let now = self.now();
         if let Some(inj) = &mut self.injector {
-            let now = std::time::Instant::now();
-            if !std::mem::take(&mut self.sent) {
-                inj.flush_held(now, &mut self.out);
-            }
             inj.release(now, &mut self.out);
             self.send_out()?;
         }
@@ -330,7 +209,11 @@ impl<B: Backend> Backend for Injected<B> {
     }
 
     fn next_due(&self) -> Option<std::time::Instant> {
-        let mine = self.injector.as_ref().and_then(Injector::next_due);
+        let mine = self
+            .injector
+            .as_ref()
+            .and_then(Injector::next_due)
+            .map(|t| self.epoch + Duration::from_nanos(t.nanos()));
         match (mine, self.inner.next_due()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -362,54 +245,24 @@ mod tests {
         assert_eq!(
             f,
             Faults {
-                loss: 0.1,
-                dup: 0.05,
-                reorder: 0.02,
-                corrupt: 0.01,
-                delay: Duration::from_millis(2),
+                link: Link {
+                    loss: 0.1,
+                    duplicate: 0.05,
+                    reorder: 0.02,
+                    corrupt: 0.01,
+                    delay: Duration::from_millis(2),
+                    ..Link::default()
+                },
                 seed: 7
             }
+        );
+        let f: Faults = "reorder=0.1,reorder_by=3ms,jitter=500us".parse().unwrap();
+        assert_eq!(
+            (f.link.reorder_by, f.link.jitter),
+            (Duration::from_millis(3), Duration::from_micros(500))
         );
         assert!("loss=2".parse::<Faults>().is_err());
         assert!("lose=0.1".parse::<Faults>().is_err());
         assert!("delay=3h".parse::<Faults>().is_err());
-    }
-
-    #[test]
-    fn rates_come_out_near_what_was_asked() {
-        let mut inj = Injector::new("loss=0.1,dup=0.05,seed=3".parse().unwrap());
-        let now = std::time::Instant::now();
-        let mut out = Vec::new();
-        for _ in 0..100_000 {
-            inj.apply(
-                now,
-                (IpAddr::from([127, 0, 0, 1]), 4791),
-                &[1, 2, 3],
-                &mut out,
-            );
-        }
-        let c = inj.counters;
-        assert!((9_000..11_000).contains(&c.lost), "{c:?}");
-        assert!((4_000..5_000).contains(&c.duplicated), "{c:?}");
-        assert_eq!(out.len() as u64, 100_000 - c.lost + c.duplicated);
-    }
-
-    #[test]
-    fn the_same_seed_does_the_same() {
-        let run = || {
-            let mut inj = Injector::new("loss=0.3,reorder=0.2,corrupt=0.1,seed=9".parse().unwrap());
-            let mut out = Vec::new();
-            let now = std::time::Instant::now();
-            for i in 0..1000u32 {
-                inj.apply(
-                    now,
-                    (IpAddr::from([127, 0, 0, 1]), 4791),
-                    &i.to_be_bytes(),
-                    &mut out,
-                );
-            }
-            out
-        };
-        assert_eq!(run(), run());
     }
 }

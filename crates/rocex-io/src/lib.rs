@@ -23,7 +23,8 @@ pub use backend::{
     Backend, BackendCounters, BackendKind, BackendOptions, MAX_PACKET, RxMeta, UnknownBackend,
 };
 pub use driver::Driver;
-pub use inject::{FaultCounters, Faults, FaultsError, Injected, Injector, To};
+pub use inject::{Faults, FaultsError, Injected, To};
+pub use rocex_sim::FaultCounters;
 pub use udp::UdpPort;
 pub use uring::UringPort;
 

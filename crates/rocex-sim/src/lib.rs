@@ -1,6 +1,6 @@
 /*! A simulated fabric for rocex engines: virtual time, and per-link loss, duplication,
 reordering, corruption and delay drawn from a seeded generator, so every run replays
-exactly.
+exactly. The faults are the [`faults`] model, the one `--inject` applies to real engines.
 
 The fabric carries what [`Engine::poll_transmit`] produces, as a UDP socket would, and
 checks each delivered packet's ICRC the way a rocex receiver of rocex traffic can
@@ -12,40 +12,13 @@ by the receiving engine, never delivered.
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::net::{IpAddr, SocketAddr};
-use std::time::Duration;
 
-use rand_chacha::ChaCha8Rng;
-use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rocex_proto::{Engine, Instant};
 
-/// What a link does to the packets it carries. Probabilities are in `0.0..=1.0`.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Link {
-    /// One-way delay.
-    pub delay: Duration,
-    /// Extra delay, uniform in `0..jitter`, which reorders packets when it exceeds their spacing.
-    pub jitter: Duration,
-    /// Chance a packet is lost.
-    pub loss: f64,
-    /// Chance a packet is delivered twice.
-    pub duplicate: f64,
-    /// Chance a packet is held back by up to `reorder_by`, arriving after later ones.
-    pub reorder: f64,
-    /// How long a reordered packet is held back at most.
-    pub reorder_by: Duration,
-    /// Chance one bit of a packet is flipped.
-    pub corrupt: f64,
-}
+pub mod faults;
 
-impl Link {
-    /// A perfect link with a delay.
-    pub fn with_delay(delay: Duration) -> Self {
-        Self {
-            delay,
-            ..Self::default()
-        }
-    }
-}
+use faults::Dice;
+pub use faults::{FaultCounters, Injector, Link};
 
 /// What the fabric did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -82,7 +55,7 @@ pub type Interceptor = Box<dyn FnMut(usize, usize, &mut Vec<u8>) -> bool>;
 pub struct Fabric {
     nodes: Vec<Engine>,
     now: Instant,
-    rng: ChaCha8Rng,
+    dice: Dice,
     queue: BinaryHeap<Reverse<Delivery>>,
     seq: u64,
     links: HashMap<(usize, usize), Link>,
@@ -99,7 +72,7 @@ impl Fabric {
         Self {
             nodes: Vec::new(),
             now: Instant::ZERO,
-            rng: ChaCha8Rng::seed_from_u64(seed),
+            dice: Dice::new(seed),
             queue: BinaryHeap::new(),
             seq: 0,
             links: HashMap::new(),
@@ -137,19 +110,6 @@ impl Fabric {
         &mut self.nodes[i]
     }
 
-    fn chance(&mut self, p: f64) -> bool {
-        p > 0.0 && (self.rng.next_u64() as f64 / u64::MAX as f64) < p
-    }
-
-    fn up_to(&mut self, d: Duration) -> Duration {
-        let n = d.as_nanos() as u64;
-        if n == 0 {
-            Duration::ZERO
-        } else {
-            Duration::from_nanos(self.rng.next_u64() % n)
-        }
-    }
-
     /// Moves every packet the engines have to send onto the links.
     fn pump(&mut self) {
         for from in 0..self.nodes.len() {
@@ -175,27 +135,18 @@ impl Fabric {
                     .get(&(from, to))
                     .copied()
                     .unwrap_or(self.default_link);
-                if self.chance(link.loss) {
+                let Some(carried) = link.carry(&mut self.dice, &mut bytes) else {
                     self.stats.lost += 1;
                     continue;
-                }
-                if self.chance(link.corrupt) {
-                    let bit = self.rng.next_u64() as usize % (bytes.len() * 8);
-                    bytes[bit / 8] ^= 1 << (bit % 8);
-                    self.stats.corrupted += 1;
-                }
-                let copies = if self.chance(link.duplicate) { 2 } else { 1 };
-                self.stats.duplicated += copies - 1;
-                for _ in 0..copies {
-                    let mut delay = link.delay + self.up_to(link.jitter);
-                    if self.chance(link.reorder) {
-                        delay += self.up_to(link.reorder_by);
-                        self.stats.reordered += 1;
-                    }
+                };
+                self.stats.corrupted += u64::from(carried.corrupted);
+                self.stats.duplicated += carried.copies().len() as u64 - 1;
+                for copy in carried.copies() {
+                    self.stats.reordered += u64::from(copy.held_back);
                     let src = SocketAddr::new(self.nodes[from].config().local, t.src_port);
                     self.seq += 1;
                     let d = Delivery {
-                        at: self.now + delay,
+                        at: self.now + copy.after,
                         seq: self.seq,
                         to,
                         src,

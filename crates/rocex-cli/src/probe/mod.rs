@@ -75,7 +75,8 @@ struct ServerArgs {
     #[arg(long, default_value_t = 60)]
     wait: u64,
     /// Fault injection on every packet this side sends (rocexd's syntax):
-    /// `loss=P,dup=P,reorder=P,corrupt=P,delay=D,seed=N`; printed on stderr at the end.
+    /// `loss=P,dup=P,reorder=P,corrupt=P,delay=D,seed=N` (docs/faults.md); printed on
+    /// stderr at the end.
     #[arg(long, value_name = "SPEC")]
     inject: Option<rocex_io::Faults>,
 }
@@ -141,7 +142,8 @@ struct ClientArgs {
     #[arg(long, default_value_t = 60)]
     wait: u64,
     /// Fault injection on every packet this side sends (rocexd's syntax):
-    /// `loss=P,dup=P,reorder=P,corrupt=P,delay=D,seed=N`; printed on stderr at the end.
+    /// `loss=P,dup=P,reorder=P,corrupt=P,delay=D,seed=N` (docs/faults.md); printed on
+    /// stderr at the end.
     #[arg(long, value_name = "SPEC")]
     inject: Option<rocex_io::Faults>,
 }

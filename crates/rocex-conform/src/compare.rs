@@ -28,22 +28,38 @@ const LOOKAHEAD: usize = 8;
 pub fn compare(conn: &Connection, plan: &Plan, run: &Run, loss_seen: bool, report: &mut Report) {
     report.totals.requests += conn.requests.len() as u64;
     report.totals.responses += conn.responses.len() as u64;
-    let e = &run.emitted;
-    let c = &plan.responses;
-    let (mut i, mut j) = (0, 0);
-    while i < e.len() || j < c.len() {
-        if i < e.len() && j < c.len() && e[i].resp == c[j] {
-            report.matched(conn, conn.responses[j].frame, &c[j]);
-            i += 1;
-            j += 1;
+    let emitted = &run.emitted;
+    let captured = &plan.responses;
+    let (mut at_emitted, mut at_captured) = (0, 0);
+    while at_emitted < emitted.len() || at_captured < captured.len() {
+        if at_emitted < emitted.len()
+            && at_captured < captured.len()
+            && emitted[at_emitted].resp == captured[at_captured]
+        {
+            report.matched(
+                conn,
+                conn.responses[at_captured].frame,
+                &captured[at_captured],
+            );
+            at_emitted += 1;
+            at_captured += 1;
             continue;
         }
-        if i < e.len() {
+        if at_emitted < emitted.len() {
             let resync =
-                (i + 1..(i + LOOKAHEAD).min(e.len())).find(|&k| j < c.len() && e[k].resp == c[j]);
-            let upto = resync.unwrap_or(if j == c.len() { i + 1 } else { i });
-            if upto > i && (i..upto).all(|k| lost(conn, plan, &e[k], loss_seen)) {
-                for em in &e[i..upto] {
+                (at_emitted + 1..(at_emitted + LOOKAHEAD).min(emitted.len())).find(|&ahead| {
+                    at_captured < captured.len() && emitted[ahead].resp == captured[at_captured]
+                });
+            let upto = resync.unwrap_or(if at_captured == captured.len() {
+                at_emitted + 1
+            } else {
+                at_emitted
+            });
+            if upto > at_emitted
+                && (at_emitted..upto)
+                    .all(|unmatched| lost(conn, plan, &emitted[unmatched], loss_seen))
+            {
+                for em in &emitted[at_emitted..upto] {
                     let frame = conn.requests[em.request].frame;
                     let text = format!(
                         "rxe's answer {} to frame {frame} was lost before the capture point",
@@ -51,34 +67,43 @@ pub fn compare(conn: &Connection, plan: &Plan, run: &Run, loss_seen: bool, repor
                     );
                     report.infer(conn, frame, InferenceKind::ResponseLost, &text);
                 }
-                i = upto;
+                at_emitted = upto;
                 continue;
             }
-            if let Some(l) = (j + 1..(j + LOOKAHEAD).min(c.len())).find(|&l| c[l] == e[i].resp) {
-                for (jj, cr) in c.iter().enumerate().take(l).skip(j) {
-                    report.mismatch(conn, request_before(conn, jj), Some(cr), None);
+            if let Some(ahead) = (at_captured + 1..(at_captured + LOOKAHEAD).min(captured.len()))
+                .find(|&ahead| captured[ahead] == emitted[at_emitted].resp)
+            {
+                for (skipped, captured_resp) in
+                    captured.iter().enumerate().take(ahead).skip(at_captured)
+                {
+                    report.mismatch(
+                        conn,
+                        request_before(conn, skipped),
+                        Some(captured_resp),
+                        None,
+                    );
                 }
-                j = l;
+                at_captured = ahead;
                 continue;
             }
-            if let Some(k) = resync {
-                for em in &e[i..k] {
+            if let Some(ahead) = resync {
+                for em in &emitted[at_emitted..ahead] {
                     report.mismatch(conn, conn.requests[em.request].frame, None, Some(&em.resp));
                 }
-                i = k;
+                at_emitted = ahead;
                 continue;
             }
         }
-        match (e.get(i), c.get(j)) {
-            (Some(em), Some(cr)) => {
+        match (emitted.get(at_emitted), captured.get(at_captured)) {
+            (Some(em), Some(captured_resp)) => {
                 report.mismatch(
                     conn,
                     conn.requests[em.request].frame,
-                    Some(cr),
+                    Some(captured_resp),
                     Some(&em.resp),
                 );
-                i += 1;
-                j += 1;
+                at_emitted += 1;
+                at_captured += 1;
             }
             (Some(em), None) if unanswered_at_end(conn, em, loss_seen) => {
                 let frame = conn.requests[em.request].frame;
@@ -88,15 +113,20 @@ pub fn compare(conn: &Connection, plan: &Plan, run: &Run, loss_seen: bool, repor
                     em.resp
                 );
                 report.infer(conn, frame, InferenceKind::UnansweredAtEnd, &text);
-                i += 1;
+                at_emitted += 1;
             }
             (Some(em), None) => {
                 report.mismatch(conn, conn.requests[em.request].frame, None, Some(&em.resp));
-                i += 1;
+                at_emitted += 1;
             }
-            (None, Some(cr)) => {
-                report.mismatch(conn, request_before(conn, j), Some(cr), None);
-                j += 1;
+            (None, Some(captured_resp)) => {
+                report.mismatch(
+                    conn,
+                    request_before(conn, at_captured),
+                    Some(captured_resp),
+                    None,
+                );
+                at_captured += 1;
             }
             (None, None) => break,
         }
@@ -139,9 +169,15 @@ fn lost(conn: &Connection, plan: &Plan, em: &Emitted, loss_seen: bool) -> bool {
     let resent = conn.requests[em.request + 1..]
         .iter()
         .any(|r| r.psn.diff(psn) <= 0);
-    let covered = conn.responses.iter().zip(&plan.responses).any(|(p, r)| {
-        p.frame > req.frame && r.psn.diff(psn) >= 0 && r.syndrome().is_some_and(|s| s & 0xe0 == 0)
-    });
+    let covered = conn
+        .responses
+        .iter()
+        .zip(&plan.responses)
+        .any(|(seen, resp)| {
+            seen.frame > req.frame
+                && resp.psn.diff(psn) >= 0
+                && resp.syndrome().is_some_and(|s| s & 0xe0 == 0)
+        });
     if loss_seen {
         return resent || covered;
     }

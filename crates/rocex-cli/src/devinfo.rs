@@ -20,10 +20,7 @@ fn mtu_name(v: u8) -> String {
 }
 
 pub(crate) fn run(a: &Args) -> ExitCode {
-    let opened = a
-        .socket
-        .clone()
-        .map_or_else(rocex_verbs::default_socket, Ok)
+    let opened = crate::choose::daemon(a.socket.as_deref())
         .and_then(|s| rocex_verbs::Context::open(&s).map(|c| (s, c)));
     let (socket, ctx) = match opened {
         Ok(o) => o,

@@ -1,6 +1,7 @@
 //! `rocex`: the rocex command-line tool.
 
 mod baseline;
+mod choose;
 mod cm;
 mod conform;
 mod demo;

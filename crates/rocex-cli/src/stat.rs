@@ -101,11 +101,7 @@ fn print_text(socket: &str, s: &Stats) {
 }
 
 pub(crate) fn run(a: &Args) -> ExitCode {
-    let socket = match a
-        .socket
-        .clone()
-        .map_or_else(rocex_verbs::default_socket, Ok)
-    {
+    let socket = match crate::choose::daemon(a.socket.as_deref()) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("rocex stat: {e}");

@@ -152,11 +152,8 @@ fn view(socket: &str, addr: &str, before: &Stats, now: &Stats, secs: f64, rows: 
 }
 
 pub(crate) fn run(a: &Args) -> ExitCode {
-    let opened = a
-        .socket
-        .clone()
-        .map_or_else(rocex_verbs::default_socket, Ok)
-        .and_then(|s| Context::open(&s).map(|c| (s, c)));
+    let opened =
+        crate::choose::daemon(a.socket.as_deref()).and_then(|s| Context::open(&s).map(|c| (s, c)));
     let (socket, ctx) = match opened {
         Ok(o) => o,
         Err(e) => {

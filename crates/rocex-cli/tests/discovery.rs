@@ -3,7 +3,8 @@
 //! `$ROCEX_SOCKET_DIR`, and `rocex stat` / `rocex devinfo` given no `--socket` use the only
 //! daemon answering there, refuse with the directory and how to start one when none does
 //! (a stale socket file counts for nothing), and list every daemon with its address when
-//! several do. `Context::open` on a socket no daemon serves names the socket.
+//! several do, or, on a terminal, list them and ask which one. `Context::open` on a socket
+//! no daemon serves names the socket.
 //!
 //! Each test has a directory of its own under the temporary directory and its own
 //! addresses (127.0.9.61 to 127.0.9.63).
@@ -13,6 +14,7 @@
 mod common;
 mod run;
 
+use std::io::Write;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -133,6 +135,28 @@ fn several_daemons_are_listed_to_choose_from() {
     let chosen = dir.join("127.0.9.63.sock");
     let r = rocex_in(&dir, &["devinfo", "--socket", chosen.to_str().unwrap()]);
     assert!(r.stdout.contains("127.0.9.63, RoCE v2"), "{r}");
+
+    // At a terminal (script(1) gives it one, and types the answer) it asks.
+    let test = "several_daemons_are_listed_to_choose_from";
+    if let Some(script) = rocex_testkit::require_tool(test, "script") {
+        let cmd = format!("'{}' devinfo", env!("CARGO_BIN_EXE_rocex"));
+        let child = Command::new(script)
+            .args(["-qfec", &cmd, "/dev/null"])
+            .env_remove("ROCEX_SOCKET")
+            .env("ROCEX_SOCKET_DIR", &dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run script");
+        child.stdin.as_ref().unwrap().write_all(b"2\n").unwrap();
+        let r = run::finish(child, LIMIT);
+        assert_eq!(r.code, Some(0), "{r}");
+        let asked = format!("  2) {}  (address 127.0.9.63)", chosen.display());
+        assert!(r.stdout.contains(&asked), "{r}");
+        assert!(r.stdout.contains("which one? [1-2] "), "{r}");
+        assert!(r.stdout.contains("127.0.9.63, RoCE v2"), "{r}");
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
 

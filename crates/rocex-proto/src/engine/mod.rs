@@ -151,10 +151,10 @@ pub struct Engine {
     next_cq: u32,
     qps: HashMap<u32, Qp>,
     /// QPs that may have a packet to send, in turn; a QP is in it once at most
-    /// (`Place::queued`), so queueing stays O(1) with thousands of active QPs.
+    /// (`Scheduling::queued`), so queueing stays O(1) with thousands of active QPs.
     ready: VecDeque<u32>,
     /// When QPs are next looked at, ordered by time, one entry per QP at most (also its
-    /// `Place::timer_entry`). A QP with a deadline has an entry at or before it. An entry
+    /// `Scheduling::timer_entry`). A QP with a deadline has an entry at or before it. An entry
     /// stays when its deadline is restarted (every response restarts the retransmit timer)
     /// or gone (the last ACK came), and, when it comes, looks again (`handle_timeout`):
     /// a packet then costs no reordering of the set, and a ping-pong that arms and clears

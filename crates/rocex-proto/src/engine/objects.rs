@@ -237,10 +237,10 @@ impl Engine {
     /// Destroys a QP; its outstanding work requests are dropped without completions.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), VerbsError> {
         let qp = self.qps.remove(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
-        if let Some(t) = qp.place.timer_entry {
+        if let Some(t) = qp.scheduling.timer_entry {
             self.timers.remove(&(t, qpn));
         }
-        self.armed -= usize::from(qp.place.armed);
+        self.armed -= usize::from(qp.scheduling.armed);
         Ok(())
     }
 }

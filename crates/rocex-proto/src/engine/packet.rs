@@ -105,7 +105,7 @@ impl Engine {
             let mut sampled = None;
             let requests_first = self.requests_first;
             let out = self.with_qp(qpn, now, |qp, ctx| {
-                qp.place.queued = false;
+                qp.scheduling.queued = false;
                 // With `requests_first`, a request waiting with a bare ACK goes first:
                 // the peer acts on the request, while the ACK only frees its send queue.
                 let request_first = requests_first && qp.resp.ack_can_wait(qp.requester_ready());

@@ -58,7 +58,7 @@ impl Engine {
             self.timers.pop_first();
             // The QP's timers check their own times against `now`.
             self.with_qp(qpn, now, |qp, ctx| {
-                qp.place.timer_entry = None;
+                qp.scheduling.timer_entry = None;
                 qp.handle_timer(ctx);
             });
         }
@@ -84,29 +84,29 @@ impl Engine {
         let r = f(qp, &mut ctx);
         let deadline = qp.deadline();
         let wants = qp.wants_to_send();
-        match (deadline, qp.place.timer_entry) {
+        match (deadline, qp.scheduling.timer_entry) {
             // An entry at or before the deadline will do (see `timers`).
             (Some(t), Some(at)) if at <= t => {}
             (Some(t), old) => {
                 if let Some(old) = old {
                     self.timers.remove(&(old, qpn));
                 }
-                qp.place.timer_entry = Some(t);
+                qp.scheduling.timer_entry = Some(t);
                 self.timers.insert((t, qpn));
             }
             // No deadline: the entry stays for the next one (an idle engine reports none).
             (None, _) => {}
         }
-        if deadline.is_some() != qp.place.armed {
-            qp.place.armed = deadline.is_some();
-            if qp.place.armed {
+        if deadline.is_some() != qp.scheduling.armed {
+            qp.scheduling.armed = deadline.is_some();
+            if qp.scheduling.armed {
                 self.armed += 1;
             } else {
                 self.armed -= 1;
             }
         }
-        if wants && !qp.place.queued {
-            qp.place.queued = true;
+        if wants && !qp.scheduling.queued {
+            qp.scheduling.queued = true;
             self.ready.push_back(qpn);
         }
         Some(r)

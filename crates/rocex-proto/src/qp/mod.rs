@@ -90,14 +90,14 @@ pub(crate) struct Qp {
     pub(crate) req: Requester,
     pub(crate) comp: Completer,
     pub(crate) resp: Responder,
-    /// Where the engine holds this QP (kept here, so that a packet costs no lookups).
-    pub(crate) place: Place,
+    /// How the engine schedules this QP (kept here, so that a packet costs no lookups).
+    pub(crate) scheduling: Scheduling,
 }
 
 /// The engine's bookkeeping of one QP: whether it waits in the engine's ready queue,
 /// whether it has a deadline, and the time of its entry in the engine's timer set.
 #[derive(Debug, Default)]
-pub(crate) struct Place {
+pub(crate) struct Scheduling {
     pub(crate) queued: bool,
     pub(crate) armed: bool,
     pub(crate) timer_entry: Option<Instant>,
@@ -126,7 +126,7 @@ impl Qp {
             req: Requester::default(),
             comp: Completer::default(),
             resp: Responder::default(),
-            place: Place::default(),
+            scheduling: Scheduling::default(),
         }
     }
 

@@ -3,6 +3,10 @@
 //! [`capture`] reads pcap and pcapng files; [`analyze`] parses one frame, checks its ICRC
 //! and its round trip, and gives a [`summary::FrameSummary`] that prints as a tcpdump-like
 //! line or serializes as JSON. `rocex dump` and the conformance tests share this code.
+//!
+//! Captures are untrusted input: the crate holds no `unsafe` code, and the compiler keeps
+//! it so.
+#![forbid(unsafe_code)]
 
 pub mod capture;
 pub mod summary;

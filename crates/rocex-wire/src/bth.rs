@@ -29,6 +29,9 @@ const RESV7_MASK: u8 = 0x7f;
 /// The default partition key: full membership of the default partition.
 pub const DEFAULT_PKEY: u16 = 0xffff;
 
+/// Mask of the 24 bits a QP number has on the wire (the BTH's DestQP, the DETH's SrcQP).
+pub const QPN_MASK: u32 = 0x00ff_ffff;
+
 header_view!("A zero-copy view of a BTH.", Layer::Bth, 12);
 
 impl<T: AsRef<[u8]>> Header<T> {
@@ -170,7 +173,7 @@ impl Repr {
             fecn: false,
             becn: false,
             reserved6: 0,
-            dest_qp: dest_qp & Psn::MASK,
+            dest_qp: dest_qp & QPN_MASK,
             ack_req: false,
             reserved7: 0,
             psn,
@@ -210,7 +213,7 @@ impl Repr {
                 crate::ErrorKind::BadValue("a field exceeds its bit width"),
             ));
         }
-        if self.dest_qp > Psn::MASK {
+        if self.dest_qp > QPN_MASK {
             return Err(Error::new(
                 Layer::Bth,
                 0,

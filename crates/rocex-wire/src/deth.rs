@@ -72,7 +72,7 @@ impl Repr {
 
     /// Writes the DETH.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, h: &mut Header<T>) -> crate::Result<()> {
-        if self.src_qp > 0xff_ffff {
+        if self.src_qp > crate::bth::QPN_MASK {
             return Err(Error::new(
                 Layer::Deth,
                 0,

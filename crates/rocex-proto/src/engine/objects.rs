@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use rand_chacha::rand_core::RngCore;
 use rocex_mem::{Access, Keys, MemError, PdId, Region};
-use rocex_wire::Psn;
+use rocex_wire::bth::QPN_MASK;
 
 use super::{Engine, Event, GSI_QPN, QpInit, QpStatus, VerbsError};
 use crate::cq::{Cq, NotifyOn};
@@ -117,7 +117,7 @@ impl Engine {
     pub fn create_qp(&mut self, init: QpInit) -> Result<u32, VerbsError> {
         self.check_qp_init(&init)?;
         let qpn = loop {
-            let n = self.rng.next_u32() & Psn::MASK;
+            let n = self.rng.next_u32() & QPN_MASK;
             if n >= 0x10 && !self.qps.contains_key(&n) {
                 break n;
             }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 #[cfg(feature = "replay")]
 use rocex_mem::{Access, Keys, PdId, Region};
-use rocex_wire::Psn;
+use rocex_wire::bth::QPN_MASK;
 
 use super::{Engine, GSI_QPN, QpInit, VerbsError};
 use crate::qp::Qp;
@@ -25,7 +25,7 @@ impl Engine {
     /// UD QP: it carries the communication manager's MADs (IBTA chapter 13).
     pub fn create_qp_with_qpn(&mut self, init: QpInit, qpn: u32) -> Result<u32, VerbsError> {
         let gsi = qpn == GSI_QPN && init.qp_type == QpType::Ud;
-        if !gsi && !(0x10..=Psn::MASK).contains(&qpn) {
+        if !gsi && !(0x10..=QPN_MASK).contains(&qpn) {
             return Err(VerbsError::BadAttribute(
                 "a chosen QPN must lie in 0x10..=0xffffff, or be 1 (the GSI) for a UD QP",
             ));

@@ -12,6 +12,7 @@ use std::collections::VecDeque;
 
 use rocex_mem::PdId;
 use rocex_wire::Psn;
+use rocex_wire::bth::QPN_MASK;
 
 use crate::Ctx;
 use crate::time::Instant;
@@ -187,7 +188,7 @@ impl Qp {
             a.min_rnr_timer = attr.min_rnr_timer & 0x1f;
         }
         if mask.contains(A::DEST_QPN) {
-            a.dest_qp_num = attr.dest_qp_num & Psn::MASK;
+            a.dest_qp_num = attr.dest_qp_num & QPN_MASK;
         }
         if mask.contains(A::STATE) {
             let to = attr.qp_state;

@@ -39,6 +39,9 @@ use crate::verbs::{Mtu, QpCap, QpState, QpType};
 /// The General Services Interface's QP number: the UD QP of the CM's MADs.
 pub const GSI_QPN: u32 = 1;
 
+/// The lowest QP number of an ordinary QP: those below are rxe's special QPs.
+const FIRST_QPN: u32 = 0x10;
+
 /// Engine configuration.
 #[derive(Debug, Clone)]
 pub struct Config {

@@ -6,7 +6,7 @@ use rand_chacha::rand_core::RngCore;
 use rocex_mem::{Access, Keys, MemError, PdId, Region};
 use rocex_wire::bth::QPN_MASK;
 
-use super::{Engine, Event, GSI_QPN, QpInit, QpStatus, VerbsError};
+use super::{Engine, Event, FIRST_QPN, GSI_QPN, QpInit, QpStatus, VerbsError};
 use crate::cq::{Cq, NotifyOn};
 use crate::qp::Qp;
 use crate::qp::state;
@@ -118,10 +118,15 @@ impl Engine {
         self.check_qp_init(&init)?;
         let qpn = loop {
             let n = self.rng.next_u32() & QPN_MASK;
-            if n >= 0x10 && !self.qps.contains_key(&n) {
+            if n >= FIRST_QPN && !self.qps.contains_key(&n) {
                 break n;
             }
         };
+        Ok(self.insert_qp(qpn, &init))
+    }
+
+    /// Adds a QP in RESET under `qpn`, which the caller has checked is free.
+    pub(super) fn insert_qp(&mut self, qpn: u32, init: &QpInit) -> u32 {
         self.qps.insert(
             qpn,
             Qp::new(
@@ -133,7 +138,7 @@ impl Engine {
                 init.cap,
             ),
         );
-        Ok(qpn)
+        qpn
     }
 
     /// Creates the GSI QP: QPN 1, a UD QP, which carries the communication manager's MADs

@@ -11,8 +11,7 @@ use std::sync::Arc;
 use rocex_mem::{Access, Keys, PdId, Region};
 use rocex_wire::bth::QPN_MASK;
 
-use super::{Engine, GSI_QPN, QpInit, VerbsError};
-use crate::qp::Qp;
+use super::{Engine, FIRST_QPN, GSI_QPN, QpInit, VerbsError};
 use crate::verbs::QpType;
 
 impl Engine {
@@ -25,7 +24,7 @@ impl Engine {
     /// UD QP: it carries the communication manager's MADs (IBTA chapter 13).
     pub fn create_qp_with_qpn(&mut self, init: QpInit, qpn: u32) -> Result<u32, VerbsError> {
         let gsi = qpn == GSI_QPN && init.qp_type == QpType::Ud;
-        if !gsi && !(0x10..=QPN_MASK).contains(&qpn) {
+        if !gsi && !(FIRST_QPN..=QPN_MASK).contains(&qpn) {
             return Err(VerbsError::BadAttribute(
                 "a chosen QPN must lie in 0x10..=0xffffff, or be 1 (the GSI) for a UD QP",
             ));
@@ -34,18 +33,7 @@ impl Engine {
             return Err(VerbsError::BadAttribute("the chosen QPN is in use"));
         }
         self.check_qp_init(&init)?;
-        self.qps.insert(
-            qpn,
-            Qp::new(
-                qpn,
-                init.qp_type,
-                init.pd,
-                init.send_cq,
-                init.recv_cq,
-                init.cap,
-            ),
-        );
-        Ok(qpn)
+        Ok(self.insert_qp(qpn, &init))
     }
 
     /// Registers a memory region under chosen keys, for reproducing captures (see

@@ -3,13 +3,12 @@
 
 use crate::desc::{RecvDesc, SendDesc, SgeDesc};
 use crate::layout::RingKind;
-use crate::ring::Consumer;
+use crate::ring::{Consumer, Slot};
 use core::mem::size_of;
 use rocex_proto::verbs::{RecvWr, SendWr};
-use zerocopy::FromBytes;
+use zerocopy::{FromBytes, IntoBytes};
 
 use super::descriptor::{build_send, check_recv_header, check_send_header, sges_from, total_len};
-use super::error::copy_error;
 use super::{ReadError, RqLimits, SqLimits};
 
 /// The daemon's reader of one send queue.
@@ -45,24 +44,15 @@ impl<'m> SqReader<'m> {
         let Some(slot) = self.ring.next_slot()? else {
             return Ok(None);
         };
-        let fixed = size_of::<SendDesc>();
-        let mut head = [0u8; size_of::<SendDesc>()];
-        slot.view.read(0, &mut head)?;
-        let Ok(d) = SendDesc::read_from_bytes(&head[..]) else {
-            return Err(copy_error());
-        };
+        let d: SendDesc = read_desc(&slot)?;
         let fail = |error| ReadError::Desc {
             wr_id: d.wr_id,
             error,
         };
         let payload =
             check_send_header(&d, &self.limits, self.ring.spec().slot_size()).map_err(fail)?;
-        let n = payload.bytes();
-        if self.buf.len() < n {
-            self.buf.resize(n, 0);
-        }
-        let buf = &mut self.buf[..n];
-        slot.view.read(fixed, buf)?;
+        let buf = scratch(&mut self.buf, payload.bytes());
+        slot.view.read(size_of::<SendDesc>(), buf)?;
         build_send(&d, payload, buf).map(Some).map_err(fail)
     }
 }
@@ -96,21 +86,13 @@ impl<'m> RqReader<'m> {
         let Some(slot) = self.ring.next_slot()? else {
             return Ok(None);
         };
-        let mut head = [0u8; size_of::<RecvDesc>()];
-        slot.view.read(0, &mut head)?;
-        let Ok(d) = RecvDesc::read_from_bytes(&head[..]) else {
-            return Err(copy_error());
-        };
+        let d: RecvDesc = read_desc(&slot)?;
         let fail = |error| ReadError::Desc {
             wr_id: d.wr_id,
             error,
         };
         let n = check_recv_header(&d, &self.limits, self.ring.spec().slot_size()).map_err(fail)?;
-        let len = n as usize * size_of::<SgeDesc>();
-        if self.buf.len() < len {
-            self.buf.resize(len, 0);
-        }
-        let buf = &mut self.buf[..len];
+        let buf = scratch(&mut self.buf, n as usize * size_of::<SgeDesc>());
         slot.view.read(size_of::<RecvDesc>(), buf)?;
         let sges = sges_from(buf, n as usize);
         total_len(&sges).map_err(fail)?;
@@ -119,4 +101,19 @@ impl<'m> RqReader<'m> {
             sges,
         }))
     }
+}
+
+/// A descriptor's fixed part, copied once out of the start of its slot.
+fn read_desc<D: FromBytes + IntoBytes>(slot: &Slot<'_>) -> Result<D, ReadError> {
+    let mut d = D::new_zeroed();
+    slot.view.read(0, d.as_mut_bytes())?;
+    Ok(d)
+}
+
+/// The first `n` bytes of `buf`, grown to hold them: a reader's copy of a payload.
+fn scratch(buf: &mut Vec<u8>, n: usize) -> &mut [u8] {
+    if buf.len() < n {
+        buf.resize(n, 0);
+    }
+    &mut buf[..n]
 }

@@ -53,8 +53,7 @@ impl Node {
             recv_cq: cq,
             cap: QpCap::default(),
         };
-        e.create_gsi_qp(init(QpType::Ud, gsi_cq))
-            .unwrap();
+        e.create_gsi_qp(init(QpType::Ud, gsi_cq)).unwrap();
         let mut a = QpAttr {
             qp_state: QpState::Init,
             qkey: GSI_QKEY,

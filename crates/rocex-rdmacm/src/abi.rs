@@ -1,0 +1,406 @@
+//! rdma-core's public structs as `<rdma/rdma_cma.h>` lays them out, and the few of
+//! `<infiniband/verbs.h>` and `<infiniband/sa.h>` this library fills or reads. The
+//! layout test (`tests/layout.rs`) checks every size and offset against the system
+//! headers. Verbs objects this library only passes along stay opaque.
+
+#![allow(non_camel_case_types, missing_docs)]
+
+use core::ffi::{c_int, c_void};
+
+use libc::{sockaddr, sockaddr_storage, socklen_t};
+
+/// An opaque verbs object, reached only through libibverbs.
+macro_rules! opaque {
+    ($($name:ident),*) => {$(
+        #[repr(C)]
+        pub struct $name {
+            _p: [u8; 0],
+        }
+    )*};
+}
+opaque!(
+    ibv_context,
+    ibv_device,
+    ibv_comp_channel,
+    ibv_cq,
+    ibv_srq,
+    ibv_xrcd,
+    ibv_ece
+);
+
+/// `union ibv_gid`: 16 bytes, aligned as its two `__be64` halves.
+#[repr(C, align(8))]
+#[derive(Clone, Copy, Default)]
+pub struct ibv_gid(pub [u8; 16]);
+
+/// The head of `struct ibv_pd`.
+#[repr(C)]
+pub struct ibv_pd {
+    pub context: *mut ibv_context,
+    pub handle: u32,
+}
+
+/// The head of `struct ibv_qp` (its mutex and condition follow).
+#[repr(C)]
+pub struct ibv_qp {
+    pub context: *mut ibv_context,
+    pub qp_context: *mut c_void,
+    pub pd: *mut ibv_pd,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut ibv_srq,
+    pub handle: u32,
+    pub qp_num: u32,
+    pub state: u32,
+    pub qp_type: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct ibv_qp_cap {
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_qp_init_attr {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut ibv_srq,
+    pub cap: ibv_qp_cap,
+    pub qp_type: u32,
+    pub sq_sig_all: c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_rx_hash_conf {
+    pub rx_hash_function: u8,
+    pub rx_hash_key_len: u8,
+    pub rx_hash_key: *mut u8,
+    pub rx_hash_fields_mask: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_qp_init_attr_ex {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut ibv_srq,
+    pub cap: ibv_qp_cap,
+    pub qp_type: u32,
+    pub sq_sig_all: c_int,
+    pub comp_mask: u32,
+    pub pd: *mut ibv_pd,
+    pub xrcd: *mut ibv_xrcd,
+    pub create_flags: u32,
+    pub max_tso_header: u16,
+    pub rwq_ind_tbl: *mut c_void,
+    pub rx_hash_conf: ibv_rx_hash_conf,
+    pub source_qpn: u32,
+    pub send_ops_flags: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct ibv_global_route {
+    pub dgid: ibv_gid,
+    pub flow_label: u32,
+    pub sgid_index: u8,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct ibv_ah_attr {
+    pub grh: ibv_global_route,
+    pub dlid: u16,
+    pub sl: u8,
+    pub src_path_bits: u8,
+    pub static_rate: u8,
+    pub is_global: u8,
+    pub port_num: u8,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct ibv_qp_attr {
+    pub qp_state: u32,
+    pub cur_qp_state: u32,
+    pub path_mtu: u32,
+    pub path_mig_state: u32,
+    pub qkey: u32,
+    pub rq_psn: u32,
+    pub sq_psn: u32,
+    pub dest_qp_num: u32,
+    pub qp_access_flags: u32,
+    pub cap: ibv_qp_cap,
+    pub ah_attr: ibv_ah_attr,
+    pub alt_ah_attr: ibv_ah_attr,
+    pub pkey_index: u16,
+    pub alt_pkey_index: u16,
+    pub en_sqd_async_notify: u8,
+    pub sq_draining: u8,
+    pub max_rd_atomic: u8,
+    pub max_dest_rd_atomic: u8,
+    pub min_rnr_timer: u8,
+    pub port_num: u8,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub alt_port_num: u8,
+    pub alt_timeout: u8,
+    pub rate_limit: u32,
+}
+
+/// The head of `struct ibv_port_attr` (the library reads the active MTU).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct ibv_port_attr {
+    pub state: u32,
+    pub max_mtu: u32,
+    pub active_mtu: u32,
+    /// The rest of the struct, which `ibv_query_port` writes.
+    pub rest: [u64; 8],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct ibv_srq_attr {
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub srq_limit: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_srq_init_attr {
+    pub srq_context: *mut c_void,
+    pub attr: ibv_srq_attr,
+}
+
+/// The head of `struct ibv_srq_init_attr_ex`: what `rdma_create_srq_ex` reads.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_srq_init_attr_ex {
+    pub srq_context: *mut c_void,
+    pub attr: ibv_srq_attr,
+    pub comp_mask: u32,
+    pub srq_type: u32,
+    pub pd: *mut ibv_pd,
+    pub xrcd: *mut ibv_xrcd,
+    pub cq: *mut ibv_cq,
+}
+
+/// `struct ibv_sa_path_rec` (`<infiniband/sa.h>`): the path `rdma_resolve_route` gives.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct ibv_sa_path_rec {
+    pub dgid: ibv_gid,
+    pub sgid: ibv_gid,
+    pub dlid: u16,
+    pub slid: u16,
+    pub raw_traffic: c_int,
+    pub flow_label: u32,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+    pub reversible: c_int,
+    pub numb_path: u8,
+    pub pkey: u16,
+    pub sl: u8,
+    pub mtu_selector: u8,
+    pub mtu: u8,
+    pub rate_selector: u8,
+    pub rate: u8,
+    pub packet_life_time_selector: u8,
+    pub packet_life_time: u8,
+    pub preference: u8,
+}
+
+#[repr(C)]
+pub struct rdma_event_channel {
+    pub fd: c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct rdma_ib_addr {
+    pub sgid: ibv_gid,
+    pub dgid: ibv_gid,
+    pub pkey: u16,
+}
+
+/// `struct rdma_addr`: the source and destination sockaddr unions and the GIDs.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct rdma_addr {
+    pub src: sockaddr_storage,
+    pub dst: sockaddr_storage,
+    pub ibaddr: rdma_ib_addr,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct rdma_route {
+    pub addr: rdma_addr,
+    pub path_rec: *mut ibv_sa_path_rec,
+    pub num_paths: c_int,
+}
+
+#[repr(C)]
+pub struct rdma_cm_id {
+    pub verbs: *mut ibv_context,
+    pub channel: *mut rdma_event_channel,
+    pub context: *mut c_void,
+    pub qp: *mut ibv_qp,
+    pub route: rdma_route,
+    pub ps: u32,
+    pub port_num: u8,
+    pub event: *mut rdma_cm_event,
+    pub send_cq_channel: *mut ibv_comp_channel,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq_channel: *mut ibv_comp_channel,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut ibv_srq,
+    pub pd: *mut ibv_pd,
+    pub qp_type: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct rdma_conn_param {
+    pub private_data: *const c_void,
+    pub private_data_len: u8,
+    pub responder_resources: u8,
+    pub initiator_depth: u8,
+    pub flow_control: u8,
+    pub retry_count: u8,
+    pub rnr_retry_count: u8,
+    pub srq: u8,
+    pub qp_num: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct rdma_ud_param {
+    pub private_data: *const c_void,
+    pub private_data_len: u8,
+    pub ah_attr: ibv_ah_attr,
+    pub qp_num: u32,
+    pub qkey: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union rdma_cm_event_param {
+    pub conn: rdma_conn_param,
+    pub ud: rdma_ud_param,
+}
+
+#[repr(C)]
+pub struct rdma_cm_event {
+    pub id: *mut rdma_cm_id,
+    pub listen_id: *mut rdma_cm_id,
+    pub event: u32,
+    pub status: c_int,
+    pub param: rdma_cm_event_param,
+}
+
+#[repr(C)]
+pub struct rdma_addrinfo {
+    pub ai_flags: c_int,
+    pub ai_family: c_int,
+    pub ai_qp_type: c_int,
+    pub ai_port_space: c_int,
+    pub ai_src_len: socklen_t,
+    pub ai_dst_len: socklen_t,
+    pub ai_src_addr: *mut sockaddr,
+    pub ai_dst_addr: *mut sockaddr,
+    pub ai_src_canonname: *mut libc::c_char,
+    pub ai_dst_canonname: *mut libc::c_char,
+    pub ai_route_len: usize,
+    pub ai_route: *mut c_void,
+    pub ai_connect_len: usize,
+    pub ai_connect: *mut c_void,
+    pub ai_next: *mut Self,
+}
+
+#[repr(C)]
+pub struct rdma_cm_join_mc_attr_ex {
+    pub comp_mask: u32,
+    pub join_flags: u32,
+    pub addr: *mut sockaddr,
+}
+
+/// `enum rdma_cm_event_type`.
+pub mod event {
+    pub const ADDR_RESOLVED: u32 = 0;
+    pub const ADDR_ERROR: u32 = 1;
+    pub const ROUTE_RESOLVED: u32 = 2;
+    pub const ROUTE_ERROR: u32 = 3;
+    pub const CONNECT_REQUEST: u32 = 4;
+    pub const CONNECT_RESPONSE: u32 = 5;
+    pub const CONNECT_ERROR: u32 = 6;
+    pub const UNREACHABLE: u32 = 7;
+    pub const REJECTED: u32 = 8;
+    pub const ESTABLISHED: u32 = 9;
+    pub const DISCONNECTED: u32 = 10;
+    pub const DEVICE_REMOVAL: u32 = 11;
+    pub const MULTICAST_JOIN: u32 = 12;
+    pub const MULTICAST_ERROR: u32 = 13;
+    pub const ADDR_CHANGE: u32 = 14;
+    pub const TIMEWAIT_EXIT: u32 = 15;
+}
+
+/// `enum rdma_port_space`.
+pub const RDMA_PS_IPOIB: u32 = 0x0002;
+pub const RDMA_PS_TCP: u32 = 0x0106;
+pub const RDMA_PS_UDP: u32 = 0x0111;
+pub const RDMA_PS_IB: u32 = 0x013f;
+/// The Q_Key of rdma_cm's UD QPs.
+pub const RDMA_UDP_QKEY: u32 = 0x0123_4567;
+
+pub const RAI_PASSIVE: c_int = 1;
+pub const RAI_NUMERICHOST: c_int = 2;
+pub const RAI_NOROUTE: c_int = 4;
+pub const RAI_FAMILY: c_int = 8;
+
+pub const RDMA_OPTION_ID: c_int = 0;
+pub const RDMA_OPTION_IB: c_int = 1;
+pub const RDMA_OPTION_ID_TOS: c_int = 0;
+pub const RDMA_OPTION_ID_REUSEADDR: c_int = 1;
+pub const RDMA_OPTION_ID_AFONLY: c_int = 2;
+pub const RDMA_OPTION_ID_ACK_TIMEOUT: c_int = 3;
+pub const RDMA_OPTION_IB_PATH: c_int = 1;
+
+pub const IBV_QPT_RC: u32 = 2;
+pub const IBV_QPT_UC: u32 = 3;
+pub const IBV_QPT_UD: u32 = 4;
+pub const IBV_QPS_INIT: u32 = 1;
+pub const IBV_QPS_RTR: u32 = 2;
+pub const IBV_QPS_RTS: u32 = 3;
+pub const IBV_QP_STATE: c_int = 1;
+pub const IBV_QP_ACCESS_FLAGS: c_int = 1 << 3;
+pub const IBV_QP_PKEY_INDEX: c_int = 1 << 4;
+pub const IBV_QP_PORT: c_int = 1 << 5;
+pub const IBV_QP_QKEY: c_int = 1 << 6;
+pub const IBV_QP_SQ_PSN: c_int = 1 << 16;
+pub const IBV_ACCESS_LOCAL_WRITE: u32 = 1;
+pub const IBV_ACCESS_REMOTE_WRITE: u32 = 2;
+pub const IBV_ACCESS_REMOTE_READ: u32 = 4;
+pub const IBV_ACCESS_REMOTE_ATOMIC: u32 = 8;
+pub const IBV_QP_INIT_ATTR_PD: u32 = 1;
+pub const IBV_SRQT_BASIC: u32 = 0;
+pub const IBV_SRQ_INIT_ATTR_TYPE: u32 = 1;
+pub const IBV_SRQ_INIT_ATTR_PD: u32 = 2;
+
+/// How far `verbs_context.create_qp_ex` lies before the `ibv_context` it precedes: the
+/// extended QP constructor is an inline function of verbs.h, reached through that slot.
+pub const CREATE_QP_EX_BEFORE_CONTEXT: usize = 56;

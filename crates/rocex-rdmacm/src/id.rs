@@ -1,0 +1,491 @@
+//! rdma_cm ids: creation and destruction, binding, options, the channel an id reports
+//! to, and the device list.
+
+use core::ffi::{c_int, c_void};
+use std::net::{IpAddr, SocketAddr};
+
+use crate::abi::*;
+use crate::channel::{Channel, event, rdma_ack_cm_event, rdma_get_cm_event};
+use crate::registry::{Guard, enter};
+use crate::sockaddr;
+use crate::verbs::Verbs;
+use crate::{fail, null_errno, status, symver};
+
+/// Where an id stands, as the kernel's `enum rdma_cm_state` (the daemon's connection id
+/// where there is one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Created.
+    Idle,
+    /// Bound to an address.
+    Bound,
+    /// `rdma_resolve_addr` done.
+    AddrResolved,
+    /// `rdma_resolve_route` done.
+    RouteResolved,
+    /// Listening.
+    Listening,
+    /// A REQ sent, no answer yet.
+    Connecting(u32),
+    /// A request not yet accepted or rejected.
+    Requested(u32),
+    /// Connected.
+    Connected(u32),
+    /// Rejected, unreachable or disconnected: the daemon forgot the connection.
+    Done,
+}
+
+/// An id: rdma-core's struct first, then what this library keeps of it.
+#[repr(C)]
+pub struct Id {
+    /// What programs see.
+    pub c: rdma_cm_id,
+    /// Where it stands.
+    pub state: State,
+    /// Its device, once bound to one.
+    pub dev: Option<usize>,
+    /// The local port it holds (0: none).
+    pub port: u16,
+    /// Its own channel when created without one (synchronous use).
+    pub sync: *mut Channel,
+    /// The path `rdma_resolve_route` reports.
+    pub path: ibv_sa_path_rec,
+    /// Whether `rdma_create_qp` made the CQs and completion channels.
+    pub own_cqs: bool,
+    /// `RDMA_OPTION_ID_REUSEADDR`.
+    pub reuse: bool,
+    /// A passive endpoint's QP attributes and PD, for the ids `rdma_get_request` gives.
+    pub ep: Option<(ibv_qp_init_attr, *mut ibv_pd)>,
+}
+
+impl Id {
+    /// The library's id behind a program's pointer.
+    ///
+    /// # Safety
+    ///
+    /// `id` came from this library and was not destroyed.
+    pub unsafe fn of<'a>(id: *mut rdma_cm_id) -> &'a mut Self {
+        // SAFETY: per the contract; `Id` starts with the `rdma_cm_id`.
+        unsafe { &mut *id.cast::<Self>() }
+    }
+
+    /// Queues an event of `kind` with `status` and no private data on the id's channel.
+    pub fn post(&mut self, kind: u32, status: i32) {
+        let e = event(&mut self.c, kind, status, &[]);
+        self.deliver(e);
+    }
+
+    /// Hands `e` to the id's channel.
+    pub fn deliver(&self, e: Box<crate::channel::Event>) {
+        // SAFETY: an id's channel outlives it (rdma-core's rule for programs).
+        unsafe { &*self.c.channel.cast::<Channel>() }.push(e);
+    }
+
+    /// Takes device `i` as the id's: its context, default PD and port.
+    pub fn set_dev(&mut self, v: &Verbs, g: &mut Guard, i: usize) {
+        self.dev = Some(i);
+        self.c.verbs = g.dev(i).ctx;
+        self.c.pd = g.pd(v, i);
+        self.c.port_num = 1;
+    }
+
+    /// The local address.
+    pub fn src(&self) -> Option<SocketAddr> {
+        sockaddr::stored(&self.c.route.addr.src)
+    }
+
+    /// The peer's address.
+    pub fn dst(&self) -> Option<SocketAddr> {
+        sockaddr::stored(&self.c.route.addr.dst)
+    }
+}
+
+/// A new id on `channel` (its own channel when NULL), or an errno.
+pub fn new_id(
+    channel: *mut rdma_event_channel,
+    context: *mut c_void,
+    ps: u32,
+    qp_type: u32,
+) -> Result<*mut Id, i32> {
+    let sync = if channel.is_null() {
+        Channel::new()?
+    } else {
+        core::ptr::null_mut()
+    };
+    let ch = if sync.is_null() {
+        channel
+    } else {
+        // SAFETY: just made.
+        unsafe { &raw mut (*sync).c }
+    };
+    // SAFETY: an all-zero rdma_cm_id (NULL pointers, zero addresses) is its empty value.
+    let mut c: rdma_cm_id = unsafe { core::mem::zeroed() };
+    c.channel = ch;
+    c.context = context;
+    c.ps = ps;
+    c.qp_type = qp_type;
+    Ok(Box::into_raw(Box::new(Id {
+        c,
+        state: State::Idle,
+        dev: None,
+        port: 0,
+        sync,
+        path: ibv_sa_path_rec::default(),
+        own_cqs: false,
+        reuse: false,
+        ep: None,
+    })))
+}
+
+/// The QP type of a port space: UD for the datagram spaces.
+fn qp_type_of(ps: u32) -> Option<u32> {
+    match ps {
+        RDMA_PS_TCP | RDMA_PS_IB => Some(IBV_QPT_RC),
+        RDMA_PS_UDP | RDMA_PS_IPOIB => Some(IBV_QPT_UD),
+        _ => None,
+    }
+}
+
+/// Waits on a synchronous id's own channel for the event its last call started, keeps it
+/// as `id->event` (acking the one before) and fails as rdma-core's `ucma_complete` does:
+/// `ECONNREFUSED` for a rejection, else the event's status as an errno.
+///
+/// # Safety
+///
+/// `id` is a live id of this library.
+pub unsafe fn complete(id: *mut Id) -> c_int {
+    // SAFETY: per the contract.
+    let me = unsafe { &mut *id };
+    let mut e = core::ptr::null_mut();
+    // SAFETY: the id's own channel.
+    if unsafe { rdma_get_cm_event(me.c.channel, &mut e) } != 0 {
+        return -1;
+    }
+    if !me.c.event.is_null() {
+        // SAFETY: the previous event this id kept.
+        unsafe { rdma_ack_cm_event(me.c.event) };
+    }
+    me.c.event = e;
+    // SAFETY: just taken from the channel.
+    let (kind, st) = unsafe { ((*e).event, (*e).status) };
+    match (kind, st) {
+        (event::REJECTED, _) => fail(libc::ECONNREFUSED),
+        (_, 0) => 0,
+        (_, s) => fail(s.abs()),
+    }
+}
+
+/// `rdma_create_id`.
+///
+/// # Safety
+///
+/// `channel` is NULL or a channel of this library; `id` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_create_id(
+    channel: *mut rdma_event_channel,
+    id: *mut *mut rdma_cm_id,
+    context: *mut c_void,
+    ps: u32,
+) -> c_int {
+    let Some(qpt) = qp_type_of(ps) else {
+        return fail(libc::EINVAL);
+    };
+    if id.is_null() {
+        return fail(libc::EINVAL);
+    }
+    match new_id(channel, context, ps, qpt) {
+        Ok(p) => {
+            // SAFETY: per the contract.
+            unsafe { *id = p.cast() };
+            0
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// `rdma_destroy_id`: disconnects or rejects what the id still has (as the kernel does
+/// when an id goes), then frees it and its own channel.
+///
+/// # Safety
+///
+/// `id` is a live id of this library, not used again.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
+    if id.is_null() {
+        return fail(libc::EINVAL);
+    }
+    let Some((v, mut g)) = enter() else {
+        return -1;
+    };
+    let me = id.cast::<Id>();
+    // SAFETY: per the contract.
+    let m = unsafe { &mut *me };
+    if let Some(d) = m.dev {
+        let ctx = g.dev(d).ctx;
+        // Failures mean the daemon already forgot the connection.
+        match m.state {
+            // SAFETY: the device's open context.
+            State::Connected(c) | State::Connecting(c) => unsafe {
+                (v.rocex_cm_disconnect)(ctx, c);
+            },
+            // SAFETY: as above.
+            State::Requested(c) => unsafe {
+                (v.rocex_cm_reject)(ctx, c);
+            },
+            _ => {}
+        }
+    }
+    g.conns.retain(|_, p| *p != me);
+    g.listeners.retain(|_, p| *p != me);
+    if m.port != 0 {
+        g.free_port(m.port);
+    }
+    drop(g);
+    if !m.c.event.is_null() {
+        // SAFETY: the event a synchronous call kept.
+        unsafe { rdma_ack_cm_event(m.c.event) };
+    }
+    if !m.sync.is_null() {
+        // SAFETY: the id's own channel, made by new_id.
+        unsafe { Channel::destroy(m.sync) };
+    }
+    // SAFETY: made by new_id; the program does not use it again.
+    drop(unsafe { Box::from_raw(me) });
+    0
+}
+
+/// `rdma_migrate_id`: later events of the id go to `channel` (its own, synchronous
+/// channel when NULL).
+///
+/// # Safety
+///
+/// `id` is a live id; `channel` NULL or a channel of this library.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_migrate_id(
+    id: *mut rdma_cm_id,
+    channel: *mut rdma_event_channel,
+) -> c_int {
+    if id.is_null() {
+        return fail(libc::EINVAL);
+    }
+    let Some((_, g)) = enter() else {
+        return -1;
+    };
+    // SAFETY: per the contract.
+    let m = unsafe { Id::of(id) };
+    let old = m.sync;
+    if channel.is_null() {
+        match Channel::new() {
+            Ok(c) => {
+                m.sync = c;
+                // SAFETY: just made.
+                m.c.channel = unsafe { &raw mut (*c).c };
+            }
+            Err(e) => return fail(e),
+        }
+    } else {
+        m.sync = core::ptr::null_mut();
+        m.c.channel = channel;
+    }
+    drop(g);
+    if !old.is_null() {
+        // SAFETY: the id's former own channel, which nothing else reaches.
+        unsafe { Channel::destroy(old) };
+    }
+    0
+}
+
+/// Binds `m` to `sa`: its device (none for a wildcard address) and local port.
+pub fn bind(v: &Verbs, g: &mut Guard, m: &mut Id, sa: SocketAddr) -> i32 {
+    if m.state != State::Idle {
+        return libc::EINVAL;
+    }
+    let ip = sa.ip();
+    let dev = if ip.is_unspecified() {
+        None
+    } else {
+        match g.dev_at(v, ip) {
+            Some(i) => Some(i),
+            // rdma_translate_ip: an address of no interface; cma_acquire_dev_by_src_ip:
+            // an interface with no RDMA device.
+            None if std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_err() => {
+                return libc::EADDRNOTAVAIL;
+            }
+            None => return libc::ENODEV,
+        }
+    };
+    let port = match g.take_port(sa.port(), m.reuse) {
+        Ok(p) => p,
+        Err(e) => return e,
+    };
+    m.port = port;
+    sockaddr::write(&mut m.c.route.addr.src, SocketAddr::new(ip, port));
+    if let Some(i) = dev {
+        m.set_dev(v, g, i);
+        m.c.route.addr.ibaddr.sgid = sockaddr::gid(ip);
+    }
+    m.state = State::Bound;
+    0
+}
+
+/// `rdma_bind_addr`.
+///
+/// # Safety
+///
+/// `id` is a live id; `addr` NULL or a socket address.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -> c_int {
+    if id.is_null() {
+        return fail(libc::EINVAL);
+    }
+    // SAFETY: per the contract.
+    let Some(sa) = (unsafe { sockaddr::read(addr) }) else {
+        return fail(libc::EAFNOSUPPORT);
+    };
+    let Some((v, mut g)) = enter() else {
+        return -1;
+    };
+    // SAFETY: per the contract.
+    status(bind(v, &mut g, unsafe { Id::of(id) }, sa))
+}
+
+/// `rdma_set_option`, with the kernel's answers (`ucma_set_option_id`,
+/// `ucma_set_option_level`): `ENOSYS` for an unknown level or option, `EINVAL` for a
+/// value of the wrong size or an option the id's state no longer takes. rocexd chooses
+/// a connection's traffic class and ACK timeout itself, so TOS and ACK_TIMEOUT are
+/// checked and kept but do not reach the wire (`docs/verbs.md`).
+///
+/// # Safety
+///
+/// `id` is a live id; `optval` points at `optlen` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_set_option(
+    id: *mut rdma_cm_id,
+    level: c_int,
+    optname: c_int,
+    optval: *mut c_void,
+    optlen: usize,
+) -> c_int {
+    if id.is_null() || (optval.is_null() && optlen > 0) {
+        return fail(libc::EINVAL);
+    }
+    let Some((_, _g)) = enter() else {
+        return -1;
+    };
+    // SAFETY: per the contract.
+    let m = unsafe { Id::of(id) };
+    let int = || {
+        // SAFETY: per the contract, checked to be an int's size.
+        (optlen == size_of::<c_int>()).then(|| unsafe { optval.cast::<c_int>().read_unaligned() })
+    };
+    let e = match (level, optname) {
+        (RDMA_OPTION_ID, RDMA_OPTION_ID_TOS) if optlen == 1 => 0,
+        (RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR) => match int() {
+            // rdma_set_reuseaddr: before binding, or turning it on before listening.
+            Some(r) if m.state == State::Idle || (r != 0 && m.state != State::Listening) => {
+                m.reuse = r != 0;
+                0
+            }
+            _ => libc::EINVAL,
+        },
+        (RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY) => match int() {
+            Some(_) if matches!(m.state, State::Idle | State::Bound) => 0,
+            _ => libc::EINVAL,
+        },
+        (RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT) if optlen == 1 => {
+            // rdma_set_ack_timeout: connected QP types only.
+            if m.c.qp_type == IBV_QPT_RC {
+                0
+            } else {
+                libc::EINVAL
+            }
+        }
+        (RDMA_OPTION_ID, RDMA_OPTION_ID_TOS | RDMA_OPTION_ID_ACK_TIMEOUT) => libc::EINVAL,
+        (RDMA_OPTION_IB, RDMA_OPTION_IB_PATH) => libc::EOPNOTSUPP,
+        _ => libc::ENOSYS,
+    };
+    status(e)
+}
+
+/// The port of `a`, in network order, as `rdma_get_src_port` gives it.
+fn port_be(a: Option<SocketAddr>) -> u16 {
+    a.map_or(0, |a| a.port().to_be())
+}
+
+/// `rdma_get_src_port`.
+///
+/// # Safety
+///
+/// `id` is a live id.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_get_src_port(id: *mut rdma_cm_id) -> u16 {
+    // SAFETY: per the contract.
+    port_be(unsafe { Id::of(id) }.src())
+}
+
+/// `rdma_get_dst_port`.
+///
+/// # Safety
+///
+/// `id` is a live id.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_get_dst_port(id: *mut rdma_cm_id) -> u16 {
+    // SAFETY: per the contract.
+    port_be(unsafe { Id::of(id) }.dst())
+}
+
+/// `rdma_get_devices`: every rocex device's context (the ones ids use), NULL-terminated.
+///
+/// # Safety
+///
+/// `num_devices` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut ibv_context {
+    let Some((v, mut g)) = enter() else {
+        return core::ptr::null_mut();
+    };
+    let ctxs: Vec<*mut ibv_context> = g.devs(v).iter().map(|d| d.ctx).collect();
+    // SAFETY: room for the contexts and the NULL after them.
+    let list = unsafe { libc::calloc(ctxs.len() + 1, size_of::<*mut ibv_context>()) }
+        .cast::<*mut ibv_context>();
+    if list.is_null() {
+        return null_errno(libc::ENOMEM);
+    }
+    for (i, c) in ctxs.iter().enumerate() {
+        // SAFETY: within the allocation.
+        unsafe { *list.add(i) = *c };
+    }
+    if !num_devices.is_null() {
+        // SAFETY: per the contract.
+        unsafe { *num_devices = ctxs.len() as c_int };
+    }
+    list
+}
+
+/// `rdma_free_devices`: frees the list (the contexts stay open, as in rdma-core).
+///
+/// # Safety
+///
+/// `list` came from [`rdma_get_devices`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_free_devices(list: *mut *mut ibv_context) {
+    // SAFETY: per the contract: calloc'd.
+    unsafe { libc::free(list.cast()) };
+}
+
+/// The address family of an id's own address, for checks against a peer's.
+pub fn same_family(a: IpAddr, b: IpAddr) -> bool {
+    a.is_ipv4() == b.is_ipv4()
+}
+
+symver! {
+    rdma_create_id @ "RDMACM_1.0",
+    rdma_destroy_id @ "RDMACM_1.0",
+    rdma_migrate_id @ "RDMACM_1.0",
+    rdma_bind_addr @ "RDMACM_1.0",
+    rdma_set_option @ "RDMACM_1.0",
+    rdma_get_src_port @ "RDMACM_1.0",
+    rdma_get_dst_port @ "RDMACM_1.0",
+    rdma_get_devices @ "RDMACM_1.0",
+    rdma_free_devices @ "RDMACM_1.0",
+}

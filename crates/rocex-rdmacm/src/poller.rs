@@ -1,0 +1,141 @@
+//! The thread that takes the daemon's CM events. rocexd queues each client's events for
+//! it to poll (`CmPoll`); this thread polls every device with connections or listeners,
+//! backing off from 100 µs to 5 ms while nothing comes, and turns each event into
+//! rdma_cm's: a request becomes a new id and `CONNECT_REQUEST` on the listener's channel,
+//! the rest go to the id that owns the connection.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use crate::abi::*;
+use crate::channel::event as new_event;
+use crate::id::{Id, State, new_id};
+use crate::registry::{Guard, lock};
+use crate::sockaddr;
+use crate::verbs::{RocexCmEvent, Verbs, verbs};
+
+const MIN_NAP: Duration = Duration::from_micros(100);
+const MAX_NAP: Duration = Duration::from_millis(5);
+
+/// `rocex_cm_event.kind` values.
+const REQUEST: u32 = 1;
+const ESTABLISHED: u32 = 2;
+const REJECTED: u32 = 3;
+const UNREACHABLE: u32 = 4;
+const DISCONNECTED: u32 = 5;
+
+/// Starts the thread once.
+pub fn start(g: &mut Guard) {
+    if g.poller {
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("rdmacm-events".into())
+        .spawn(run);
+    g.poller = spawned.is_ok();
+}
+
+fn run() {
+    let Some(v) = verbs() else { return };
+    let mut nap = MIN_NAP;
+    loop {
+        let devs = lock().busy_devs();
+        let mut got = false;
+        for (i, ctx) in devs {
+            loop {
+                let mut e = RocexCmEvent::default();
+                // SAFETY: an open context of the bound libibverbs; `e` is writable.
+                let r = unsafe { (v.rocex_cm_poll)(ctx as *mut ibv_context, &mut e) };
+                if r != 1 {
+                    if r < 0 && crate::debug() {
+                        let err = std::io::Error::from_raw_os_error(-r);
+                        eprintln!("librdmacm (rocex): polling CM events: {err}");
+                    }
+                    break;
+                }
+                got = true;
+                dispatch(v, &mut lock(), i, &e);
+            }
+        }
+        nap = if got { MIN_NAP } else { (nap * 2).min(MAX_NAP) };
+        std::thread::sleep(nap);
+    }
+}
+
+/// The peer address of a daemon event.
+fn peer(e: &RocexCmEvent) -> IpAddr {
+    if e.family == libc::AF_INET as u32 {
+        IpAddr::from([e.addr[0], e.addr[1], e.addr[2], e.addr[3]])
+    } else {
+        IpAddr::from(e.addr)
+    }
+}
+
+/// Hands the daemon's event `e` on device `i` to its id.
+fn dispatch(v: &Verbs, g: &mut Guard, i: usize, e: &RocexCmEvent) {
+    if e.kind == REQUEST {
+        return request(v, g, i, e);
+    }
+    let Some(&p) = g.conns.get(&(i, e.id)) else {
+        return;
+    };
+    // SAFETY: ids in the registry are live (destroy removes them under the lock).
+    let m = unsafe { &mut *p };
+    let (kind, status) = match e.kind {
+        ESTABLISHED => {
+            m.state = State::Connected(e.id);
+            return m.post(event::ESTABLISHED, 0);
+        }
+        // The IB reject reason, as the kernel reports it.
+        REJECTED => (event::REJECTED, i32::from(e.reason)),
+        // cma_ib_handler: a REQ or REP that timed out.
+        UNREACHABLE => (event::UNREACHABLE, -libc::ETIMEDOUT),
+        DISCONNECTED => (event::DISCONNECTED, 0),
+        _ => return,
+    };
+    g.conns.remove(&(i, e.id));
+    m.state = State::Done;
+    m.post(kind, status);
+}
+
+/// A connection request: a new id on the listener's device (with its own channel when
+/// the listener is synchronous, as rdma-core gives it) and `CONNECT_REQUEST` with the
+/// REQ's private data on the listener's channel. A request for a port no id listens on
+/// any more is rejected.
+fn request(v: &Verbs, g: &mut Guard, i: usize, e: &RocexCmEvent) {
+    let ctx = g.dev(i).ctx;
+    let Some(&l) = g.listeners.get(&(i, e.port)) else {
+        // SAFETY: the device's open context.
+        unsafe { (v.rocex_cm_reject)(ctx, e.id) };
+        return;
+    };
+    // SAFETY: ids in the registry are live.
+    let lm = unsafe { &mut *l };
+    let ch = if lm.sync.is_null() {
+        lm.c.channel
+    } else {
+        core::ptr::null_mut()
+    };
+    let Ok(new) = new_id(ch, lm.c.context, lm.c.ps, lm.c.qp_type) else {
+        // SAFETY: as above.
+        unsafe { (v.rocex_cm_reject)(ctx, e.id) };
+        return;
+    };
+    // SAFETY: just made.
+    let m: &mut Id = unsafe { &mut *new };
+    m.set_dev(v, g, i);
+    m.state = State::Requested(e.id);
+    let (local, remote) = (g.dev(i).addr, peer(e));
+    sockaddr::write(&mut m.c.route.addr.src, SocketAddr::new(local, e.port));
+    sockaddr::write(&mut m.c.route.addr.dst, SocketAddr::new(remote, 0));
+    m.c.route.addr.ibaddr = rdma_ib_addr {
+        sgid: sockaddr::gid(local),
+        dgid: sockaddr::gid(remote),
+        pkey: 0xffff_u16.to_be(),
+    };
+    g.conns.insert((i, e.id), new);
+    let n = (e.private_data_len as usize).min(e.private_data.len());
+    let mut ev = new_event(&mut m.c, event::CONNECT_REQUEST, 0, &e.private_data[..n]);
+    ev.e.listen_id = &mut lm.c;
+    lm.deliver(ev);
+}

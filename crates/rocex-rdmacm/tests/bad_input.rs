@@ -1,0 +1,70 @@
+//! Bad input to the drop-in librdmacm (`bad_input.c`, built against the system's
+//! `<rdma/rdma_cma.h>` and run under `rocex run`) gets rdma-core's answers on kernel rxe:
+//! the errno of the kernel's checks (`ucma_set_option_id`, `rdma_bind_addr`,
+//! `rdma_connect`'s state and private-data length), an `ADDR_ERROR` event for an address
+//! no route reaches, and for a host where nothing listens the peer CM's REJ (reason 8,
+//! invalid service ID) as a `REJECTED` event, not a hang. rdma_cm over UD and multicast,
+//! which rocexd does not have, say so (`EOPNOTSUPP`).
+
+mod common;
+
+use common::{Hosts, build_c, finish, libdir, text};
+
+#[test]
+fn rdma_cm_refuses_bad_input_as_rdma_core_does() {
+    let Some(h) = Hosts::up(1, &[]) else { return };
+    if !std::path::Path::new("/usr/include/rdma/rdma_cma.h").exists() {
+        rocex_testkit::cannot_run(
+            "rdma_cm_refuses_bad_input_as_rdma_core_does",
+            "<rdma/rdma_cma.h> (Debian: librdmacm-dev)",
+        );
+        return;
+    }
+    let lib = libdir();
+    let Some(prog) = build_c(
+        "rdmacm_bad_input",
+        include_str!("bad_input.c"),
+        &[
+            &format!("-L{lib}"),
+            "-l:librdmacm.so.1",
+            "-l:libibverbs.so.1",
+        ],
+    ) else {
+        return;
+    };
+    let exe = prog.exe.to_str().unwrap();
+    let o = finish(
+        h.run(0, exe, &[&h.addr[1], "198.19.255.1", "198.18.99.1"])
+            .spawn()
+            .unwrap(),
+        "bad_input",
+    );
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let want = "get_event_empty -1 Resource temporarily unavailable\n\
+                create_id_bad_ps -1 Invalid argument\n\
+                create_id 0 ok\n\
+                option_unknown_name -1 Function not implemented\n\
+                option_unknown_level -1 Function not implemented\n\
+                option_tos_bad_len -1 Invalid argument\n\
+                option_tos 0 ok\n\
+                option_reuseaddr 0 ok\n\
+                bind_foreign -1 Cannot assign requested address\n\
+                resolve_unrouted 0 ok\n\
+                unrouted_event RDMA_CM_EVENT_ADDR_ERROR Network is unreachable\n\
+                resolve 0 ok\n\
+                event RDMA_CM_EVENT_ADDR_RESOLVED 0\n\
+                connect_before_route -1 Invalid argument\n\
+                resolve_route 0 ok\n\
+                event RDMA_CM_EVENT_ROUTE_RESOLVED 0\n\
+                connect_without_qp -1 Invalid argument\n\
+                create_qp 0 ok\n\
+                connect_57_bytes -1 Invalid argument\n\
+                connect 0 ok\n\
+                connect_event RDMA_CM_EVENT_REJECTED 8\n\
+                disconnect_rejected 0 ok\n\
+                bind_udp 0 ok\n\
+                listen_udp -1 Operation not supported\n\
+                join_multicast -1 Operation not supported\n";
+    assert_eq!(t, want);
+}

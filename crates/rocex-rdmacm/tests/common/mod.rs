@@ -1,0 +1,191 @@
+//! What the drop-in librdmacm tests share: rocex-ibverbs' test helpers (the binaries,
+//! `ready`, C programs, bounded runs), the drop-in librdmacm built beside them, and two
+//! rocex hosts: network namespaces joined by a veth pair (MTU 9000) with a rocexd in each,
+//! where Debian's programs run under `rocex run` as on two machines. Each test has its own
+//! pair (`rcmNa`/`rcmNb`, 198.18.23N.1 and .2), so that tests run side by side.
+//!
+//! Needs root and `ip`: without them a test prints `SKIPPED:`, or fails when `CI` is set.
+
+#![allow(dead_code)]
+
+#[path = "../../../rocex-ibverbs/tests/common/mod.rs"]
+mod ibv;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+#[allow(unused_imports)]
+pub(crate) use ibv::{LIMIT, build_c, finish, ready, text};
+
+/// `rocex` and `rocexd`, with every drop-in library (librdmacm too) beside them.
+pub(crate) fn bins() -> &'static (PathBuf, PathBuf) {
+    static RDMACM: OnceLock<()> = OnceLock::new();
+    RDMACM.get_or_init(|| {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut b = Command::new(cargo);
+        b.args(["build", "-q", "-p", "rocex-rdmacm"]);
+        let exe = std::env::current_exe().unwrap();
+        if exe.ancestors().any(|d| d.ends_with("release")) {
+            b.arg("--release");
+        }
+        assert!(
+            b.status().expect("run cargo build").success(),
+            "cargo build -p rocex-rdmacm failed"
+        );
+    });
+    ibv::bins()
+}
+
+/// The directory `rocex libdir` names: the drop-in libraries under their sonames.
+pub(crate) fn libdir() -> String {
+    let o = Command::new(&bins().0).arg("libdir").output().unwrap();
+    assert!(o.status.success(), "rocex libdir: {}", text(&o));
+    String::from_utf8(o.stdout).unwrap().trim().to_owned()
+}
+
+fn ip(args: &[&str]) -> Output {
+    let o = Command::new("ip").args(args).output().expect("run ip");
+    assert!(o.status.success(), "ip {args:?}: {}", text(&o));
+    o
+}
+
+/// Two namespaces joined by a veth pair, each with a rocexd; all removed on drop.
+pub(crate) struct Hosts {
+    ns: [String; 2],
+    /// The hosts' addresses.
+    pub(crate) addr: [String; 2],
+    daemons: Vec<(Child, PathBuf)>,
+}
+
+impl Hosts {
+    /// Pair `n` (each test its own), or `None` after recording why it cannot run.
+    pub(crate) fn up(n: u8, programs: &[&str]) -> Option<Self> {
+        if !ready(programs) {
+            return None;
+        }
+        let test = std::thread::current().name().unwrap_or("rdmacm").to_owned();
+        rocex_testkit::require_root(&test)?;
+        rocex_testkit::require_tool(&test, "ip")?;
+        let ns = [format!("rcm{n}a"), format!("rcm{n}b")];
+        let addr = [format!("198.18.23{n}.1"), format!("198.18.23{n}.2")];
+        let mut h = Self {
+            ns,
+            addr,
+            daemons: Vec::new(),
+        };
+        h.remove();
+        let veth = [format!("rcm{n}v0"), format!("rcm{n}v1")];
+        for ns in &h.ns {
+            ip(&["netns", "add", ns]);
+            ip(&["-n", ns, "link", "set", "lo", "up"]);
+        }
+        ip(&[
+            "link", "add", &veth[0], "netns", &h.ns[0], "type", "veth", "peer", "name", &veth[1],
+            "netns", &h.ns[1],
+        ]);
+        for ((ns, addr), veth) in h.ns.iter().zip(&h.addr).zip(&veth) {
+            let a = format!("{addr}/24");
+            ip(&["-n", ns, "addr", "add", &a, "dev", veth]);
+            ip(&["-n", ns, "link", "set", veth, "mtu", "9000", "up"]);
+        }
+        for i in 0..2 {
+            let d = h.start_daemon(n, i);
+            h.daemons.push(d);
+        }
+        Some(h)
+    }
+
+    fn start_daemon(&self, n: u8, i: usize) -> (Child, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("rocex-rcm{n}-{i}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("d.sock");
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.ns[i]])
+            .arg(&bins().1)
+            .args(["--addr", &self.addr[i], "--socket"])
+            .arg(&sock)
+            .args(["--spin-limit", "200"])
+            .env("RUST_LOG", "warn")
+            .spawn()
+            .expect("start rocexd");
+        let end = Instant::now() + Duration::from_secs(10);
+        while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+            assert!(
+                Instant::now() < end,
+                "rocexd in {} did not start",
+                self.ns[i]
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (child, sock)
+    }
+
+    /// `ip netns exec NS rocex run --socket S -- PROGRAM ARGS` on host `i`, not started.
+    pub(crate) fn run(&self, i: usize, program: &str, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.ns[i]])
+            .arg(&bins().0)
+            .arg("run")
+            .arg("--socket")
+            .arg(&self.daemons[i].1)
+            .arg("--")
+            .arg(program)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    /// The server on host 1, then the client on host 0 (once the server listens); both
+    /// bounded by [`LIMIT`]. Returns (client, server) output; neither is checked here.
+    pub(crate) fn pair(&self, program: &str, server: &[&str], client: &[&str]) -> (Output, Output) {
+        let s = self.run(1, program, server).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(1000));
+        let c = finish(self.run(0, program, client).spawn().unwrap(), program);
+        let s = finish(s, program);
+        (c, s)
+    }
+
+    /// [`pair`](Self::pair) where both must exit 0: their output as text.
+    pub(crate) fn both_pass(
+        &self,
+        program: &str,
+        server: &[&str],
+        client: &[&str],
+    ) -> (String, String) {
+        let (c, s) = self.pair(program, server, client);
+        let (ct, st) = (text(&c), text(&s));
+        assert!(
+            c.status.success() && s.status.success(),
+            "{program}: client {client:?} {}:\n{ct}\nserver {server:?} {}:\n{st}",
+            c.status,
+            s.status
+        );
+        (ct, st)
+    }
+
+    fn remove(&self) {
+        for ns in &self.ns {
+            let _ = Command::new("ip")
+                .args(["netns", "del", ns])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        for (c, sock) in &mut self.daemons {
+            let _ = c.kill();
+            let _ = c.wait();
+            if let Some(d) = sock.parent() {
+                let _ = std::fs::remove_dir_all(d);
+            }
+        }
+        self.remove();
+    }
+}

@@ -133,11 +133,7 @@ pub unsafe extern "C" fn rdma_destroy_event_channel(channel: *mut rdma_event_cha
 /// # Safety
 ///
 /// `channel` is a channel of this library, `event` writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn rdma_get_cm_event(
-    channel: *mut rdma_event_channel,
-    event: *mut *mut rdma_cm_event,
-) -> c_int {
+pub unsafe fn get_event(channel: *mut rdma_event_channel, event: *mut *mut rdma_cm_event) -> c_int {
     if channel.is_null() || event.is_null() {
         return fail(libc::EINVAL);
     }
@@ -164,19 +160,28 @@ pub unsafe extern "C" fn rdma_get_cm_event(
     }
 }
 
-/// `rdma_ack_cm_event`: frees an event [`rdma_get_cm_event`] gave.
+/// `rdma_ack_cm_event`: frees an event [`get_event`] gave.
 ///
 /// # Safety
 ///
-/// `event` came from [`rdma_get_cm_event`] and is not used again.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {
+/// `event` came from [`get_event`] and is not used again.
+pub unsafe fn ack_event(event: *mut rdma_cm_event) -> c_int {
     if event.is_null() {
         return fail(libc::EINVAL);
     }
     // SAFETY: per the contract; the event is the head of an `Event` box.
     drop(unsafe { Box::from_raw(event.cast::<Event>()) });
     0
+}
+
+crate::export! {
+    /// `rdma_get_cm_event`.
+    fn rdma_get_cm_event(channel: *mut rdma_event_channel, event: *mut *mut rdma_cm_event) -> c_int = get_event;
+}
+
+crate::export! {
+    /// `rdma_ack_cm_event`.
+    fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int = ack_event;
 }
 
 /// `rdma_event_str`: the event's name as rdma-core spells it.

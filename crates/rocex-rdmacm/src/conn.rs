@@ -216,8 +216,7 @@ pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, param: *mut rdma_conn_
 /// # Safety
 ///
 /// `id` is a live id.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn rdma_reject(
+pub unsafe fn reject(
     id: *mut rdma_cm_id,
     _private_data: *const c_void,
     private_data_len: u8,
@@ -388,6 +387,11 @@ pub extern "C" fn rdma_reject_ece(
     _len: u8,
 ) -> c_int {
     fail(libc::EOPNOTSUPP)
+}
+
+crate::export! {
+    /// `rdma_reject`.
+    fn rdma_reject(id: *mut rdma_cm_id, private_data: *const c_void, private_data_len: u8) -> c_int = reject;
 }
 
 symver! {

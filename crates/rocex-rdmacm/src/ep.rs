@@ -6,12 +6,12 @@
 use core::ffi::c_int;
 
 use crate::abi::*;
-use crate::channel::{rdma_ack_cm_event, rdma_get_cm_event};
-use crate::conn::rdma_reject;
-use crate::id::{Id, rdma_bind_addr, rdma_create_id, rdma_destroy_id};
-use crate::qp::{rdma_create_qp, rdma_destroy_qp, rdma_destroy_srq};
+use crate::channel::{ack_event, get_event};
+use crate::conn::reject;
+use crate::id::{Id, bind_addr, create_id, destroy_id};
+use crate::qp::{create_qp, destroy_qp, destroy_srq};
 use crate::registry::lock;
-use crate::resolve::{rdma_resolve_addr, rdma_resolve_route};
+use crate::resolve::{resolve_addr, resolve_route};
 use crate::{fail, symver};
 
 /// How long `rdma_create_ep` gives resolution, as rdma-core does.
@@ -41,22 +41,22 @@ pub unsafe extern "C" fn rdma_create_ep(
     };
     let mut cm = core::ptr::null_mut();
     // SAFETY: a synchronous id (no channel).
-    if unsafe { rdma_create_id(core::ptr::null_mut(), &mut cm, core::ptr::null_mut(), ps) } != 0 {
+    if unsafe { create_id(core::ptr::null_mut(), &mut cm, core::ptr::null_mut(), ps) } != 0 {
         return -1;
     }
     // SAFETY: each call gets the live id just made and the program's own arguments.
     let made = unsafe {
         if r.ai_flags & RAI_PASSIVE != 0 {
-            let ok = rdma_bind_addr(cm, r.ai_src_addr) == 0;
+            let ok = bind_addr(cm, r.ai_src_addr) == 0;
             if ok && !attr.is_null() {
                 let _g = lock();
                 Id::of(cm).ep = Some((*attr, pd));
             }
             ok
         } else {
-            rdma_resolve_addr(cm, r.ai_src_addr, r.ai_dst_addr, RESOLVE_MS) == 0
-                && rdma_resolve_route(cm, RESOLVE_MS) == 0
-                && (attr.is_null() || rdma_create_qp(cm, pd, attr) == 0)
+            resolve_addr(cm, r.ai_src_addr, r.ai_dst_addr, RESOLVE_MS) == 0
+                && resolve_route(cm, RESOLVE_MS) == 0
+                && (attr.is_null() || create_qp(cm, pd, attr) == 0)
         }
     };
     if !made {
@@ -64,7 +64,7 @@ pub unsafe extern "C" fn rdma_create_ep(
             .raw_os_error()
             .unwrap_or(libc::EINVAL);
         // SAFETY: the id made above, not handed out.
-        unsafe { rdma_destroy_id(cm) };
+        unsafe { destroy_id(cm) };
         return fail(e);
     }
     // SAFETY: per the contract.
@@ -84,9 +84,9 @@ pub unsafe extern "C" fn rdma_destroy_ep(id: *mut rdma_cm_id) {
     }
     // SAFETY: per the contract.
     unsafe {
-        rdma_destroy_qp(id);
-        rdma_destroy_srq(id);
-        rdma_destroy_id(id);
+        destroy_qp(id);
+        destroy_srq(id);
+        destroy_id(id);
     }
 }
 
@@ -113,14 +113,14 @@ pub unsafe extern "C" fn rdma_get_request(
     };
     let mut e = core::ptr::null_mut();
     // SAFETY: the listener's channel.
-    if unsafe { rdma_get_cm_event(channel, &mut e) } != 0 {
+    if unsafe { get_event(channel, &mut e) } != 0 {
         return -1;
     }
     // SAFETY: an event just taken.
     let (kind, status, new) = unsafe { ((*e).event, (*e).status, (*e).id) };
     if status != 0 || kind != event::CONNECT_REQUEST {
         // SAFETY: as above.
-        unsafe { rdma_ack_cm_event(e) };
+        unsafe { ack_event(e) };
         return fail(if status != 0 {
             status.abs()
         } else {
@@ -129,15 +129,15 @@ pub unsafe extern "C" fn rdma_get_request(
     }
     if let Some((mut attr, pd)) = ep {
         // SAFETY: the request's new id.
-        if unsafe { rdma_create_qp(new, pd, &mut attr) } != 0 {
+        if unsafe { create_qp(new, pd, &mut attr) } != 0 {
             let err = std::io::Error::last_os_error()
                 .raw_os_error()
                 .unwrap_or(libc::EINVAL);
             // SAFETY: the request's id, refused and freed; the event goes with it.
             unsafe {
-                rdma_ack_cm_event(e);
-                rdma_reject(new, core::ptr::null(), 0);
-                rdma_destroy_id(new);
+                ack_event(e);
+                reject(new, core::ptr::null(), 0);
+                destroy_id(new);
             }
             return fail(err);
         }

@@ -5,7 +5,7 @@ use core::ffi::{c_int, c_void};
 use std::net::{IpAddr, SocketAddr};
 
 use crate::abi::*;
-use crate::channel::{Channel, event, rdma_ack_cm_event, rdma_get_cm_event};
+use crate::channel::{Channel, ack_event, event, get_event};
 use crate::registry::{Guard, enter};
 use crate::sockaddr;
 use crate::verbs::Verbs;
@@ -158,12 +158,12 @@ pub unsafe fn complete(id: *mut Id) -> c_int {
     let me = unsafe { &mut *id };
     let mut e = core::ptr::null_mut();
     // SAFETY: the id's own channel.
-    if unsafe { rdma_get_cm_event(me.c.channel, &mut e) } != 0 {
+    if unsafe { get_event(me.c.channel, &mut e) } != 0 {
         return -1;
     }
     if !me.c.event.is_null() {
         // SAFETY: the previous event this id kept.
-        unsafe { rdma_ack_cm_event(me.c.event) };
+        unsafe { ack_event(me.c.event) };
     }
     me.c.event = e;
     // SAFETY: just taken from the channel.
@@ -180,8 +180,7 @@ pub unsafe fn complete(id: *mut Id) -> c_int {
 /// # Safety
 ///
 /// `channel` is NULL or a channel of this library; `id` is writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn rdma_create_id(
+pub unsafe fn create_id(
     channel: *mut rdma_event_channel,
     id: *mut *mut rdma_cm_id,
     context: *mut c_void,
@@ -209,8 +208,7 @@ pub unsafe extern "C" fn rdma_create_id(
 /// # Safety
 ///
 /// `id` is a live id of this library, not used again.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
+pub unsafe fn destroy_id(id: *mut rdma_cm_id) -> c_int {
     if id.is_null() {
         return fail(libc::EINVAL);
     }
@@ -243,7 +241,7 @@ pub unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
     drop(g);
     if !m.c.event.is_null() {
         // SAFETY: the event a synchronous call kept.
-        unsafe { rdma_ack_cm_event(m.c.event) };
+        unsafe { ack_event(m.c.event) };
     }
     if !m.sync.is_null() {
         // SAFETY: the id's own channel, made by new_id.
@@ -333,8 +331,7 @@ pub fn bind(v: &Verbs, g: &mut Guard, m: &mut Id, sa: SocketAddr) -> i32 {
 /// # Safety
 ///
 /// `id` is a live id; `addr` NULL or a socket address.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -> c_int {
+pub unsafe fn bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -> c_int {
     if id.is_null() {
         return fail(libc::EINVAL);
     }
@@ -476,6 +473,21 @@ pub unsafe extern "C" fn rdma_free_devices(list: *mut *mut ibv_context) {
 /// The address family of an id's own address, for checks against a peer's.
 pub fn same_family(a: IpAddr, b: IpAddr) -> bool {
     a.is_ipv4() == b.is_ipv4()
+}
+
+crate::export! {
+    /// `rdma_create_id`.
+    fn rdma_create_id(channel: *mut rdma_event_channel, id: *mut *mut rdma_cm_id, context: *mut c_void, ps: u32) -> c_int = create_id;
+}
+
+crate::export! {
+    /// `rdma_destroy_id`.
+    fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int = destroy_id;
+}
+
+crate::export! {
+    /// `rdma_bind_addr`.
+    fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -> c_int = bind_addr;
 }
 
 symver! {

@@ -42,6 +42,25 @@ macro_rules! symver {
 }
 pub(crate) use symver;
 
+/// Exports `inner` under rdma-core's name as a thin C wrapper: the library's own callers
+/// call `inner`, so that no other object file refers to the exported symbol, whose
+/// `.symver` (optimized builds otherwise fail to assemble) must sit beside its definition.
+macro_rules! export {
+    ($(#[$m:meta])* fn $name:ident($($a:ident: $t:ty),* $(,)?) $(-> $r:ty)? = $inner:path;) => {
+        $(#[$m])*
+        ///
+        /// # Safety
+        ///
+        /// As for the function it calls.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name($($a: $t),*) $(-> $r)? {
+            // SAFETY: the caller keeps the contract of the function called.
+            unsafe { $inner($($a),*) }
+        }
+    };
+}
+pub(crate) use export;
+
 /// Sets the thread's errno (the C library's).
 pub(crate) fn set_errno(e: i32) {
     // SAFETY: __errno_location returns the calling thread's errno slot.

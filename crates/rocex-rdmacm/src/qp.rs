@@ -8,7 +8,7 @@ use core::ffi::c_int;
 use crate::abi::*;
 use crate::id::Id;
 use crate::registry::enter;
-use crate::verbs::{Verbs, create_qp_ex};
+use crate::verbs::{self, Verbs};
 use crate::{fail, symver};
 
 /// Access an RC QP gets at INIT: what the kernel's CM settles with responder resources
@@ -144,11 +144,7 @@ fn fill_cqs(v: &Verbs, m: &mut Id, attr: &mut ibv_qp_init_attr_ex) -> bool {
 /// # Safety
 ///
 /// `id` is a live id; `attr` points at a writable `ibv_qp_init_attr_ex`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn rdma_create_qp_ex(
-    id: *mut rdma_cm_id,
-    attr: *mut ibv_qp_init_attr_ex,
-) -> c_int {
+pub unsafe fn create_qp_ex(id: *mut rdma_cm_id, attr: *mut ibv_qp_init_attr_ex) -> c_int {
     if id.is_null() || attr.is_null() {
         return fail(libc::EINVAL);
     }
@@ -194,7 +190,7 @@ pub unsafe extern "C" fn rdma_create_qp_ex(
         qp
     } else {
         // SAFETY: the id's context is one of rocex's libibverbs.
-        unsafe { create_qp_ex(m.c.verbs, a) }
+        unsafe { verbs::create_qp_ex(m.c.verbs, a) }
     };
     if qp.is_null() {
         let e = std::io::Error::last_os_error()
@@ -215,14 +211,13 @@ pub unsafe extern "C" fn rdma_create_qp_ex(
     0
 }
 
-/// `rdma_create_qp`: [`rdma_create_qp_ex`] with the id's PD when `pd` is NULL; the
+/// `rdma_create_qp`: [`create_qp_ex`] with the id's PD when `pd` is NULL; the
 /// attributes come back with the CQs and capacities used.
 ///
 /// # Safety
 ///
 /// `id` is a live id; `pd` NULL or a PD; `attr` a writable `ibv_qp_init_attr`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn rdma_create_qp(
+pub unsafe fn create_qp(
     id: *mut rdma_cm_id,
     pd: *mut ibv_pd,
     attr: *mut ibv_qp_init_attr,
@@ -244,7 +239,7 @@ pub unsafe extern "C" fn rdma_create_qp(
     x.comp_mask = IBV_QP_INIT_ATTR_PD;
     x.pd = pd;
     // SAFETY: per the contract.
-    let r = unsafe { rdma_create_qp_ex(id, &mut x) };
+    let r = unsafe { create_qp_ex(id, &mut x) };
     if r == 0 {
         b.send_cq = x.send_cq;
         b.recv_cq = x.recv_cq;
@@ -259,8 +254,7 @@ pub unsafe extern "C" fn rdma_create_qp(
 /// # Safety
 ///
 /// `id` is a live id.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
+pub unsafe fn destroy_qp(id: *mut rdma_cm_id) {
     let Some((v, _g)) = enter() else {
         return;
     };
@@ -282,8 +276,7 @@ pub unsafe extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
 /// # Safety
 ///
 /// `id` is a live id; `pd` NULL or a PD; `attr` a writable `ibv_srq_init_attr`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn rdma_create_srq(
+pub unsafe fn create_srq(
     id: *mut rdma_cm_id,
     pd: *mut ibv_pd,
     attr: *mut ibv_srq_init_attr,
@@ -338,7 +331,7 @@ pub unsafe extern "C" fn rdma_create_srq_ex(
         attr: a.attr,
     };
     // SAFETY: per the contract.
-    unsafe { rdma_create_srq(id, pd, &mut basic) }
+    unsafe { create_srq(id, pd, &mut basic) }
 }
 
 /// `rdma_destroy_srq`.
@@ -346,8 +339,7 @@ pub unsafe extern "C" fn rdma_create_srq_ex(
 /// # Safety
 ///
 /// `id` is a live id.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn rdma_destroy_srq(id: *mut rdma_cm_id) {
+pub unsafe fn destroy_srq(id: *mut rdma_cm_id) {
     let Some((v, _g)) = enter() else {
         return;
     };
@@ -361,6 +353,31 @@ pub unsafe extern "C" fn rdma_destroy_srq(id: *mut rdma_cm_id) {
         unsafe { (v.ibv_destroy_srq)(m.c.srq) };
         m.c.srq = core::ptr::null_mut();
     }
+}
+
+crate::export! {
+    /// `rdma_create_qp_ex`.
+    fn rdma_create_qp_ex(id: *mut rdma_cm_id, attr: *mut ibv_qp_init_attr_ex) -> c_int = create_qp_ex;
+}
+
+crate::export! {
+    /// `rdma_create_qp`.
+    fn rdma_create_qp(id: *mut rdma_cm_id, pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> c_int = create_qp;
+}
+
+crate::export! {
+    /// `rdma_destroy_qp`.
+    fn rdma_destroy_qp(id: *mut rdma_cm_id) = destroy_qp;
+}
+
+crate::export! {
+    /// `rdma_create_srq`.
+    fn rdma_create_srq(id: *mut rdma_cm_id, pd: *mut ibv_pd, attr: *mut ibv_srq_init_attr) -> c_int = create_srq;
+}
+
+crate::export! {
+    /// `rdma_destroy_srq`.
+    fn rdma_destroy_srq(id: *mut rdma_cm_id) = destroy_srq;
 }
 
 symver! {

@@ -26,8 +26,7 @@ const MTU_SELECTOR_EXACT: u8 = 2;
 /// # Safety
 ///
 /// `id` is a live id; `src` NULL or a socket address; `dst` a socket address.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn rdma_resolve_addr(
+pub unsafe fn resolve_addr(
     id: *mut rdma_cm_id,
     src: *mut libc::sockaddr,
     dst: *mut libc::sockaddr,
@@ -94,8 +93,7 @@ pub unsafe extern "C" fn rdma_resolve_addr(
 /// # Safety
 ///
 /// `id` is a live id.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_int) -> c_int {
+pub unsafe fn resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_int) -> c_int {
     if id.is_null() {
         return fail(libc::EINVAL);
     }
@@ -129,6 +127,16 @@ pub unsafe extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_
         return unsafe { complete(id.cast()) };
     }
     0
+}
+
+crate::export! {
+    /// `rdma_resolve_addr`.
+    fn rdma_resolve_addr(id: *mut rdma_cm_id, src: *mut libc::sockaddr, dst: *mut libc::sockaddr, timeout_ms: c_int) -> c_int = resolve_addr;
+}
+
+crate::export! {
+    /// `rdma_resolve_route`.
+    fn rdma_resolve_route(id: *mut rdma_cm_id, timeout_ms: c_int) -> c_int = resolve_route;
 }
 
 symver! {

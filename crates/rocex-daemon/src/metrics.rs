@@ -12,7 +12,7 @@
 use std::fmt::Write as _;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rocex_verbs::verbs::{QpState, QpType};
@@ -41,7 +41,7 @@ pub(crate) fn spawn(listener: TcpListener, socket: PathBuf) -> io::Result<()> {
         .map(drop)
 }
 
-fn serve(listener: &TcpListener, socket: &PathBuf) {
+fn serve(listener: &TcpListener, socket: &Path) {
     let mut ctx: Option<Context> = None;
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
@@ -52,7 +52,7 @@ fn serve(listener: &TcpListener, socket: &PathBuf) {
 }
 
 /// Reads one request and writes its answer.
-fn answer(mut stream: TcpStream, ctx: &mut Option<Context>, socket: &PathBuf) -> io::Result<()> {
+fn answer(mut stream: TcpStream, ctx: &mut Option<Context>, socket: &Path) -> io::Result<()> {
     stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
     stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
     let head = read_head(&mut stream)?;
@@ -110,7 +110,7 @@ fn read_head(stream: &mut TcpStream) -> io::Result<String> {
 
 /// The counters now, through the held control connection (opened again when the first
 /// attempt finds it closed).
-fn scrape(ctx: &mut Option<Context>, socket: &PathBuf) -> Result<String, rocex_verbs::Error> {
+fn scrape(ctx: &mut Option<Context>, socket: &Path) -> Result<String, rocex_verbs::Error> {
     for _ in 0..2 {
         let c = match ctx {
             Some(c) if !c.is_gone() => c,

@@ -55,6 +55,9 @@ fn holders(addr: SocketAddr) -> Option<Vec<String>> {
             (bound.port() == addr.port() && blocks(bound.ip(), addr.ip())).then_some(inode)
         }));
     }
+    if inodes.is_empty() {
+        return None;
+    }
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
         let Some(pid) = entry

@@ -1,9 +1,10 @@
-//! `rocex top`: a live view of a `rocexd`, one line per QP (busiest first) under the
-//! device's totals, redrawn every interval on a terminal; into a pipe or file, one
-//! snapshot. Rates are differences between two `Stat` readings an interval apart: a QP's
+//! `rocex top`: a live view of a `rocexd`: the device's totals, one line per client
+//! process and one per QP (busiest first), redrawn every interval on a terminal; into a
+//! pipe or file, one snapshot. Rates are differences between two `Stat` readings an interval apart: a QP's
 //! packets sent and received from its send and receive PSNs (each packet takes one), the
 //! device's from rxe's `sent_pkts`, `rcvd_pkts` and `retransmitted_pkts`.
 
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -72,8 +73,12 @@ const fn state_name(s: QpState) -> &'static str {
 /// One QP's line: its rates over `secs` since `before` (its previous reading, if it
 /// existed then).
 struct Row {
+    /// The client process that owns the QP (0: the daemon's own QP).
+    pid: u64,
     tx: f64,
     rx: f64,
+    sq: u64,
+    rq: u64,
     line: String,
 }
 
@@ -87,20 +92,65 @@ fn row(q: &QpStat, before: Option<&QpStat>, secs: f64) -> Row {
     };
     let (tx, rx) = (rate("sq_psn"), rate("rq_psn"));
     let in_flight = counter(c, "sq_psn").wrapping_sub(counter(c, "unacked_psn")) & PSN_MASK;
+    let (pid, sq, rq) = (
+        counter(c, "client_pid"),
+        counter(c, "sq_wqes"),
+        counter(c, "rq_wqes"),
+    );
     let line = format!(
-        "{:>8} {:<4} {:<5} {:>10.0} {:>10.0} {:>8} {:>6} {:>6} {:>5} {:>5}",
+        "{:>8} {:<4} {:<5} {:>10.0} {:>10.0} {:>8} {:>6} {:>6} {:>5} {:>5} {:>8}",
         format!("{:#x}", q.qpn),
         type_name(q.qp_type),
         state_name(q.state),
         tx,
         rx,
         in_flight,
-        counter(c, "sq_wqes"),
-        counter(c, "rq_wqes"),
+        sq,
+        rq,
         counter(c, "retry_left"),
         counter(c, "rnr_retry_left"),
+        pid,
     );
-    Row { tx, rx, line }
+    Row {
+        pid,
+        tx,
+        rx,
+        sq,
+        rq,
+        line,
+    }
+}
+
+/// A client process's name, as `top(1)` shows it (its `comm`).
+fn command(pid: u64) -> String {
+    if pid == 0 {
+        return "(rocexd)".to_owned();
+    }
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map_or_else(|_| "?".to_owned(), |c| c.trim().to_owned())
+}
+
+/// One line per client process: its QPs' count, rates and queued work requests summed,
+/// busiest first.
+fn clients(rows: &[Row]) -> String {
+    let mut by_pid: BTreeMap<u64, (usize, f64, f64, u64, u64)> = BTreeMap::new();
+    for r in rows {
+        let e = by_pid.entry(r.pid).or_default();
+        *e = (e.0 + 1, e.1 + r.tx, e.2 + r.rx, e.3 + r.sq, e.4 + r.rq);
+    }
+    let mut list: Vec<_> = by_pid.into_iter().collect();
+    list.sort_by(|a, b| (b.1.1 + b.1.2).total_cmp(&(a.1.1 + a.1.2)));
+    let mut out = format!(
+        "{:>8} {:<16} {:>5} {:>10} {:>10} {:>6} {:>6}\n",
+        "PID", "COMMAND", "QPS", "TX pkt/s", "RX pkt/s", "SQ", "RQ"
+    );
+    for (pid, (qps, tx, rx, sq, rq)) in list {
+        out.push_str(&format!(
+            "{pid:>8} {:<16} {qps:>5} {tx:>10.0} {rx:>10.0} {sq:>6} {rq:>6}\n",
+            command(pid)
+        ));
+    }
+    out
 }
 
 /// The view of `now` against `before`, `secs` apart.
@@ -130,15 +180,26 @@ fn view(socket: &str, addr: &str, before: &Stats, now: &Stats, secs: f64, rows: 
         counter(e1, "retry_exceeded_err") + counter(e1, "retry_rnr_exceeded_err"),
         drops,
     );
-    out.push_str(&format!(
-        "{:>8} {:<4} {:<5} {:>10} {:>10} {:>8} {:>6} {:>6} {:>5} {:>5}\n",
-        "QPN", "TYPE", "STATE", "TX pkt/s", "RX pkt/s", "INFLIGHT", "SQ", "RQ", "RETRY", "RNR"
-    ));
     let mut lines: Vec<Row> = now
         .qps
         .iter()
         .map(|q| row(q, before.qps.iter().find(|b| b.qpn == q.qpn), secs))
         .collect();
+    out.push_str(&clients(&lines));
+    out.push_str(&format!(
+        "\n{:>8} {:<4} {:<5} {:>10} {:>10} {:>8} {:>6} {:>6} {:>5} {:>5} {:>8}\n",
+        "QPN",
+        "TYPE",
+        "STATE",
+        "TX pkt/s",
+        "RX pkt/s",
+        "INFLIGHT",
+        "SQ",
+        "RQ",
+        "RETRY",
+        "RNR",
+        "PID"
+    ));
     // Busiest first; equals keep the QPN order they came in.
     lines.sort_by(|a, b| (b.tx + b.rx).total_cmp(&(a.tx + a.rx)));
     for r in lines.iter().take(rows) {
@@ -214,6 +275,7 @@ mod tests {
                 ("unacked_psn", sq_psn.saturating_sub(3)),
                 ("rq_psn", rq_psn),
                 ("sq_wqes", 2),
+                ("client_pid", 0),
             ]
             .map(|(n, v)| (n.to_owned(), v))
             .into(),
@@ -239,12 +301,17 @@ mod tests {
         let v = view("/s", "10.0.0.1", &before, &now, 2.0, 2);
         assert!(v.contains("sent 100 pkt/s"), "{v}");
         let lines: Vec<&str> = v.lines().collect();
+        // The QPs are the daemon's own here: one client line, their rates and work
+        // requests summed.
+        let client = "       0 (rocexd)             3         10          0      6      0";
+        assert_eq!(lines[4], client, "{v}");
         // 20 PSNs across the wrap in 2 s; the busiest QP first; one line too many.
+        let first = lines.iter().position(|l| l.contains("QPN TYPE")).unwrap() + 1;
         assert!(
-            lines[4].starts_with("    0x11 RC   RTS           10"),
+            lines[first].starts_with("    0x11 RC   RTS           10"),
             "{v}"
         );
-        assert!(lines[4].contains("        3      2"), "{v}");
+        assert!(lines[first].contains("        3      2"), "{v}");
         assert_eq!(lines.last(), Some(&"... 1 more QPs"), "{v}");
     }
 }

@@ -1,6 +1,7 @@
 //! `rocex top` against a `rocexd` holding QPs this test made: into a pipe it prints one
-//! view, with the daemon's totals and a line per QP showing its type, state, queue depths
-//! and retries left as the test set them; on a terminal (`script` gives it one) it redraws
+//! view, with the daemon's totals, a line for this test's process (its QPs and queued
+//! work requests) and a line per QP showing its type, state, queue depths, retries left
+//! and owner as the test set them; on a terminal (`script` gives it one) it redraws
 //! the view in place every interval. Daemons on 127.0.6.21 and 127.0.6.22.
 
 mod common;
@@ -37,7 +38,7 @@ fn connect(qp: &Qp, peer: (IpAddr, u32)) {
 }
 
 /// The QP lines of a view, by QPN as `top` prints it: TYPE STATE TX RX INFLIGHT SQ RQ
-/// RETRY RNR.
+/// RETRY RNR PID.
 fn qp_line(view: &str, qpn: u32) -> Vec<&str> {
     let key = format!("{qpn:#x}");
     view.lines()
@@ -85,12 +86,23 @@ fn a_piped_top_prints_one_view_of_the_qps() {
         1,
         "one view: {r}"
     );
+    let pid = std::process::id().to_string();
     let ly = qp_line(&r.stdout, y.qpn());
     assert_eq!(
-        (ly[1], ly[2], ly[7], ly[8], ly[9]),
-        ("RC", "RTS", "5", "6", "5"),
+        (ly[1], ly[2], ly[7], ly[8], ly[9], ly[10]),
+        ("RC", "RTS", "5", "6", "5", pid.as_str()),
         "{r}"
     );
+    // This process's line: PID COMMAND QPS TX RX SQ RQ, its command as the kernel names
+    // it (the first 15 bytes of the test binary's name).
+    let me: Vec<&str> = r
+        .stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|w| w.first() == Some(&pid.as_str()))
+        .unwrap_or_else(|| panic!("no line for this process in {r}"));
+    let comm = std::fs::read_to_string("/proc/self/comm").unwrap();
+    assert_eq!((me[1], me[2], me[6]), (comm.trim(), "3", "5"), "{r}");
     assert_eq!(&qp_line(&r.stdout, x.qpn())[1..3], ["RC", "RTS"], "{r}");
     assert_eq!(qp_line(&r.stdout, idle.qpn())[2], "RESET", "{r}");
 }

@@ -24,6 +24,9 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest request head read; a scraper's is a few hundred bytes.
 const MAX_HEAD: usize = 8192;
 
+/// The per-QP value that names the QP's client process (0: none), shown as a label.
+const CLIENT_PID: &str = "client_pid";
+
 /// Counters of the daemon's own group that are levels, not counts.
 const DAEMON_GAUGES: [&str; 4] = ["clients", "qps", "mrs", "registered_bytes"];
 
@@ -148,7 +151,8 @@ const fn state_name(s: QpState) -> &'static str {
 /// The exposition: `rocex_<name>_total` for the engine's counters (rxe's names),
 /// `rocex_<group>_<name>` for the other groups' levels and `..._total` for their counts,
 /// `rocex_qp_<name>` gauges per QP (labels `qpn` and `type`) and `rocex_qp_info` (1, with
-/// the QP's `state`); every sample carries the device's address as `addr`.
+/// the QP's `state` and its client's `client_pid`); every sample carries the device's
+/// address as `addr`.
 fn render(addr: &str, s: &Stats) -> String {
     let mut out = String::new();
     for g in &s.groups {
@@ -171,9 +175,15 @@ fn render(addr: &str, s: &Stats) -> String {
     }
     let _ = writeln!(out, "# TYPE rocex_qp_info gauge");
     for q in &s.qps {
+        // The owner is a label: a process id is not a level to graph.
+        let owner = q
+            .counters
+            .iter()
+            .find(|(n, _)| n == CLIENT_PID)
+            .map_or_else(String::new, |(_, pid)| format!(",client_pid=\"{pid}\""));
         let _ = writeln!(
             out,
-            "rocex_qp_info{{addr=\"{addr}\",qpn=\"{}\",type=\"{}\",state=\"{}\"}} 1",
+            "rocex_qp_info{{addr=\"{addr}\",qpn=\"{}\",type=\"{}\",state=\"{}\"{owner}}} 1",
             q.qpn,
             type_name(q.qp_type),
             state_name(q.state)
@@ -185,6 +195,7 @@ fn render(addr: &str, s: &Stats) -> String {
         .first()
         .map(|q| q.counters.iter().map(|(n, _)| n).collect())
         .unwrap_or_default();
+    let names = names.into_iter().filter(|n| *n != CLIENT_PID);
     for name in names {
         let _ = writeln!(out, "# TYPE rocex_qp_{name} gauge");
         for q in &s.qps {
@@ -224,13 +235,21 @@ mod tests {
                     qpn: 17,
                     qp_type: QpType::Rc,
                     state: QpState::Rts,
-                    counters: vec![("sq_psn".into(), 5), ("rq_psn".into(), 9)],
+                    counters: vec![
+                        ("sq_psn".into(), 5),
+                        ("rq_psn".into(), 9),
+                        ("client_pid".into(), 4242),
+                    ],
                 },
                 QpStat {
                     qpn: 18,
                     qp_type: QpType::Ud,
                     state: QpState::Init,
-                    counters: vec![("sq_psn".into(), 7), ("rq_psn".into(), 0)],
+                    counters: vec![
+                        ("sq_psn".into(), 7),
+                        ("rq_psn".into(), 0),
+                        ("client_pid".into(), 0),
+                    ],
                 },
             ],
             next: 0,
@@ -243,7 +262,8 @@ mod tests {
             "# TYPE rocex_daemon_disconnects_total counter",
             "rocex_daemon_disconnects_total{addr=\"10.0.0.1\"} 1",
             "rocex_daemon_clients{addr=\"10.0.0.1\"} 2",
-            "rocex_qp_info{addr=\"10.0.0.1\",qpn=\"18\",type=\"UD\",state=\"INIT\"} 1",
+            "rocex_qp_info{addr=\"10.0.0.1\",qpn=\"18\",type=\"UD\",state=\"INIT\",client_pid=\"0\"} 1",
+            "rocex_qp_info{addr=\"10.0.0.1\",qpn=\"17\",type=\"RC\",state=\"RTS\",client_pid=\"4242\"} 1",
             "rocex_qp_sq_psn{addr=\"10.0.0.1\",qpn=\"17\",type=\"RC\"} 5",
         ] {
             assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
@@ -257,5 +277,6 @@ mod tests {
             .collect();
         assert_eq!(sq.len(), 2);
         assert_eq!(sq[1], sq[0] + 1, "{text}");
+        assert!(!text.contains("rocex_qp_client_pid"), "{text}");
     }
 }

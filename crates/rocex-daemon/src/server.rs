@@ -589,6 +589,10 @@ impl Server {
             groups: self.stat_groups(),
             ..StatBody::default()
         };
+        let owner_pid = |qpn: u32| {
+            let owner = self.clients.values().find(|c| c.qps.contains_key(&qpn));
+            owner.and_then(|c| c.pid).map_or(0, |p| p as u64)
+        };
         let qp_stat = |qpn: u32| {
             self.engine.qp_status(qpn).ok().map(|s| QpStat {
                 qpn,
@@ -603,6 +607,8 @@ impl Server {
                     ("rq_wqes", s.rq_wqes as u64),
                     ("retry_left", u64::from(s.retry_left)),
                     ("rnr_retry_left", u64::from(s.rnr_retry_left)),
+                    // Whose QP it is (0: the daemon's own, or a pid the kernel did not give).
+                    ("client_pid", owner_pid(qpn)),
                 ]
                 .map(|(n, v)| (n.to_owned(), v))
                 .into(),

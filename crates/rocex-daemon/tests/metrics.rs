@@ -1,6 +1,6 @@
 //! `rocexd --metrics ADDR`: a scrape over HTTP gives every counter of `Stat` in
-//! Prometheus' text format, device-wide and per QP with labels, matching what `Stat`
-//! itself says; other paths and methods are refused, and a taken address stops the daemon
+//! Prometheus' text format, device-wide and per QP with labels (its client's pid among
+//! them), matching what `Stat` itself says; other paths and methods are refused, and a taken address stops the daemon
 //! at start.
 //!
 //! The exposition is read back by a parser written from the format's rules (one `# TYPE`
@@ -114,7 +114,11 @@ fn a_scrape_gives_every_counter_of_stat() {
     assert_eq!(got[&format!("rocex_daemon_clients{{{addr}}}")], 3);
     for q in [&x.qp, &y.qp] {
         let qpn = q.qpn();
-        let info = format!("rocex_qp_info{{{addr},qpn=\"{qpn}\",type=\"RC\",state=\"RTS\"}}");
+        // Each QP names its client: this process.
+        let pid = std::process::id();
+        let info = format!(
+            "rocex_qp_info{{{addr},qpn=\"{qpn}\",type=\"RC\",state=\"RTS\",client_pid=\"{pid}\"}}"
+        );
         assert_eq!(got.get(&info), Some(&1), "{body}");
         let s = &stats.qps.iter().find(|s| s.qpn == qpn).unwrap().counters;
         let sq_psn = s.iter().find(|(n, _)| n == "sq_psn").unwrap().1;
@@ -231,7 +235,8 @@ fn prometheus_own_parser_reads_the_exposition() {
     assert!(l[4].parse::<u64>().unwrap() <= sent.unwrap().1 && l[4] != "0");
     assert_eq!(find("rocex_daemon_clients", "addr=127.0.9.73")[1], "gauge");
     let qpn = y.qp.qpn();
-    let info = format!("addr=127.0.9.73,qpn={qpn},state=RTS,type=RC");
+    let pid = std::process::id();
+    let info = format!("addr=127.0.9.73,client_pid={pid},qpn={qpn},state=RTS,type=RC");
     assert_eq!(find("rocex_qp_info", &info)[4], "1");
     let rq = format!("addr=127.0.9.73,qpn={qpn},type=RC");
     assert_eq!(find("rocex_qp_rq_wqes", &rq)[1], "gauge");

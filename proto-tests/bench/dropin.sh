@@ -71,9 +71,11 @@ inB() { ip netns exec "$NB" env ROCEX_SOCKET="$SB" ${PIN:+taskset -c 1} "$@"; }
 
 daemons_up() {
   rm -f "$SA" "$SB"
-  inA "$ROCEXD" --addr "$IPA" --socket "$SA" >"$WORK/a.log" 2>&1 &
+  # Not through inA/inB: a function in the background is a subshell, whose PID is not
+  # the daemon's.
+  ip netns exec "$NA" ${PIN:+taskset -c 0} "$ROCEXD" --addr "$IPA" --socket "$SA" >"$WORK/a.log" 2>&1 &
   DPA=$!
-  inB "$ROCEXD" --addr "$IPB" --socket "$SB" >"$WORK/b.log" 2>&1 &
+  ip netns exec "$NB" ${PIN:+taskset -c 1} "$ROCEXD" --addr "$IPB" --socket "$SB" >"$WORK/b.log" 2>&1 &
   DPB=$!
   for _ in $(seq 100); do [ -S "$SA" ] && [ -S "$SB" ] && return 0; sleep 0.1; done
   echo "rocexd did not start: $(tail -n 3 "$WORK"/[ab].log)" >&2
@@ -129,7 +131,7 @@ ratio() { python3 -c 'import sys
 a, b = (float(x) for x in sys.argv[1:])
 print("nan" if a != a or b != b or b == 0 else f"{a / b:.2f}")' "$1" "$2"; }
 
-echo "drop-in bench: $RUNS runs of ${SECS} s (bandwidth) and $LAT_ITERS iterations (latency), kernel $(uname -r), $(nproc) cpus" >&2
+echo "drop-in bench: $RUNS runs of ${SECS} s (bandwidth) and $LAT_ITERS iterations (latency), kernel $(uname -r), $(nproc) cpus, load average $(cut -d" " -f1-3 /proc/loadavg)" >&2
 for PIN in "" 1; do
   mode=$([ -n "$PIN" ] && echo pinned || echo unpinned)
   daemons_up

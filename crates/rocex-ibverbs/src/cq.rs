@@ -338,12 +338,16 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_
                 trace("ibv_poll_cq", &"rocexd is gone");
                 return -libc::EIO;
             }
-            drop(g);
-            if n >= SPIN_BEFORE_YIELD {
-                // A program spinning on an empty CQ competes with rocexd, which does the
-                // device's work on a core of this host: past a short spin, each empty
-                // poll lets it run first.
-                std::thread::yield_now();
+            if n >= SLEEP_AFTER && c.chan.is_null() {
+                nap(c, g);
+            } else {
+                drop(g);
+                if n >= SPIN_BEFORE_YIELD {
+                    // A program spinning on an empty CQ competes with rocexd, which does
+                    // the device's work on a core of this host: past a short spin, each
+                    // empty poll lets it run first.
+                    std::thread::yield_now();
+                }
             }
             0
         }
@@ -363,6 +367,47 @@ const GONE_CHECK: u32 = 4096;
 
 /// Empty polls in a row before each further one yields the processor.
 const SPIN_BEFORE_YIELD: u32 = 64;
+
+/// Empty polls in a row before each further one sleeps until a completion (at most
+/// [`NAP_MS`]), on a CQ without a channel of the program's.
+const SLEEP_AFTER: u32 = 256;
+
+/// The longest such sleep: a program polling this CQ while waiting for something else
+/// (another CQ, its own memory) looks again this soon.
+const NAP_MS: c_int = 1;
+
+/// Sleeps on the CQ's own channel (which rocex-verbs makes for a CQ created without one)
+/// until the daemon writes a completion or [`NAP_MS`] pass, without the context's lock.
+/// Yielding alone leaves a spinning program runnable beside rocexd: where cores are
+/// few (ib_write_bw spins on its CQ between moderated completions) the daemon then gets
+/// a share of a core instead of the core. The arm stays set after a timeout; the daemon
+/// takes it with one eventfd write at the next completion.
+fn nap(c: &Cq, g: MutexGuard<'_, CtxState>) {
+    let vcq = c.cq.get(&g);
+    if !matches!(vcq.req_notify(), Ok(false)) {
+        return; // completions came meanwhile (or the ring is bad: the next poll says so)
+    }
+    let [ev, sock] = vcq.channel().wait_fds().map(|f| f.as_raw_fd());
+    drop(g);
+    let mut fds = [
+        libc::pollfd {
+            fd: ev,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: sock,
+            events: libc::POLLRDHUP,
+            revents: 0,
+        },
+    ];
+    // SAFETY: two valid pollfds; the CQ (and so its channel) outlives its polls.
+    if unsafe { libc::poll(fds.as_mut_ptr(), 2, NAP_MS) } > 0 && fds[0].revents != 0 {
+        let mut v = 0u64;
+        // SAFETY: an 8-byte read from the channel's eventfd (non-blocking) into `v`.
+        unsafe { libc::read(ev, (&raw mut v).cast(), 8) };
+    }
+}
 
 /// `req_notify_cq` of `ibv_context.ops` (`ibv_req_notify_cq`); solicited-only arms for
 /// any completion.

@@ -57,6 +57,29 @@ impl Channel {
         unsafe { libc::write(self.c.fd, (&raw const one).cast::<c_void>(), 8) };
     }
 
+    /// Drops the events waiting for `id`, or for requests to it, as the kernel does when an
+    /// id goes (`ucma_destroy_id`), and takes their counts off the descriptor.
+    pub fn forget(&self, id: *mut rdma_cm_id) {
+        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let before = q.len();
+        q.retain(|&e| {
+            let ev = e as *mut Event;
+            // SAFETY: queued events are boxes only the queue owns.
+            let theirs = unsafe { (*ev).e.id == id || (*ev).e.listen_id == id };
+            if theirs {
+                // SAFETY: as above; taken out of the queue here.
+                drop(unsafe { Box::from_raw(ev) });
+            }
+            !theirs
+        });
+        for _ in q.len()..before {
+            let mut n = 0u64;
+            // SAFETY: 8 bytes into a u64 from the channel's eventfd; each dropped event was
+            // counted (or is about to be, by the thread that queued it).
+            unsafe { libc::read(self.c.fd, (&raw mut n).cast::<c_void>(), 8) };
+        }
+    }
+
     /// Frees the channel, its descriptor and the events nobody took.
     ///
     /// # Safety

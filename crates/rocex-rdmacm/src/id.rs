@@ -235,6 +235,10 @@ pub unsafe fn destroy_id(id: *mut rdma_cm_id) -> c_int {
     }
     g.conns.retain(|_, p| *p != me);
     g.listeners.retain(|_, p| *p != me);
+    if m.sync.is_null() && !m.c.channel.is_null() {
+        // SAFETY: the program's channel outlives its ids.
+        unsafe { &*m.c.channel.cast::<Channel>() }.forget(id);
+    }
     if m.port != 0 {
         g.free_port(m.port);
     }

@@ -24,15 +24,16 @@ const REJECTED: u32 = 3;
 const UNREACHABLE: u32 = 4;
 const DISCONNECTED: u32 = 5;
 
-/// Starts the thread once.
+/// Starts the thread once per process (a child of `fork` gets no copy of it).
 pub fn start(g: &mut Guard) {
-    if g.poller {
+    let me = std::process::id();
+    if g.poller == Some(me) {
         return;
     }
     let spawned = std::thread::Builder::new()
         .name("rdmacm-events".into())
         .spawn(run);
-    g.poller = spawned.is_ok();
+    g.poller = spawned.is_ok().then_some(me);
 }
 
 fn run() {

@@ -38,8 +38,8 @@ pub struct Registry {
     /// Local ports held by ids, with whether each was bound with `REUSEADDR`.
     ports: HashMap<u16, bool>,
     next_port: u16,
-    /// Whether the poller thread runs.
-    pub poller: bool,
+    /// The process whose poller thread runs (a forked child has none).
+    pub poller: Option<u32>,
 }
 
 // SAFETY: the raw pointers are objects of this library and of libibverbs that every thread

@@ -23,9 +23,9 @@ const FETCH_ADD: u64 = 1;
 
 pub(super) fn run(a: &ClientArgs) -> Res<bool> {
     let p = Plan::of_client(a)?;
-    let stream = tcp_connect(&a.peer, a.port, a.wait)?;
+    let stream = tcp_connect(&a.peer, a.common.port, a.common.wait)?;
     let local = canonical(stream.local_addr()?.ip());
-    let mut line = Line::new(stream, Duration::from_secs(a.wait))?;
+    let mut line = Line::new(stream, Duration::from_secs(a.common.wait))?;
     line.send(&format!("ROCEX-PROBE {PROTO_VERSION}"))?;
     line.send(&format!(
         "PLAN {} {} {} {} {}",
@@ -36,7 +36,7 @@ pub(super) fn run(a: &ClientArgs) -> Res<bool> {
         p.flags()
     ))?;
 
-    let mut c = Ctx::setup(ROLE, local, &p, false, a.inject)?;
+    let mut c = Ctx::setup(ROLE, local, &p, false, a.common.inject)?;
     let (rem, inv_rkey) = connect(&mut c, &mut line, local, &p)?;
     let mut run = Run::new(&p, &rem, inv_rkey);
     run.all_ops(&mut c, &p)?;

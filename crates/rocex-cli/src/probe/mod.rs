@@ -55,13 +55,15 @@ pub(crate) struct Args {
 #[derive(clap::Subcommand)]
 enum Role {
     /// The responder: takes its parameters from the client's PLAN line.
-    Server(ServerArgs),
+    Server(Common),
     /// The requester: runs the operations against PEER.
     Client(ClientArgs),
 }
 
 #[derive(clap::Args)]
-struct ServerArgs {
+/// What both roles take: the out-of-band exchange, the device names the C probe takes, and
+/// fault injection.
+struct Common {
     /// TCP port of the out-of-band exchange.
     #[arg(short = 'p', long, default_value_t = 18600)]
     port: u16,
@@ -85,15 +87,8 @@ struct ServerArgs {
 struct ClientArgs {
     /// The server's address.
     peer: String,
-    /// TCP port of the out-of-band exchange.
-    #[arg(short = 'p', long, default_value_t = 18600)]
-    port: u16,
-    /// Device name (accepted for compatibility).
-    #[arg(short = 'd', long = "dev")]
-    dev: Option<String>,
-    /// GID index (accepted for compatibility; the GID is the address the exchange uses).
-    #[arg(short = 'g', long = "gid-idx")]
-    gid_idx: Option<u32>,
+    #[command(flatten)]
+    common: Common,
     /// Operations in order: send send_imm send_inv write write_imm read cas faa
     /// atomic_write flush, or all (comma-separated).
     #[arg(long, default_value = DEFAULT_OPS)]
@@ -138,14 +133,6 @@ struct ClientArgs {
     /// retry_exc rnr_retry_exc loc_prot wr_flush, or a number.
     #[arg(long)]
     expect: Option<String>,
-    /// Receive timeout of the out-of-band exchange, in seconds.
-    #[arg(long, default_value_t = 60)]
-    wait: u64,
-    /// Fault injection on every packet this side sends (rocexd's syntax):
-    /// `loss=P,dup=P,reorder=P,corrupt=P,delay=D,seed=N` (docs/faults.md); printed on
-    /// stderr at the end.
-    #[arg(long, value_name = "SPEC")]
-    inject: Option<rocex_io::Faults>,
 }
 
 /// A fatal error: printed as `FATAL`, exit status 2.
@@ -171,14 +158,8 @@ fn fatal<T>(msg: impl Into<String>) -> Res<T> {
 
 pub(crate) fn run(a: &Args) -> ExitCode {
     let (role, r) = match &a.role {
-        Role::Server(s) => {
-            let _ = (&s.dev, s.gid_idx);
-            ("server", server::run(s))
-        }
-        Role::Client(c) => {
-            let _ = (&c.dev, c.gid_idx);
-            ("client", client::run(c))
-        }
+        Role::Server(s) => ("server", server::run(s)),
+        Role::Client(c) => ("client", client::run(c)),
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,

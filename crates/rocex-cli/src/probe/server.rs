@@ -11,13 +11,13 @@ use super::ctx::{Ctx, pick_psn};
 use super::line::{Line, canonical, tcp_accept};
 use super::plan::{Op, Plan, parse_num, parse_ops};
 use super::{
-    ATOMIC_AREA, ATOMIC_WRITE_VALUE, BASE, Fatal, IMM_BASE, PROTO_VERSION, Res, ServerArgs, fatal,
+    ATOMIC_AREA, ATOMIC_WRITE_VALUE, BASE, Common, Fatal, IMM_BASE, PROTO_VERSION, Res, fatal,
     pat_client,
 };
 
 const ROLE: &str = "server";
 
-pub(super) fn run(a: &ServerArgs) -> Res<bool> {
+pub(super) fn run(a: &Common) -> Res<bool> {
     let stream = tcp_accept(a.port)?;
     let local = canonical(stream.local_addr()?.ip());
     let mut line = Line::new(stream, Duration::from_secs(a.wait))?;

@@ -11,7 +11,8 @@
 //!
 //! Checks run in rxe's order: the key, then the protection domain, then the window's state,
 //! then the rights, then the range. A range whose end does not fit in 64 bits is
-//! [`MemError::Overflow`] and never wraps.//!
+//! [`MemError::Overflow`] and never wraps.
+//!
 //! The table's methods by what they do: here PDs and regions, `window` the type-2 windows
 //! (allocation, binding, invalidation), `check` the checks of local and remote keys.
 

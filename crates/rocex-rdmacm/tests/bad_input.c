@@ -1,7 +1,11 @@
 /* Bad input to rdma_cm, answered as rdma-core's librdmacm answers it on kernel rxe.
  * argv[1]: a peer host where nothing listens; argv[2]: an address no route reaches;
- * argv[3]: an address of no local interface. Prints one line per step: "step value". */
+ * argv[3]: an address of no local interface; argv[4]: rocex's library directory.
+ * Prints one line per step: "step value". */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
@@ -38,10 +42,27 @@ static int next(struct rdma_event_channel *ch, int *status)
 		printf("%s %d %s\n", step, r_, r_ ? strerror(errno) : "ok");   \
 	} while (0)
 
+/* Whether the library that defines fn is the file `so` of directory dir. */
+static int loaded_from(void *fn, const char *dir, const char *so)
+{
+	Dl_info info;
+	char want[PATH_MAX], path[PATH_MAX], got[PATH_MAX];
+	snprintf(path, sizeof path, "%s/%s", dir, so);
+	return dladdr(fn, &info) && realpath(info.dli_fname, got) && realpath(path, want) &&
+	       !strcmp(got, want);
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 4)
+	if (argc != 5)
 		return 2;
+	/* Both libraries are rocex's, librdmacm's own libibverbs too. */
+	int n = 0;
+	struct ibv_context **devs = rdma_get_devices(&n);
+	printf("devices %d %s\n", n, n ? ibv_get_device_name(devs[0]->device) : "-");
+	rdma_free_devices(devs);
+	printf("librdmacm rocex %d\n", loaded_from((void *)rdma_create_id, argv[4], "librdmacm.so.1"));
+	printf("libibverbs rocex %d\n", loaded_from((void *)ibv_open_device, argv[4], "libibverbs.so.1"));
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	struct rdma_cm_id *id;
 	int st, v = 1;

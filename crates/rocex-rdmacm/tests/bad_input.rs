@@ -1,5 +1,6 @@
 //! Bad input to the drop-in librdmacm (`bad_input.c`, built against the system's
-//! `<rdma/rdma_cma.h>` and run under `rocex run`) gets rdma-core's answers on kernel rxe:
+//! `<rdma/rdma_cma.h>` and run under `rocex run`, which gives it rocex's librdmacm and
+//! libibverbs, the one rdma_get_devices opens) gets rdma-core's answers on kernel rxe:
 //! the errno of the kernel's checks (`ucma_set_option_id`, `rdma_bind_addr`,
 //! `rdma_connect`'s state and private-data length), an `ADDR_ERROR` event for an address
 //! no route reaches, and for a host where nothing listens the peer CM's REJ (reason 8,
@@ -34,14 +35,17 @@ fn rdma_cm_refuses_bad_input_as_rdma_core_does() {
     };
     let exe = prog.exe.to_str().unwrap();
     let o = finish(
-        h.run(0, exe, &[&h.addr[1], "198.19.255.1", "198.18.99.1"])
+        h.run(0, exe, &[&h.addr[1], "198.19.255.1", "198.18.99.1", &lib])
             .spawn()
             .unwrap(),
         "bad_input",
     );
     let t = text(&o);
     assert!(o.status.success(), "{t}");
-    let want = "get_event_empty -1 Resource temporarily unavailable\n\
+    let want = "devices 1 rocex0\n\
+                librdmacm rocex 1\n\
+                libibverbs rocex 1\n\
+                get_event_empty -1 Resource temporarily unavailable\n\
                 create_id_bad_ps -1 Invalid argument\n\
                 create_id 0 ok\n\
                 option_unknown_name -1 Function not implemented\n\

@@ -218,3 +218,31 @@ fn open_all(v: &Verbs) -> Vec<Dev> {
 pub fn enter() -> Option<(&'static Verbs, Guard)> {
     Some((verbs()?, lock()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_are_held_once_unless_both_reuse() {
+        let mut r = Registry::default();
+        assert_eq!(r.take_port(7471, false), Ok(7471));
+        assert_eq!(r.take_port(7471, false), Err(libc::EADDRINUSE));
+        assert_eq!(r.take_port(7471, true), Err(libc::EADDRINUSE));
+        r.free_port(7471);
+        assert_eq!(r.take_port(7471, true), Ok(7471));
+        assert_eq!(r.take_port(7471, true), Ok(7471));
+        assert_eq!(r.take_port(7471, false), Err(libc::EADDRINUSE));
+    }
+
+    #[test]
+    fn ephemeral_ports_are_distinct_and_in_range() {
+        let mut r = Registry::default();
+        let a = r.take_port(0, false).unwrap();
+        let b = r.take_port(0, false).unwrap();
+        assert_ne!(a, b);
+        for p in [a, b] {
+            assert!((EPHEMERAL.0..=EPHEMERAL.1).contains(&p), "{p}");
+        }
+    }
+}

@@ -112,3 +112,28 @@ pub fn any_like(ip: IpAddr) -> IpAddr {
         IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_survive_the_c_form() {
+        for a in ["198.18.0.1:7471", "[fd00::1]:65535", "0.0.0.0:0"] {
+            let a: SocketAddr = a.parse().unwrap();
+            // SAFETY: zero is sockaddr_storage's empty value.
+            let mut s: sockaddr_storage = unsafe { core::mem::zeroed() };
+            let len = write(&mut s, a);
+            let want = if a.is_ipv4() { 16 } else { 28 };
+            assert_eq!(len, want);
+            assert_eq!(stored(&s), Some(a));
+        }
+    }
+
+    #[test]
+    fn an_ipv4_gid_is_the_mapped_address() {
+        let g = gid(IpAddr::from([198, 18, 0, 1]));
+        assert_eq!(g.0[..12], [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]);
+        assert_eq!(g.0[12..], [198, 18, 0, 1]);
+    }
+}

@@ -106,6 +106,18 @@ fn perftest_connects_with_rdma_cm() {
     for t in [&c, &s] {
         assert!(perftest_row(t, "2", "200").is_some(), "{t}");
     }
+    let (c, _) = h.both_pass(
+        "ib_read_bw",
+        &["-R", "-n", "500"],
+        &["-R", "-n", "500", peer],
+    );
+    assert!(perftest_row(&c, "65536", "500").is_some(), "{c}");
+    let (c, _) = h.both_pass(
+        "ib_atomic_bw",
+        &["-R", "-n", "200"],
+        &["-R", "-n", "200", peer],
+    );
+    assert!(perftest_row(&c, "8", "200").is_some(), "{c}");
 }
 
 /// fio's rdma engine: a `rw=read` job serves (its buffers are the remote memory), a

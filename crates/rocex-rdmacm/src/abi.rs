@@ -369,8 +369,6 @@ pub const RDMA_UDP_QKEY: u32 = 0x0123_4567;
 
 pub const RAI_PASSIVE: c_int = 1;
 pub const RAI_NUMERICHOST: c_int = 2;
-pub const RAI_NOROUTE: c_int = 4;
-pub const RAI_FAMILY: c_int = 8;
 
 pub const RDMA_OPTION_ID: c_int = 0;
 pub const RDMA_OPTION_IB: c_int = 1;
@@ -381,7 +379,6 @@ pub const RDMA_OPTION_ID_ACK_TIMEOUT: c_int = 3;
 pub const RDMA_OPTION_IB_PATH: c_int = 1;
 
 pub const IBV_QPT_RC: u32 = 2;
-pub const IBV_QPT_UC: u32 = 3;
 pub const IBV_QPT_UD: u32 = 4;
 pub const IBV_QPS_INIT: u32 = 1;
 pub const IBV_QPS_RTR: u32 = 2;

@@ -5,7 +5,7 @@
 //! `rdma_connect`'s state and private-data length), an `ADDR_ERROR` event for an address
 //! no route reaches, and for a host where nothing listens the peer CM's REJ (reason 8,
 //! invalid service ID) as a `REJECTED` event, not a hang. rdma_cm over UD and multicast,
-//! which rocexd does not have, say so (`EOPNOTSUPP`).
+//! which rocexd does not have, say so (`EOPNOTSUPP`), also to Debian's udaddy and mckey.
 
 mod common;
 
@@ -71,4 +71,33 @@ fn rdma_cm_refuses_bad_input_as_rdma_core_does() {
                 listen_udp -1 Operation not supported\n\
                 join_multicast -1 Operation not supported\n";
     assert_eq!(t, want);
+}
+
+/// rdma_cm over UD (udaddy) and multicast (mckey) are not in rocexd: Debian's programs
+/// stop at once with the reason, not a hang.
+#[test]
+fn udaddy_and_mckey_say_what_rocex_lacks() {
+    let Some(h) = Hosts::up(7, &["udaddy", "mckey"]) else {
+        return;
+    };
+    let peer = h.addr[1].as_str();
+    let (c, s) = h.pair("udaddy", &[], &["-s", peer]);
+    let (ct, st) = (text(&c), text(&s));
+    assert!(!s.status.success(), "{st}");
+    assert!(
+        st.contains("failure trying to listen: Operation not supported"),
+        "{st}"
+    );
+    assert!(!c.status.success(), "{ct}");
+    assert!(
+        ct.contains("failure connecting: Operation not supported"),
+        "{ct}"
+    );
+    let o = finish(h.run(0, "mckey", &["-m", peer]).spawn().unwrap(), "mckey");
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(
+        t.contains("failure joining: Operation not supported"),
+        "{t}"
+    );
 }

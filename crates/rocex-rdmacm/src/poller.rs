@@ -47,11 +47,14 @@ fn run() {
                 let mut e = RocexCmEvent::default();
                 // SAFETY: an open context of the bound libibverbs; `e` is writable.
                 let r = unsafe { (v.rocex_cm_poll)(ctx as *mut ibv_context, &mut e) };
-                if r != 1 {
-                    if r < 0 && crate::debug() {
+                if r < 0 {
+                    if crate::debug() {
                         let err = std::io::Error::from_raw_os_error(-r);
                         eprintln!("librdmacm (rocex): polling CM events: {err}");
                     }
+                    removed(&mut lock(), i);
+                }
+                if r != 1 {
                     break;
                 }
                 got = true;
@@ -60,6 +63,30 @@ fn run() {
         }
         nap = if got { MIN_NAP } else { (nap * 2).min(MAX_NAP) };
         std::thread::sleep(nap);
+    }
+}
+
+/// The daemon of device `i` is gone (its control connection failed): every id with a
+/// connection or listener there gets `DEVICE_REMOVAL`, as the kernel tells the ids of a
+/// device that goes away (`cma_process_remove`), and the device is polled no more.
+fn removed(g: &mut Guard, i: usize) {
+    let conns = g.conns.iter().filter(|(k, _)| k.0 == i).map(|(_, &p)| p);
+    let listeners = g
+        .listeners
+        .iter()
+        .filter(|(k, _)| k.0 == i)
+        .map(|(_, &p)| p);
+    let mut ids: Vec<*mut Id> = conns.chain(listeners).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    g.conns.retain(|k, _| k.0 != i);
+    g.listeners.retain(|k, _| k.0 != i);
+    g.listening.retain(|k| k.0 != i);
+    for p in ids {
+        // SAFETY: ids in the registry are live (destroy removes them under the lock).
+        let m = unsafe { &mut *p };
+        m.state = State::Done;
+        m.post(event::DEVICE_REMOVAL, 0);
     }
 }
 

@@ -101,3 +101,21 @@ fn udaddy_and_mckey_say_what_rocex_lacks() {
         "{t}"
     );
 }
+
+/// rocexd killed under a listening rping: the listener gets `DEVICE_REMOVAL`, as the
+/// kernel's ids do when their device goes, and rping ends with its message rather than
+/// waiting forever for a client.
+#[test]
+fn a_dead_daemon_is_device_removal() {
+    let Some(mut h) = Hosts::up(8, &["rping"]) else {
+        return;
+    };
+    let a = h.addr[1].clone();
+    let server = h.run(1, "rping", &["-s", "-v", "-a", &a]).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    h.kill_daemon(1);
+    let o = finish(server, "rping -s");
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(t.contains("cma detected device removal"), "{t}");
+}

@@ -167,6 +167,12 @@ impl Hosts {
         (ct, st)
     }
 
+    /// SIGKILL to host `i`'s rocexd: it dies as in a crash.
+    pub(crate) fn kill_daemon(&mut self, i: usize) {
+        let _ = self.daemons[i].0.kill();
+        let _ = self.daemons[i].0.wait();
+    }
+
     fn remove(&self) {
         for ns in &self.ns {
             let _ = Command::new("ip")

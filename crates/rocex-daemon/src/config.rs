@@ -39,7 +39,8 @@ pub(crate) struct Args {
     /// Write every frame sent and received to this pcap file.
     #[arg(long)]
     pub(crate) pcap: Option<PathBuf>,
-    /// Empty polls of all rings before the daemon sleeps in poll(2).
+    /// At most this many empty polls of all rings before the daemon sleeps in poll(2) (0:
+    /// never spin); fewer when spinning does not pay (`spin.rs`).
     #[arg(long)]
     pub(crate) spin_limit: Option<u32>,
     /// Fault injection on every packet sent, for testing applications against a bad
@@ -89,7 +90,7 @@ pub(crate) struct Settings {
     pub(crate) peers_are_rocex: bool,
     /// Capture file.
     pub(crate) pcap: Option<PathBuf>,
-    /// Empty loop turns before sleeping.
+    /// At most this many empty loop turns before sleeping.
     pub(crate) spin_limit: u32,
     /// Faults injected into every packet sent.
     pub(crate) inject: Option<rocex_io::Faults>,

@@ -14,6 +14,7 @@ mod process_region;
 mod pump;
 mod server;
 mod shared_region;
+mod spin;
 
 use std::io::{self, IsTerminal};
 use std::os::unix::net::{UnixListener, UnixStream};

@@ -4,8 +4,9 @@
 //! every client. Each turn it accepts clients, serves control requests, moves descriptors
 //! from the SQ/RQ rings into the engine, does the packet I/O and timers (`net.rs`), and
 //! moves completions into the CQ rings. While a turn finds work it turns again at once
-//! (busy polling: a posted request costs the client no system call); after `spin_limit`
-//! empty turns it arms every ring's doorbell (`need_wakeup`) and sleeps in poll(2) on the
+//! (busy polling: a posted request costs the client no system call); an empty turn polls
+//! again only inside the adaptive window of `spin.rs`, yielding the core each time, and
+//! otherwise arms every ring's doorbell (`need_wakeup`) and sleeps in poll(2) on the
 //! backend, the listener, the client sockets and the doorbell eventfds, until the next
 //! engine timer.
 
@@ -36,6 +37,7 @@ use crate::net::Net;
 use crate::process_region::{self, ProcessRegion};
 use crate::pump::{self, CqPump, PumpStats, QpPump, WIRE_SAMPLE_EVERY, WireLatency};
 use crate::shared_region::MappedRegion;
+use crate::spin::Spin;
 
 /// Counters of hostile or failed input, logged at shutdown.
 #[derive(Debug, Default, Clone, Copy)]
@@ -112,6 +114,8 @@ pub(crate) struct Server {
     wire_returned: WireLatency,
     /// Passes made since the daemon last slept (see [`CONTROL_EVERY`]).
     turns: u32,
+    /// Whether an empty pass polls again or sleeps.
+    spin: Spin,
 }
 
 /// One pass in this many reads the clients' control sockets while the daemon spins, and
@@ -132,6 +136,7 @@ impl Server {
         engine.sample_sends(WIRE_SAMPLE_EVERY);
         let cm = Cm::new(&mut engine, settings.addr, Instant::from_nanos(0))
             .map_err(|e| io::Error::other(format!("QP1: {e}")))?;
+        let spin = Spin::new(settings.spin_limit);
         Ok(Self {
             engine,
             cm,
@@ -147,6 +152,7 @@ impl Server {
             wire: WireLatency::default(),
             wire_returned: WireLatency::default(),
             turns: 0,
+            spin,
         })
     }
 
@@ -156,19 +162,17 @@ impl Server {
 
     /// Runs until `stop` is set, then shuts down cleanly.
     pub(crate) fn run(&mut self, stop: &AtomicBool) -> io::Result<()> {
-        let mut idle = 0u32;
         while !stop.load(Ordering::Relaxed) {
             if self.turn()? {
-                idle = 0;
+                self.spin.busy();
                 continue;
             }
-            idle += 1;
-            if idle < self.settings.spin_limit {
-                std::hint::spin_loop();
+            if self.spin.again() {
                 continue;
             }
-            idle = 0;
+            let asleep = std::time::Instant::now();
             self.sleep()?;
+            self.spin.slept(asleep.elapsed());
             self.turns = 0;
         }
         self.shutdown();

@@ -63,6 +63,7 @@ impl Context {
             spec,
             off,
             head: 0,
+            empty_polls: 0,
             channel,
         })
     }
@@ -132,8 +133,17 @@ pub struct Cq {
     spec: RingSpec,
     off: usize,
     head: u32,
+    /// Polls in a row that found nothing (see [`EMPTY_POLLS_BEFORE_YIELD`]).
+    empty_polls: u32,
     channel: CompChannel,
 }
+
+/// Empty polls in a row after which each further empty poll yields the core. A program
+/// that spins on its CQ (as perftest's do) would otherwise hold the core the daemon needs
+/// to make the completion it waits for: on a machine with fewer cores than spinning
+/// threads that wait is the rest of the scheduler's slice, milliseconds, where a yield
+/// costs a fraction of a microsecond when nobody else wants the core.
+const EMPTY_POLLS_BEFORE_YIELD: u32 = 32;
 
 impl Cq {
     /// The CQ's handle.
@@ -165,7 +175,8 @@ impl Cq {
         &self.channel
     }
 
-    /// Takes up to `max` completions (`ibv_poll_cq`); no system call.
+    /// Takes up to `max` completions (`ibv_poll_cq`); no system call while completions
+    /// come, a yield of the core per empty poll after a run of them.
     pub fn poll(&mut self, max: usize) -> Result<Vec<WorkCompletion>> {
         let mut out = Vec::new();
         self.poll_with(max, |wc| out.push(wc))?;
@@ -200,6 +211,14 @@ impl Cq {
             }
         }
         r.ring().release();
+        if n == 0 && err.is_none() {
+            self.empty_polls = self.empty_polls.saturating_add(1);
+            if self.empty_polls > EMPTY_POLLS_BEFORE_YIELD {
+                std::thread::yield_now();
+            }
+        } else {
+            self.empty_polls = 0;
+        }
         match err {
             Some(e) if n == 0 => Err(Error::BadCompletion(e)),
             _ => Ok(n),

@@ -1,0 +1,114 @@
+//! When the daemon polls again and when it sleeps.
+//!
+//! Spinning answers a doorbell in a pass instead of a wakeup, but on a small machine the
+//! core it holds is the one the client needs to post the next request or to see the last
+//! completion: two spinning daemons beside two spinning clients on two cores wait for the
+//! scheduler's slices, milliseconds (`docs/architecture.md`, "The data path: measured
+//! choices"). So the daemon spins only while spinning pays, with the adaptive window of
+//! Linux's cpuidle-haltpoll governor (`adjust_poll_limit`): a sleep that ended within
+//! [`MAX_WINDOW`] would have been caught by spinning, so the window doubles (from
+//! [`START_WINDOW`]); a longer sleep halves it, down to zero. A run of requests a few
+//! microseconds apart (a bandwidth test) keeps the daemon awake; a round trip through the
+//! peer (a latency test) or no traffic at all puts it to sleep after one empty pass. Each
+//! empty pass inside the window yields the core, so that a client waiting on the same core
+//! runs at once rather than at the end of the daemon's slice. A window of 200 us
+//! (haltpoll's default) that closes when a yield lets another thread run measured slower
+//! in both latency and bandwidth (`docs/architecture.md`).
+
+use std::time::{Duration, Instant};
+
+/// The first window after a short sleep.
+const START_WINDOW: Duration = Duration::from_micros(2);
+/// The longest window: a round trip through the peer's daemon takes longer, and spinning
+/// through it takes the core the round trip needs.
+const MAX_WINDOW: Duration = Duration::from_micros(12);
+
+/// The spinning policy's state.
+#[derive(Debug)]
+pub(crate) struct Spin {
+    /// How long empty passes go on before sleeping.
+    window: Duration,
+    /// At most this many empty passes (`--spin-limit`; 0: never spin).
+    max_turns: u32,
+    idle_turns: u32,
+    idle_since: Option<Instant>,
+}
+
+impl Spin {
+    pub(crate) fn new(max_turns: u32) -> Self {
+        Self {
+            window: Duration::ZERO,
+            max_turns,
+            idle_turns: 0,
+            idle_since: None,
+        }
+    }
+
+    /// A pass found work.
+    pub(crate) fn busy(&mut self) {
+        self.idle_turns = 0;
+        self.idle_since = None;
+    }
+
+    /// A pass found nothing: true when the daemon should poll again (having yielded the
+    /// core), false when it should sleep.
+    pub(crate) fn again(&mut self) -> bool {
+        if self.idle_turns >= self.max_turns || self.window.is_zero() {
+            return false;
+        }
+        self.idle_turns += 1;
+        let since = *self.idle_since.get_or_insert_with(Instant::now);
+        if since.elapsed() >= self.window {
+            return false;
+        }
+        std::thread::yield_now();
+        true
+    }
+
+    /// The daemon slept for `slept`: adapts the window.
+    pub(crate) fn slept(&mut self, slept: Duration) {
+        self.busy();
+        self.window = if slept <= MAX_WINDOW {
+            (self.window * 2).clamp(START_WINDOW, MAX_WINDOW)
+        } else if self.window / 2 < START_WINDOW {
+            Duration::ZERO
+        } else {
+            self.window / 2
+        };
+    }
+
+    #[cfg(test)]
+    fn window(&self) -> Duration {
+        self.window
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_sleeps_open_the_window_and_long_ones_close_it() {
+        let mut s = Spin::new(2000);
+        assert!(!s.again(), "a closed window sleeps at once");
+        s.slept(Duration::from_micros(3));
+        assert_eq!(s.window(), START_WINDOW);
+        for _ in 0..8 {
+            s.slept(Duration::from_micros(3));
+        }
+        assert_eq!(s.window(), MAX_WINDOW);
+        s.slept(Duration::from_millis(5));
+        assert_eq!(s.window(), MAX_WINDOW / 2);
+        for _ in 0..8 {
+            s.slept(Duration::from_millis(5));
+        }
+        assert_eq!(s.window(), Duration::ZERO);
+    }
+
+    #[test]
+    fn spin_limit_caps_the_empty_passes() {
+        let mut s = Spin::new(0);
+        s.slept(Duration::from_micros(1));
+        assert!(!s.again(), "--spin-limit 0 never spins");
+    }
+}

@@ -71,8 +71,9 @@ fuzz TARGET *ARGS:
     proto-tests/fuzz/seed.sh
     cd proto-tests/fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run {{TARGET}} corpus/{{TARGET}} {{ARGS}}
 
-# Performance side by side on a veth pair: iperf3, raw UDP, rocex perf, 1 to 4096 QPs
-# (writes docs/performance.md and its charts, docs/perf/). Needs root.
+# Performance side by side on a veth pair: iperf3, raw UDP, rocex perf, 1 to 4096 QPs, and
+# the path through rocexd pinned and unpinned (writes docs/performance.md and its charts,
+# docs/perf/; `--path-only` runs just the rocexd table). Needs root.
 bench-compare *ARGS:
     cargo build -q --release -p rocex-cli -p rocex-daemon -p rocex-plot
     proto-tests/bench/compare.sh {{ARGS}}

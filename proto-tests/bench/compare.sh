@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # rocex side by side with what users use instead (performance goals 1-5 of docs/performance.md), on a veth pair between
 # two network namespaces created here (MTU 9000, 198.18.100.1/24 <-> 198.18.100.2/24).
-# Sender/client pinned to cpu0, receiver/server to cpu1, as in ../shared/notes/io-baselines.md.
+# Sender/client pinned to cpu0, receiver/server to cpu1 (docs/performance.md).
 #
-#   proto-tests/bench/compare.sh [--runs N] [--out FILE] [--no-doc]
+#   proto-tests/bench/compare.sh [--runs N] [--out FILE] [--no-doc] [--path-only]
+#
+# The data path applications take (the table "through rocexd, pinned and unpinned") runs
+# the same measurements twice, pinned as above and with nothing pinned, as users run: 8 B
+# WRITE round trips and 64 B SEND rate through two rocexd against the engine in the perf
+# process, 64 KiB WRITE through two rocexd against iperf3, and an idle daemon's CPU and an
+# idle client's context switches over 10 s. --path-only runs just that table.
 #
 # References: iperf3 and `rocex baseline` (the kernel's own UDP path, native: one datagram
 # per call, busy-poll ping-pong). Prints a table of medians and ratios and writes it into
@@ -18,8 +24,11 @@ RUNS=5
 OUT="$ROOT/docs/performance.md"
 WRITE_DOC=1
 SECS=3
+PATH_ONLY=0
+ARGS=()
+for a in "$@"; do [ "$a" = --path-only ] && PATH_ONLY=1 || ARGS+=("$a"); done
 source "$HERE/args.sh"
-bench_args "$@"
+bench_args "${ARGS[@]}"
 
 [ "$(id -u)" = 0 ] || { echo "compare.sh needs root (network namespaces)" >&2; exit 1; }
 
@@ -67,8 +76,9 @@ trap 'exit 130' INT TERM
 source "$HERE/../veth.sh"
 veth_pair "$NA" "$NB" "$VA" "$VB" "$IPA" "$IPB"
 
-inA() { ip netns exec "$NA" taskset -c 0 "$@"; }
-inB() { ip netns exec "$NB" taskset -c 1 "$@"; }
+# PIN=0 runs them where the scheduler likes (the data-path table's unpinned column)
+inA() { if [ "${PIN:-1}" = 1 ]; then ip netns exec "$NA" taskset -c 0 "$@"; else ip netns exec "$NA" "$@"; fi; }
+inB() { if [ "${PIN:-1}" = 1 ]; then ip netns exec "$NB" taskset -c 1 "$@"; else ip netns exec "$NB" "$@"; fi; }
 
 # wait until something listens on TCP port $1 in namespace B (and, given $2, while that PID lives)
 wait_tcp() {
@@ -145,14 +155,17 @@ for i, l in enumerate(lines):
 else:
     print("nan nan nan nan nan")'; }
 
-# starts rocexd A on cpu0 and B on cpu1 with backend $2, control sockets $WORK/$1A.sock and
+# starts rocexd A on cpu0 and B on cpu1 (unpinned with PIN=0) with backend $2, control sockets $WORK/$1A.sock and
 # $WORK/$1B.sock (set in SA and SB), and waits for both sockets
 daemons_up() {
   SA="$WORK/$1A.sock" SB="$WORK/$1B.sock"
   rm -f "$SA" "$SB"
-  ip netns exec "$NA" taskset -c 0 "$ROCEXD" --addr "$IPA" --socket "$SA" --backend "$2" >"$WORK/$1A.log" 2>&1 &
+  local pa=(taskset -c 0) pb=(taskset -c 1)
+  [ "${PIN:-1}" = 1 ] || pa=() pb=()
+  # started directly, not through inA/inB, so that $! is the daemon's own PID
+  ip netns exec "$NA" "${pa[@]}" "$ROCEXD" --addr "$IPA" --socket "$SA" --backend "$2" >"$WORK/$1A.log" 2>&1 &
   DPA=$!; PIDS+=("$DPA")
-  ip netns exec "$NB" taskset -c 1 "$ROCEXD" --addr "$IPB" --socket "$SB" --backend "$2" >"$WORK/$1B.log" 2>&1 &
+  ip netns exec "$NB" "${pb[@]}" "$ROCEXD" --addr "$IPB" --socket "$SB" --backend "$2" >"$WORK/$1B.log" 2>&1 &
   DPB=$!; PIDS+=("$DPB")
   for _ in $(seq 50); do [ -S "$SA" ] && [ -S "$SB" ] && break; sleep 0.1; done
 }
@@ -197,10 +210,87 @@ daemon_bw() {
   jget gbps <<<"$j"
 }
 
+# the 8-byte WRITE round trip (perftest's half round trips doubled): p50 and p99 in us,
+# through the two rocexd at SA/SB when $1 = daemon, else with the engine in the perf
+# process (UDP backend, the daemons' own)
+path_lat() {
+  local where=(--backend udp) srv=(--backend udp) r
+  [ "$1" = daemon ] && where=(--socket "$SA") && srv=(--socket "$SB")
+  SRV_ARGS=(--size 8 --iters 5000 "${srv[@]}")
+  r="$(FMT= rocex_pair "$run" "path_lat_$1" write lat --size 8 --iters 5000 "${where[@]}" | latrow)"
+  read -r _ l50 l99 _ _ <<<"$r"
+  "$PY" -c 'import sys; print(*(2 * float(x) for x in sys.argv[1:]))' "$l50" "$l99"
+}
+
+# the data-path table for one placement ($1: pinned or unpinned)
+path_table() {
+  local mode="$1" j bps
+  PIN=1; [ "$mode" = unpinned ] && PIN=0
+  daemons_up p udp
+  read -r a b <<<"$(path_lat daemon)"; record "$run" "path_${mode}_rocexd_lat_p50_us" "$a"; record "$run" "path_${mode}_rocexd_lat_p99_us" "$b"
+  SRV_ARGS=(--size 64 --iters 200000 --socket "$SB")
+  j="$(rocex_pair "$run" path_send64 send bw --size 64 --iters 200000 --socket "$SA")"
+  record "$run" "path_${mode}_rocexd_send64_mpps" "$(jget mpps <<<"$j")"
+  SRV_ARGS=(--size 65536 --mtu 4096 --socket "$SB")
+  j="$(rocex_pair "$run" path_wbw write bw --size 65536 --mtu 4096 --duration "$SECS" --socket "$SA")"
+  record "$run" "path_${mode}_rocexd_wbw_gbps" "$(jget gbps <<<"$j")"
+  daemons_down
+  read -r a b <<<"$(path_lat inproc)"; record "$run" "path_${mode}_inproc_lat_p50_us" "$a"; record "$run" "path_${mode}_inproc_lat_p99_us" "$b"
+  SRV_ARGS=(--size 64 --iters 200000)
+  j="$(rocex_pair "$run" path_send64_inproc send bw --size 64 --iters 200000)"
+  record "$run" "path_${mode}_inproc_send64_mpps" "$(jget mpps <<<"$j")"
+  inB timeout 20 iperf3 -s -1 -B "$IPB" >/dev/null 2>&1 &
+  local sp=$!; PIDS+=("$sp")
+  bps=nan
+  if wait_tcp 5201; then
+    bps="$(inA timeout 20 iperf3 -c "$IPB" -t "$SECS" -J 2>/dev/null | "$PY" -c 'import json,sys
+try: print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 1e9)
+except Exception: print("nan")')"
+  fi
+  wait "$sp" 2>/dev/null || true
+  record "$run" "path_${mode}_iperf3_gbps" "$bps"
+  PIN=1
+}
+
+# CPU seconds (user + system) a process has used
+cpu_s() { awk -v t="$(getconf CLK_TCK)" '{print ($14 + $15) / t}' "/proc/$1/stat" 2>/dev/null || echo nan; }
+# its context switches, voluntary plus involuntary
+ctxsw() { awk '/ctxt_switches/ {n += $2} END {print n + 0}' "/proc/$1/status" 2>/dev/null || echo nan; }
+
+# idle: two rocexd (nothing pinned), a client of daemon B connected and set up (a `rocex
+# perf` server: device open, PD allocated, waiting for its peer), no traffic for 10 s;
+# records both daemons' CPU (% of a core) and the client's context switches
+path_idle() {
+  local sp c0 a0 b0 s0 t0 t1
+  PIN=0
+  daemons_up i udp
+  ip netns exec "$NB" "$ROCEX" perf write bw --size 8 --socket "$SB" >/dev/null 2>&1 &
+  sp=$!; PIDS+=("$sp")
+  if wait_tcp 18515 "$sp"; then
+    local cli=$sp
+    sleep 1
+    t0=$(date +%s.%N); a0=$(cpu_s "$DPA"); b0=$(cpu_s "$DPB"); c0=$(ctxsw "$cli"); s0=$(ctxsw "$DPB")
+    sleep 10
+    t1=$(date +%s.%N)
+    record "$run" path_idle_daemon_client_pct "$("$PY" -c 'import sys; a,b,t0,t1=map(float,sys.argv[1:]); print(100*(b-a)/(t1-t0))' "$b0" "$(cpu_s "$DPB")" "$t0" "$t1")"
+    record "$run" path_idle_daemon_alone_pct "$("$PY" -c 'import sys; a,b,t0,t1=map(float,sys.argv[1:]); print(100*(b-a)/(t1-t0))' "$a0" "$(cpu_s "$DPA")" "$t0" "$t1")"
+    record "$run" path_idle_daemon_wakeups_per_s "$("$PY" -c 'import sys; a,b,t0,t1=map(float,sys.argv[1:]); print((b-a)/(t1-t0))' "$s0" "$(ctxsw "$DPB")" "$t0" "$t1")"
+    record "$run" path_idle_client_ctxsw "$(( $(ctxsw "$cli") - c0 ))"
+  fi
+  kill "$sp" 2>/dev/null; wait "$sp" 2>/dev/null || true
+  daemons_down
+  PIN=1
+}
+
 echo "rocex bench: $RUNS runs, namespaces $NA/$NB, veth MTU 9000, kernel $(uname -r)" >&2
 T0=$SECONDS
 for run in $(seq 1 "$RUNS"); do
   echo "run $run/$RUNS ($((SECONDS - T0)) s)" >&2
+
+  # (8) the data path applications take, pinned and unpinned (its own table)
+  for mode in pinned unpinned; do path_table "$mode"; done
+  path_idle
+  [ "$PATH_ONLY" = 1 ] && continue
 
   # (1) iperf3, one TCP stream
   inB timeout 20 iperf3 -s -1 -B "$IPB" >/dev/null 2>&1 &
@@ -331,6 +421,14 @@ except Exception: print("nan nan nan")')"
 done
 echo "done in $((SECONDS - T0)) s" >&2
 
+COND="kernel $(uname -r); $(nproc) vCPU ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')); veth between two namespaces, MTU 9000; senders/clients on cpu0, receivers/servers on cpu1; $RUNS runs, medians (min-max); rocex $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?') ($(date -u +%Y-%m-%dT%H:%MZ))"
+PCOND="kernel $(uname -r); $(nproc) vCPU; veth between two namespaces, MTU 9000; rocexd on the UDP backend; pinned: A's daemon and client on cpu0, B's on cpu1; unpinned: nothing pinned; $RUNS runs, medians (min-max); rocex $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?') ($(date -u +%Y-%m-%dT%H:%MZ))"
+"$PY" "$HERE/path_report.py" "$RES" "$PCOND" "$RUNS" >"$WORK/path.md"
+cat "$WORK/path.md"
+if [ "$WRITE_DOC" = 1 ]; then
+  "$PY" "$HERE/report.py" --splice "$OUT" "$WORK/path.md" "compare.sh (data path)"
+fi
+[ "$PATH_ONLY" = 1 ] && exit 0
 COND="kernel $(uname -r); $(nproc) vCPU ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')); veth between two namespaces, MTU 9000; senders/clients on cpu0, receivers/servers on cpu1; $RUNS runs, medians (min-max); rocex $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?') ($(date -u +%Y-%m-%dT%H:%MZ))"
 "$PY" "$HERE/report.py" "$RES" "$COND" "$RUNS" --errors "$ERRS" --json "$WORK/results.json" >"$WORK/table.md"
 cat "$WORK/table.md"

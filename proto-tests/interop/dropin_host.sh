@@ -4,7 +4,9 @@
 # path MTU, and PROGRAM (a Debian binary) under `rocex run` on it. Exits with the program's
 # status; rocexd's own output is kept in the log. Where the guest serves, its listener may
 # still be starting: a client that says it could not connect (the stock tools' "Couldn't
-# connect to") runs again, for 20 s at most, as the guest's clients do.
+# connect to") runs again, for 20 s at most, as the guest's clients do. DROPIN_WAIT=S
+# starts the program S seconds late: rxe's side of an rdma_cm connection rejects a connect
+# that comes before it listens.
 #
 # Usage: dropin_host.sh ROCEX PROGRAM ARGS...
 set -uo pipefail
@@ -28,6 +30,7 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 [[ -S $sock ]] || { echo "rocexd did not make $sock within 10 s" >&2; exit 1; }
+sleep "${DROPIN_WAIT:-0}"
 for try in $(seq 40); do
     "$rocex" run --socket "$sock" -- "$@" 2>&1 | tee "$dir/out"
     status=${PIPESTATUS[0]}

@@ -15,29 +15,32 @@ use std::io;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixListener;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rocex_mem::MemError;
-use rocex_proto::verbs::Access;
-use rocex_proto::{Engine, Instant, PdId, QpInit, VerbsError};
+use rocex_proto::{Engine, Instant, PdId, VerbsError};
+use rocex_shm::ABI_VERSION;
 use rocex_shm::control::{
     DeviceAttr, QpStat, Request, Response, STAT_BUDGET, StatGroup, Stats as StatBody, encode_frame,
     kind, response_fds,
 };
-use rocex_shm::{ABI_VERSION, EventFd, SharedRegion};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
-use crate::client::{Client, Frame, Gone, MAX_PER_CLIENT};
+use crate::client::{Client, Frame, Gone};
 use crate::cm::Cm;
 use crate::config::Settings;
-use crate::limits::{MrBytes, OverLimit, Resource};
+use crate::limits::{MrBytes, OverLimit};
 use crate::net::Net;
-use crate::process_region::{self, ProcessRegion};
-use crate::pump::{self, CqPump, PumpStats, QpPump, WIRE_SAMPLE_EVERY, WireLatency};
-use crate::shared_region::MappedRegion;
+use crate::pump::{self, PumpStats, WIRE_SAMPLE_EVERY, WireLatency};
 use crate::spin::Spin;
+
+mod cq;
+mod pd_mr;
+mod qp;
+
+use pd_mr::NewMr;
+use qp::NewQp;
 
 /// Counters of hostile or failed input, logged at shutdown.
 #[derive(Debug, Default, Clone, Copy)]
@@ -78,6 +81,29 @@ impl Reply {
 
 fn dup(fd: impl AsFd) -> io::Result<OwnedFd> {
     Ok(rustix::io::fcntl_dupfd_cloexec(fd, 0)?)
+}
+
+/// The answer to a client's first request, which must be `Hello` with this ABI version.
+fn hello(c: &mut Client, req: Request) -> Reply {
+    match req {
+        Request::Hello { abi_version } if abi_version == ABI_VERSION => {
+            c.hello = true;
+            Reply::ok(Response::Hello {
+                abi_version: ABI_VERSION,
+                daemon_pid: std::process::id(),
+            })
+        }
+        Request::Hello { abi_version } => Reply::err(
+            libc::EPROTO,
+            format!("ABI version {abi_version}; this daemon speaks {ABI_VERSION}"),
+        ),
+        _ => Reply::err(libc::EPROTO, "Hello must come first"),
+    }
+}
+
+/// The engine's refusal as an error reply.
+fn verbs_error(e: VerbsError) -> Reply {
+    Reply::err(errno_of(&e), e.to_string())
 }
 
 fn errno_of(e: &VerbsError) -> i32 {
@@ -310,30 +336,17 @@ impl Server {
         c.send(&frame, &reply.fds)
     }
 
-    fn handle(&mut self, id: u64, req: Request, mut fds: Vec<OwnedFd>) -> Reply {
+    /// Answers one request of client `id`: `Hello` first, then one handler per resource
+    /// (`pd_mr`, `cq`, `qp`), the CM's (`cm.rs`) and the device's.
+    fn handle(&mut self, id: u64, req: Request, fds: Vec<OwnedFd>) -> Reply {
         let Some(c) = self.clients.get_mut(&id) else {
             return Reply::err(libc::ENOENT, "no such client");
         };
         if !c.hello {
-            return match req {
-                Request::Hello { abi_version } if abi_version == ABI_VERSION => {
-                    c.hello = true;
-                    Reply::ok(Response::Hello {
-                        abi_version: ABI_VERSION,
-                        daemon_pid: std::process::id(),
-                    })
-                }
-                Request::Hello { abi_version } => Reply::err(
-                    libc::EPROTO,
-                    format!("ABI version {abi_version}; this daemon speaks {ABI_VERSION}"),
-                ),
-                _ => Reply::err(libc::EPROTO, "Hello must come first"),
-            };
+            return hello(c, req);
         }
         let engine = &mut self.engine;
         let limits = &self.settings.limits;
-        let held = |n: usize| n as u64;
-        let verr = |e: VerbsError| Reply::err(errno_of(&e), e.to_string());
         match req {
             Request::Hello { .. } => Reply::err(libc::EINVAL, "Hello was already answered"),
             Request::Stat { qpn, cursor } => self.stat(qpn, cursor),
@@ -346,166 +359,42 @@ impl Server {
                 let now = Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64);
                 Reply::ok(self.cm.request(id, &c.qps, engine, now, req))
             }
-            Request::QueryDevice => {
-                let mut gid = [0u8; 16];
-                match self.local {
-                    IpAddr::V4(a) => gid = a.to_ipv6_mapped().octets(),
-                    IpAddr::V6(a) => gid.copy_from_slice(&a.octets()),
-                }
-                Reply::ok(Response::QueryDevice(DeviceAttr {
-                    max_qp: engine.config().max_qp as u32,
-                    max_qp_wr: pump::MAX_WR,
-                    max_sge: pump::MAX_SGE,
-                    max_cq: 1 << 16,
-                    max_cqe: engine.config().max_cqe as u32,
-                    max_mr: 1 << 20,
-                    max_pd: 1 << 16,
-                    max_qp_rd_atom: 16,
-                    max_inline: pump::MAX_INLINE,
-                    gid,
-                    mtu: engine.config().port_mtu as u8,
-                    port_state: 4,
-                }))
-            }
-            Request::AllocPd => {
-                if let Err(e) = limits.check(Resource::Pds, held(c.pds.len()), 1) {
-                    return Reply::over(e);
-                }
-                let pd = engine.alloc_pd().raw();
-                c.pds.insert(pd);
-                Reply::ok(Response::AllocPd { pd })
-            }
-            Request::DeallocPd { pd } => {
-                if !c.pds.contains(&pd) {
-                    return Reply::err(libc::ENOENT, "no such PD");
-                }
-                match engine.dealloc_pd(PdId::from_raw(pd)) {
-                    Ok(()) => {
-                        c.pds.remove(&pd);
-                        Reply::ok(Response::Done(kind::DEALLOC_PD))
-                    }
-                    Err(e) => verr(e),
-                }
-            }
+            Request::QueryDevice => Reply::ok(Response::QueryDevice(self.device_attr())),
+            Request::AllocPd => pd_mr::alloc_pd(engine, limits, c),
+            Request::DeallocPd { pd } => pd_mr::dealloc_pd(engine, c, pd),
             Request::RegMrShared {
                 pd,
                 iova,
                 offset,
                 len,
                 access,
-            } => self.reg_mr(id, pd, iova, len, access, kind::REG_MR_SHARED, move || {
-                let fd = fds
-                    .pop()
-                    .ok_or_else(|| Reply::err(libc::EINVAL, "no memfd"))?;
-                let map = SharedRegion::from_fd(fd)
-                    .map_err(|e| Reply::err(libc::EINVAL, format!("memfd: {e}")))?;
-                let region = MappedRegion::new(Arc::new(map), offset, len)
-                    .ok_or_else(|| Reply::err(libc::EINVAL, "offset + len exceeds the memfd"))?;
-                Ok(Arc::new(region))
-            }),
+            } => {
+                let mr = NewMr {
+                    pd,
+                    iova,
+                    len,
+                    access,
+                };
+                self.reg_mr_shared(id, mr, offset, fds)
+            }
             Request::RegMrProcess {
                 pd,
                 addr,
                 len,
                 access,
             } => {
-                let pid = c.pid;
-                self.reg_mr(id, pd, addr, len, access, kind::REG_MR_PROCESS, move || {
-                    let pid = pid.ok_or_else(|| {
-                        Reply::err(libc::EPERM, "the client's pid is unknown (SO_PEERCRED)")
-                    })?;
-                    let region = ProcessRegion::attach(pid, addr, len).map_err(|e| {
-                        let (errno, why) = process_region::refusal(&e, pid, addr, len);
-                        Reply::err(errno, why)
-                    })?;
-                    Ok(Arc::new(region))
-                })
+                let mr = NewMr {
+                    pd,
+                    iova: addr,
+                    len,
+                    access,
+                };
+                self.reg_mr_process(id, mr)
             }
-            Request::DeregMr { lkey } => {
-                if !c.mrs.contains(&lkey) {
-                    return Reply::err(libc::ENOENT, "no such MR");
-                }
-                match engine.dereg_mr(lkey) {
-                    Ok(()) => {
-                        c.mrs.remove(&lkey);
-                        if let Some(b) = self.mr_bytes.get_mut(&id) {
-                            b.remove(lkey);
-                        }
-                        Reply::ok(Response::Done(kind::DEREG_MR))
-                    }
-                    Err(e) => verr(e),
-                }
-            }
-            Request::CreateCompChannel => {
-                if c.channels.len() >= MAX_PER_CLIENT {
-                    return Reply::err(libc::ENOMEM, "too many channels");
-                }
-                let ev = match EventFd::new() {
-                    Ok(e) => Arc::new(e),
-                    Err(e) => return Reply::err(libc::ENOMEM, e.to_string()),
-                };
-                let fd = match dup(&*ev) {
-                    Ok(f) => f,
-                    Err(e) => return Reply::err(libc::ENOMEM, e.to_string()),
-                };
-                let channel = c.next_channel;
-                c.next_channel += 1;
-                c.channels.insert(channel, ev);
-                Reply {
-                    resp: Response::CreateCompChannel { channel },
-                    fds: vec![fd],
-                }
-            }
-            Request::CreateCq { cqe, channel } => {
-                if let Err(e) = limits.check(Resource::Cqs, held(c.cqs.len()), 1) {
-                    return Reply::over(e);
-                }
-                if cqe == 0 || cqe as usize > engine.config().max_cqe {
-                    return Reply::err(libc::EINVAL, "cqe out of range");
-                }
-                let ch = match channel {
-                    0 => None,
-                    n => match c.channels.get(&n) {
-                        Some(ch) => Some(ch.clone()),
-                        None => return Reply::err(libc::ENOENT, "no such channel"),
-                    },
-                };
-                let slots = cqe.next_power_of_two();
-                let pump = match CqPump::create(slots, ch) {
-                    Ok(p) => p,
-                    Err(e) => return Reply::err(libc::ENOMEM, e.to_string()),
-                };
-                let fd = match dup(pump.region().fd()) {
-                    Ok(f) => f,
-                    Err(e) => return Reply::err(libc::ENOMEM, e.to_string()),
-                };
-                let cq = match engine.create_cq(slots as usize) {
-                    Ok(cq) => cq,
-                    Err(e) => return verr(e),
-                };
-                let slots = pump.slots();
-                c.cqs.insert(cq, pump);
-                Reply {
-                    resp: Response::CreateCq {
-                        cq,
-                        slots,
-                        ring_offset: pump::CQ_RING_OFFSET as u64,
-                    },
-                    fds: vec![fd],
-                }
-            }
-            Request::DestroyCq { cq } => {
-                if !c.cqs.contains_key(&cq) {
-                    return Reply::err(libc::ENOENT, "no such CQ");
-                }
-                match engine.destroy_cq(cq) {
-                    Ok(()) => {
-                        c.cqs.remove(&cq);
-                        Reply::ok(Response::Done(kind::DESTROY_CQ))
-                    }
-                    Err(e) => verr(e),
-                }
-            }
+            Request::DeregMr { lkey } => self.dereg_mr(id, lkey),
+            Request::CreateCompChannel => cq::create_channel(c),
+            Request::CreateCq { cqe, channel } => cq::create(engine, limits, c, cqe, channel),
+            Request::DestroyCq { cq } => cq::destroy(engine, c, cq),
             Request::CreateQp {
                 pd,
                 qp_type,
@@ -513,76 +402,41 @@ impl Server {
                 recv_cq,
                 cap,
             } => {
-                if let Err(e) = limits.check(Resource::Qps, held(c.qps.len()), 1) {
-                    return Reply::over(e);
-                }
-                if !c.pds.contains(&pd) {
-                    return Reply::err(libc::ENOENT, "no such PD");
-                }
-                if !c.cqs.contains_key(&send_cq) || !c.cqs.contains_key(&recv_cq) {
-                    return Reply::err(libc::ENOENT, "no such CQ");
-                }
-                let (sq, rq, granted) = match pump::qp_geometry(&cap) {
-                    Ok(g) => g,
-                    Err(e) => return Reply::err(libc::EINVAL, e.to_string()),
-                };
-                let qpn = match engine.create_qp(QpInit {
+                let q = NewQp {
+                    pd,
                     qp_type,
-                    pd: PdId::from_raw(pd),
                     send_cq,
                     recv_cq,
-                    cap: granted,
-                }) {
-                    Ok(q) => q,
-                    Err(e) => return verr(e),
+                    cap,
                 };
-                let made = QpPump::create(qpn, qp_type, sq, rq, granted, (send_cq, recv_cq))
-                    .and_then(|(p, created)| {
-                        let fds = vec![dup(p.region().fd())?, dup(&p.doorbell)?];
-                        Ok((p, created, fds))
-                    });
-                match made {
-                    Ok((p, created, fds)) => {
-                        c.qps.insert(qpn, p);
-                        tracing::info!(client = id, qpn, ?qp_type, "QP created");
-                        Reply {
-                            resp: Response::CreateQp(created),
-                            fds,
-                        }
-                    }
-                    Err(e) => {
-                        let _ = engine.destroy_qp(qpn);
-                        Reply::err(libc::ENOMEM, e.to_string())
-                    }
-                }
+                qp::create(engine, limits, c, id, q)
             }
-            Request::ModifyQp { qpn, mask, attr } => {
-                if !c.qps.contains_key(&qpn) {
-                    return Reply::err(libc::ENOENT, "no such QP");
-                }
-                match engine.modify_qp(qpn, &attr, mask) {
-                    Ok(()) => Reply::ok(Response::Done(kind::MODIFY_QP)),
-                    Err(e) => verr(e),
-                }
-            }
-            Request::QueryQp { qpn } => {
-                if !c.qps.contains_key(&qpn) {
-                    return Reply::err(libc::ENOENT, "no such QP");
-                }
-                match engine.query_qp(qpn) {
-                    Ok((attr, cap)) => Reply::ok(Response::QueryQp { attr, cap }),
-                    Err(e) => verr(e),
-                }
-            }
-            Request::DestroyQp { qpn } => {
-                if c.qps.remove(&qpn).is_none() {
-                    return Reply::err(libc::ENOENT, "no such QP");
-                }
-                match engine.destroy_qp(qpn) {
-                    Ok(()) => Reply::ok(Response::Done(kind::DESTROY_QP)),
-                    Err(e) => verr(e),
-                }
-            }
+            Request::ModifyQp { qpn, mask, attr } => qp::modify(engine, c, qpn, &attr, mask),
+            Request::QueryQp { qpn } => qp::query(engine, c, qpn),
+            Request::DestroyQp { qpn } => qp::destroy(engine, c, qpn),
+        }
+    }
+
+    /// The device's attributes (`QueryDevice`); its GID is its address.
+    fn device_attr(&self) -> DeviceAttr {
+        let gid = match self.local {
+            IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+            IpAddr::V6(a) => a.octets(),
+        };
+        let config = self.engine.config();
+        DeviceAttr {
+            max_qp: config.max_qp as u32,
+            max_qp_wr: pump::MAX_WR,
+            max_sge: pump::MAX_SGE,
+            max_cq: 1 << 16,
+            max_cqe: config.max_cqe as u32,
+            max_mr: 1 << 20,
+            max_pd: 1 << 16,
+            max_qp_rd_atom: 16,
+            max_inline: pump::MAX_INLINE,
+            gid,
+            mtu: config.port_mtu as u8,
+            port_state: 4,
         }
     }
 
@@ -712,58 +566,6 @@ impl Server {
 
     /// Releases everything a client owned: QPs to error and destroyed, MRs deregistered
     /// (their mappings dropped with the last reference), CQs and PDs freed.
-    /// Registers an MR for client `id` after the checks every registration shares (the PD
-    /// is the client's, its MR count and registered bytes stay within its limits, the access
-    /// bits are defined); `region` makes the memory once those pass.
-    #[allow(clippy::too_many_arguments)]
-    fn reg_mr(
-        &mut self,
-        id: u64,
-        pd: u32,
-        iova: u64,
-        len: u64,
-        access: u32,
-        kind: u16,
-        region: impl FnOnce() -> Result<Arc<dyn rocex_mem::Region>, Reply>,
-    ) -> Reply {
-        let Some(c) = self.clients.get_mut(&id) else {
-            return Reply::err(libc::ENOENT, "no such client");
-        };
-        if !c.pds.contains(&pd) {
-            return Reply::err(libc::ENOENT, "no such PD");
-        }
-        let limits = &self.settings.limits;
-        if let Err(e) = limits.check(Resource::Mrs, c.mrs.len() as u64, 1) {
-            return Reply::over(e);
-        }
-        let bytes = self.mr_bytes.entry(id).or_default();
-        if let Err(e) = limits.check(Resource::MrBytes, bytes.total(), len) {
-            return Reply::over(e);
-        }
-        let Some(access) = Access::from_bits(access) else {
-            return Reply::err(libc::EINVAL, "undefined access bits");
-        };
-        let region = match region() {
-            Ok(r) => r,
-            Err(refused) => return refused,
-        };
-        match self
-            .engine
-            .reg_mr(PdId::from_raw(pd), iova, len, access, region)
-        {
-            Ok(keys) => {
-                c.mrs.insert(keys.lkey);
-                bytes.add(keys.lkey, len);
-                Reply::ok(Response::RegMr {
-                    kind,
-                    lkey: keys.lkey,
-                    rkey: keys.rkey,
-                })
-            }
-            Err(e) => Reply::err(errno_of(&e), e.to_string()),
-        }
-    }
-
     fn disconnect(&mut self, id: u64, why: &Gone) {
         let Some(c) = self.clients.remove(&id) else {
             return;

@@ -10,7 +10,9 @@ use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_uint, c_void};
 use std::os::fd::AsRawFd;
 use std::sync::MutexGuard;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::Instant;
 
 use rocex_proto::verbs::{QpType, WcOpcode, WcStatus, WorkCompletion};
 use rocex_verbs::{CompChannel, Cq as VCq};
@@ -42,6 +44,8 @@ pub struct Cq {
     armed: AtomicBool,
     /// Empty polls since the daemon was last checked for.
     empty: AtomicU32,
+    /// When the current run of empty polls reached [`SPIN_BEFORE_YIELD`] ([`micros`]).
+    empty_since: AtomicU64,
     /// The completion `ibv_start_poll`/`ibv_next_poll` last took (one poller at a time, as
     /// the extended CQ API requires).
     cur: UnsafeCell<ibv_wc>,
@@ -163,6 +167,7 @@ unsafe fn create(
         chan,
         armed: AtomicBool::new(false),
         empty: AtomicU32::new(0),
+        empty_since: AtomicU64::new(0),
         cur: UnsafeCell::new(ibv_wc::default()),
     }));
     if !chan.is_null() {
@@ -338,16 +343,22 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_
                 trace("ibv_poll_cq", &"rocexd is gone");
                 return -libc::EIO;
             }
-            if n >= SLEEP_AFTER && c.chan.is_null() {
+            if n < SPIN_BEFORE_YIELD {
+                return 0;
+            }
+            // A program spinning on an empty CQ competes with rocexd, which does the
+            // device's work on a core of this host: past a short spin, each empty poll
+            // lets it run first, and once the CQ has been empty for a while, sleeps.
+            let now = micros();
+            if n == SPIN_BEFORE_YIELD {
+                c.empty_since.store(now, Ordering::Relaxed);
+            }
+            let waited = now.saturating_sub(c.empty_since.load(Ordering::Relaxed));
+            if waited >= SLEEP_AFTER_US && c.chan.is_null() {
                 nap(c, g);
             } else {
                 drop(g);
-                if n >= SPIN_BEFORE_YIELD {
-                    // A program spinning on an empty CQ competes with rocexd, which does
-                    // the device's work on a core of this host: past a short spin, each
-                    // empty poll lets it run first.
-                    std::thread::yield_now();
-                }
+                std::thread::yield_now();
             }
             0
         }
@@ -368,9 +379,18 @@ const GONE_CHECK: u32 = 4096;
 /// Empty polls in a row before each further one yields the processor.
 const SPIN_BEFORE_YIELD: u32 = 64;
 
-/// Empty polls in a row before each further one sleeps until a completion (at most
-/// [`NAP_MS`]), on a CQ without a channel of the program's.
-const SLEEP_AFTER: u32 = 256;
+/// How long (in microseconds) a CQ without a channel of the program's is polled empty
+/// before each further empty poll sleeps until a completion (at most [`NAP_MS`]): longer
+/// than a round trip between two rocexd, so that a latency test polling for its reply
+/// never pays a wake-up, and short beside the gaps between a bandwidth test's moderated
+/// completions.
+const SLEEP_AFTER_US: u64 = 200;
+
+/// Microseconds on the monotonic clock since the library first asked.
+fn micros() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_micros() as u64
+}
 
 /// The longest such sleep: a program polling this CQ while waiting for something else
 /// (another CQ, its own memory) looks again this soon.

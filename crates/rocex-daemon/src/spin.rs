@@ -7,21 +7,19 @@
 //! choices"). So the daemon spins only while spinning pays, with the adaptive window of
 //! Linux's cpuidle-haltpoll governor (`adjust_poll_limit`): a sleep that ended within
 //! [`MAX_WINDOW`] would have been caught by spinning, so the window doubles (from
-//! [`START_WINDOW`]); a longer sleep halves it, down to zero. A run of requests a few
-//! microseconds apart (a bandwidth test) keeps the daemon awake; a round trip through the
-//! peer (a latency test) or no traffic at all puts it to sleep after one empty pass. Each
-//! empty pass inside the window yields the core, so that a client waiting on the same core
-//! runs at once rather than at the end of the daemon's slice. A window of 200 us
-//! (haltpoll's default) that closes when a yield lets another thread run measured slower
-//! in both latency and bandwidth (`docs/architecture.md`).
+//! [`START_WINDOW`]); a longer sleep halves it, down to zero. Requests and ACKs a few
+//! microseconds apart and round trips through the peer's daemon keep the daemon awake; no
+//! traffic puts it to sleep after one empty pass. Each empty pass inside the window yields
+//! the core, so that a client waiting on the same core runs at once rather than at the
+//! end of the daemon's slice (`docs/architecture.md` has the windows measured).
 
 use std::time::{Duration, Instant};
 
 /// The first window after a short sleep.
 const START_WINDOW: Duration = Duration::from_micros(2);
-/// The longest window: a round trip through the peer's daemon takes longer, and spinning
-/// through it takes the core the round trip needs.
-const MAX_WINDOW: Duration = Duration::from_micros(12);
+/// The longest window: longer than an 8-byte round trip between two daemons on a small
+/// machine (about 15 us), so that a ping-pong keeps both awake.
+const MAX_WINDOW: Duration = Duration::from_micros(50);
 
 /// The spinning policy's state.
 #[derive(Debug)]

@@ -3,7 +3,7 @@
 # service"):
 #   PREFIX/bin/rocex, PREFIX/bin/rocexd
 #   PREFIX/lib/rocex/         the drop-in libibverbs.so.1, libmlx5.so.1, libefa.so.1 (and
-#                             librdmacm.so.1 when built), where `rocex run` looks for them
+#                             librdmacm.so.1), where `rocex run` looks for them
 #   PREFIX/lib/systemd/system/rocexd@.service
 #   PREFIX/share/rocex/rocexd.example.toml
 #   PREFIX/share/doc/rocex/   README.md and the docs the unit and the tools point to
@@ -36,11 +36,10 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 dest="${DESTDIR:-}"
 
 # The libraries, as cargo builds them and by the soname programs load.
-libs=(libibverbs.so:libibverbs.so.1 libmlx5.so:libmlx5.so.1 libefa.so:libefa.so.1)
-packages=(-p rocex-cli -p rocex-daemon -p rocex-ibverbs -p rocex-dv-mlx5 -p rocex-dv-efa)
-if [ -f "$root/crates/rocex-rdmacm/Cargo.toml" ]; then
-    packages+=(-p rocex-rdmacm)
-fi
+libs=(libibverbs.so:libibverbs.so.1 librdmacm.so:librdmacm.so.1 libmlx5.so:libmlx5.so.1
+    libefa.so:libefa.so.1)
+packages=(-p rocex-cli -p rocex-daemon -p rocex-ibverbs -p rocex-rdmacm -p rocex-dv-mlx5
+    -p rocex-dv-efa)
 if [ "$build" = 1 ]; then
     flags=()
     [ "$profile" = release ] && flags+=(--release)
@@ -57,9 +56,6 @@ install -m 755 "$out/rocex" "$out/rocexd" "$dest$prefix/bin/"
 for l in "${libs[@]}"; do
     install -m 755 "$out/${l%%:*}" "$dest$prefix/lib/rocex/${l##*:}"
 done
-if [ -f "$out/librdmacm.so" ]; then
-    install -m 755 "$out/librdmacm.so" "$dest$prefix/lib/rocex/librdmacm.so.1"
-fi
 sed -e "s|@BINDIR@|$prefix/bin|g" -e "s|@SYSCONFDIR@|$sysconfdir|g" \
     -e "s|@DOCDIR@|$prefix/share/doc/rocex|g" "$root/packaging/systemd/rocexd@.service" \
     > "$dest$prefix/lib/systemd/system/rocexd@.service"

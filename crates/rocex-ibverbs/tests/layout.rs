@@ -9,34 +9,13 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::mem::{offset_of, size_of};
+use std::mem::{align_of, offset_of, size_of};
 use std::process::Command;
 
 use ibverbs::abi::*;
+use rocex_testkit::layout::{self, Row};
 
-/// `(C designator, Rust offset)` rows: the struct's size under its own name, then each
-/// field as `struct.field` (C member designators may be nested: `ops.post_send`).
-macro_rules! layout {
-    ($($t:ident { $($f:ident $(=> $c:literal)?),* $(,)? })*) => {{
-        let mut v: Vec<(String, String, usize)> = Vec::new();
-        $(
-            v.push((stringify!($t).into(), format!("sizeof(struct {})", stringify!($t)), size_of::<$t>()));
-            $(
-                let c = layout!(@c $f $($c)?);
-                v.push((
-                    format!("{}.{}", stringify!($t), c),
-                    format!("offsetof(struct {}, {})", stringify!($t), c),
-                    offset_of!($t, $f),
-                ));
-            )*
-        )*
-        v
-    }};
-    (@c $f:ident) => { stringify!($f) };
-    (@c $f:ident $c:literal) => { $c };
-}
-
-fn rows() -> Vec<(String, String, usize)> {
+fn rows() -> Vec<Row> {
     let wr = offset_of!(ibv_send_wr, wr);
     let union = [
         ("wr.rdma.remote_addr", wr),
@@ -55,17 +34,25 @@ fn rows() -> Vec<(String, String, usize)> {
         ("wr.ud.remote_qpn", wr + 8),
         ("wr.ud.remote_qkey", wr + 12),
     ];
-    let mut v: Vec<(String, String, usize)> = union
+    let mut v: Vec<Row> = union
         .into_iter()
         .map(|(f, off)| {
-            (
+            Row::new(
                 format!("ibv_send_wr.{f}"),
                 format!("offsetof(struct ibv_send_wr, {f})"),
                 off,
             )
         })
         .collect();
-    v.extend(layout! {
+    v.extend([
+        Row::new("ibv_gid", "sizeof(union ibv_gid)", size_of::<ibv_gid>()),
+        Row::new(
+            "ibv_gid align",
+            "_Alignof(union ibv_gid)",
+            align_of::<ibv_gid>(),
+        ),
+    ]);
+    v.extend(rocex_testkit::layout_rows! {
         ibv_gid_entry { gid, gid_index, port_num, gid_type, ndev_ifindex }
         ibv_device { node_type, transport_type, name, dev_name, dev_path, ibdev_path }
         ibv_device_attr {
@@ -179,40 +166,19 @@ fn rows() -> Vec<(String, String, usize)> {
 }
 
 /// The C side: the same rows, printed by a program built against the system header.
-fn c_layout(rows: &[(String, String, usize)]) -> Option<BTreeMap<String, usize>> {
-    let mut src = String::from(
-        "#include <stddef.h>\n#include <stdio.h>\n#include <infiniband/verbs.h>\n\
-         int main(void) {\n",
-    );
-    for (name, expr, _) in rows {
-        src.push_str(&format!(
-            "  printf(\"%s %zu\\n\", \"{name}\", (size_t)({expr}));\n"
-        ));
-    }
-    src.push_str("  return 0;\n}\n");
+fn c_layout(rows: &[Row]) -> Option<BTreeMap<String, usize>> {
+    let src = layout::c_source("infiniband/verbs.h", rows);
     let prog = common::build_c("layout", &src, &[])?;
     let out = Command::new(&prog.exe).output().unwrap();
-    Some(
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(|l| {
-                let (k, v) = l.rsplit_once(' ').unwrap();
-                (k.to_owned(), v.parse().unwrap())
-            })
-            .collect(),
-    )
+    assert!(out.status.success());
+    Some(layout::parse(&out.stdout))
 }
 
 #[test]
 fn every_struct_and_field_has_rdma_cores_layout() {
     let rows = rows();
     let Some(c) = c_layout(&rows) else { return };
-    let wrong: Vec<String> = rows
-        .iter()
-        .filter(|(name, _, rust)| c.get(name) != Some(rust))
-        .map(|(name, _, rust)| format!("{name}: C {:?}, Rust {rust}", c.get(name)))
-        .collect();
+    let wrong = layout::differences(&rows, &c);
     assert!(wrong.is_empty(), "layouts differ:\n{}", wrong.join("\n"));
     assert!(rows.len() > 300, "{} rows checked", rows.len());
 }

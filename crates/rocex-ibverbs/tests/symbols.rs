@@ -5,33 +5,7 @@
 
 mod common;
 
-use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
-
-/// `(version, symbol)` pairs of the dynamic symbol table: defined ones, or undefined
-/// ones (imports) from nodes whose names start with one of `nodes`.
-fn dynsyms(file: &Path, undefined: bool, nodes: &[&str]) -> BTreeSet<(String, String)> {
-    let o = Command::new("objdump")
-        .arg("-T")
-        .arg(file)
-        .output()
-        .expect("objdump");
-    assert!(o.status.success(), "objdump -T {}", file.display());
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter(|l| l.contains("*UND*") == undefined)
-        .filter_map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            let (ver, name) = (w.get(w.len().checked_sub(2)?)?, w.last()?);
-            let ver = ver.trim_matches(|c| c == '(' || c == ')');
-            nodes
-                .iter()
-                .any(|n| ver.starts_with(n))
-                .then(|| (ver.to_owned(), (*name).to_owned()))
-        })
-        .collect()
-}
 
 #[test]
 fn every_imported_symbol_is_exported_with_its_version() {
@@ -79,9 +53,9 @@ fn every_imported_symbol_is_exported_with_its_version() {
     }
     let mut checked = 0;
     for (lib, nodes) in libs {
-        let exported = dynsyms(&dir.join(lib), false, nodes);
+        let exported = rocex_testkit::symbols::dynamic(&dir.join(lib), false, nodes);
         for bin in &importers {
-            for need in dynsyms(bin, true, nodes) {
+            for need in rocex_testkit::symbols::dynamic(bin, true, nodes) {
                 assert!(
                     exported.contains(&need),
                     "{} imports {}@{}, which {lib} does not export",

@@ -1,15 +1,22 @@
 //! rdma-core's public structs as `<rdma/rdma_cma.h>` lays them out, and the few of
-//! `<infiniband/verbs.h>` and `<infiniband/sa.h>` this library fills or reads. The
-//! layout test (`tests/layout.rs`) checks every size and offset against the system
-//! headers. Verbs objects this library only passes along stay opaque.
+//! `<infiniband/verbs.h>` and `<infiniband/sa.h>` that rocex's libibverbs does not
+//! declare. The layout test (`tests/layout.rs`) checks every size and offset against the
+//! system headers. The verbs structs both libraries use are rocex-ibverbs-abi's, whose
+//! layout rocex-ibverbs' layout test checks.
 
 #![allow(non_camel_case_types, missing_docs)]
 
-use core::ffi::{c_int, c_void};
+use core::ffi::{c_int, c_uint, c_void};
 
 use libc::{sockaddr, sockaddr_storage, socklen_t};
 
-/// An opaque verbs object, reached only through libibverbs.
+pub use rocex_ibverbs_abi::{
+    ibv_ah_attr, ibv_comp_channel, ibv_context, ibv_cq, ibv_device, ibv_gid, ibv_global_route,
+    ibv_pd, ibv_port_attr, ibv_qp, ibv_qp_attr, ibv_qp_cap, ibv_qp_init_attr, ibv_qp_init_attr_ex,
+    ibv_srq, ibv_srq_attr, ibv_srq_init_attr, verbs_context,
+};
+
+/// A verbs object rocex's libibverbs does not have, which this library only passes along.
 macro_rules! opaque {
     ($($name:ident),*) => {$(
         #[repr(C)]
@@ -18,173 +25,7 @@ macro_rules! opaque {
         }
     )*};
 }
-opaque!(
-    ibv_context,
-    ibv_device,
-    ibv_comp_channel,
-    ibv_cq,
-    ibv_srq,
-    ibv_xrcd,
-    ibv_ece
-);
-
-/// `union ibv_gid`: 16 bytes, aligned as its two `__be64` halves.
-#[repr(C, align(8))]
-#[derive(Clone, Copy, Default)]
-pub struct ibv_gid(pub [u8; 16]);
-
-/// The head of `struct ibv_pd`.
-#[repr(C)]
-pub struct ibv_pd {
-    pub context: *mut ibv_context,
-    pub handle: u32,
-}
-
-/// The head of `struct ibv_qp` (its mutex and condition follow).
-#[repr(C)]
-pub struct ibv_qp {
-    pub context: *mut ibv_context,
-    pub qp_context: *mut c_void,
-    pub pd: *mut ibv_pd,
-    pub send_cq: *mut ibv_cq,
-    pub recv_cq: *mut ibv_cq,
-    pub srq: *mut ibv_srq,
-    pub handle: u32,
-    pub qp_num: u32,
-    pub state: u32,
-    pub qp_type: u32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub struct ibv_qp_cap {
-    pub max_send_wr: u32,
-    pub max_recv_wr: u32,
-    pub max_send_sge: u32,
-    pub max_recv_sge: u32,
-    pub max_inline_data: u32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct ibv_qp_init_attr {
-    pub qp_context: *mut c_void,
-    pub send_cq: *mut ibv_cq,
-    pub recv_cq: *mut ibv_cq,
-    pub srq: *mut ibv_srq,
-    pub cap: ibv_qp_cap,
-    pub qp_type: u32,
-    pub sq_sig_all: c_int,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct ibv_rx_hash_conf {
-    pub rx_hash_function: u8,
-    pub rx_hash_key_len: u8,
-    pub rx_hash_key: *mut u8,
-    pub rx_hash_fields_mask: u64,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct ibv_qp_init_attr_ex {
-    pub qp_context: *mut c_void,
-    pub send_cq: *mut ibv_cq,
-    pub recv_cq: *mut ibv_cq,
-    pub srq: *mut ibv_srq,
-    pub cap: ibv_qp_cap,
-    pub qp_type: u32,
-    pub sq_sig_all: c_int,
-    pub comp_mask: u32,
-    pub pd: *mut ibv_pd,
-    pub xrcd: *mut ibv_xrcd,
-    pub create_flags: u32,
-    pub max_tso_header: u16,
-    pub rwq_ind_tbl: *mut c_void,
-    pub rx_hash_conf: ibv_rx_hash_conf,
-    pub source_qpn: u32,
-    pub send_ops_flags: u64,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub struct ibv_global_route {
-    pub dgid: ibv_gid,
-    pub flow_label: u32,
-    pub sgid_index: u8,
-    pub hop_limit: u8,
-    pub traffic_class: u8,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub struct ibv_ah_attr {
-    pub grh: ibv_global_route,
-    pub dlid: u16,
-    pub sl: u8,
-    pub src_path_bits: u8,
-    pub static_rate: u8,
-    pub is_global: u8,
-    pub port_num: u8,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub struct ibv_qp_attr {
-    pub qp_state: u32,
-    pub cur_qp_state: u32,
-    pub path_mtu: u32,
-    pub path_mig_state: u32,
-    pub qkey: u32,
-    pub rq_psn: u32,
-    pub sq_psn: u32,
-    pub dest_qp_num: u32,
-    pub qp_access_flags: u32,
-    pub cap: ibv_qp_cap,
-    pub ah_attr: ibv_ah_attr,
-    pub alt_ah_attr: ibv_ah_attr,
-    pub pkey_index: u16,
-    pub alt_pkey_index: u16,
-    pub en_sqd_async_notify: u8,
-    pub sq_draining: u8,
-    pub max_rd_atomic: u8,
-    pub max_dest_rd_atomic: u8,
-    pub min_rnr_timer: u8,
-    pub port_num: u8,
-    pub timeout: u8,
-    pub retry_cnt: u8,
-    pub rnr_retry: u8,
-    pub alt_port_num: u8,
-    pub alt_timeout: u8,
-    pub rate_limit: u32,
-}
-
-/// The head of `struct ibv_port_attr` (the library reads the active MTU).
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub struct ibv_port_attr {
-    pub state: u32,
-    pub max_mtu: u32,
-    pub active_mtu: u32,
-    /// The rest of the struct, which `ibv_query_port` writes.
-    pub rest: [u64; 8],
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub struct ibv_srq_attr {
-    pub max_wr: u32,
-    pub max_sge: u32,
-    pub srq_limit: u32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct ibv_srq_init_attr {
-    pub srq_context: *mut c_void,
-    pub attr: ibv_srq_attr,
-}
+opaque!(ibv_xrcd, ibv_ece);
 
 /// The head of `struct ibv_srq_init_attr_ex`: what `rdma_create_srq_ex` reads.
 #[repr(C)]
@@ -270,7 +111,7 @@ pub struct rdma_cm_id {
     pub recv_cq: *mut ibv_cq,
     pub srq: *mut ibv_srq,
     pub pd: *mut ibv_pd,
-    pub qp_type: u32,
+    pub qp_type: c_int,
 }
 
 #[repr(C)]
@@ -378,26 +219,22 @@ pub const RDMA_OPTION_ID_AFONLY: c_int = 2;
 pub const RDMA_OPTION_ID_ACK_TIMEOUT: c_int = 3;
 pub const RDMA_OPTION_IB_PATH: c_int = 1;
 
-pub const IBV_QPT_RC: u32 = 2;
-pub const IBV_QPT_UD: u32 = 4;
-pub const IBV_QPS_INIT: u32 = 1;
-pub const IBV_QPS_RTR: u32 = 2;
-pub const IBV_QPS_RTS: u32 = 3;
+pub const IBV_QPT_RC: c_int = 2;
+pub const IBV_QPT_UD: c_int = 4;
+pub const IBV_QPS_INIT: c_int = 1;
+pub const IBV_QPS_RTR: c_int = 2;
+pub const IBV_QPS_RTS: c_int = 3;
 pub const IBV_QP_STATE: c_int = 1;
 pub const IBV_QP_ACCESS_FLAGS: c_int = 1 << 3;
 pub const IBV_QP_PKEY_INDEX: c_int = 1 << 4;
 pub const IBV_QP_PORT: c_int = 1 << 5;
 pub const IBV_QP_QKEY: c_int = 1 << 6;
 pub const IBV_QP_SQ_PSN: c_int = 1 << 16;
-pub const IBV_ACCESS_LOCAL_WRITE: u32 = 1;
-pub const IBV_ACCESS_REMOTE_WRITE: u32 = 2;
-pub const IBV_ACCESS_REMOTE_READ: u32 = 4;
-pub const IBV_ACCESS_REMOTE_ATOMIC: u32 = 8;
+pub const IBV_ACCESS_LOCAL_WRITE: c_uint = 1;
+pub const IBV_ACCESS_REMOTE_WRITE: c_uint = 2;
+pub const IBV_ACCESS_REMOTE_READ: c_uint = 4;
+pub const IBV_ACCESS_REMOTE_ATOMIC: c_uint = 8;
 pub const IBV_QP_INIT_ATTR_PD: u32 = 1;
 pub const IBV_SRQT_BASIC: u32 = 0;
 pub const IBV_SRQ_INIT_ATTR_TYPE: u32 = 1;
 pub const IBV_SRQ_INIT_ATTR_PD: u32 = 2;
-
-/// How far `verbs_context.create_qp_ex` lies before the `ibv_context` it precedes: the
-/// extended QP constructor is an inline function of verbs.h, reached through that slot.
-pub const CREATE_QP_EX_BEFORE_CONTEXT: usize = 56;

@@ -62,13 +62,13 @@ pub unsafe extern "C" fn rdma_getaddrinfo(
         return libc::EAI_FAMILY;
     };
     let ps = match h.map_or(0, |h| h.ai_port_space) as u32 {
-        0 => match h.map_or(0, |h| h.ai_qp_type) as u32 {
+        0 => match h.map_or(0, |h| h.ai_qp_type) {
             IBV_QPT_UD => RDMA_PS_UDP,
             _ => RDMA_PS_TCP,
         },
         p => p,
     };
-    let qpt = match h.map_or(0, |h| h.ai_qp_type) as u32 {
+    let qpt = match h.map_or(0, |h| h.ai_qp_type) {
         0 if ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB => IBV_QPT_UD,
         0 => IBV_QPT_RC,
         t => t,
@@ -81,7 +81,7 @@ pub unsafe extern "C" fn rdma_getaddrinfo(
     } else {
         libc::AF_INET6
     };
-    e.rai.ai_qp_type = qpt as c_int;
+    e.rai.ai_qp_type = qpt;
     e.rai.ai_port_space = ps as c_int;
     if flags & RAI_PASSIVE != 0 {
         e.rai.ai_src_len = sockaddr::write(&mut e.src, addr);

@@ -105,7 +105,7 @@ pub fn new_id(
     channel: *mut rdma_event_channel,
     context: *mut c_void,
     ps: u32,
-    qp_type: u32,
+    qp_type: c_int,
 ) -> Result<*mut Id, i32> {
     let sync = if channel.is_null() {
         Channel::new()?
@@ -138,7 +138,7 @@ pub fn new_id(
 }
 
 /// The QP type of a port space: UD for the datagram spaces.
-fn qp_type_of(ps: u32) -> Option<u32> {
+fn qp_type_of(ps: u32) -> Option<c_int> {
     match ps {
         RDMA_PS_TCP | RDMA_PS_IB => Some(IBV_QPT_RC),
         RDMA_PS_UDP | RDMA_PS_IPOIB => Some(IBV_QPT_UD),

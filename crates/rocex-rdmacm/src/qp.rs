@@ -3,7 +3,7 @@
 //! RC QP goes to INIT, where rocexd's CM takes it on to RTR and RTS when the connection
 //! is made; a UD QP goes all the way to RTS with rdma_cm's Q_Key.
 
-use core::ffi::c_int;
+use core::ffi::{c_int, c_uint};
 
 use crate::abi::*;
 use crate::id::Id;
@@ -14,7 +14,7 @@ use crate::{fail, symver};
 /// Access an RC QP gets at INIT: what the kernel's CM settles with responder resources
 /// (`cm_init_qp_init_attr`: remote write, and read and atomics), which rocexd's CM always
 /// offers. rocexd does not set access flags when it moves the QP on.
-const RC_ACCESS: u32 = IBV_ACCESS_LOCAL_WRITE
+const RC_ACCESS: c_uint = IBV_ACCESS_LOCAL_WRITE
     | IBV_ACCESS_REMOTE_WRITE
     | IBV_ACCESS_REMOTE_READ
     | IBV_ACCESS_REMOTE_ATOMIC;
@@ -22,7 +22,7 @@ const RC_ACCESS: u32 = IBV_ACCESS_LOCAL_WRITE
 /// The attributes and mask of `state` for an id's QP of `qp_type`, as
 /// `rdma_init_qp_attr` gives them before a connection settles anything; `None` for a
 /// state only the connection decides (an RC QP's RTR and RTS, which rocexd sets).
-pub fn init_attr(qp_type: u32, state: u32) -> Option<(ibv_qp_attr, c_int)> {
+pub fn init_attr(qp_type: c_int, state: c_int) -> Option<(ibv_qp_attr, c_int)> {
     let mut a = ibv_qp_attr {
         qp_state: state,
         ..ibv_qp_attr::default()
@@ -48,8 +48,8 @@ pub fn init_attr(qp_type: u32, state: u32) -> Option<(ibv_qp_attr, c_int)> {
 }
 
 /// Moves a new QP of an id as far as rdma_cm takes it before connecting; an errno.
-fn ready(v: &Verbs, qp: *mut ibv_qp, qp_type: u32) -> i32 {
-    let states: &[u32] = if qp_type == IBV_QPT_UD {
+fn ready(v: &Verbs, qp: *mut ibv_qp, qp_type: c_int) -> i32 {
+    let states: &[c_int] = if qp_type == IBV_QPT_UD {
         &[IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS]
     } else {
         &[IBV_QPS_INIT]

@@ -99,10 +99,11 @@ pub fn stored(s: &sockaddr_storage) -> Option<SocketAddr> {
 
 /// The RoCE v2 GID of an IP address: IPv4 mapped into IPv6, or the IPv6 address.
 pub fn gid(ip: IpAddr) -> ibv_gid {
-    ibv_gid(match ip {
+    let raw = match ip {
         IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
         IpAddr::V6(a) => a.octets(),
-    })
+    };
+    ibv_gid { raw }
 }
 
 /// An unspecified address of `ip`'s family.
@@ -133,7 +134,7 @@ mod tests {
     #[test]
     fn an_ipv4_gid_is_the_mapped_address() {
         let g = gid(IpAddr::from([198, 18, 0, 1]));
-        assert_eq!(g.0[..12], [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]);
-        assert_eq!(g.0[12..], [198, 18, 0, 1]);
+        assert_eq!(g.raw[..12], [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]);
+        assert_eq!(g.raw[12..], [198, 18, 0, 1]);
     }
 }

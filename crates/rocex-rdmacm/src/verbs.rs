@@ -147,20 +147,20 @@ pub fn verbs() -> Option<&'static Verbs> {
     }
 }
 
-/// `ibv_create_qp_ex`, an inline function of verbs.h: the context's extended-operations
-/// slot in front of it.
+/// `ibv_create_qp_ex`, an inline function of verbs.h: the extended-operations slot of the
+/// `verbs_context` that holds `ctx`.
 ///
 /// # Safety
 ///
 /// `ctx` is a context of rocex's libibverbs (which always has the extended operations).
 pub unsafe fn create_qp_ex(ctx: Ctx, attr: *mut ibv_qp_init_attr_ex) -> *mut ibv_qp {
-    type F = unsafe extern "C" fn(Ctx, *mut ibv_qp_init_attr_ex) -> *mut ibv_qp;
-    // SAFETY: per the contract the `verbs_context` precedes `ctx`; its slot is aligned.
+    // SAFETY: per the contract the context is the `context` field of a `verbs_context`.
     let f = unsafe {
-        ctx.cast::<u8>()
-            .sub(CREATE_QP_EX_BEFORE_CONTEXT)
-            .cast::<Option<F>>()
-            .read()
+        (*ctx
+            .cast::<u8>()
+            .sub(core::mem::offset_of!(verbs_context, context))
+            .cast::<verbs_context>())
+        .create_qp_ex
     };
     match f {
         // SAFETY: the context's own constructor, called as verbs.h does.

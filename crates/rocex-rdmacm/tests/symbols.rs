@@ -13,23 +13,7 @@ use std::process::Command;
 /// `(version, symbol)` pairs of `file`'s dynamic symbols from `RDMACM_` nodes: the
 /// defined ones, or the imports.
 fn rdmacm_syms(file: &Path, undefined: bool) -> BTreeSet<(String, String)> {
-    let o = Command::new("objdump")
-        .arg("-T")
-        .arg(file)
-        .output()
-        .expect("objdump");
-    assert!(o.status.success(), "objdump -T {}", file.display());
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter(|l| l.contains("*UND*") == undefined)
-        .filter_map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            let (ver, name) = (w.get(w.len().checked_sub(2)?)?, w.last()?);
-            let ver = ver.trim_matches(|c| c == '(' || c == ')');
-            ver.starts_with("RDMACM_")
-                .then(|| (ver.to_owned(), (*name).to_owned()))
-        })
-        .collect()
+    rocex_testkit::symbols::dynamic(file, undefined, &["RDMACM_"])
 }
 
 fn which(p: &str) -> std::path::PathBuf {

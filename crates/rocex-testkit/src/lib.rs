@@ -1,4 +1,5 @@
-//! What rocex's tests share.
+//! What rocex's tests share: the rule below, bounded runs of programs, and the checks of
+//! a drop-in library against C headers ([`layout`]) and Debian's binaries ([`symbols`]).
 //!
 //! A test that needs something this machine lacks (root, a network namespace, a tool from
 //! Debian's packages) calls [`cannot_run`]. In CI (`CI` set to anything but empty or
@@ -8,6 +9,9 @@
 //! which `just test` empties before the run and prints after it: a skip is never silent.
 
 #![forbid(unsafe_code)]
+
+pub mod layout;
+pub mod symbols;
 
 use std::fs::OpenOptions;
 use std::io::Write;

@@ -44,15 +44,14 @@ reproducible for tests.
 */
 #![forbid(unsafe_code)]
 
-mod access;
 mod error;
 mod key;
 mod region;
 mod table;
 mod target;
 
-pub use access::Access;
 pub use error::MemError;
 pub use region::{AccessFault, FlushError, Region, SubRegion, VecRegion};
+pub use rocex_verbs_types::Access;
 pub use table::{Keys, MemTable, MrInfo, MwBinding, MwInfo, PdId};
 pub use target::Target;

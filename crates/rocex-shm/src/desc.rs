@@ -8,7 +8,7 @@
 
 use core::mem::{align_of, size_of};
 use core::net::IpAddr;
-use rocex_proto::verbs::{
+use rocex_verbs_types::{
     RecvWr, SendData, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
 };
 use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout};
@@ -246,7 +246,7 @@ pub fn encode_send(wr: &SendWr, slot: &mut [u8]) -> Result<(), EncodeError> {
     if wr.flags.solicited {
         flags |= send_flags::SOLICITED;
     }
-    let remote = |d: &mut SendDesc, r: rocex_proto::verbs::Remote| {
+    let remote = |d: &mut SendDesc, r: rocex_verbs_types::Remote| {
         d.remote_addr = r.addr;
         d.rkey = r.rkey;
     };

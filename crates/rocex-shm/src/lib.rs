@@ -10,7 +10,7 @@
 //!   acquire, and the sleep/wakeup protocol with notification suppression.
 //! * [`validate`]: the daemon's readers. Every byte of shared memory is hostile: the daemon
 //!   keeps its own ring geometry, copies each descriptor once and checks it into the engine's
-//!   [`SendWr`](rocex_proto::verbs::SendWr) and [`RecvWr`](rocex_proto::verbs::RecvWr).
+//!   [`SendWr`](rocex_verbs_types::SendWr) and [`RecvWr`](rocex_verbs_types::RecvWr).
 //! * [`doorbell`]: eventfds and adaptive polling.
 //! * [`region`]: the memfd mapping and fd passing; with the view's bulk copies, the only
 //!   `unsafe` code.

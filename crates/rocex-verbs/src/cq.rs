@@ -6,9 +6,9 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use rocex_proto::verbs::WorkCompletion;
 use rocex_shm::control::{Request, Response};
 use rocex_shm::{CqReader, EventFd, ReadError, RingKind, RingSpec, SharedRegion, SleepCheck};
+use rocex_verbs_types::WorkCompletion;
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
 use crate::{Channel, Context, Error, Result, map_rings, proto, ring_in};

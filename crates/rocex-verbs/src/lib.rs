@@ -56,12 +56,12 @@ use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
 /// The verbs vocabulary (QP attributes, work requests, completions), re-exported.
 pub mod verbs {
-    pub use rocex_proto::verbs::*;
+    pub use rocex_verbs_types::*;
 }
-pub use rocex_proto::verbs::{Access, WorkCompletion as Wc};
 pub use rocex_shm::control::DeviceAttr as DeviceAttributes;
 pub use rocex_shm::control::{CmEvent, CmEventKind};
 pub use rocex_shm::control::{QpStat, StatGroup, Stats};
+pub use rocex_verbs_types::{Access, WorkCompletion as Wc};
 
 mod cm;
 mod cq;

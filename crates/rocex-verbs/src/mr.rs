@@ -7,9 +7,9 @@ use std::marker::PhantomData;
 use std::ops::Deref;
 use std::sync::atomic::Ordering;
 
-use rocex_proto::verbs::{Remote, Sge};
 use rocex_shm::SharedRegion;
 use rocex_shm::control::Request;
+use rocex_verbs_types::{Remote, Sge};
 
 use crate::{Context, Error, Result, proto};
 

@@ -4,10 +4,10 @@
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 
-use rocex_proto::verbs::{AttrMask, QpAttr, QpCap, QpType, RecvWr, SendWr};
 use rocex_shm::control::{QpCreated, Request, Response};
 use rocex_shm::layout::RING_ALIGN;
 use rocex_shm::{EventFd, PostError, RingKind, RingSpec, SharedRegion, WqWriter};
+use rocex_verbs_types::{AttrMask, QpAttr, QpCap, QpType, RecvWr, SendWr};
 
 use crate::{Context, Cq, Error, Pd, Result, map_rings, proto, ring_in};
 

@@ -4,8 +4,8 @@
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 #[cfg(doc)]
-use rocex_proto::verbs::AttrMask;
-use rocex_proto::verbs::{Access, AddressVector, Mtu, QpAttr, QpCap, QpState, QpType};
+use rocex_verbs_types::AttrMask;
+use rocex_verbs_types::{Access, AddressVector, Mtu, QpAttr, QpCap, QpState, QpType};
 
 use super::codec::{BodyError, Get, Put};
 

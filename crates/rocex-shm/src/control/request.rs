@@ -2,7 +2,7 @@
 
 use core::net::IpAddr;
 
-use rocex_proto::verbs::{AttrMask, QpAttr, QpCap, QpType};
+use rocex_verbs_types::{AttrMask, QpAttr, QpCap, QpType};
 
 #[cfg(doc)]
 use super::cm::{CM_PRIVATE_DATA_LEN, CmEvent, CmEventKind};
@@ -13,7 +13,7 @@ use super::qp::{
     ATTR_MASK_ALL, get_attr, get_cap, put_attr, put_cap, qp_type_from_wire, qp_type_to_wire,
 };
 #[cfg(doc)]
-use rocex_proto::verbs::Access;
+use rocex_verbs_types::Access;
 
 /// A request, client to daemon.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! Responses, daemon to client, and the attributes they carry.
 
-use rocex_proto::verbs::{QpAttr, QpCap};
+use rocex_verbs_types::{QpAttr, QpCap};
 
 use super::cm::{CmEvent, CmEventKind, get_addr, get_private, put_addr, put_private};
 use super::codec::{BodyError, Get, Put};

@@ -1,6 +1,6 @@
 //! `Stat`'s answer: named counter groups and one page of QPs.
 
-use rocex_proto::verbs::{QpState, QpType};
+use rocex_verbs_types::{QpState, QpType};
 
 use super::codec::{BodyError, Get, Put};
 use super::frame::MAX_FRAME;

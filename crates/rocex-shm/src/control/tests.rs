@@ -1,6 +1,6 @@
 use core::net::IpAddr;
 
-use rocex_proto::verbs::{Access, AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType};
+use rocex_verbs_types::{Access, AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType};
 
 use super::*;
 

@@ -13,7 +13,7 @@ use crate::validate::{Payload, check_send_header, validate_send};
 use crate::*;
 use core::mem::size_of;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use rocex_proto::verbs::{
+use rocex_verbs_types::{
     QpType, RecvWr, Remote, SendData, SendFlags, SendOp, SendWr, Sge, UdDest, WcOpcode, WcStatus,
     WorkCompletion,
 };

@@ -3,7 +3,7 @@
 use crate::desc::{Cqe, wc_flags, wc_opcode_from, wc_status_from};
 use crate::ring::{Consumer, Producer, RingError};
 use core::mem::size_of;
-use rocex_proto::verbs::WorkCompletion;
+use rocex_verbs_types::WorkCompletion;
 use zerocopy::{FromBytes, IntoBytes};
 
 use super::error::copy_error;

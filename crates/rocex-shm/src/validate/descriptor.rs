@@ -5,7 +5,7 @@ use crate::desc::{RecvDesc, SendDesc, SgeDesc, family, opcode, send_flags};
 use crate::ring::RingError;
 use core::mem::size_of;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use rocex_proto::verbs::{
+use rocex_verbs_types::{
     QpType, Remote, SendData, SendFlags, SendOp, SendWr, Sge, SgeList, UdDest,
 };
 use zerocopy::FromBytes;

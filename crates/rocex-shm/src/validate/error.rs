@@ -2,7 +2,7 @@
 
 use crate::ring::RingError;
 use core::fmt;
-use rocex_proto::verbs::WcStatus;
+use rocex_verbs_types::WcStatus;
 
 /// One malformed descriptor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

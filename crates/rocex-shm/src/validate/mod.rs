@@ -22,7 +22,7 @@ pub use error::{DescError, ReadError};
 pub use reader::{RqReader, SqReader};
 pub use writer::{PostError, WqWriter};
 
-use rocex_proto::verbs::QpType;
+use rocex_verbs_types::QpType;
 
 /// Largest message (IBTA: 2^31 bytes).
 pub const MAX_MESSAGE: u64 = 1 << 31;

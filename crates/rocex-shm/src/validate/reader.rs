@@ -5,7 +5,7 @@ use crate::desc::{RecvDesc, SendDesc, SgeDesc};
 use crate::layout::RingKind;
 use crate::ring::{Consumer, Slot};
 use core::mem::size_of;
-use rocex_proto::verbs::{RecvWr, SendWr};
+use rocex_verbs_types::{RecvWr, SendWr};
 use zerocopy::{FromBytes, IntoBytes};
 
 use super::descriptor::{build_send, check_recv_header, check_send_header, sges_from, total_len};

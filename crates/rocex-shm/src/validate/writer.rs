@@ -5,7 +5,7 @@ use crate::layout::RingSpec;
 use crate::ring::{Producer, RingError};
 use core::fmt;
 use core::mem::size_of;
-use rocex_proto::verbs::{RecvWr, SendData, SendWr};
+use rocex_verbs_types::{RecvWr, SendData, SendWr};
 
 /// The application's writer of a send or receive queue: encodes into a private slot, then
 /// pushes the bytes the descriptor uses.

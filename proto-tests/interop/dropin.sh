@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Interop of the drop-in libibverbs and librdmacm: Debian's own ibv_rc_pingpong, perftest
-# and rping binaries under `rocex run` on the host side of the lab's bridge (a rocexd there,
+# Interop of the drop-in libibverbs and librdmacm: Debian's own ibv_rc_pingpong, perftest,
+# rping and ucmatose binaries under `rocex run` on the host side of the lab's bridge (a rocexd there,
 # started per case by dropin_host.sh) against the same programs on kernel rxe in the guest
 # (the rxe lab), in both roles, with and without 5% loss on the guest's egress. Each run's capture must pass
 # `rocex dump --check` and `rocex conform replay`. Prints one line per case and
@@ -49,19 +49,24 @@ read_bw-16k-loss5|read_bw|--loss 5 --set SIZE=16384 --set ITERS=50|ib_read_bw -d
 send_lat-4k-loss5|send_lat|--loss 5 --set SIZE=4096 --set ITERS=50|ib_send_lat -d rocex0 -m \$RXE_LAB_MTU -s 4096 -n 50 -F
 atomic_bw-faa-loss5|atomic_bw_faa|--loss 5 --set ITERS=200|ib_atomic_bw -d rocex0 -m \$RXE_LAB_MTU -A FETCH_AND_ADD -n 200 -F
 EOF_CASES
-    # rping: the connection made by CM MADs on QP1 through rocex's librdmacm. Where the
-    # guest serves, the host starts 3 s late (DROPIN_WAIT in dropin_host.sh). ib_write_bw -R
+    # rping and ucmatose: the connection made by CM MADs on QP1 between rocexd's CM and the
+    # kernel's, through rocex's librdmacm. Where the guest serves, the host starts 3 s late
+    # (DROPIN_WAIT in dropin_host.sh). ib_write_bw -R
     # is not here: its runs complete, but its two RC connections join the same two
     # addresses, rocexd sends from UDP port 4791 while rxe answers from the port its
     # rdma_cm flow label gives, and `rocex conform replay` then cannot tell which
     # connection rxe's ACKs belong to (it counts them as orphans).
     if [[ $role == server ]]; then
         late="DROPIN_WAIT=3 " rping="rping -c -a \$RXE_LAB_GUEST_IP -v -V -C 5 -S 64"
+        ucmatose="ucmatose -s \$RXE_LAB_GUEST_IP -b \$RXE_LAB_HOST_IP -c 1 -C 5 -S 64"
     else
         late= rping="rping -s -a \$RXE_LAB_HOST_IP -v -C 5 -S 64"
+        ucmatose="ucmatose -b \$RXE_LAB_HOST_IP -c 1 -C 5 -S 64"
     fi
-    peer_case "dropin-rxe_$role-rping" rping "$role" "" "$late$host $rping"
-    peer_case "dropin-rxe_$role-rping-loss5" rping "$role" "--loss 5" "$late$host $rping"
+    for p in rping ucmatose; do
+        peer_case "dropin-rxe_$role-$p" "$p" "$role" "" "$late$host ${!p}"
+        peer_case "dropin-rxe_$role-$p-loss5" "$p" "$role" "--loss 5" "$late$host ${!p}"
+    done
 done
 ((fail == 0)) || echo "failed: ${failed[*]}"
 echo "dropin-interop: $pass passed, $fail failed"

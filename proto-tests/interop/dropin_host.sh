@@ -3,10 +3,10 @@
 # lab's --host-cmd inside the lab's namespace: a rocexd on the bridge's address at the lab's
 # path MTU, and PROGRAM (a Debian binary) under `rocex run` on it. Exits with the program's
 # status; rocexd's own output is kept in the log. Where the guest serves, its listener may
-# still be starting: a client that says it could not connect (the stock tools' "Couldn't
-# connect to") runs again, for 20 s at most, as the guest's clients do. DROPIN_WAIT=S
-# starts the program S seconds late: rxe's side of an rdma_cm connection rejects a connect
-# that comes before it listens.
+# still be starting: a client that says it could not connect (perftest's "Couldn't connect
+# to", or a REJECTED event as rping and ucmatose print it) runs again, for 20 s at most,
+# as the guest's clients do. DROPIN_WAIT=S starts the program S seconds late: rxe's side
+# of an rdma_cm connection rejects a connect that comes before it listens.
 #
 # Usage: dropin_host.sh ROCEX PROGRAM ARGS...
 set -uo pipefail
@@ -35,7 +35,7 @@ for try in $(seq 40); do
     "$rocex" run --socket "$sock" -- "$@" 2>&1 | tee "$dir/out"
     status=${PIPESTATUS[0]}
     ((status != 0)) && [[ $RXE_LAB_GUEST_ROLE == server ]] \
-        && grep -q "Couldn't connect to" "$dir/out" || exit "$status"
+        && grep -q -e "Couldn't connect to" -e REJECTED "$dir/out" || exit "$status"
     echo "(retry $try: $1 could not connect)"
     sleep 0.5
 done

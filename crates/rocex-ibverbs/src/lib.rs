@@ -88,6 +88,9 @@ pub(crate) fn errno_of(e: &rocex_verbs::Error) -> i32 {
         Error::Post(_) => libc::EINVAL,
         Error::DaemonGone => libc::EIO,
         Error::Timeout => libc::ETIMEDOUT,
+        // No daemon at the device's socket: the socket's own reason, ENOENT (no file) or
+        // ECONNREFUSED (a dead daemon's file), which a program's perror then names.
+        Error::Connect { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
         _ => libc::EIO,
     }
 }

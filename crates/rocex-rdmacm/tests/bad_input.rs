@@ -9,6 +9,9 @@
 
 mod common;
 
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
+
 use common::{Hosts, build_c, finish, libdir, text};
 
 #[test]
@@ -104,18 +107,46 @@ fn udaddy_and_mckey_say_what_rocex_lacks() {
 
 /// rocexd killed under a listening rping: the listener gets `DEVICE_REMOVAL`, as the
 /// kernel's ids do when their device goes, and rping ends with its message rather than
-/// waiting forever for a client.
+/// waiting forever for a client. A device listed while the daemon lived and opened after
+/// it died fails with the socket's own errno, not a generic one: `ECONNREFUSED` while the
+/// dead daemon's socket file is left, `ENOENT` once it is gone.
 #[test]
 fn a_dead_daemon_is_device_removal() {
     let Some(mut h) = Hosts::up(8, &["rping"]) else {
         return;
     };
+    let lib = libdir();
+    let Some(prog) = build_c(
+        "rdmacm_open_after_death",
+        include_str!("open_after_death.c"),
+        &[&format!("-L{lib}"), "-l:libibverbs.so.1"],
+    ) else {
+        return;
+    };
     let a = h.addr[1].clone();
     let server = h.run(1, "rping", &["-s", "-v", "-a", &a]).spawn().unwrap();
+    let mut opener = h
+        .run(1, prog.exe.to_str().unwrap(), &[])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = BufReader::new(opener.stdout.take().unwrap()).lines();
+    let mut ask = opener.stdin.take().unwrap();
+    assert_eq!(said.next().unwrap().unwrap(), "listed 1");
+    let mut open = || {
+        writeln!(ask, "open").unwrap();
+        said.next().unwrap().unwrap()
+    };
+    assert_eq!(open(), "open ok");
     std::thread::sleep(std::time::Duration::from_millis(1000));
     h.kill_daemon(1);
     let o = finish(server, "rping -s");
     let t = text(&o);
     assert!(!o.status.success(), "{t}");
     assert!(t.contains("cma detected device removal"), "{t}");
+    assert_eq!(open(), "open: Connection refused");
+    std::fs::remove_file(h.socket(1)).unwrap();
+    assert_eq!(open(), "open: No such file or directory");
+    drop(ask);
+    assert!(finish(opener, "open_after_death").status.success());
 }

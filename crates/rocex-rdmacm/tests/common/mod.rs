@@ -167,6 +167,11 @@ impl Hosts {
         (ct, st)
     }
 
+    /// Host `i`'s rocexd control socket.
+    pub(crate) fn socket(&self, i: usize) -> &std::path::Path {
+        &self.daemons[i].1
+    }
+
     /// SIGKILL to host `i`'s rocexd: it dies as in a crash.
     pub(crate) fn kill_daemon(&mut self, i: usize) {
         let _ = self.daemons[i].0.kill();

@@ -310,7 +310,8 @@ fn connected(id: *mut rdma_cm_id) -> c_int {
 }
 
 /// `rdma_init_qp_attr`: INIT (and a UD QP's RTR and RTS) as `rdma_create_qp` uses them;
-/// an RC QP's RTR and RTS are rocexd's to set (`EINVAL`).
+/// an RC QP's RTR and RTS as the connection settled them on the id's QP
+/// ([`qp::connected_attr`]), `EINVAL` before that.
 ///
 /// # Safety
 ///
@@ -329,14 +330,27 @@ pub unsafe extern "C" fn rdma_init_qp_attr(
     if m.c.verbs.is_null() {
         return fail(libc::EINVAL);
     }
-    match qp::init_attr(m.c.qp_type, a.qp_state) {
-        Some((x, k)) => {
+    let rc_connected = m.c.qp_type == IBV_QPT_RC && matches!(a.qp_state, IBV_QPS_RTR | IBV_QPS_RTS);
+    let got = if rc_connected {
+        let Some(v) = crate::verbs::verbs() else {
+            return -1;
+        };
+        if m.c.qp.is_null() {
+            return fail(libc::EINVAL);
+        }
+        // SAFETY: the id's QP.
+        unsafe { qp::connected_attr(v, m.c.qp, a.qp_state) }
+    } else {
+        qp::init_attr(m.c.qp_type, a.qp_state).ok_or(libc::EINVAL)
+    };
+    match got {
+        Ok((x, k)) => {
             *a = x;
             // SAFETY: per the contract.
             unsafe { *mask = k };
             0
         }
-        None => fail(libc::EINVAL),
+        Err(e) => fail(e),
     }
 }
 

@@ -47,6 +47,66 @@ pub fn init_attr(qp_type: c_int, state: c_int) -> Option<(ibv_qp_attr, c_int)> {
     Some((a, mask))
 }
 
+/// The masks of an RC QP's RTR and RTS as the kernel's CM gives them
+/// (`cm_init_qp_rtr_attr`, `cm_init_qp_rts_attr`).
+const RC_RTR_MASK: c_int = IBV_QP_STATE
+    | IBV_QP_AV
+    | IBV_QP_PATH_MTU
+    | IBV_QP_DEST_QPN
+    | IBV_QP_RQ_PSN
+    | IBV_QP_MAX_DEST_RD_ATOMIC
+    | IBV_QP_MIN_RNR_TIMER;
+const RC_RTS_MASK: c_int = IBV_QP_STATE
+    | IBV_QP_SQ_PSN
+    | IBV_QP_TIMEOUT
+    | IBV_QP_RETRY_CNT
+    | IBV_QP_RNR_RETRY
+    | IBV_QP_MAX_QP_RD_ATOMIC;
+
+/// An RC QP's RTR or RTS attributes and mask as the connection settled them: rocexd's CM
+/// moved the id's QP with the REQ's and REP's values (the peer's QPN and PSN, the path
+/// MTU, the resources), so they are read back from the QP. `EINVAL` while the QP is not
+/// past INIT yet (before the REP), as the kernel's CM refuses before the exchange.
+///
+/// # Safety
+///
+/// `qp` is a QP of the bound libibverbs.
+pub unsafe fn connected_attr(
+    v: &Verbs,
+    qp: *mut ibv_qp,
+    state: c_int,
+) -> Result<(ibv_qp_attr, c_int), i32> {
+    let mask = match state {
+        IBV_QPS_RTR => RC_RTR_MASK,
+        IBV_QPS_RTS => RC_RTS_MASK,
+        _ => return Err(libc::EINVAL),
+    };
+    let mut q = ibv_qp_attr::default();
+    // SAFETY: all-zero is an empty ibv_qp_init_attr (NULL pointers, zero counts).
+    let mut init: ibv_qp_init_attr = unsafe { core::mem::zeroed() };
+    // SAFETY: per the contract; both outputs are writable.
+    let r = unsafe { (v.ibv_query_qp)(qp, &mut q, RC_RTR_MASK | RC_RTS_MASK, &mut init) };
+    if r != 0 {
+        return Err(r);
+    }
+    if !(IBV_QPS_RTR..=IBV_QPS_RTS).contains(&q.qp_state) {
+        return Err(libc::EINVAL);
+    }
+    let mut a = ibv_qp_attr {
+        qp_state: state,
+        ..ibv_qp_attr::default()
+    };
+    if state == IBV_QPS_RTR {
+        (a.ah_attr, a.path_mtu, a.dest_qp_num, a.rq_psn) =
+            (q.ah_attr, q.path_mtu, q.dest_qp_num, q.rq_psn);
+        (a.max_dest_rd_atomic, a.min_rnr_timer) = (q.max_dest_rd_atomic, q.min_rnr_timer);
+    } else {
+        (a.sq_psn, a.timeout, a.retry_cnt) = (q.sq_psn, q.timeout, q.retry_cnt);
+        (a.rnr_retry, a.max_rd_atomic) = (q.rnr_retry, q.max_rd_atomic);
+    }
+    Ok((a, mask))
+}
+
 /// Moves a new QP of an id as far as rdma_cm takes it before connecting; an errno.
 fn ready(v: &Verbs, qp: *mut ibv_qp, qp_type: c_int) -> i32 {
     let states: &[c_int] = if qp_type == IBV_QPT_UD {

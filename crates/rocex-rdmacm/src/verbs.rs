@@ -86,6 +86,7 @@ table! {
     ibv_destroy_cq: "IBVERBS_1.1" => fn(*mut ibv_cq) -> c_int;
     ibv_create_qp: "IBVERBS_1.1" => fn(*mut ibv_pd, *mut ibv_qp_init_attr) -> *mut ibv_qp;
     ibv_modify_qp: "IBVERBS_1.1" => fn(*mut ibv_qp, *mut ibv_qp_attr, c_int) -> c_int;
+    ibv_query_qp: "IBVERBS_1.1" => fn(*mut ibv_qp, *mut ibv_qp_attr, c_int, *mut ibv_qp_init_attr) -> c_int;
     ibv_destroy_qp: "IBVERBS_1.1" => fn(*mut ibv_qp) -> c_int;
     ibv_create_srq: "IBVERBS_1.1" => fn(*mut ibv_pd, *mut ibv_srq_init_attr) -> *mut ibv_srq;
     ibv_destroy_srq: "IBVERBS_1.1" => fn(*mut ibv_srq) -> c_int;

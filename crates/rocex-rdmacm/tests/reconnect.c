@@ -1,0 +1,170 @@
+/* A listener destroyed and made again on the same port, and the RTR and RTS attributes
+ * rdma_init_qp_attr gives for a connected RC QP.
+ *   reconnect server ADDR PORT: listens, destroys the listener, waits for a line on
+ *     stdin, listens again on the same port and accepts one connection.
+ *   reconnect client PEER PORT: connects (the server has no listener then), waits for a
+ *     line on stdin, connects again, and disconnects after another line.
+ * Prints one line per step. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <rdma/rdma_cma.h>
+
+static struct rdma_event_channel *ch;
+
+static struct sockaddr_in at(const char *ip, int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	inet_pton(AF_INET, ip, &a.sin_addr);
+	return a;
+}
+
+/* The next event within 30 s, printed as "event NAME STATUS"; *id gets its id. */
+static int next(struct rdma_cm_id **id)
+{
+	struct pollfd p = { .fd = ch->fd, .events = POLLIN };
+	struct rdma_cm_event *e;
+	if (poll(&p, 1, 30000) != 1 || rdma_get_cm_event(ch, &e)) {
+		printf("no event\n");
+		exit(1);
+	}
+	int t = e->event;
+	printf("event %s %d\n", rdma_event_str(t), e->status);
+	if (id)
+		*id = e->id;
+	rdma_ack_cm_event(e);
+	return t;
+}
+
+static void say(const char *step, int rc)
+{
+	printf("%s %d %s\n", step, rc, rc ? strerror(errno) : "ok");
+}
+
+static void wait_line(void)
+{
+	char line[16];
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		exit(1);
+}
+
+static void make_qp(struct rdma_cm_id *id)
+{
+	struct ibv_qp_init_attr qa = {
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
+		.qp_type = IBV_QPT_RC,
+	};
+	say("create_qp", rdma_create_qp(id, NULL, &qa));
+}
+
+/* The RTR and RTS attributes of a connected id, with whether each mask is the kernel
+ * CM's (cm_init_qp_rtr_attr, cm_init_qp_rts_attr). */
+static void attrs(struct rdma_cm_id *id)
+{
+	struct ibv_qp_attr a;
+	int mask;
+	const int rtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+	const int rts = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+	char dgid[INET_ADDRSTRLEN];
+	printf("qpn %u\n", id->qp->qp_num);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	say("init_rtr", rdma_init_qp_attr(id, &a, &mask));
+	inet_ntop(AF_INET, &a.ah_attr.grh.dgid.raw[12], dgid, sizeof(dgid));
+	printf("rtr mask %s state %d dest_qpn %u rq_psn %u mtu %d global %d dgid %s\n",
+	       mask == rtr ? "kernel" : "other", a.qp_state, a.dest_qp_num, a.rq_psn,
+	       a.path_mtu, a.ah_attr.is_global, dgid);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	say("init_rts", rdma_init_qp_attr(id, &a, &mask));
+	printf("rts mask %s state %d sq_psn %u\n", mask == rts ? "kernel" : "other",
+	       a.qp_state, a.sq_psn);
+}
+
+static int server(const char *addr, int port)
+{
+	struct rdma_cm_id *l, *id;
+	struct sockaddr_in sa = at(addr, port);
+	rdma_create_id(ch, &l, NULL, RDMA_PS_TCP);
+	say("bind", rdma_bind_addr(l, (struct sockaddr *)&sa));
+	say("listen", rdma_listen(l, 1));
+	say("destroy_listener", rdma_destroy_id(l));
+	wait_line();
+	rdma_create_id(ch, &l, NULL, RDMA_PS_TCP);
+	say("bind_again", rdma_bind_addr(l, (struct sockaddr *)&sa));
+	say("listen_again", rdma_listen(l, 1));
+	fflush(stdout);
+	if (next(&id) != RDMA_CM_EVENT_CONNECT_REQUEST)
+		return 1;
+	make_qp(id);
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR };
+	int mask;
+	say("init_rtr_before_accept", rdma_init_qp_attr(id, &a, &mask));
+	say("accept", rdma_accept(id, NULL));
+	if (next(NULL) != RDMA_CM_EVENT_ESTABLISHED)
+		return 1;
+	attrs(id);
+	if (next(NULL) != RDMA_CM_EVENT_DISCONNECTED)
+		return 1;
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_id(l);
+	return 0;
+}
+
+/* One connection attempt to peer:port: the event it ends in. */
+static int connect_once(const char *peer, int port, struct rdma_cm_id **out)
+{
+	struct rdma_cm_id *id;
+	struct sockaddr_in da = at(peer, port);
+	rdma_create_id(ch, &id, NULL, RDMA_PS_TCP);
+	rdma_resolve_addr(id, NULL, (struct sockaddr *)&da, 2000);
+	if (next(NULL) != RDMA_CM_EVENT_ADDR_RESOLVED)
+		exit(1);
+	rdma_resolve_route(id, 2000);
+	if (next(NULL) != RDMA_CM_EVENT_ROUTE_RESOLVED)
+		exit(1);
+	make_qp(id);
+	say("connect", rdma_connect(id, NULL));
+	int t = next(NULL);
+	*out = id;
+	return t;
+}
+
+static int client(const char *peer, int port)
+{
+	struct rdma_cm_id *id;
+	if (connect_once(peer, port, &id) != RDMA_CM_EVENT_REJECTED)
+		return 1;
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	wait_line();
+	if (connect_once(peer, port, &id) != RDMA_CM_EVENT_ESTABLISHED)
+		return 1;
+	attrs(id);
+	wait_line();
+	say("disconnect", rdma_disconnect(id));
+	if (next(NULL) != RDMA_CM_EVENT_DISCONNECTED)
+		return 1;
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 4)
+		return 2;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	ch = rdma_create_event_channel();
+	int port = atoi(argv[3]);
+	int r = strcmp(argv[1], "server") == 0 ? server(argv[2], port) : client(argv[2], port);
+	printf("done %d\n", r);
+	return r;
+}

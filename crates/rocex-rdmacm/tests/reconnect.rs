@@ -1,0 +1,141 @@
+//! A listener's end and a connected QP's attributes, through the drop-in librdmacm
+//! (`reconnect.c`, built against the system's `<rdma/rdma_cma.h>`, on two rocex hosts):
+//!
+//! * `rdma_destroy_id` on a listening id stops the listen: a connect to the port then
+//!   ends in `REJECTED`, not a connection or a hang, and a new id listens on the same
+//!   port and accepts the next connect.
+//! * `rdma_init_qp_attr` for an RC QP's RTR and RTS gives what the connection settled,
+//!   under the kernel CM's masks (`cm_init_qp_rtr_attr`, `cm_init_qp_rts_attr`): each end's
+//!   destination QPN is the other's QP number, its receive PSN the other's send PSN, its
+//!   destination GID the other's address; before the connection is accepted, `EINVAL`.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Lines, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+
+use common::{Hosts, build_c, finish, libdir, text};
+
+/// A running program whose stdout is read line by line and whose stdin takes lines.
+struct Prog {
+    child: Child,
+    out: Lines<BufReader<ChildStdout>>,
+    input: Option<ChildStdin>,
+    said: Vec<String>,
+}
+
+impl Prog {
+    fn start(h: &Hosts, host: usize, exe: &str, args: &[&str]) -> Self {
+        let mut child = h
+            .run(host, exe, args)
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = BufReader::new(child.stdout.take().unwrap()).lines();
+        let input = child.stdin.take();
+        Self {
+            child,
+            out,
+            input,
+            said: Vec::new(),
+        }
+    }
+
+    /// Reads lines until one starts with `prefix`, which it returns.
+    fn until(&mut self, prefix: &str) -> String {
+        for l in self.out.by_ref() {
+            let l = l.unwrap();
+            self.said.push(l.clone());
+            if l.starts_with(prefix) {
+                return l;
+            }
+        }
+        panic!("no line starting {prefix:?} in:\n{}", self.said.join("\n"));
+    }
+
+    fn go(&mut self) {
+        writeln!(self.input.as_mut().unwrap(), "go").unwrap();
+    }
+
+    /// Every line it printed, once it exited with status 0.
+    fn done(mut self, who: &str) -> Vec<String> {
+        self.said.extend(self.out.by_ref().map(Result::unwrap));
+        drop(self.input.take());
+        let o = finish(self.child, who);
+        assert!(
+            o.status.success(),
+            "{who}: {}\n{}",
+            self.said.join("\n"),
+            text(&o)
+        );
+        self.said
+    }
+}
+
+/// The value after `key` on the line of `lines` that starts with `head`.
+fn field<'a>(lines: &'a [String], head: &str, key: &str) -> &'a str {
+    let l = lines.iter().find(|l| l.starts_with(head)).expect(head);
+    let w: Vec<&str> = l.split_whitespace().collect();
+    let i = w.iter().position(|x| *x == key).expect(key);
+    w[i + 1]
+}
+
+#[test]
+fn a_destroyed_listener_stops_and_connected_attributes_are_the_connections() {
+    let Some(h) = Hosts::up(9, &[]) else { return };
+    if !std::path::Path::new("/usr/include/rdma/rdma_cma.h").exists() {
+        rocex_testkit::cannot_run(
+            "a_destroyed_listener_stops_and_connected_attributes_are_the_connections",
+            "<rdma/rdma_cma.h> (Debian: librdmacm-dev)",
+        );
+        return;
+    }
+    let lib = libdir();
+    let Some(prog) = build_c(
+        "rdmacm_reconnect",
+        include_str!("reconnect.c"),
+        &[
+            &format!("-L{lib}"),
+            "-l:librdmacm.so.1",
+            "-l:libibverbs.so.1",
+        ],
+    ) else {
+        return;
+    };
+    let exe = prog.exe.to_str().unwrap();
+    let (ca, sa) = (h.addr[0].as_str(), h.addr[1].as_str());
+    let mut s = Prog::start(&h, 1, exe, &["server", sa, "7999"]);
+    assert_eq!(s.until("destroy_listener"), "destroy_listener 0 ok");
+    let mut c = Prog::start(&h, 0, exe, &["client", sa, "7999"]);
+    let first = c.until("event RDMA_CM_EVENT_REJECTED");
+    s.go();
+    assert_eq!(s.until("listen_again"), "listen_again 0 ok");
+    c.go();
+    // Both ends read their attributes before the client disconnects, which moves the QPs
+    // on to ERROR.
+    s.until("rts");
+    c.until("rts");
+    c.go();
+    let (c, s) = (c.done("reconnect client"), s.done("reconnect server"));
+    assert!(
+        s.contains(&"init_rtr_before_accept -1 Invalid argument".into()),
+        "{s:?}"
+    );
+    assert!(s.contains(&"accept 0 ok".into()), "{s:?}");
+    // rxe's CM answers 8 (invalid service ID); rocexd still listens on the port, so the
+    // library rejects the request itself, with the consumer reason (docs/verbs.md).
+    assert_eq!(first, "event RDMA_CM_EVENT_REJECTED 28", "{c:?}");
+    for (me, peer, peer_addr) in [(&c, &s, sa), (&s, &c, ca)] {
+        assert!(me.contains(&"init_rtr 0 ok".into()), "{me:?}");
+        assert!(me.contains(&"init_rts 0 ok".into()), "{me:?}");
+        assert_eq!(field(me, "rtr", "mask"), "kernel", "{me:?}");
+        assert_eq!(field(me, "rts", "mask"), "kernel", "{me:?}");
+        assert_eq!(field(me, "rtr", "state"), "2");
+        assert_eq!(field(me, "rts", "state"), "3");
+        assert_eq!(field(me, "rtr", "dest_qpn"), field(peer, "qpn", "qpn"));
+        assert_eq!(field(me, "rtr", "rq_psn"), field(peer, "rts", "sq_psn"));
+        assert_eq!(field(me, "rtr", "global"), "1");
+        assert_eq!(field(me, "rtr", "dgid"), peer_addr);
+        assert_eq!(field(me, "rtr", "mtu"), field(peer, "rtr", "mtu"));
+    }
+}

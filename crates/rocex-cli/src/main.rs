@@ -8,6 +8,7 @@ mod demo;
 mod device;
 mod devinfo;
 mod dump;
+mod nvmeof;
 mod oob;
 mod perf;
 mod pingpong;
@@ -61,6 +62,9 @@ enum Command {
     /// Many mixed, checked messages over QP pairs between two rocexd: nothing lost, duplicated,
     /// corrupted or reordered, atomics consistent.
     Soak(soak::Args),
+    /// An NVMe over Fabrics RDMA host on a rocexd: connect to a target (admin and I/O
+    /// queue), Identify, write, flush, read back and compare, measure, disconnect.
+    Nvmeof(nvmeof::Args),
     /// Run an unmodified RDMA program (perftest, ibv_rc_pingpong, ...) on rocex: rocex's
     /// libibverbs.so.1 first on its library path.
     Run(run::RunArgs),
@@ -90,6 +94,7 @@ fn main() -> ExitCode {
         Command::Soak(args) => soak::run(&args),
         Command::Stat(args) => stat::run(&args),
         Command::Top(args) => top::run(&args),
+        Command::Nvmeof(args) => nvmeof::run(&args),
         Command::Run(args) => run::run(&args),
         Command::Libdir(args) => run::run_libdir(&args),
     }

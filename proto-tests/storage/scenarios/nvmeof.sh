@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# NVMe over Fabrics over rocex: `rocex nvmeof` (through a rocexd on the host side of the
+# rxe lab's bridge) against the Linux kernel's nvmet-rdma target on kernel rxe in the lab
+# guest (scenario proto-tests/rxe-lab/scenarios/nvmet.sh: a 64 MiB file-backed namespace,
+# configured through configfs). The host connects the admin queue and one I/O queue over
+# rdma_cm, checks Identify against what the guest configured (serial, model, namespace
+# size), writes a pattern at queue depth 16, flushes, reads it back and compares, and ends
+# the association. The full run also measures 4 KiB and 128 KiB reads and writes at
+# depths 1 and 16 (docs/nvmeof.md). Exit status 0 when everything held.
+#
+# Usage: nvmeof.sh [--quick]      (or QUICK=1): the CI subset, no measurements
+#        nvmeof.sh --host         the lab's host command (inside the lab's namespace)
+# ROCEX=/path/to/rocex uses that binary (and the rocexd beside it) instead of building
+# target/release. Needs root and the rxe lab's tools: missing, it fails in CI (CI=true)
+# and prints SKIPPED: elsewhere.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../../.." && pwd)
+
+NQN=nqn.2026-12.org.rocex:lab-nvmet
+SERIAL=rocexlab0000001
+MODEL="rocex lab nvmet"
+BYTES=$((64 << 20))
+DONE_PORT=18700
+
+if [[ ${1:-} == --host ]]; then
+    # Inside the lab: a rocexd on the bridge's address, then the host, retried while the
+    # guest's target is not listening yet (its rdma_cm rejects with reason 8).
+    rocex=${ROCEX:?}
+    dir=$(mktemp -d /tmp/rocex-nvmeof.XXXXXX)
+    RUST_LOG=${RUST_LOG:-warn} "$(dirname "$rocex")/rocexd" --addr "$RXE_LAB_HOST_IP" \
+        --socket "$dir/d.sock" --mtu "$RXE_LAB_MTU" &
+    daemon=$!
+    stop() {
+        echo done >"/dev/tcp/$RXE_LAB_GUEST_IP/$DONE_PORT" 2>/dev/null || true
+        kill "$daemon" 2>/dev/null
+        wait "$daemon" 2>/dev/null
+        rm -rf "$dir"
+    }
+    trap stop EXIT
+    for _ in $(seq 100); do [[ -S $dir/d.sock ]] && break; sleep 0.1; done
+    args=(--socket "$dir/d.sock" --nqn "$NQN" --qd 16 --size 4096 --verify-bytes $((4 << 20))
+          --expect-serial "$SERIAL" --expect-model "$MODEL" --expect-bytes "$BYTES")
+    if [[ ${NVMEOF_BENCH:-0} == 1 ]]; then
+        args+=(--bench-sizes 4096,131072 --bench-depths 1,16 --bench-secs "${NVMEOF_BENCH_SECS:-5}")
+    fi
+    for try in $(seq 60); do
+        status=0
+        "$rocex" nvmeof "$RXE_LAB_GUEST_IP" "${args[@]}" 2>&1 | tee "$dir/out" || status=${PIPESTATUS[0]}
+        ((status != 0)) && grep -q 'CM REJ reason 8)' "$dir/out" || exit "$status"
+        echo "(retry $try: the target is not listening yet)"
+        sleep 1
+    done
+    exit "$status"
+fi
+
+quick=${QUICK:-0}
+[[ ${1:-} == --quick ]] && quick=1
+name=storage/nvmeof
+out=${STORAGE_OUT:-$root/target/storage}
+mkdir -p "$out"
+
+cannot_run() {
+    if [[ -n ${CI:-} && ${CI:-} != false ]]; then
+        echo "FAIL: $name needs $1, which CI must provide" >&2
+        exit 1
+    fi
+    echo "SKIPPED: $name needs $1"
+    [[ -n ${ROCEX_SKIP_LOG:-} ]] && echo "SKIPPED: $name needs $1" >>"$ROCEX_SKIP_LOG"
+    exit 0
+}
+((EUID == 0)) || cannot_run root
+for t in qemu-system-x86_64 tcpdump cpio; do
+    command -v "$t" >/dev/null || cannot_run "$t (proto-tests/rxe-lab/install-deps.sh)"
+done
+[[ -e /dev/net/tun ]] || cannot_run /dev/net/tun
+
+if [[ -z ${ROCEX:-} ]]; then
+    cargo build -q --release --manifest-path "$root/Cargo.toml" -p rocex-cli -p rocex-daemon
+    ROCEX=$root/target/release/rocex
+fi
+export ROCEX
+source "$root/proto-tests/rxe-lab/lib.sh"
+bash "$RXE_LAB_DIR/build.sh" >/dev/null
+
+log=$out/nvmeof.log
+bench=0 timeout=240
+((quick)) || { bench=1 timeout=420; }
+rc=0
+NVMEOF_BENCH=$bench lab_run "$log" nvmet --guest-role server --timeout "$timeout" \
+    --out "$out/nvmeof.pcap" --host-cmd "bash $root/proto-tests/storage/scenarios/nvmeof.sh --host" \
+    || rc=$?
+grep -E '^\[host\] (connected|controller|namespace|verify|bench|disconnected|rocex nvmeof)' "$log" \
+    | sed 's/^\[host\] /  /' || true
+if ((rc != 0)); then
+    echo "FAIL: $name (lab exit $rc; log $log)"
+    tail -n 30 "$log"
+    exit 1
+fi
+for want in '^\[host\] verify: .*: identical$' '^\[host\] disconnected: shutdown complete'; do
+    grep -qE "$want" "$log" || { echo "FAIL: $name: no line matching $want in $log"; exit 1; }
+done
+echo "PASS: $name"

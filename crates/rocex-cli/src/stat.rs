@@ -4,7 +4,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use rocex_verbs::Stats;
-use rocex_verbs::verbs::{QpState, QpType};
 use serde_json::{Map, Value, json};
 
 #[derive(clap::Args)]
@@ -30,26 +29,6 @@ fn parse_qpn(s: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("{s:?} is not a QP number (1 to 0xffffff)"))
 }
 
-const fn type_name(t: QpType) -> &'static str {
-    match t {
-        QpType::Rc => "RC",
-        QpType::Uc => "UC",
-        QpType::Ud => "UD",
-    }
-}
-
-const fn state_name(s: QpState) -> &'static str {
-    match s {
-        QpState::Reset => "RESET",
-        QpState::Init => "INIT",
-        QpState::Rtr => "RTR",
-        QpState::Rts => "RTS",
-        QpState::Sqd => "SQD",
-        QpState::Sqe => "SQE",
-        QpState::Err => "ERR",
-    }
-}
-
 fn counters_json(c: &[(String, u64)]) -> Value {
     Value::Object(c.iter().map(|(n, v)| (n.clone(), json!(v))).collect())
 }
@@ -67,8 +46,8 @@ fn to_json(socket: &str, s: &Stats) -> Value {
         .map(|q| {
             let mut o = Map::new();
             o.insert("qpn".into(), json!(q.qpn));
-            o.insert("type".into(), json!(type_name(q.qp_type)));
-            o.insert("state".into(), json!(state_name(q.state)));
+            o.insert("type".into(), json!(q.qp_type.name()));
+            o.insert("state".into(), json!(q.state.name()));
             if let Value::Object(c) = counters_json(&q.counters) {
                 o.extend(c);
             }
@@ -93,8 +72,8 @@ fn print_text(socket: &str, s: &Stats) {
         println!(
             "link rocex/1 lqpn {} type {} state {} {}",
             q.qpn,
-            type_name(q.qp_type),
-            state_name(q.state),
+            q.qp_type.name(),
+            q.state.name(),
             line(&q.counters)
         );
     }
@@ -135,6 +114,7 @@ pub(crate) fn run(a: &Args) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rocex_verbs::verbs::{QpState, QpType};
     use rocex_verbs::{QpStat, StatGroup};
 
     #[test]

@@ -10,7 +10,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use rocex_verbs::verbs::{QpState, QpType};
 use rocex_verbs::{Context, QpStat, Stats};
 
 #[derive(clap::Args)]
@@ -50,26 +49,6 @@ fn group<'a>(s: &'a Stats, name: &str) -> &'a [(String, u64)] {
         .map_or(&[], |g| &g.counters)
 }
 
-const fn type_name(t: QpType) -> &'static str {
-    match t {
-        QpType::Rc => "RC",
-        QpType::Uc => "UC",
-        QpType::Ud => "UD",
-    }
-}
-
-const fn state_name(s: QpState) -> &'static str {
-    match s {
-        QpState::Reset => "RESET",
-        QpState::Init => "INIT",
-        QpState::Rtr => "RTR",
-        QpState::Rts => "RTS",
-        QpState::Sqd => "SQD",
-        QpState::Sqe => "SQE",
-        QpState::Err => "ERR",
-    }
-}
-
 /// One QP's line: its rates over `secs` since `before` (its previous reading, if it
 /// existed then).
 struct Row {
@@ -100,8 +79,8 @@ fn row(q: &QpStat, before: Option<&QpStat>, secs: f64) -> Row {
     let line = format!(
         "{:>8} {:<4} {:<5} {:>10.0} {:>10.0} {:>8} {:>6} {:>6} {:>5} {:>5} {:>8}",
         format!("{:#x}", q.qpn),
-        type_name(q.qp_type),
-        state_name(q.state),
+        q.qp_type.name(),
+        q.state.name(),
         tx,
         rx,
         in_flight,
@@ -264,6 +243,7 @@ pub(crate) fn run(a: &Args) -> ExitCode {
 mod tests {
     use super::*;
     use rocex_verbs::StatGroup;
+    use rocex_verbs::verbs::{QpState, QpType};
 
     fn qp(qpn: u32, sq_psn: u64, rq_psn: u64) -> QpStat {
         QpStat {

@@ -15,7 +15,6 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rocex_verbs::verbs::{QpState, QpType};
 use rocex_verbs::{Context, Stats};
 
 /// How long a scraper may take to send its request or read the answer.
@@ -128,26 +127,6 @@ fn scrape(ctx: &mut Option<Context>, socket: &Path) -> Result<String, rocex_verb
     Err(rocex_verbs::Error::DaemonGone)
 }
 
-const fn type_name(t: QpType) -> &'static str {
-    match t {
-        QpType::Rc => "RC",
-        QpType::Uc => "UC",
-        QpType::Ud => "UD",
-    }
-}
-
-const fn state_name(s: QpState) -> &'static str {
-    match s {
-        QpState::Reset => "RESET",
-        QpState::Init => "INIT",
-        QpState::Rtr => "RTR",
-        QpState::Rts => "RTS",
-        QpState::Sqd => "SQD",
-        QpState::Sqe => "SQE",
-        QpState::Err => "ERR",
-    }
-}
-
 /// The exposition: `rocex_<name>_total` for the engine's counters (rxe's names),
 /// `rocex_<group>_<name>` for the other groups' levels and `..._total` for their counts,
 /// `rocex_qp_<name>` gauges per QP (labels `qpn` and `type`) and `rocex_qp_info` (1, with
@@ -185,8 +164,8 @@ fn render(addr: &str, s: &Stats) -> String {
             out,
             "rocex_qp_info{{addr=\"{addr}\",qpn=\"{}\",type=\"{}\",state=\"{}\"{owner}}} 1",
             q.qpn,
-            type_name(q.qp_type),
-            state_name(q.state)
+            q.qp_type.name(),
+            q.state.name()
         );
     }
     // One family per QP counter name, its samples together, as the format requires.
@@ -204,7 +183,7 @@ fn render(addr: &str, s: &Stats) -> String {
                     out,
                     "rocex_qp_{name}{{addr=\"{addr}\",qpn=\"{}\",type=\"{}\"}} {v}",
                     q.qpn,
-                    type_name(q.qp_type)
+                    q.qp_type.name()
                 );
             }
         }
@@ -215,6 +194,7 @@ fn render(addr: &str, s: &Stats) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rocex_verbs::verbs::{QpState, QpType};
     use rocex_verbs::{QpStat, StatGroup};
 
     #[test]

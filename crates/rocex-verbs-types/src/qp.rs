@@ -16,6 +16,17 @@ pub enum QpType {
     Ud,
 }
 
+impl QpType {
+    /// The type as libibverbs and `rdma` print it: `RC`, `UC`, `UD`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Rc => "RC",
+            Self::Uc => "UC",
+            Self::Ud => "UD",
+        }
+    }
+}
+
 /// Queue pair state (IBTA §10.3.1; `enum ibv_qp_state`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QpState {
@@ -33,6 +44,22 @@ pub enum QpState {
     Sqe = 5,
     /// Error: every work request completes with a flush error.
     Err = 6,
+}
+
+impl QpState {
+    /// The state as the IBTA and `rdma` print it: `RESET`, `INIT`, `RTR`, `RTS`, `SQD`,
+    /// `SQE`, `ERR`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Reset => "RESET",
+            Self::Init => "INIT",
+            Self::Rtr => "RTR",
+            Self::Rts => "RTS",
+            Self::Sqd => "SQD",
+            Self::Sqe => "SQE",
+            Self::Err => "ERR",
+        }
+    }
 }
 
 /// Path MTU (`enum ibv_mtu`).

@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use rocex_proto::{Access, Engine, Keys, MemError, PdId, Region, SubRegion, VecRegion, VerbsError};
+use rocex_proto::{
+    Access, Engine, Keys, MemError, MwBinding, PdId, Region, SubRegion, VecRegion, VerbsError,
+};
 
 use crate::ConformError;
 use crate::connection::Connection;
@@ -80,10 +82,12 @@ pub(crate) fn register(
                 .bind_mw_keeping_key(
                     pd,
                     mr.rkey,
-                    lkey,
-                    mr.iova,
-                    mr.len,
-                    mr.access & Access::REMOTE,
+                    MwBinding {
+                        mr_lkey: lkey,
+                        addr: mr.iova,
+                        len: mr.len,
+                        access: mr.access & Access::REMOTE,
+                    },
                 )
                 .map_err(ConformError::setup(conn, "bind_mw_keeping_key"))?;
         } else {

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use rocex_mem::{Access, Keys, MemError, MemTable, PdId, Region, Target, VecRegion};
+use rocex_mem::{Access, Keys, MemError, MemTable, MwBinding, PdId, Region, Target, VecRegion};
 
 const IOVA: u64 = 0x7f00_0000_1000;
 const LEN: u64 = 4096;
@@ -672,7 +672,16 @@ fn a_window_bound_keeping_its_key_is_reached_through_that_key_until_invalidated(
     let mw = t.alloc_mw_with_key(pd, 0x1234_5600).unwrap();
     let grant = Access::REMOTE_WRITE;
     assert_eq!(
-        t.bind_mw_keeping_key(pd, mw, k.lkey, IOVA + 8, 16, grant),
+        t.bind_mw_keeping_key(
+            pd,
+            mw,
+            MwBinding {
+                mr_lkey: k.lkey,
+                addr: IOVA + 8,
+                len: 16,
+                access: grant
+            }
+        ),
         Ok(mw)
     );
     // The window and its region's own rkey reach the same bytes.
@@ -687,7 +696,16 @@ fn a_window_bound_keeping_its_key_is_reached_through_that_key_until_invalidated(
     assert_eq!(r.snapshot()[8], 8);
     // Same rules as bind_mw: a bound window is not bound again.
     assert_eq!(
-        t.bind_mw_keeping_key(pd, mw, k.lkey, IOVA, 8, grant),
+        t.bind_mw_keeping_key(
+            pd,
+            mw,
+            MwBinding {
+                mr_lkey: k.lkey,
+                addr: IOVA,
+                len: 8,
+                access: grant
+            }
+        ),
         Err(MemError::MwBound)
     );
     t.invalidate(pd, mw).unwrap();

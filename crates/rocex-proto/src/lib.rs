@@ -27,7 +27,7 @@ pub use engine::{
 };
 pub use qp::state::TransitionError;
 pub use qp::{GRH_LEN, MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, grh_source};
-pub use rocex_mem::{Access, Keys, MemError, PdId, Region, SubRegion, VecRegion};
+pub use rocex_mem::{Access, Keys, MemError, MwBinding, PdId, Region, SubRegion, VecRegion};
 pub use time::Instant;
 
 pub(crate) use engine::{Ctx, Outgoing};

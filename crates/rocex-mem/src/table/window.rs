@@ -51,37 +51,42 @@ impl MemTable {
         len: u64,
         access: Access,
     ) -> Result<u32, MemError> {
-        self.bind(pd, mw_rkey, mr_lkey, addr, len, access, false)
+        let to = MwBinding {
+            mr_lkey,
+            addr,
+            len,
+            access,
+        };
+        self.bind(pd, mw_rkey, to, false)
     }
 
-    /// Binds the free window `mw_rkey` as [`MemTable::bind_mw`] does, under the same rules,
-    /// but the window keeps its rkey, for reproducing captures: a replay of another
-    /// device's traffic must reach a bound window through the rkey that device handed out.
-    /// Never use this for real traffic: a window whose rkey does not change on a bind is
-    /// reachable by a peer that kept the old key.
+    /// Binds the free window `mw_rkey` to `to` as [`MemTable::bind_mw`] does, under the
+    /// same rules, but the window keeps its rkey, for reproducing captures: a replay of
+    /// another device's traffic must reach a bound window through the rkey that device
+    /// handed out. Never use this for real traffic: a window whose rkey does not change on a
+    /// bind is reachable by a peer that kept the old key.
     pub fn bind_mw_keeping_key(
         &mut self,
         pd: PdId,
         mw_rkey: u32,
-        mr_lkey: u32,
-        addr: u64,
-        len: u64,
-        access: Access,
+        to: MwBinding,
     ) -> Result<u32, MemError> {
-        self.bind(pd, mw_rkey, mr_lkey, addr, len, access, true)
+        self.bind(pd, mw_rkey, to, true)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn bind(
         &mut self,
         pd: PdId,
         mw_rkey: u32,
-        mr_lkey: u32,
-        addr: u64,
-        len: u64,
-        access: Access,
+        to: MwBinding,
         keep_key: bool,
     ) -> Result<u32, MemError> {
+        let MwBinding {
+            mr_lkey,
+            addr,
+            len,
+            access,
+        } = to;
         let (id, mw) = self.mw_by_rkey(mw_rkey)?;
         if mw.pd != pd {
             return Err(MemError::WrongPd);

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 #[cfg(feature = "replay")]
-use rocex_mem::{Access, Keys, PdId, Region};
+use rocex_mem::{Access, Keys, MwBinding, PdId, Region};
 use rocex_wire::bth::QPN_MASK;
 
 use super::{Engine, FIRST_QPN, GSI_QPN, QpInit, VerbsError};
@@ -68,13 +68,8 @@ impl Engine {
         &mut self,
         pd: PdId,
         mw_rkey: u32,
-        mr_lkey: u32,
-        addr: u64,
-        len: u64,
-        access: Access,
+        to: MwBinding,
     ) -> Result<u32, VerbsError> {
-        Ok(self
-            .mem
-            .bind_mw_keeping_key(pd, mw_rkey, mr_lkey, addr, len, access)?)
+        Ok(self.mem.bind_mw_keeping_key(pd, mw_rkey, to)?)
     }
 }

@@ -89,6 +89,16 @@ impl Put {
     }
 }
 
+/// Reads a struct whose fields lie on the wire in the order listed, each with the [`Get`]
+/// reader its type names and called by its own name in errors:
+/// `read_fields!(g, Foo { a: u32, b: arr })` is `Foo { a: g.u32("a")?, b: g.arr("b")? }`.
+macro_rules! read_fields {
+    ($g:ident, $($ty:ident)::+ { $($field:ident: $read:ident),* $(,)? }) => {
+        $($ty)::+ { $($field: $g.$read(stringify!($field))?),* }
+    };
+}
+pub(super) use read_fields;
+
 /// Little-endian field reader over a hostile body: every read is bounds-checked.
 pub(super) struct Get<'a> {
     pub(super) kind: u16,

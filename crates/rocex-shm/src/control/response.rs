@@ -3,7 +3,7 @@
 use rocex_verbs_types::{QpAttr, QpCap};
 
 use super::cm::{CmEvent, CmEventKind, get_addr, get_private, put_addr, put_private};
-use super::codec::{BodyError, Get, Put};
+use super::codec::{BodyError, Get, Put, read_fields};
 use super::kind;
 use super::qp::{get_attr, get_cap, put_attr, put_cap};
 use super::stats::Stats;
@@ -268,24 +268,30 @@ impl Response {
             return Err(BodyError::Kind(kind));
         }
         let r = match kind & !kind::RESPONSE {
-            kind::HELLO => Self::Hello {
-                abi_version: g.u32("abi_version")?,
-                daemon_pid: g.u32("daemon_pid")?,
-            },
-            kind::QUERY_DEVICE => Self::QueryDevice(DeviceAttr {
-                max_qp: g.u32("max_qp")?,
-                max_qp_wr: g.u32("max_qp_wr")?,
-                max_sge: g.u32("max_sge")?,
-                max_cq: g.u32("max_cq")?,
-                max_cqe: g.u32("max_cqe")?,
-                max_mr: g.u32("max_mr")?,
-                max_pd: g.u32("max_pd")?,
-                max_qp_rd_atom: g.u32("max_qp_rd_atom")?,
-                max_inline: g.u32("max_inline")?,
-                gid: g.arr("gid")?,
-                mtu: g.u8("mtu")?,
-                port_state: g.u8("port_state")?,
-            }),
+            kind::HELLO => read_fields!(
+                g,
+                Self::Hello {
+                    abi_version: u32,
+                    daemon_pid: u32,
+                }
+            ),
+            kind::QUERY_DEVICE => Self::QueryDevice(read_fields!(
+                g,
+                DeviceAttr {
+                    max_qp: u32,
+                    max_qp_wr: u32,
+                    max_sge: u32,
+                    max_cq: u32,
+                    max_cqe: u32,
+                    max_mr: u32,
+                    max_pd: u32,
+                    max_qp_rd_atom: u32,
+                    max_inline: u32,
+                    gid: arr,
+                    mtu: u8,
+                    port_state: u8,
+                }
+            )),
             kind::ALLOC_PD => Self::AllocPd { pd: g.u32("pd")? },
             k @ (kind::REG_MR_SHARED | kind::REG_MR_PROCESS) => Self::RegMr {
                 kind: k,
@@ -295,11 +301,14 @@ impl Response {
             kind::CREATE_COMP_CHANNEL => Self::CreateCompChannel {
                 channel: g.u32("channel")?,
             },
-            kind::CREATE_CQ => Self::CreateCq {
-                cq: g.u32("cq")?,
-                slots: g.u32("slots")?,
-                ring_offset: g.u64("ring_offset")?,
-            },
+            kind::CREATE_CQ => read_fields!(
+                g,
+                Self::CreateCq {
+                    cq: u32,
+                    slots: u32,
+                    ring_offset: u64,
+                }
+            ),
             kind::CREATE_QP => Self::CreateQp(QpCreated {
                 qpn: g.u32("qpn")?,
                 cap: get_cap(&mut g)?,

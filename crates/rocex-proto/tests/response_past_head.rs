@@ -24,9 +24,17 @@ struct Peer {
 }
 
 fn setup() -> Peer {
+    setup_with(false)
+}
+
+/// `rxe_recovery`: retransmit only when rxe would (`Config::rxe_recovery`).
+fn setup_with(rxe_recovery: bool) -> Peer {
     let local: IpAddr = [198, 18, 0, 1].into();
     let from = SocketAddr::new([198, 18, 0, 2].into(), 49458);
-    let mut e = Engine::new(Config::new(local, [3; 32]));
+    let mut e = Engine::new(Config {
+        rxe_recovery,
+        ..Config::new(local, [3; 32])
+    });
     let pd = e.alloc_pd();
     let cq = e.create_cq(64).unwrap();
     let init = QpInit {
@@ -154,16 +162,43 @@ fn an_atomic_ack_past_an_unanswered_atomic_resends_it_at_once() {
     assert_eq!(p.e.counters().completer_retry_err, 1);
 }
 
-#[test]
-fn a_read_response_inside_its_own_read_after_a_gap_waits_for_the_timer() {
-    let mut p = setup();
+/// A READ of two responses whose FIRST is lost, the LAST handed to the requester.
+fn read_with_first_lost(p: &mut Peer) {
     let remote = Remote {
         addr: 0x8000,
         rkey: 0x2fa,
     };
     p.post(0, SendOp::Read(remote), 2048);
     assert_eq!(p.sent(), [(Opcode::RC_RDMA_READ_REQUEST, SQ_PSN)]);
-    // FIRST lost: the LAST of the same READ is dropped and nothing is resent yet.
+    read_again_last(p);
+}
+
+#[test]
+fn a_read_response_inside_its_own_read_after_a_gap_waits_for_the_timer_in_rxe_recovery() {
+    // rxe's completer drops it and leaves the loss to its timer (`check_psn`: COMPST_DONE).
+    let mut p = setup_with(true);
+    read_with_first_lost(&mut p);
+    assert!(p.sent().is_empty());
+    assert_eq!(p.e.counters().completer_retry_err, 0);
+    assert_eq!(p.e.counters().drop_out_of_seq, 1);
+}
+
+#[test]
+fn a_read_response_inside_its_own_read_after_a_gap_restarts_the_read_at_once() {
+    // rocex asks again from the first missing response, the READ rxe's timer would send.
+    let mut p = setup();
+    read_with_first_lost(&mut p);
+    assert_eq!(p.sent(), [(Opcode::RC_RDMA_READ_REQUEST, SQ_PSN)]);
+    assert_eq!(p.e.counters().completer_retry_err, 1);
+    // The same loss seen again starts no second retry (rxe `started_retry`).
+    read_again_last(&mut p);
+    assert!(p.sent().is_empty());
+    assert_eq!(p.e.counters().completer_retry_err, 1);
+    assert_eq!(p.e.counters().drop_out_of_seq, 2);
+}
+
+/// The READ's LAST response, at PSN + 1.
+fn read_again_last(p: &mut Peer) {
     let data = [0u8; 1024];
     let mut last = PacketRepr::new(BthRepr::new(
         Opcode::RC_RDMA_READ_RESPONSE_LAST,
@@ -176,6 +211,4 @@ fn a_read_response_inside_its_own_read_after_a_gap_waits_for_the_timer() {
     });
     last.payload = &data;
     p.inject(&last);
-    assert!(p.sent().is_empty());
-    assert_eq!(p.e.counters().completer_retry_err, 0);
 }

@@ -58,6 +58,9 @@ pub struct Config {
     /// The UDP source port of every packet, when the I/O path cannot choose it per QP (a
     /// UDP socket bound to 4791); `None` gives each connection rxe's port.
     pub udp_source_port: Option<u16>,
+    /// Retransmit only when rxe would: after the QP's whole ACK timeout, a READ response
+    /// gap left to it (off: sooner, with the same packets; `docs/wire.md`, "Recovery").
+    pub rxe_recovery: bool,
 }
 
 impl Config {
@@ -71,6 +74,7 @@ impl Config {
             max_qp: 0x10000,
             max_cqe: 1 << 15,
             udp_source_port: None,
+            rxe_recovery: false,
         }
     }
 }

@@ -23,6 +23,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) port_mtu: u32,
     /// Back-to-back positive ACKs coalesce into the last (with `requests_before_acks`).
     pub(crate) coalesce_acks: bool,
+    /// Retransmit only when rxe would (`Config::rxe_recovery`).
+    pub(crate) rxe_recovery: bool,
 }
 
 impl Ctx<'_> {
@@ -80,6 +82,7 @@ impl Engine {
             events: &mut self.events,
             port_mtu: self.config.port_mtu.bytes(),
             coalesce_acks: self.requests_first,
+            rxe_recovery: self.config.rxe_recovery,
         };
         let r = f(qp, &mut ctx);
         let deadline = qp.deadline();

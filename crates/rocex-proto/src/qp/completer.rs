@@ -12,6 +12,14 @@
 //! last response of any kind, as rxe's does: a timeout, and the retry it counts, means the
 //! responder has been silent for the whole timeout, not merely that nothing new was
 //! acknowledged.
+//!
+//! Two things rocex does sooner than rxe, with the packets rxe would send (unless
+//! `Config::rxe_recovery`): a READ response after a gap starts the retry from the first
+//! missing response at once, as a sequence NAK would, and the timer has an early deadline
+//! a measured round trip after the last packet sent or response received ([`rtt`]), at
+//! which it resends without counting a retry.
+
+mod rtt;
 
 use rocex_mem::Access;
 use rocex_wire::{NakCode, PacketRepr, Psn, Syndrome};
@@ -20,6 +28,7 @@ use super::Qp;
 use crate::Ctx;
 use crate::time::{Instant, ack_timeout, rnr_delay};
 use crate::verbs::{SendData, SendOp, WcStatus};
+use rtt::Rtt;
 
 /// Completer state of a QP.
 #[derive(Debug, Default)]
@@ -30,8 +39,12 @@ pub(crate) struct Completer {
     pub(crate) retry_left: u8,
     /// Retries left after RNR NAKs.
     pub(crate) rnr_left: u8,
-    /// When the retransmit timer fires.
+    /// When the retransmit timer fires next: the early deadline or the ACK timeout.
     pub(crate) timer: Option<Instant>,
+    /// When the ACK timeout runs out, counted from the last response (or the first packet).
+    silent_until: Option<Instant>,
+    /// Round trips measured, for the early deadline.
+    rtt: Rtt,
     /// Until when an RNR NAK holds the requester back.
     pub(crate) rnr_until: Option<Instant>,
     /// A retry has started and no progress followed: until it does, only a timeout
@@ -59,7 +72,38 @@ impl Qp {
     /// answers were on the way.
     fn kick_timer(&mut self, ctx: &Ctx<'_>) {
         if self.comp.timer.is_some() {
-            self.comp.timer = ack_timeout(self.attr.timeout).map(|t| ctx.now + t);
+            self.arm_timer(ctx);
+        }
+    }
+
+    /// Starts the retransmit timer at `now`: the ACK timeout, and before it the early
+    /// deadline. A QP with timeout 0 waits forever, as in rxe.
+    fn arm_timer(&mut self, ctx: &Ctx<'_>) {
+        self.comp.silent_until = ack_timeout(self.attr.timeout).map(|t| ctx.now + t);
+        self.comp.timer = self.next_deadline(ctx);
+    }
+
+    /// The earlier of the ACK timeout and the early deadline counted from `now`.
+    fn next_deadline(&self, ctx: &Ctx<'_>) -> Option<Instant> {
+        let full = self.comp.silent_until?;
+        let early = (!ctx.rxe_recovery)
+            .then(|| self.comp.rtt.deadline(ctx.now))
+            .flatten();
+        Some(early.map_or(full, |e| e.min(full)))
+    }
+
+    /// A request packet has gone out (`resent`: again): timed if none is, and the early
+    /// deadline moves past it.
+    pub(crate) fn request_sent(&mut self, ctx: &Ctx<'_>, psn: Psn, resent: bool) {
+        if resent {
+            self.comp.rtt.resent(psn);
+        } else {
+            self.comp.rtt.sent(psn, ctx.now);
+        }
+        if self.comp.timer.is_none() {
+            self.arm_timer(ctx);
+        } else {
+            self.comp.timer = self.next_deadline(ctx);
         }
     }
 
@@ -132,11 +176,12 @@ impl Qp {
         self.comp.started_retry = false;
         self.comp.retry_left = self.attr.retry_cnt;
         self.comp.rnr_left = self.attr.rnr_retry;
-        self.comp.timer = if self.comp.psn.is_before(self.req.high_psn) {
-            ack_timeout(self.attr.timeout).map(|t| ctx.now + t)
+        self.comp.rtt.progress(self.comp.psn, ctx.now);
+        if self.comp.psn.is_before(self.req.high_psn) {
+            self.arm_timer(ctx);
         } else {
-            None
-        };
+            self.comp.timer = None;
+        }
         if self.req.psn.is_before(self.comp.psn) {
             self.go_back(self.comp.psn);
         }
@@ -217,9 +262,14 @@ impl Qp {
             self.ack_through(ctx, first.sub(1));
         }
         if psn != self.comp.psn {
-            // Responses before this one within its own request were lost: as rxe, wait
-            // for the timer, which resends from the first missing one.
+            // Responses before this one within its own request were lost. rxe waits for
+            // its timer, which resends from the first missing one (`check_psn`:
+            // COMPST_DONE); rocex resends from there at once, as after a sequence NAK,
+            // once per loss (`started_retry`).
             ctx.counters.drop_out_of_seq += 1;
+            if !ctx.rxe_recovery {
+                self.retry(ctx, self.comp.psn);
+            }
             return;
         }
         // Everything before the response's request is acknowledged by it.
@@ -299,15 +349,30 @@ impl Qp {
     pub(crate) fn handle_timer(&mut self, ctx: &mut Ctx<'_>) {
         if self.comp.rnr_until.is_some_and(|t| t <= ctx.now) {
             self.comp.rnr_until = None;
-            self.comp.timer = ack_timeout(self.attr.timeout).map(|t| ctx.now + t);
+            self.arm_timer(ctx);
         }
         if self.comp.timer.is_some_and(|t| t <= ctx.now) {
             self.comp.timer = None;
-            if self.comp.psn.is_before(self.req.high_psn) {
+            if !self.comp.psn.is_before(self.req.high_psn) {
+                return;
+            }
+            if self.comp.silent_until.is_some_and(|t| t <= ctx.now) {
                 self.comp.started_retry = false;
                 self.retry(ctx, self.comp.psn);
+            } else {
+                self.resend_early(ctx);
             }
         }
+    }
+
+    /// The early deadline ran out before the ACK timeout: go back to the oldest
+    /// unacknowledged PSN, as the timeout would, without counting a retry, and wait twice
+    /// as long for the next. The ACK timeout keeps running from the last response.
+    fn resend_early(&mut self, ctx: &mut Ctx<'_>) {
+        self.comp.started_retry = true;
+        self.comp.rtt.back_off();
+        self.go_back(self.comp.psn);
+        self.comp.timer = self.next_deadline(ctx);
     }
 
     /// Counts a retry and goes back to `from`, or fails the oldest request when none is left.
@@ -325,7 +390,7 @@ impl Qp {
             self.comp.retry_left -= 1;
         }
         self.go_back(from);
-        self.comp.timer = ack_timeout(self.attr.timeout).map(|t| ctx.now + t);
+        self.arm_timer(ctx);
     }
 
     /// Points the requester at `from`: the request holding it, at the packet it starts.

@@ -265,12 +265,7 @@ impl Qp {
             self.req.offset += bytes;
         }
         match qp_type {
-            QpType::Rc => {
-                if self.comp.timer.is_none() {
-                    self.comp.timer =
-                        crate::time::ack_timeout(self.attr.timeout).map(|t| ctx.now + t);
-                }
-            }
+            QpType::Rc => self.request_sent(ctx, psn, resent),
             // Unreliable: a request is complete once its last packet is out.
             QpType::Uc | QpType::Ud => {
                 if done {

@@ -49,6 +49,8 @@ pub struct Params {
     /// The remote operations each side's QP allows (`qp_access_flags`).
     pub qp_access: Access,
     pub depth: u32,
+    /// Retransmit only when rxe would (`Config::rxe_recovery`).
+    pub rxe_recovery: bool,
 }
 
 impl Default for Params {
@@ -70,6 +72,7 @@ impl Default for Params {
                 | Access::REMOTE_ATOMIC,
             qp_access: Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC,
             depth: 1024,
+            rxe_recovery: false,
         }
     }
 }
@@ -81,6 +84,7 @@ fn side(fabric: &mut Fabric, i: u8, p: &Params, base: u64) -> Side {
     let addr: IpAddr = [198, 18, 0, i].into();
     let mut config = Config::new(addr, [i; 32]);
     config.port_mtu = Mtu::M4096;
+    config.rxe_recovery = p.rxe_recovery;
     let mut e = Engine::new(config);
     let pd = e.alloc_pd();
     let cq = e.create_cq(1 << 15).unwrap();

@@ -105,6 +105,8 @@ pub struct AcceptParams {
     pub rnr_retry_count: u8,
     /// The largest path MTU the local port takes.
     pub max_mtu: Mtu,
+    /// The REP's private data (rdma_cm puts no header in a REP).
+    pub private_data: [u8; crate::rep::PRIVATE_DATA_LEN],
 }
 
 /// The connected QP's attributes, as both sides' messages settled them.
@@ -274,6 +276,8 @@ pub struct Conn {
     params: Option<QpParams>,
     /// The REQ sent (active side), whose terms the REP completes.
     sent_req: Option<ReqRepr>,
+    /// The private data of the peer's REP or REJ, once one arrived.
+    peer_data: Vec<u8>,
     out: VecDeque<Mad>,
     events: VecDeque<Event>,
 }
@@ -362,7 +366,7 @@ impl Conn {
             rnr_retry_count: p.rnr_retry_count,
             srq: false,
             local_ca_guid: local.ca_guid,
-            private_data: [0; crate::rep::PRIVATE_DATA_LEN],
+            private_data: p.private_data,
         };
         let mut c = Self::new(Role::Passive, State::RepSent, peer, tid, comm_id);
         c.remote_comm_id = req.local_comm_id;
@@ -395,6 +399,7 @@ impl Conn {
             answer: None,
             params: None,
             sent_req: None,
+            peer_data: Vec::new(),
             out: VecDeque::new(),
             events: VecDeque::new(),
         }
@@ -419,6 +424,12 @@ impl Conn {
     /// The QP attributes, once the REQ (passive) or REP (active) has settled them.
     pub const fn params(&self) -> Option<QpParams> {
         self.params
+    }
+    /// The private data of the peer's REP (its whole 196-byte field, which the kernel's
+    /// rdma_cm hands to the `ESTABLISHED` event) or REJ (148 bytes, the `REJECTED`
+    /// event's); empty before either arrived.
+    pub fn peer_private_data(&self) -> &[u8] {
+        &self.peer_data
     }
 
     /// Whether a received message belongs to this connection: a REQ by the peer's
@@ -457,6 +468,7 @@ impl Conn {
                 };
                 self.params = Some(params);
                 self.state = State::RepRcvd;
+                self.peer_data = rep.private_data.to_vec();
                 self.events.push_back(Event::Reply(params));
             }
             // A repeated REP: our RTU was lost.
@@ -472,6 +484,7 @@ impl Conn {
             ) => {
                 self.resend = None;
                 self.state = State::Closed;
+                self.peer_data = r.private_data.to_vec();
                 self.events.push_back(Event::Rejected(r.reason));
             }
             (State::Established | State::RepSent | State::DreqSent, Message::Dreq(_)) => {
@@ -643,9 +656,18 @@ impl Conn {
 /// A REJ refusing `req` (received in a MAD with transaction ID `tid`) for `reason`: sent
 /// without a connection, as the kernel's CM does for an unknown service.
 pub fn reject(tid: u64, req: &ReqRepr, reason: u16) -> Mad {
+    reject_with(tid, req, reason, &[])
+}
+
+/// [`reject`] with the consumer's private data (at most the REJ's 148 bytes; the rest of
+/// the field is zero, more is cut off).
+pub fn reject_with(tid: u64, req: &ReqRepr, reason: u16, private_data: &[u8]) -> Mad {
+    let mut rej = RejRepr::new(0, req.local_comm_id, MsgKind::Req, reason);
+    let n = private_data.len().min(rej.private_data.len());
+    rej.private_data[..n].copy_from_slice(&private_data[..n]);
     Mad {
         tid,
-        msg: Message::Rej(RejRepr::new(0, req.local_comm_id, MsgKind::Req, reason)),
+        msg: Message::Rej(rej),
     }
 }
 

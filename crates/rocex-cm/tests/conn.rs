@@ -51,6 +51,7 @@ fn accept_params() -> AcceptParams {
         initiator_depth: 4,
         rnr_retry_count: 7,
         max_mtu: Mtu::M4096,
+        private_data: [0; rocex_cm::rep::PRIVATE_DATA_LEN],
     }
 }
 
@@ -336,4 +337,41 @@ fn an_invalid_path_mtu_in_a_req_is_refused() {
     req.path_mtu = 9;
     assert!(QpParams::for_passive(A.into(), &req, &accept_params()).is_none());
     assert!(Conn::accept(t0, local(B), A.into(), 1, &req, &accept_params(), 2).is_none());
+}
+
+/// The passive side's REP and REJ carry the consumer's private data over the wire, and the
+/// active side keeps each whole field (196 and 148 bytes), as the kernel's rdma_cm hands
+/// them to its `ESTABLISHED` and `REJECTED` events.
+#[test]
+fn rep_and_rej_private_data_reach_the_active_side() {
+    let t0 = Instant::ZERO;
+    let mut a = Conn::connect(t0, local(A), B.into(), &connect_params(), 0x51, 0xa3);
+    let req = drain(&mut a);
+    let mut p = accept_params();
+    p.private_data[..3].copy_from_slice(b"rep");
+    p.private_data[195] = 0xee;
+    let mut b = Conn::accept(
+        t0,
+        local(B),
+        A.into(),
+        req[0].tid,
+        &req_of(&req[0]),
+        &p,
+        0xb3,
+    )
+    .unwrap();
+    assert!(a.peer_private_data().is_empty());
+    a.handle(t0, &drain(&mut b)[0]);
+    assert_eq!(a.peer_private_data(), &p.private_data[..]);
+
+    let mut a = Conn::connect(t0, local(A), B.into(), &connect_params(), 0x52, 0xa4);
+    let req = drain(&mut a);
+    let rej = conn::reject_with(req[0].tid, &req_of(&req[0]), rej::REASON_CONSUMER, b"no");
+    let mut b = [0u8; 256];
+    rej.emit(&mut b).unwrap();
+    a.handle(t0, &Mad::parse(&b).unwrap());
+    assert_eq!(events(&mut a), [Event::Rejected(rej::REASON_CONSUMER)]);
+    let mut want = [0u8; rej::PRIVATE_DATA_LEN];
+    want[..2].copy_from_slice(b"no");
+    assert_eq!(a.peer_private_data(), &want[..]);
 }

@@ -294,6 +294,7 @@ fn run(seed: u64, loss_per_mille: u64) -> u64 {
                     initiator_depth: 1,
                     rnr_retry_count: 7,
                     max_mtu: Mtu::M4096,
+                    private_data: [0; rocex_cm::rep::PRIVATE_DATA_LEN],
                 };
                 let mut c =
                     Conn::accept(net.now, local(b_ip), a_ip, mad.tid, &req, &ap, 0xb0).unwrap();

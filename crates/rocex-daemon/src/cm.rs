@@ -267,7 +267,11 @@ impl Cm {
                 self.flush(engine, now, id);
                 Response::CmConnect { id }
             }
-            Request::CmAccept { id, qpn } => {
+            Request::CmAccept {
+                id,
+                qpn,
+                private_data,
+            } => {
                 if !qps.contains_key(&qpn) {
                     return Response::error(libc::ENOENT, "no such QP");
                 }
@@ -278,6 +282,11 @@ impl Cm {
                     return Response::error(libc::EINVAL, "the connection is not a request");
                 };
                 let (peer, req) = (e.peer, **req);
+                let mut rep_data = [0u8; rocex_cm::rep::PRIVATE_DATA_LEN];
+                let Some(user) = rep_data.get_mut(..private_data.len()) else {
+                    return Response::error(libc::EINVAL, "private data over 196 bytes");
+                };
+                user.copy_from_slice(&private_data);
                 let p = AcceptParams {
                     qpn,
                     starting_psn: engine.random_psn(),
@@ -285,17 +294,18 @@ impl Cm {
                     initiator_depth: RD_ATOMIC,
                     rnr_retry_count: RNR_RETRY,
                     max_mtu: engine.config().port_mtu,
+                    private_data: rep_data,
                 };
                 let comm_id = engine.random_psn() << 8 ^ id;
                 let accepted =
                     Conn::accept(now, Local::at(self.local), peer, tid, &req, &p, comm_id)
                         .and_then(|c| c.params().map(|params| (c, params)));
                 let Some((c, params)) = accepted else {
-                    self.refuse(engine, now, id, rej::REASON_CONSUMER);
+                    self.refuse(engine, now, id, rej::REASON_CONSUMER, &[]);
                     return Response::error(libc::EINVAL, "the request's path MTU is invalid");
                 };
                 if let Err(e) = ready(engine, qpn, &params) {
-                    self.refuse(engine, now, id, rej::REASON_CONSUMER);
+                    self.refuse(engine, now, id, rej::REASON_CONSUMER, &[]);
                     return Response::error(libc::EINVAL, format!("QP {qpn:#x}: {e}"));
                 }
                 if let Some(e) = self.conns.get_mut(&id) {
@@ -307,12 +317,15 @@ impl Cm {
                 self.flush(engine, now, id);
                 Response::Done(kind::CM_ACCEPT)
             }
-            Request::CmReject { id } => {
+            Request::CmReject { id, private_data } => {
                 match self.conns.get(&id) {
                     Some(e) if e.client == client && matches!(e.slot, Slot::Pending { .. }) => {}
                     _ => return no_conn(),
                 }
-                self.refuse(engine, now, id, rej::REASON_CONSUMER);
+                if private_data.len() > rej::PRIVATE_DATA_LEN {
+                    return Response::error(libc::EINVAL, "private data over 148 bytes");
+                }
+                self.refuse(engine, now, id, rej::REASON_CONSUMER, &private_data);
                 Response::Done(kind::CM_REJECT)
             }
             Request::CmDisconnect { id } => {
@@ -334,15 +347,20 @@ impl Cm {
         }
     }
 
-    /// Rejects the pending request `id` and forgets it.
-    fn refuse(&mut self, engine: &mut Engine, now: Instant, id: u32, reason: u16) {
+    /// Rejects the pending request `id` with `private_data` and forgets it.
+    fn refuse(&mut self, engine: &mut Engine, now: Instant, id: u32, reason: u16, data: &[u8]) {
         if let Some(Entry {
             peer,
             slot: Slot::Pending { tid, req },
             ..
         }) = self.conns.remove(&id)
         {
-            Self::send(engine, now, peer, &conn::reject(tid, &req, reason));
+            Self::send(
+                engine,
+                now,
+                peer,
+                &conn::reject_with(tid, &req, reason, data),
+            );
         }
     }
 
@@ -470,24 +488,33 @@ impl Cm {
                     Err(err) => {
                         tracing::debug!(qpn, "cannot ready the QP: {err}");
                         // The peer's REP retries end in its own timeout.
-                        out.push((CmEventKind::Rejected, rej::REASON_CONSUMER));
+                        out.push((CmEventKind::Rejected, rej::REASON_CONSUMER, Vec::new()));
                         failed = true;
                     }
                 },
-                Event::Established => out.push((CmEventKind::Established, 0)),
-                Event::Rejected(r) => out.push((CmEventKind::Rejected, r)),
-                Event::TimedOut => out.push((CmEventKind::Unreachable, 0)),
+                // The REP's private data on the connecting side (the passive side's RTU
+                // brings none), the REJ's on a refusal, as the kernel's rdma_cm gives them.
+                Event::Established => {
+                    let data = conn.peer_private_data().to_vec();
+                    out.push((CmEventKind::Established, 0, data));
+                }
+                Event::Rejected(r) => {
+                    out.push((CmEventKind::Rejected, r, conn.peer_private_data().to_vec()));
+                }
+                Event::TimedOut => out.push((CmEventKind::Unreachable, 0, Vec::new())),
                 Event::Disconnected => {
                     pump::to_error(engine, qpn);
-                    out.push((CmEventKind::Disconnected, 0));
+                    out.push((CmEventKind::Disconnected, 0, Vec::new()));
                 }
             }
         }
         if failed || conn.state() == State::Closed {
             self.conns.remove(&id);
         }
-        for (kind, reason) in out {
-            self.event(client, kind, id, peer).reason = reason;
+        for (kind, reason, data) in out {
+            let ev = self.event(client, kind, id, peer);
+            ev.reason = reason;
+            ev.private_data = data;
         }
     }
 
@@ -504,7 +531,9 @@ impl Cm {
             .collect();
         for id in ids {
             match self.conns.get_mut(&id).map(|e| &mut e.slot) {
-                Some(Slot::Pending { .. }) => self.refuse(engine, now, id, rej::REASON_CONSUMER),
+                Some(Slot::Pending { .. }) => {
+                    self.refuse(engine, now, id, rej::REASON_CONSUMER, &[]);
+                }
                 Some(Slot::Live { conn, .. }) => {
                     conn.disconnect(now);
                     while let Some(m) = conn.poll_transmit() {

@@ -59,10 +59,18 @@ fn connect_accept_move_data_and_disconnect() {
     let req = event(&b.ctx, CmEventKind::ConnectRequest);
     assert_eq!((req.peer, req.port), (IpAddr::from(ADDR_A), 7471));
     assert_eq!(&req.private_data[..13], b"rocex cm test");
-    b.ctx.cm_accept(req.id, &b.qp).unwrap();
+    b.ctx.cm_accept_with(req.id, &b.qp, b"rep data").unwrap();
     let up = event(&a.ctx, CmEventKind::Established);
     assert_eq!((up.id, up.peer), (id_a, IpAddr::from(ADDR_B)));
-    event(&b.ctx, CmEventKind::Established);
+    // The REP's whole private-data field, as the kernel's rdma_cm hands it on.
+    assert_eq!(up.private_data.len(), 196);
+    assert_eq!(&up.private_data[..8], b"rep data");
+    assert!(up.private_data[8..].iter().all(|&b| b == 0));
+    assert!(
+        event(&b.ctx, CmEventKind::Established)
+            .private_data
+            .is_empty()
+    );
 
     let (qa, qb) = (a.qp.query().unwrap().0, b.qp.query().unwrap().0);
     assert_eq!((qa.qp_state, qb.qp_state), (QpState::Rts, QpState::Rts));
@@ -129,9 +137,11 @@ fn nobody_listening_and_a_refusal_are_rejections() {
     b.ctx.cm_listen(18515).unwrap();
     let id = a.ctx.cm_connect(&a.qp, peer, 18515, &[]).unwrap();
     let req = event(&b.ctx, CmEventKind::ConnectRequest);
-    b.ctx.cm_reject(req.id).unwrap();
+    b.ctx.cm_reject_with(req.id, b"no thanks").unwrap();
     let rej = event(&a.ctx, CmEventKind::Rejected);
     assert_eq!((rej.id, rej.reason), (id, 28));
+    assert_eq!(rej.private_data.len(), 148);
+    assert_eq!(&rej.private_data[..9], b"no thanks");
     assert!(
         b.ctx.cm_accept(req.id, &b.qp).is_err(),
         "a rejected request is gone"

@@ -6,6 +6,7 @@
 use core::ffi::c_int;
 use std::net::IpAddr;
 
+use rocex_shm::control::{CM_REJ_PRIVATE_DATA_LEN, CM_REP_PRIVATE_DATA_LEN};
 use rocex_verbs::CmEventKind;
 
 use crate::abi::*;
@@ -30,8 +31,8 @@ pub struct rocex_cm_event {
     pub reason: u16,
     /// Bytes of private data.
     pub private_data_len: u32,
-    /// A request's private data.
-    pub private_data: [u8; 56],
+    /// The private data of the peer's REQ (56 bytes), REP (196) or REJ (148).
+    pub private_data: [u8; CM_REP_PRIVATE_DATA_LEN],
 }
 
 fn addr_of(family: u32, raw: &[u8; 16]) -> Option<IpAddr> {
@@ -105,12 +106,8 @@ pub unsafe extern "C" fn rocex_cm_connect(
     let Some(peer) = addr_of(family, unsafe { &*addr }) else {
         return libc::EAFNOSUPPORT;
     };
-    let data = if len == 0 {
-        &[][..]
-    } else {
-        // SAFETY: per the contract.
-        unsafe { core::slice::from_raw_parts(pdata, len) }
-    };
+    // SAFETY: per the contract.
+    let data = unsafe { bytes(pdata, len) };
     let g = q.ctx().lock();
     match g.verbs.cm_connect(q.qp.get(&g), peer, port, data) {
         Ok(i) => {
@@ -122,33 +119,65 @@ pub unsafe extern "C" fn rocex_cm_connect(
     }
 }
 
-/// `rdma_accept` of request `id` with `qp` (RC, in INIT): 0 or an errno.
+/// `len` bytes at `p` (none when `len` is 0).
 ///
 /// # Safety
 ///
-/// `qp` is a QP of this library.
+/// `p` points at `len` readable bytes when `len` is not 0.
+unsafe fn bytes<'a>(p: *const u8, len: usize) -> &'a [u8] {
+    if len == 0 {
+        &[]
+    } else {
+        // SAFETY: per the contract.
+        unsafe { core::slice::from_raw_parts(p, len) }
+    }
+}
+
+/// `rdma_accept` of request `id` with `qp` (RC, in INIT) and `len` bytes of private data
+/// for the REP (at most 196): 0 or an errno.
+///
+/// # Safety
+///
+/// `qp` is a QP of this library; `pdata` points at `len` bytes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn rocex_cm_accept(qp: *mut ibv_qp, id: u32) -> c_int {
+pub unsafe extern "C" fn rocex_cm_accept(
+    qp: *mut ibv_qp,
+    id: u32,
+    pdata: *const u8,
+    len: usize,
+) -> c_int {
+    if len > CM_REP_PRIVATE_DATA_LEN {
+        return libc::EINVAL;
+    }
     // SAFETY: per the contract.
-    let q = unsafe { Qp::from_ibv(qp) };
+    let (q, data) = unsafe { (Qp::from_ibv(qp), bytes(pdata, len)) };
     let g = q.ctx().lock();
     g.verbs
-        .cm_accept(id, q.qp.get(&g))
+        .cm_accept_with(id, q.qp.get(&g), data)
         .map_or_else(|e| errno_of(&e), |()| 0)
 }
 
-/// `rdma_reject` of request `id`: 0 or an errno.
+/// `rdma_reject` of request `id` with `len` bytes of private data for the REJ (at most
+/// 148): 0 or an errno.
 ///
 /// # Safety
 ///
-/// `context` is a context of this library.
+/// `context` is a context of this library; `pdata` points at `len` bytes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn rocex_cm_reject(context: *mut ibv_context, id: u32) -> c_int {
+pub unsafe extern "C" fn rocex_cm_reject(
+    context: *mut ibv_context,
+    id: u32,
+    pdata: *const u8,
+    len: usize,
+) -> c_int {
+    if len > CM_REJ_PRIVATE_DATA_LEN {
+        return libc::EINVAL;
+    }
     // SAFETY: per the contract.
-    let ctx = unsafe { Ctx::from_ibv(context) };
+    let (ctx, data) = unsafe { (Ctx::from_ibv(context), bytes(pdata, len)) };
     ctx.lock()
         .verbs
-        .cm_reject(id)
+        .cm_reject_with(id, data)
         .map_or_else(|e| errno_of(&e), |()| 0)
 }
 
@@ -192,8 +221,8 @@ pub unsafe extern "C" fn rocex_cm_poll(
         }
         IpAddr::V6(a) => (libc::AF_INET6 as u32, a.octets()),
     };
-    let mut pd = [0u8; 56];
-    let n = e.private_data.len().min(56);
+    let mut pd = [0u8; CM_REP_PRIVATE_DATA_LEN];
+    let n = e.private_data.len().min(CM_REP_PRIVATE_DATA_LEN);
     pd[..n].copy_from_slice(&e.private_data[..n]);
     let kind = match e.kind {
         CmEventKind::ConnectRequest => 1,

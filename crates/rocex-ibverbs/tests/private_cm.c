@@ -1,6 +1,7 @@
 /* The ROCEX_PRIVATE_1 entry points librdmacm builds on: rocexd's CM driven through the
  * control connection that owns the QP. Device A (argv[1]) listens, device B (argv[2])
- * connects an RC QP to it; A accepts with its own QP; a SEND crosses; both disconnect.
+ * connects an RC QP to it; A accepts with its own QP and private data for the REP, which
+ * B's established event carries; a SEND crosses; both disconnect.
  * Prints one line per step: "step value". */
 #include <stdint.h>
 #include <stdio.h>
@@ -14,13 +15,13 @@ struct rocex_cm_event {
 	uint8_t addr[16];
 	uint16_t port, reason;
 	uint32_t private_data_len;
-	uint8_t private_data[56];
+	uint8_t private_data[196];
 };
 int rocex_context_addr(struct ibv_context *, uint8_t (*)[16]);
 int rocex_cm_listen(struct ibv_context *, uint16_t);
 int rocex_cm_connect(struct ibv_qp *, uint32_t, const uint8_t (*)[16], uint16_t, const uint8_t *,
 		     size_t, uint32_t *);
-int rocex_cm_accept(struct ibv_qp *, uint32_t);
+int rocex_cm_accept(struct ibv_qp *, uint32_t, const uint8_t *, size_t);
 int rocex_cm_disconnect(struct ibv_context *, uint32_t);
 int rocex_cm_poll(struct ibv_context *, struct rocex_cm_event *);
 
@@ -94,9 +95,12 @@ int main(int argc, char **argv)
 	printf("connect %d\n", rocex_cm_connect(b.qp, fam, &addr, 7471, pdata, sizeof pdata, &id));
 	int k = next_event(a.ctx, &ev);
 	printf("request %d %d %d\n", k, ev.port, memcmp(ev.private_data, pdata, sizeof pdata) == 0);
-	printf("accept %d\n", rocex_cm_accept(a.qp, ev.id));
+	const uint8_t rep[] = "welcome";
+	printf("accept %d\n", rocex_cm_accept(a.qp, ev.id, rep, sizeof rep));
 	uint32_t aid = ev.id;
-	printf("established_b %d\n", next_event(b.ctx, &ev));
+	k = next_event(b.ctx, &ev);
+	printf("established_b %d %u %d\n", k, ev.private_data_len,
+	       memcmp(ev.private_data, rep, sizeof rep) == 0);
 	printf("established_a %d\n", next_event(a.ctx, &ev));
 
 	strcpy(b.buf, "over rocex cm");

@@ -1,7 +1,7 @@
 //! The `ROCEX_PRIVATE_1` entry points rocex's librdmacm builds on (`private_cm.c`, linked
 //! against the drop-in library itself): device A listens, device B connects an RC QP,
-//! A accepts with its own QP, both see the connection established (rocexd's CM moved
-//! the QPs to RTS), a SEND crosses, and a disconnect reaches both.
+//! A accepts with its own QP and private data, both see the connection established
+//! (rocexd's CM moved the QPs to RTS; B's event carries the REP's 196 bytes), a SEND crosses, and a disconnect reaches both.
 
 mod common;
 
@@ -40,7 +40,7 @@ fn rocexd_cm_through_the_private_entry_points() {
     let t = text(&o);
     assert!(o.status.success(), "{t}");
     let want = "addr_family 1\nlisten 0\npost_recv 0\nconnect 0\nrequest 1 7471 1\naccept 0\n\
-                established_b 2\nestablished_a 2\npost_send 0\nreceived 1 0 1\ndisconnect 0\n\
+                established_b 2 196 1\nestablished_a 2\npost_send 0\nreceived 1 0 1\ndisconnect 0\n\
                 disconnected_a 5 1\ndisconnected_b 5\n";
     assert_eq!(t, want);
 }

@@ -10,8 +10,15 @@ use std::sync::Mutex;
 use crate::abi::*;
 use crate::{fail, null_errno, symver};
 
-/// Bytes of private data an event carries: a REQ's private data after rdma_cm's header.
-pub const PRIVATE_DATA_LEN: usize = 56;
+/// Most bytes of private data an event carries: a REP's (196). A REQ's after rdma_cm's
+/// header are 56, a REJ's 148.
+pub const PRIVATE_DATA_LEN: usize = 196;
+/// Most bytes of private data `rdma_connect` sends: a REQ's 92 less rdma_cm's header.
+pub const REQ_PRIVATE_DATA_LEN: usize = 56;
+/// Most bytes of private data `rdma_accept` sends: a REP's.
+pub const REP_PRIVATE_DATA_LEN: usize = 196;
+/// Most bytes of private data `rdma_reject` sends: a REJ's.
+pub const REJ_PRIVATE_DATA_LEN: usize = 148;
 
 /// An event channel: rdma-core's struct first, then the queue behind it.
 #[repr(C)]

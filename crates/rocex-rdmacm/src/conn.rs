@@ -126,7 +126,7 @@ pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, param: *mut rdma_conn
         return fail(libc::EINVAL);
     }
     // SAFETY: per the contract.
-    let data = match unsafe { private_data(param, channel::PRIVATE_DATA_LEN) } {
+    let data = match unsafe { private_data(param, channel::REQ_PRIVATE_DATA_LEN) } {
         Ok(d) => d,
         Err(e) => return fail(e),
     };
@@ -166,9 +166,9 @@ pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, param: *mut rdma_conn
     0
 }
 
-/// `rdma_accept`: rocexd moves the id's QP to RTS and sends the REP; `ESTABLISHED`
-/// follows the peer's RTU. rocexd's REP carries no private data, so `param` with some
-/// is refused (`EOPNOTSUPP`) rather than sent without it.
+/// `rdma_accept`: rocexd moves the id's QP to RTS and sends the REP, with up to 196 bytes
+/// of `param`'s private data (more: `EINVAL`, as `ib_send_cm_rep`), which the peer's
+/// `ESTABLISHED` event carries; `ESTABLISHED` follows the peer's RTU.
 ///
 /// # Safety
 ///
@@ -191,12 +191,12 @@ pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, param: *mut rdma_conn_
         return fail(libc::EINVAL);
     }
     // SAFETY: per the contract.
-    match unsafe { private_data(param, 0) } {
-        Ok(_) => {}
-        Err(_) => return fail(libc::EOPNOTSUPP),
-    }
-    // SAFETY: the id's QP.
-    let r = unsafe { (v.rocex_cm_accept)(m.c.qp, cid) };
+    let data = match unsafe { private_data(param, channel::REP_PRIVATE_DATA_LEN) } {
+        Ok(d) => d,
+        Err(e) => return fail(e),
+    };
+    // SAFETY: the id's QP; the data lives across the call.
+    let r = unsafe { (v.rocex_cm_accept)(m.c.qp, cid, data.as_ptr(), data.len()) };
     if r != 0 {
         return fail(r);
     }
@@ -210,15 +210,16 @@ pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, param: *mut rdma_conn_
     0
 }
 
-/// `rdma_reject`: rocexd sends a REJ (consumer reason). Its REJ carries no private data:
-/// `EOPNOTSUPP` with some.
+/// `rdma_reject`: rocexd sends a REJ (consumer reason) with up to 148 bytes of private
+/// data (more: `EINVAL`, as `ib_send_cm_rej`), which the peer's `REJECTED` event
+/// carries.
 ///
 /// # Safety
 ///
-/// `id` is a live id.
+/// `id` is a live id; `private_data` NULL or `private_data_len` readable bytes.
 pub unsafe fn reject(
     id: *mut rdma_cm_id,
-    _private_data: *const c_void,
+    private_data: *const c_void,
     private_data_len: u8,
 ) -> c_int {
     if id.is_null() {
@@ -233,11 +234,13 @@ pub unsafe fn reject(
     let (State::Requested(cid), Some(d)) = (m.state, m.dev) else {
         return fail(libc::EINVAL);
     };
-    if private_data_len > 0 {
-        return fail(libc::EOPNOTSUPP);
+    let n = usize::from(private_data_len);
+    if n > channel::REJ_PRIVATE_DATA_LEN {
+        return fail(libc::EINVAL);
     }
-    // SAFETY: the device's open context.
-    let r = unsafe { (v.rocex_cm_reject)(g.dev(d).ctx, cid) };
+    let data = if private_data.is_null() { 0 } else { n };
+    // SAFETY: the device's open context; the caller's data covers its length.
+    let r = unsafe { (v.rocex_cm_reject)(g.dev(d).ctx, cid, private_data.cast(), data) };
     g.conns.remove(&(d, cid));
     m.state = State::Done;
     status(r)

@@ -228,7 +228,7 @@ pub unsafe fn destroy_id(id: *mut rdma_cm_id) -> c_int {
             },
             // SAFETY: as above.
             State::Requested(c) => unsafe {
-                (v.rocex_cm_reject)(ctx, c);
+                (v.rocex_cm_reject)(ctx, c, core::ptr::null(), 0);
             },
             _ => {}
         }

@@ -109,10 +109,14 @@ fn dispatch(v: &Verbs, g: &mut Guard, i: usize, e: &RocexCmEvent) {
     };
     // SAFETY: ids in the registry are live (destroy removes them under the lock).
     let m = unsafe { &mut *p };
+    // The REP's private data on the connecting side, the REJ's on a refusal, each field
+    // whole (cma_ib_handler).
+    let data = &e.private_data[..(e.private_data_len as usize).min(e.private_data.len())];
     let (kind, status) = match e.kind {
         ESTABLISHED => {
             m.state = State::Connected(e.id);
-            return m.post(event::ESTABLISHED, 0);
+            let ev = new_event(&mut m.c, event::ESTABLISHED, 0, data);
+            return m.deliver(ev);
         }
         // The IB reject reason, as the kernel reports it.
         REJECTED => (event::REJECTED, i32::from(e.reason)),
@@ -123,7 +127,9 @@ fn dispatch(v: &Verbs, g: &mut Guard, i: usize, e: &RocexCmEvent) {
     };
     g.conns.remove(&(i, e.id));
     m.state = State::Done;
-    m.post(kind, status);
+    let data = if kind == event::REJECTED { data } else { &[] };
+    let ev = new_event(&mut m.c, kind, status, data);
+    m.deliver(ev);
 }
 
 /// A connection request: a new id on the listener's device (with its own channel when
@@ -134,7 +140,7 @@ fn request(v: &Verbs, g: &mut Guard, i: usize, e: &RocexCmEvent) {
     let ctx = g.dev(i).ctx;
     let Some(&l) = g.listeners.get(&(i, e.port)) else {
         // SAFETY: the device's open context.
-        unsafe { (v.rocex_cm_reject)(ctx, e.id) };
+        unsafe { (v.rocex_cm_reject)(ctx, e.id, core::ptr::null(), 0) };
         return;
     };
     // SAFETY: ids in the registry are live.
@@ -146,7 +152,7 @@ fn request(v: &Verbs, g: &mut Guard, i: usize, e: &RocexCmEvent) {
     };
     let Ok(new) = new_id(ch, lm.c.context, lm.c.ps, lm.c.qp_type) else {
         // SAFETY: as above.
-        unsafe { (v.rocex_cm_reject)(ctx, e.id) };
+        unsafe { (v.rocex_cm_reject)(ctx, e.id, core::ptr::null(), 0) };
         return;
     };
     // SAFETY: just made.

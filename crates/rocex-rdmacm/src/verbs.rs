@@ -28,8 +28,8 @@ pub struct RocexCmEvent {
     pub reason: u16,
     /// Bytes of private data.
     pub private_data_len: u32,
-    /// A request's private data.
-    pub private_data: [u8; 56],
+    /// The private data of the peer's REQ (56 bytes), REP (196) or REJ (148).
+    pub private_data: [u8; crate::channel::PRIVATE_DATA_LEN],
 }
 
 impl Default for RocexCmEvent {
@@ -42,7 +42,7 @@ impl Default for RocexCmEvent {
             port: 0,
             reason: 0,
             private_data_len: 0,
-            private_data: [0; 56],
+            private_data: [0; crate::channel::PRIVATE_DATA_LEN],
         }
     }
 }
@@ -93,8 +93,8 @@ table! {
     rocex_context_addr: "ROCEX_PRIVATE_1" => fn(Ctx, *mut [u8; 16]) -> c_int;
     rocex_cm_listen: "ROCEX_PRIVATE_1" => fn(Ctx, u16) -> c_int;
     rocex_cm_connect: "ROCEX_PRIVATE_1" => fn(*mut ibv_qp, u32, *const [u8; 16], u16, *const u8, usize, *mut u32) -> c_int;
-    rocex_cm_accept: "ROCEX_PRIVATE_1" => fn(*mut ibv_qp, u32) -> c_int;
-    rocex_cm_reject: "ROCEX_PRIVATE_1" => fn(Ctx, u32) -> c_int;
+    rocex_cm_accept: "ROCEX_PRIVATE_1" => fn(*mut ibv_qp, u32, *const u8, usize) -> c_int;
+    rocex_cm_reject: "ROCEX_PRIVATE_1" => fn(Ctx, u32, *const u8, usize) -> c_int;
     rocex_cm_disconnect: "ROCEX_PRIVATE_1" => fn(Ctx, u32) -> c_int;
     rocex_cm_poll: "ROCEX_PRIVATE_1" => fn(Ctx, *mut RocexCmEvent) -> c_int;
 }

@@ -6,7 +6,10 @@ use std::io;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use rocex_shm::control::{CM_PRIVATE_DATA_LEN, CmEvent, Request, Response};
+use rocex_shm::control::{
+    CM_PRIVATE_DATA_LEN, CM_REJ_PRIVATE_DATA_LEN, CM_REP_PRIVATE_DATA_LEN, CmEvent, Request,
+    Response,
+};
 
 use crate::{Context, Error, Qp, Result, proto};
 
@@ -24,15 +27,7 @@ impl Context {
     /// with up to 56 bytes of `private_data`. Returns the connection's id at once; the
     /// outcome is an `Established`, `Rejected` or `Unreachable` event with that id.
     pub fn cm_connect(&self, qp: &Qp, addr: IpAddr, port: u16, private_data: &[u8]) -> Result<u32> {
-        if private_data.len() > CM_PRIVATE_DATA_LEN {
-            return Err(Error::Io(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "{} bytes of private data; a REQ carries at most {CM_PRIVATE_DATA_LEN}",
-                    private_data.len()
-                ),
-            )));
-        }
+        too_long(private_data, CM_PRIVATE_DATA_LEN, "a REQ")?;
         let req = Request::CmConnect {
             qpn: qp.qpn(),
             addr,
@@ -48,12 +43,32 @@ impl Context {
     /// `rdma_accept`: answers the request `id` with `qp` (an RC QP in INIT), which the
     /// daemon moves to RTS before it sends the REP; `Established` follows the peer's RTU.
     pub fn cm_accept(&self, id: u32, qp: &Qp) -> Result<()> {
-        self.ch.done(&Request::CmAccept { id, qpn: qp.qpn() })
+        self.cm_accept_with(id, qp, &[])
+    }
+
+    /// [`cm_accept`](Self::cm_accept) with up to 196 bytes of `private_data` in the REP,
+    /// which the peer's `Established` event carries.
+    pub fn cm_accept_with(&self, id: u32, qp: &Qp, private_data: &[u8]) -> Result<()> {
+        too_long(private_data, CM_REP_PRIVATE_DATA_LEN, "a REP")?;
+        let private_data = private_data.to_vec();
+        self.ch.done(&Request::CmAccept {
+            id,
+            qpn: qp.qpn(),
+            private_data,
+        })
     }
 
     /// `rdma_reject`: refuses the request `id` (REJ, consumer reason).
     pub fn cm_reject(&self, id: u32) -> Result<()> {
-        self.ch.done(&Request::CmReject { id })
+        self.cm_reject_with(id, &[])
+    }
+
+    /// [`cm_reject`](Self::cm_reject) with up to 148 bytes of `private_data` in the REJ,
+    /// which the peer's `Rejected` event carries.
+    pub fn cm_reject_with(&self, id: u32, private_data: &[u8]) -> Result<()> {
+        too_long(private_data, CM_REJ_PRIVATE_DATA_LEN, "a REJ")?;
+        let private_data = private_data.to_vec();
+        self.ch.done(&Request::CmReject { id, private_data })
     }
 
     /// `rdma_disconnect`: moves the connection's QP to ERROR and sends a DREQ; both ends
@@ -87,4 +102,18 @@ impl Context {
             nap = (nap * 2).min(MAX_NAP);
         }
     }
+}
+
+/// `EINVAL` (as an I/O error) when `private_data` is longer than `what` carries (`max`).
+fn too_long(private_data: &[u8], max: usize, what: &str) -> Result<()> {
+    if private_data.len() > max {
+        return Err(Error::Io(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} bytes of private data; {what} carries at most {max}",
+                private_data.len()
+            ),
+        )));
+    }
+    Ok(())
 }

@@ -311,6 +311,7 @@ impl CmDevice {
                     initiator_depth: limits.initiator_depth,
                     rnr_retry_count: limits.rnr_retry_count,
                     max_mtu: limits.mtu,
+                    private_data: [0; rocex_cm::rep::PRIVATE_DATA_LEN],
                 };
                 let now = self.driver.now();
                 let id = self.random_u32();

@@ -2,7 +2,7 @@
 //! `ready`, C programs, bounded runs), the drop-in librdmacm built beside them, and two
 //! rocex hosts: network namespaces joined by a veth pair (MTU 9000) with a rocexd in each,
 //! where Debian's programs run under `rocex run` as on two machines. Each test has its own
-//! pair (`rcmNa`/`rcmNb`, 198.18.23N.1 and .2), so that tests run side by side.
+//! pair (`rcmNa`/`rcmNb`, 198.18.(230+N).1 and .2), so that tests run side by side.
 //!
 //! Needs root and `ip`: without them a test prints `SKIPPED:`, or fails when `CI` is set.
 
@@ -69,7 +69,8 @@ impl Hosts {
         rocex_testkit::require_root(&test)?;
         rocex_testkit::require_tool(&test, "ip")?;
         let ns = [format!("rcm{n}a"), format!("rcm{n}b")];
-        let addr = [format!("198.18.23{n}.1"), format!("198.18.23{n}.2")];
+        let net = 230 + u16::from(n);
+        let addr = [format!("198.18.{net}.1"), format!("198.18.{net}.2")];
         let mut h = Self {
             ns,
             addr,

@@ -7,6 +7,10 @@ use super::codec::{BodyError, Get, Put};
 /// Most private-data bytes a `CmConnect` carries: a REQ's 92 less rdma_cm's 36-byte
 /// address header.
 pub const CM_PRIVATE_DATA_LEN: usize = 56;
+/// Most private-data bytes a `CmAccept` carries: a REP's, in which rdma_cm puts no header.
+pub const CM_REP_PRIVATE_DATA_LEN: usize = 196;
+/// Most private-data bytes a `CmReject` carries: a REJ's.
+pub const CM_REJ_PRIVATE_DATA_LEN: usize = 148;
 
 pub(super) fn put_addr(p: &mut Put, a: IpAddr) {
     match a {
@@ -25,14 +29,16 @@ pub(super) fn get_addr(g: &mut Get<'_>) -> Result<IpAddr, BodyError> {
     }
 }
 
-pub(super) fn put_private(p: &mut Put, d: &[u8]) {
-    let d = &d[..d.len().min(CM_PRIVATE_DATA_LEN)];
+/// Private data of at most `max` bytes (the rest is cut off), after its length.
+pub(super) fn put_private(p: &mut Put, d: &[u8], max: usize) {
+    let d = &d[..d.len().min(max)];
     p.u8(d.len() as u8).bytes(d);
 }
 
-pub(super) fn get_private(g: &mut Get<'_>) -> Result<Vec<u8>, BodyError> {
+/// Private data of at most `max` bytes; a longer length is malformed.
+pub(super) fn get_private(g: &mut Get<'_>, max: usize) -> Result<Vec<u8>, BodyError> {
     let n = g.u8("private_data_len")?;
-    if usize::from(n) > CM_PRIVATE_DATA_LEN {
+    if usize::from(n) > max {
         return Err(g.bad("private_data_len", n.into()));
     }
     Ok(g.take(n.into(), "private_data")?.to_vec())
@@ -79,6 +85,9 @@ pub struct CmEvent {
     pub port: u16,
     /// The REJ reason (`Rejected`), or 0.
     pub reason: u16,
-    /// The REQ's private data after rdma_cm's header (`ConnectRequest`), else empty.
+    /// The private data of the peer's message, each field whole as the kernel's rdma_cm
+    /// hands it on: the REQ's after rdma_cm's header (`ConnectRequest`, 56 bytes), the
+    /// REP's (`Established` on the connecting side, 196), the REJ's (`Rejected` by the
+    /// peer, 148); else empty.
     pub private_data: Vec<u8>,
 }

@@ -21,7 +21,9 @@ mod request;
 mod response;
 mod stats;
 
-pub use cm::{CM_PRIVATE_DATA_LEN, CmEvent, CmEventKind};
+pub use cm::{
+    CM_PRIVATE_DATA_LEN, CM_REJ_PRIVATE_DATA_LEN, CM_REP_PRIVATE_DATA_LEN, CmEvent, CmEventKind,
+};
 pub use codec::BodyError;
 pub use frame::{FrameError, FrameHeader, HEADER_LEN, MAX_FRAME, decode_header, encode_frame};
 pub use qp::{ATTR_MASK_ALL, QP_ATTR_LEN, qp_state_from_wire, qp_type_from_wire, qp_type_to_wire};

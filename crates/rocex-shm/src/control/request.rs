@@ -4,8 +4,9 @@ use core::net::IpAddr;
 
 use rocex_verbs_types::{AttrMask, QpAttr, QpCap, QpType};
 
+use super::cm::{CM_PRIVATE_DATA_LEN, CM_REJ_PRIVATE_DATA_LEN, CM_REP_PRIVATE_DATA_LEN};
 #[cfg(doc)]
-use super::cm::{CM_PRIVATE_DATA_LEN, CmEvent, CmEventKind};
+use super::cm::{CmEvent, CmEventKind};
 use super::cm::{get_addr, get_private, put_addr, put_private};
 use super::codec::{BodyError, Get, Put};
 use super::kind;
@@ -137,11 +138,15 @@ pub enum Request {
         id: u32,
         /// The client's QP.
         qpn: u32,
+        /// Private data for the REP, at most [`CM_REP_PRIVATE_DATA_LEN`] bytes.
+        private_data: Vec<u8>,
     },
     /// Reject the request `id`.
     CmReject {
         /// The request's connection id.
         id: u32,
+        /// Private data for the REJ, at most [`CM_REJ_PRIVATE_DATA_LEN`] bytes.
+        private_data: Vec<u8>,
     },
     /// Disconnect `id` (DREQ); its QP goes to ERROR.
     CmDisconnect {
@@ -257,12 +262,21 @@ impl Request {
                 p.u32(*qpn);
                 put_addr(&mut p, *addr);
                 p.u16(*port);
-                put_private(&mut p, private_data);
+                put_private(&mut p, private_data, CM_PRIVATE_DATA_LEN);
             }
-            Self::CmAccept { id, qpn } => {
+            Self::CmAccept {
+                id,
+                qpn,
+                private_data,
+            } => {
                 p.u32(*id).u32(*qpn);
+                put_private(&mut p, private_data, CM_REP_PRIVATE_DATA_LEN);
             }
-            Self::CmReject { id } | Self::CmDisconnect { id } => {
+            Self::CmReject { id, private_data } => {
+                p.u32(*id);
+                put_private(&mut p, private_data, CM_REJ_PRIVATE_DATA_LEN);
+            }
+            Self::CmDisconnect { id } => {
                 p.u32(*id);
             }
         }
@@ -338,13 +352,17 @@ impl Request {
                 qpn: g.u32("qpn")?,
                 addr: get_addr(&mut g)?,
                 port: g.u16("port")?,
-                private_data: get_private(&mut g)?,
+                private_data: get_private(&mut g, CM_PRIVATE_DATA_LEN)?,
             },
             kind::CM_ACCEPT => Self::CmAccept {
                 id: g.u32("id")?,
                 qpn: g.u32("qpn")?,
+                private_data: get_private(&mut g, CM_REP_PRIVATE_DATA_LEN)?,
             },
-            kind::CM_REJECT => Self::CmReject { id: g.u32("id")? },
+            kind::CM_REJECT => Self::CmReject {
+                id: g.u32("id")?,
+                private_data: get_private(&mut g, CM_REJ_PRIVATE_DATA_LEN)?,
+            },
             kind::CM_DISCONNECT => Self::CmDisconnect { id: g.u32("id")? },
             kind::CM_POLL => Self::CmPoll,
             k => return Err(BodyError::Kind(k)),

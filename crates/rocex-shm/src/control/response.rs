@@ -2,7 +2,9 @@
 
 use rocex_verbs_types::{QpAttr, QpCap};
 
-use super::cm::{CmEvent, CmEventKind, get_addr, get_private, put_addr, put_private};
+use super::cm::{
+    CM_REP_PRIVATE_DATA_LEN, CmEvent, CmEventKind, get_addr, get_private, put_addr, put_private,
+};
 use super::codec::{BodyError, Get, Put, read_fields};
 use super::kind;
 use super::qp::{get_attr, get_cap, put_attr, put_cap};
@@ -240,7 +242,7 @@ impl Response {
                 p.u8(e.kind as u8).u32(e.id);
                 put_addr(&mut p, e.peer);
                 p.u16(e.port).u16(e.reason);
-                put_private(&mut p, &e.private_data);
+                put_private(&mut p, &e.private_data, CM_REP_PRIVATE_DATA_LEN);
             }
             Self::Done(_) => {}
             Self::Error { errno, detail } => {
@@ -333,7 +335,7 @@ impl Response {
                     peer: get_addr(&mut g)?,
                     port: g.u16("port")?,
                     reason: g.u16("reason")?,
-                    private_data: get_private(&mut g)?,
+                    private_data: get_private(&mut g, CM_REP_PRIVATE_DATA_LEN)?,
                 })),
             },
             k @ (kind::DEALLOC_PD

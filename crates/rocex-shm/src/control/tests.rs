@@ -96,8 +96,15 @@ fn requests() -> Vec<Request> {
             port: 1,
             private_data: vec![0xa5; CM_PRIVATE_DATA_LEN],
         },
-        Request::CmAccept { id: 5, qpn: 0x13 },
-        Request::CmReject { id: 6 },
+        Request::CmAccept {
+            id: 5,
+            qpn: 0x13,
+            private_data: vec![0x5a; CM_REP_PRIVATE_DATA_LEN],
+        },
+        Request::CmReject {
+            id: 6,
+            private_data: vec![0xc3; CM_REJ_PRIVATE_DATA_LEN],
+        },
         Request::CmDisconnect { id: 7 },
         Request::CmPoll,
     ]
@@ -228,6 +235,14 @@ fn responses() -> Vec<Response> {
             port: 0,
             reason: 8,
             private_data: vec![],
+        })),
+        Response::CmPoll(Some(CmEvent {
+            kind: CmEventKind::Established,
+            id: 5,
+            peer: IpAddr::from([198, 18, 0, 2]),
+            port: 0,
+            reason: 0,
+            private_data: vec![0x3c; CM_REP_PRIVATE_DATA_LEN],
         })),
         Response::error(22, "bad attribute: path_mtu – ü"),
     ]

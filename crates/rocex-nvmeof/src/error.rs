@@ -22,13 +22,22 @@ pub enum Error {
         source: rocex_verbs::Error,
     },
     /// The target refused the rdma_cm connection of a queue (CM REJ reason, IBTA
-    /// table 112; 28 is the consumer's reject, which NVMe-oF targets use with
-    /// `nvme_rdma_cm_rej` private data).
+    /// table 112; 28 is the consumer's reject, which NVMe-oF targets send with the
+    /// binding's reject private data).
     Rejected {
         /// The queue.
         qid: u16,
         /// The REJ reason.
         reason: u16,
+        /// The binding's STS from the reject's private data, when there was some.
+        status: Option<u16>,
+    },
+    /// The target's accept private data does not fit the binding or the queue.
+    BadAccept {
+        /// The queue.
+        qid: u16,
+        /// What is wrong.
+        why: String,
     },
     /// The target did not answer the connect request, or the connection ended before it
     /// was up.
@@ -98,12 +107,25 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Verbs { qid, what, source } => write!(f, "queue {qid}: {what}: {source}"),
-            Self::Rejected { qid, reason } => {
-                write!(
-                    f,
-                    "queue {qid}: the target rejected the connection (CM REJ reason {reason})"
-                )
-            }
+            Self::Rejected {
+                qid,
+                reason,
+                status: None,
+            } => write!(
+                f,
+                "queue {qid}: the target rejected the connection (CM REJ reason {reason})"
+            ),
+            Self::Rejected {
+                qid,
+                reason,
+                status: Some(sts),
+            } => write!(
+                f,
+                "queue {qid}: the target rejected the connection (CM REJ reason {reason}): {} \
+                 (NVMe-oF RDMA STS {sts})",
+                crate::wire::cm::rej_status_name(*sts)
+            ),
+            Self::BadAccept { qid, why } => write!(f, "queue {qid}: the target's accept: {why}"),
             Self::Unreachable { qid } => {
                 write!(
                     f,

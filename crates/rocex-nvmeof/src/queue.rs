@@ -16,10 +16,11 @@ use rocex_verbs::verbs::{
     WorkCompletion,
 };
 use rocex_verbs::{CmEventKind, Context, Cq, Mr, Pd, Qp, QpInitAttr};
-use zerocopy::IntoBytes;
+use zerocopy::{FromBytes, IntoBytes};
 
 use crate::error::{Error, Result};
 use crate::track::{self, Done, Tracker};
+use crate::wire::cm::{self, CmRej, CmRep};
 use crate::wire::sqe::SQE_LEN;
 use crate::wire::{CmReq, Cqe, KeyedSgl, Sqe};
 
@@ -144,7 +145,10 @@ impl Queue {
             ready: VecDeque::new(),
             connected: false,
         };
-        match q.cm_wait(CmEventKind::Established) {
+        match q
+            .cm_wait(CmEventKind::Established)
+            .and_then(|pd| q.check_accept(&pd))
+        {
             Ok(()) => {
                 q.connected = true;
                 Ok(q)
@@ -158,7 +162,8 @@ impl Queue {
 
     /// Waits for `want` on this queue's connection; other connections' events are left
     /// to their own waits (and dropped: this host asks for none it does not wait for).
-    fn cm_wait(&mut self, want: CmEventKind) -> Result<()> {
+    /// Returns the event's private data.
+    fn cm_wait(&mut self, want: CmEventKind) -> Result<Vec<u8>> {
         let qid = self.qid;
         let end = Instant::now() + self.cfg.timeout;
         loop {
@@ -178,11 +183,16 @@ impl Queue {
                 continue;
             }
             match e.kind {
-                k if k == want => return Ok(()),
+                k if k == want => return Ok(e.private_data),
                 CmEventKind::Rejected => {
+                    // The binding's reject data, when the CM handed it on.
+                    let status = CmRej::read_from_prefix(&e.private_data)
+                        .ok()
+                        .map(|(r, _)| r.sts.get());
                     return Err(Error::Rejected {
                         qid,
                         reason: e.reason,
+                        status,
                     });
                 }
                 CmEventKind::Unreachable => return Err(Error::Unreachable { qid }),
@@ -190,6 +200,39 @@ impl Queue {
                 _ => {}
             }
         }
+    }
+
+    /// Checks the accept's private data, when the CM hands it on (rocexd before it did
+    /// handed on none): record format 0, and a controller receive queue no shallower
+    /// than this queue, or the host could send commands the controller has no buffer for.
+    fn check_accept(&self, pd: &[u8]) -> Result<()> {
+        if pd.is_empty() {
+            return Ok(());
+        }
+        let (rep, _) = CmRep::read_from_prefix(pd).map_err(|_| Error::BadAccept {
+            qid: self.qid,
+            why: format!(
+                "{} bytes of private data, the binding's accept has 32",
+                pd.len()
+            ),
+        })?;
+        if rep.recfmt.get() != cm::RECFMT_1_0 {
+            return Err(Error::BadAccept {
+                qid: self.qid,
+                why: format!("record format {}", rep.recfmt.get()),
+            });
+        }
+        if rep.crqsize.get() < self.cfg.depth {
+            return Err(Error::BadAccept {
+                qid: self.qid,
+                why: format!(
+                    "the controller takes {} commands at once, the queue has {} entries",
+                    rep.crqsize.get(),
+                    self.cfg.depth
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// The queue ID.
@@ -389,7 +432,7 @@ impl Queue {
         self.ctx
             .cm_disconnect(self.cm_id)
             .map_err(verbs(self.qid, "rdma_cm disconnect"))?;
-        self.cm_wait(CmEventKind::Disconnected)
+        self.cm_wait(CmEventKind::Disconnected).map(|_| ())
     }
 }
 

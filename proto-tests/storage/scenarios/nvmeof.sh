@@ -12,8 +12,9 @@
 #        nvmeof.sh --host         the lab's host command (inside the lab's namespace)
 # ROCEX=/path/to/rocex uses that binary (and the rocexd beside it) instead of building
 # target/release. Needs root and the rxe lab's tools: missing, it fails in CI (CI=true)
-# and prints SKIPPED: elsewhere.
-set -euo pipefail
+# and prints SKIPPED: elsewhere (proto-tests/storage/lib.sh). The capture must pass
+# `rocex dump --check`.
+set -uo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 
 NQN=nqn.2026-12.org.rocex:lab-nvmet
@@ -46,57 +47,47 @@ if [[ ${1:-} == --host ]]; then
     for try in $(seq 60); do
         status=0
         "$rocex" nvmeof "$RXE_LAB_GUEST_IP" "${args[@]}" 2>&1 | tee "$dir/out" || status=${PIPESTATUS[0]}
-        ((status != 0)) && grep -q 'CM REJ reason 8)' "$dir/out" || exit "$status"
+        ((status != 0)) && grep -q 'CM REJ reason 8)' "$dir/out" || break
         echo "(retry $try: the target is not listening yet)"
         sleep 1
     done
-    exit "$status"
-fi
-
-quick=${QUICK:-0}
-[[ ${1:-} == --quick ]] && quick=1
-name=storage/nvmeof
-out=${STORAGE_OUT:-$root/target/storage}
-mkdir -p "$out"
-
-cannot_run() {
-    if [[ -n ${CI:-} && ${CI:-} != false ]]; then
-        echo "FAIL: $name needs $1, which CI must provide" >&2
+    ((status == 0)) || exit "$status"
+    # Bad input from the target: a subsystem it does not have fails the admin queue's
+    # Connect, which must be a typed error naming the queue and the command.
+    if "$rocex" nvmeof "$RXE_LAB_GUEST_IP" --socket "$dir/d.sock" --timeout 30 \
+        --nqn nqn.2026-12.org.rocex:no-such-subsystem >"$dir/bad" 2>&1; then
+        echo "a Connect to a subsystem the target does not have succeeded"
         exit 1
     fi
-    echo "SKIPPED: $name needs $1"
-    [[ -n ${ROCEX_SKIP_LOG:-} ]] && echo "SKIPPED: $name needs $1" >>"$ROCEX_SKIP_LOG"
-    exit 0
-}
-((EUID == 0)) || cannot_run root
-for t in qemu-system-x86_64 tcpdump cpio; do
-    command -v "$t" >/dev/null || cannot_run "$t (proto-tests/rxe-lab/install-deps.sh)"
-done
-[[ -e /dev/net/tun ]] || cannot_run /dev/net/tun
-
-if [[ -z ${ROCEX:-} ]]; then
-    cargo build -q --release --manifest-path "$root/Cargo.toml" -p rocex-cli -p rocex-daemon
-    ROCEX=$root/target/release/rocex
+    sed 's/^/wrong subsystem: /' "$dir/bad"
+    grep -q 'queue 0: command 0 (connect) failed: connect: invalid parameters' "$dir/bad"
+    exit
 fi
-export ROCEX
-source "$root/proto-tests/rxe-lab/lib.sh"
-bash "$RXE_LAB_DIR/build.sh" >/dev/null
 
-log=$out/nvmeof.log
+source "$(dirname "$0")/../lib.sh"
+need qemu-system-x86_64 tcpdump
+storage_rocex || exit 1
+bash "$root/proto-tests/rxe-lab/build.sh" >/dev/null || exit 1
+source "$root/proto-tests/rxe-lab/lib.sh"
+
+log=$storage_out/nvmeof.log pcap=$storage_out/nvmeof.pcap
 bench=0 timeout=240
 ((quick)) || { bench=1 timeout=420; }
 rc=0
-NVMEOF_BENCH=$bench lab_run "$log" nvmet --guest-role server --timeout "$timeout" \
-    --out "$out/nvmeof.pcap" --host-cmd "bash $root/proto-tests/storage/scenarios/nvmeof.sh --host" \
-    || rc=$?
-grep -E '^\[host\] (connected|controller|namespace|verify|bench|disconnected|rocex nvmeof)' "$log" \
+NVMEOF_BENCH=$bench lab_run "$log" nvmet --guest-role server --timeout "$timeout" --out "$pcap" \
+    --host-cmd "bash $root/proto-tests/storage/scenarios/nvmeof.sh --host" || rc=$?
+grep -E '^\[host\] (connected|controller|namespace|past the end|verify|bench|disconnected|wrong subsystem|rocex nvmeof)' "$log" \
     | sed 's/^\[host\] /  /' || true
 if ((rc != 0)); then
-    echo "FAIL: $name (lab exit $rc; log $log)"
+    echo "FAIL: $storage_name (lab exit $rc; log $log)"
     tail -n 30 "$log"
     exit 1
 fi
-for want in '^\[host\] verify: .*: identical$' '^\[host\] disconnected: shutdown complete'; do
-    grep -qE "$want" "$log" || { echo "FAIL: $name: no line matching $want in $log"; exit 1; }
+for want in '^\[host\] verify: .*: identical$' '^\[host\] past the end: .*(LBA out of range|capacity exceeded)' \
+    '^\[host\] disconnected: shutdown complete' '^\[host\] wrong subsystem: .*queue 0: command 0 \(connect\)'; do
+    grep -qE "$want" "$log" || { echo "FAIL: $storage_name: no line matching $want in $log"; exit 1; }
 done
-echo "PASS: $name"
+# Every frame rocex sent or received on the bridge: valid headers and ICRCs.
+"$rocex" dump --check "$pcap" | tail -n 1 | sed 's/^/  capture: /'
+test "${PIPESTATUS[0]}" -eq 0 || { echo "FAIL: $storage_name: the capture does not check"; exit 1; }
+echo "PASS: $storage_name"

@@ -171,6 +171,7 @@ pub(super) fn verify(
         }
         Ok(true)
     })?;
+    past_the_end(q, disk)?;
     println!(
         "verify: wrote {bytes} bytes in {n} commands of {size} at depth {qd} (peak {peak} in flight) \
          in {:.2} s, flushed, read back {m} commands in {:.2} s: identical",
@@ -178,6 +179,28 @@ pub(super) fn verify(
         t.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// A read of the block after the namespace's last must fail with LBA Out of Range (80h)
+/// or Capacity Exceeded (81h, what Linux's file-backed namespaces answer), as a typed
+/// error naming the queue and command, and leave the queue working.
+fn past_the_end(q: &mut Queue, disk: &Disk) -> Result<(), Failure> {
+    let cid = q.take_cid().ok_or("no free command identifier")?;
+    let slba = disk.bytes / u64::from(disk.block);
+    let sqe = Sqe::rw(opcode::READ, disk.nsid, slba, 1, q.sgl(cid, disk.block)?);
+    match q.call_with(cid, sqe) {
+        Err(e @ Error::Command { status, .. })
+            if status.sct() == 0 && matches!(status.sc(), 0x80 | 0x81) =>
+        {
+            println!("past the end: {e} (as it must)");
+            Ok(())
+        }
+        Err(e) => Err(format!(
+            "a read past the end: {e}, not LBA out of range or capacity exceeded"
+        )
+        .into()),
+        Ok(_) => Err(format!("a read of block {slba}, past the end, succeeded").into()),
+    }
 }
 
 /// Random `size` writes, then reads, at depth `qd` for `secs` each, over the first

@@ -489,6 +489,21 @@ fn wait_channel(ch: &Chan) -> Result<(), c_int> {
     }
 }
 
+/// Takes what the eventfd `fd` holds, if anything, without waiting.
+fn drain(fd: c_int) {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let mut v = 0u64;
+    // SAFETY: one valid pollfd.
+    if unsafe { libc::poll(&raw mut pfd, 1, 0) } > 0 && pfd.revents & libc::POLLIN != 0 {
+        // SAFETY: an 8-byte read from the ready eventfd into `v`.
+        unsafe { libc::read(fd, (&raw mut v).cast(), 8) };
+    }
+}
+
 /// `ibv_get_cq_event`: the next CQ of the channel with an event.
 ///
 /// # Safety
@@ -518,17 +533,20 @@ pub unsafe extern "C" fn ibv_get_cq_event(
         // The CQs whose arm was taken: by the daemon when a completion came (it wrote the
         // eventfd), or by `req_notify_cq` finding completions waiting. An event is owed
         // even if the program has polled those completions since, as on a device.
-        let mut ready = cqs.iter().copied().filter(|&p| {
+        let owed = |p: *const Cq| {
             // SAFETY: CQs in the list are alive (removed before they are destroyed).
             let c = unsafe { &*p };
             c.armed.load(Ordering::Acquire) && !c.cq.get(&g).armed().unwrap_or(false)
-        });
-        if let Some(p) = ready.next() {
+        };
+        if let Some(p) = cqs.iter().copied().find(|&p| owed(p)) {
             // SAFETY: as above.
             let c = unsafe { &*p };
             c.armed.store(false, Ordering::Release);
-            if ready.next().is_some() {
-                // Another CQ's event is owed too: it stays pending.
+            // The eventfd is readable exactly while an event is owed, as a device's channel
+            // is: an event loop (tgtd's epoll) that saw it readable calls this and expects
+            // no wait. Drained first, then signalled again if another CQ's event is owed.
+            drain(ch.ibv.fd);
+            if cqs.iter().any(|&q| q != p && owed(q)) {
                 let _ = ch.ch.get(&g).signal();
             }
             // SAFETY: writable per the contract.

@@ -36,13 +36,21 @@ done
 # Packages -------------------------------------------------------------------
 # Userland that goes into the guest (plus the shared-library closure).
 GUEST_PKGS=(busybox-static iproute2 libibverbs1 ibverbs-providers librdmacm1t64
-            ibverbs-utils rdmacm-utils perftest)
+            ibverbs-utils rdmacm-utils perftest
+            open-iscsi targetcli-fb fio nvme-cli)
+# Programs among their dependencies that the guest needs too (targetcli's Python).
+GUEST_EXTRA_RE='^(python3(\.[0-9]+)?(-minimal)?|python3-.*|gir1\.2-.*)$'
 # Only for compiling the probe (sysroot, not in the guest).
 DEV_PKGS=(libibverbs-dev librdmacm-dev libc6-dev)
 
 # Kernel modules the guest loads, in addition to their dependencies.
 MODULES=(virtio_pci virtio_net crc32_generic rdma_rxe rdma_ucm ib_uverbs
          ib_umad sch_netem sch_prio cls_u32)
+# Storage over RDMA (iSER initiator and target, NVMe-oF over RDMA, a filesystem on the
+# block device): in the image, loaded by the scenarios that use them (lab_storage_modules),
+# not at boot.
+STORAGE_MODULES=(crc32c_generic sd_mod ext4 ib_iser ib_isert iscsi_target_mod
+                 target_core_file nvme_rdma nvmet_rdma)
 
 # Private apt configuration ----------------------------------------------------
 APT=$RXE_LAB_CACHE/apt
@@ -121,7 +129,7 @@ KPKG=$(apt-cache show --no-all-versions linux-image-amd64 | awk -F': ' '/^Depend
 versions=$(for p in "$KPKG" "${GUEST_PKGS[@]}" "${DEV_PKGS[@]}"; do echo "$p $(cand "$p")"; done)
 if grep -qE ' (\(none\))?$' <<<"$versions"; then die "some package has no candidate: $versions"; fi
 
-inputs_hash=$( { echo "$versions"; echo "$MIRROR $RXE_LAB_SUITE"; echo "${MODULES[*]}";
+inputs_hash=$( { echo "$versions"; echo "$MIRROR $RXE_LAB_SUITE"; echo "${MODULES[*]} ${STORAGE_MODULES[*]}";
                  cat "$0" "$RXE_LAB_DIR/lib.sh" "$RXE_LAB_DIR/guest/init" \
                      "$RXE_LAB_DIR/guest/scenario-lib.sh" "$RXE_LAB_DIR/probe/probe.c"; } | sha256sum | cut -c1-16)
 STAMP=$RXE_LAB_IMAGE/stamp
@@ -171,6 +179,8 @@ for p in $resolved; do
   case $p in
     lib*-dev|libc-dev-bin|linux-libc-dev|libcrypt-dev|rpcsvc-proto|libnl-*-dev) continue ;;
     lib*|zlib1g|ibverbs-providers|busybox-static|iproute2|ibverbs-utils|rdmacm-utils|perftest) guest_set+=("$p") ;;
+    open-iscsi|targetcli-fb|fio|nvme-cli) guest_set+=("$p") ;;
+    *) [[ $p =~ $GUEST_EXTRA_RE ]] && guest_set+=("$p") ;;
   esac
 done
 for p in "${guest_set[@]}"; do
@@ -240,6 +250,10 @@ addmod() {
   order+=("$m")
 }
 for m in "${MODULES[@]}"; do addmod "$m"; done
+boot_order=("${order[@]}")
+order=()
+for m in "${STORAGE_MODULES[@]}"; do addmod "$m"; done
+storage_order=("${order[@]}")
 
 # Probe ----------------------------------------------------------------------
 log "compiling probe against the guest libraries"
@@ -263,7 +277,9 @@ install -m 0755 "$RXE_LAB_DIR/guest/init" "$ROOT/init"
 install -m 0644 "$RXE_LAB_DIR/guest/scenario-lib.sh" "$ROOT/etc/rxe-lab.sh"
 mkdir -p "$ROOT/lib/modules/$KVER" "$ROOT"/{dev,proc,sys,tmp,run,root,scenario,mnt}
 cp "$MODDIR"/*.ko "$ROOT/lib/modules/$KVER/"
-printf '%s\n' "${order[@]}" >"$ROOT/etc/rxe-lab-modules"
+printf '%s\n' "${boot_order[@]}" >"$ROOT/etc/rxe-lab-modules"
+printf '%s\n' "${storage_order[@]}" >"$ROOT/etc/rxe-lab-modules-storage"
+mkdir -p "$ROOT"/etc/iscsi "$ROOT"/var/lib/iscsi "$ROOT"/run/lock/iscsi "$ROOT"/etc/nvme
 echo "$KVER" >"$ROOT/etc/rxe-lab-kver"
 # busybox applets as links where no real program exists.
 for a in $("$ROOT/usr/bin/busybox" --list-full); do
@@ -304,4 +320,4 @@ echo "$inputs_hash" >"$RXE_LAB_IMAGE.new/stamp"
 
 rm -rf "$RXE_LAB_IMAGE"
 mv "$RXE_LAB_IMAGE.new" "$RXE_LAB_IMAGE"
-log "image ready: $(du -sh "$RXE_LAB_IMAGE/base.cpio" | cut -f1) initramfs, kernel $KVER, modules: ${order[*]}"
+log "image ready: $(du -sh "$RXE_LAB_IMAGE/base.cpio" | cut -f1) initramfs, kernel $KVER, modules: ${boot_order[*]}; storage: ${storage_order[*]}"

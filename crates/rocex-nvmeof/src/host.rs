@@ -123,6 +123,10 @@ impl Host {
     pub fn controller(&self) -> &Controller {
         &self.controller
     }
+    /// The admin queue.
+    pub fn admin(&self) -> &Queue {
+        &self.admin
+    }
     /// I/O queue `i` (qid `i + 1`).
     pub fn io(&mut self, i: usize) -> Option<&mut Queue> {
         self.io.get_mut(i)

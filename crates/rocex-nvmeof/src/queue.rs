@@ -20,7 +20,7 @@ use zerocopy::{FromBytes, IntoBytes};
 
 use crate::error::{Error, Result};
 use crate::track::{self, Done, Tracker};
-use crate::wire::cm::{self, CmRej, CmRep};
+use crate::wire::cm::CmRej;
 use crate::wire::sqe::SQE_LEN;
 use crate::wire::{CmReq, Cqe, KeyedSgl, Sqe};
 
@@ -59,6 +59,8 @@ pub struct Queue {
     /// when its response is, so that it cannot be reused while its response waits here.
     ready: VecDeque<Result<Cqe>>,
     connected: bool,
+    /// The controller's receive queue size from the accept, when the CM handed it on.
+    crqsize: Option<u16>,
 }
 
 fn verbs(qid: u16, what: &'static str) -> impl FnOnce(rocex_verbs::Error) -> Error {
@@ -144,13 +146,15 @@ impl Queue {
             track: Tracker::new(qid, cfg.depth),
             ready: VecDeque::new(),
             connected: false,
+            crqsize: None,
         };
         match q
             .cm_wait(CmEventKind::Established)
-            .and_then(|pd| q.check_accept(&pd))
+            .and_then(|pd| track::accept(qid, cfg.depth, &pd))
         {
-            Ok(()) => {
+            Ok(crqsize) => {
                 q.connected = true;
+                q.crqsize = crqsize;
                 Ok(q)
             }
             Err(e) => {
@@ -202,39 +206,6 @@ impl Queue {
         }
     }
 
-    /// Checks the accept's private data, when the CM hands it on (rocexd before it did
-    /// handed on none): record format 0, and a controller receive queue no shallower
-    /// than this queue, or the host could send commands the controller has no buffer for.
-    fn check_accept(&self, pd: &[u8]) -> Result<()> {
-        if pd.is_empty() {
-            return Ok(());
-        }
-        let (rep, _) = CmRep::read_from_prefix(pd).map_err(|_| Error::BadAccept {
-            qid: self.qid,
-            why: format!(
-                "{} bytes of private data, the binding's accept has 32",
-                pd.len()
-            ),
-        })?;
-        if rep.recfmt.get() != cm::RECFMT_1_0 {
-            return Err(Error::BadAccept {
-                qid: self.qid,
-                why: format!("record format {}", rep.recfmt.get()),
-            });
-        }
-        if rep.crqsize.get() < self.cfg.depth {
-            return Err(Error::BadAccept {
-                qid: self.qid,
-                why: format!(
-                    "the controller takes {} commands at once, the queue has {} entries",
-                    rep.crqsize.get(),
-                    self.cfg.depth
-                ),
-            });
-        }
-        Ok(())
-    }
-
     /// The queue ID.
     pub fn qid(&self) -> u16 {
         self.qid
@@ -243,6 +214,12 @@ impl Queue {
     /// Entries of the queue.
     pub fn depth(&self) -> u16 {
         self.cfg.depth
+    }
+
+    /// The commands the controller takes at once on this queue (CRQSIZE of the rdma_cm
+    /// accept), when rocexd handed the accept's private data on.
+    pub fn controller_depth(&self) -> Option<u16> {
+        self.crqsize
     }
 
     /// Bytes of each data slot.

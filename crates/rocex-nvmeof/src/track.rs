@@ -8,6 +8,7 @@ use zerocopy::FromBytes;
 
 use crate::error::{Error, Result};
 use crate::wire::Cqe;
+use crate::wire::cm::{self, CmRep};
 use crate::wire::cqe::CQE_LEN;
 use crate::wire::sqe::{Sqe, opcode};
 
@@ -135,6 +136,35 @@ pub(crate) fn response(qid: u16, op: WcOpcode, byte_len: u32, bytes: &[u8]) -> R
         });
     }
     Ok(Cqe::read_from_bytes(&bytes[..CQE_LEN]).expect("16 bytes"))
+}
+
+/// Checks the rdma_cm accept's private data of queue `qid` of `depth` entries and
+/// returns the controller's receive queue size (CRQSIZE); `None` when the CM handed no
+/// private data on (rocexd before it did). The record format must be 0, and the
+/// controller must take at least `depth` commands at once, or the host could send
+/// commands it has no buffer for.
+pub(crate) fn accept(qid: u16, depth: u16, pd: &[u8]) -> Result<Option<u16>> {
+    if pd.is_empty() {
+        return Ok(None);
+    }
+    let bad = |why: String| Error::BadAccept { qid, why };
+    let (rep, _) = CmRep::read_from_prefix(pd).map_err(|_| {
+        bad(format!(
+            "{} bytes of private data, the binding's accept has {}",
+            pd.len(),
+            cm::REP_LEN
+        ))
+    })?;
+    if rep.recfmt.get() != cm::RECFMT_1_0 {
+        return Err(bad(format!("record format {}", rep.recfmt.get())));
+    }
+    let crqsize = rep.crqsize.get();
+    if crqsize < depth {
+        return Err(bad(format!(
+            "the controller takes {crqsize} commands at once, the queue has {depth} entries"
+        )));
+    }
+    Ok(Some(crqsize))
 }
 
 /// The name of an SQE's command, for errors.
@@ -296,6 +326,37 @@ mod tests {
         }
         assert_eq!(t.inflight(), 16);
         assert_eq!(t.oldest(), Some(0));
+    }
+
+    #[test]
+    fn the_accept_must_be_the_bindings_and_deep_enough() {
+        let mut rep = [0u8; 32];
+        rep[2] = 16; // CRQSIZE 16
+        assert_eq!(accept(1, 16, &rep).unwrap(), Some(16));
+        assert_eq!(
+            accept(1, 16, &[]).unwrap(),
+            None,
+            "no private data handed on"
+        );
+        let e = accept(1, 32, &rep).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "queue 1: the target's accept: the controller takes 16 commands at once, the queue has 32 entries"
+        );
+        let mut v1 = rep;
+        v1[0] = 1;
+        assert!(
+            accept(0, 16, &v1)
+                .unwrap_err()
+                .to_string()
+                .contains("record format 1")
+        );
+        let e = accept(2, 16, &rep[..10]).unwrap_err();
+        assert!(matches!(e, Error::BadAccept { qid: 2, .. }), "{e}");
+        // A REP carries 196 bytes of private data: the binding's 32 come first.
+        let mut long = [0u8; 196];
+        long[2] = 32;
+        assert_eq!(accept(0, 32, &long).unwrap(), Some(32));
     }
 
     #[test]

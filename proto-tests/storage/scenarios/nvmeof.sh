@@ -3,7 +3,8 @@
 # rxe lab's bridge) against the Linux kernel's nvmet-rdma target on kernel rxe in the lab
 # guest (scenario proto-tests/rxe-lab/scenarios/nvmet.sh: a 64 MiB file-backed namespace,
 # configured through configfs). The host connects the admin queue and one I/O queue over
-# rdma_cm, checks Identify against what the guest configured (serial, model, namespace
+# rdma_cm (the accept's CRQSIZE checked against the queues' depths), checks Identify
+# against what the guest configured (serial, model, namespace
 # size), writes a pattern at queue depth 16, flushes, reads it back and compares, and ends
 # the association. The full run also measures 4 KiB and 128 KiB reads and writes at
 # depths 1 and 16 (docs/nvmeof.md). Exit status 0 when everything held.
@@ -83,7 +84,8 @@ if ((rc != 0)); then
     tail -n 30 "$log"
     exit 1
 fi
-for want in '^\[host\] verify: .*: identical$' '^\[host\] past the end: .*(LBA out of range|capacity exceeded)' \
+for want in '^\[host\] connected: .*admin queue 32 deep \(the controller takes 32\), 1 I/O queue 16 deep \(the controller takes 16\)$' \
+    '^\[host\] verify: .*: identical$' '^\[host\] past the end: .*(LBA out of range|capacity exceeded)' \
     '^\[host\] disconnected: shutdown complete' '^\[host\] wrong subsystem: .*queue 0: command 0 \(connect\)'; do
     grep -qE "$want" "$log" || { echo "FAIL: $storage_name: no line matching $want in $log"; exit 1; }
 done

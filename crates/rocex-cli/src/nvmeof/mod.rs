@@ -110,8 +110,12 @@ fn go(a: &Args) -> Result<(), Failure> {
     let mut host = Host::connect(&ctx, a.target, a.port, &cfg)?;
     let c = host.controller().clone();
     let v = host.version();
+    let crq =
+        |d: Option<u16>| d.map_or_else(String::new, |d| format!(" (the controller takes {d})"));
+    let admin_crq = crq(host.admin().controller_depth());
+    let io_crq = crq(host.io(0).and_then(|q| q.controller_depth()));
     println!(
-        "connected: {}:{} cntlid {} (NVMe {}.{}), admin queue 32 deep, 1 I/O queue {} deep",
+        "connected: {}:{} cntlid {} (NVMe {}.{}), admin queue 32 deep{admin_crq}, 1 I/O queue {} deep{io_crq}",
         a.target,
         a.port,
         host.cntlid(),

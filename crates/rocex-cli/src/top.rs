@@ -2,7 +2,9 @@
 //! process and one per QP (busiest first), redrawn every interval on a terminal; into a
 //! pipe or file, one snapshot. Rates are differences between two `Stat` readings an interval apart: a QP's
 //! packets sent and received from its send and receive PSNs (each packet takes one), the
-//! device's from rxe's `sent_pkts`, `rcvd_pkts` and `retransmitted_pkts`.
+//! device's from rxe's `sent_pkts`, `rcvd_pkts` and `retransmitted_pkts`. A QP's
+//! retransmitted packets, RNR and sequence NAKs received and sent and duplicate requests
+//! are its totals (its counters of rxe's names in `Stat`).
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -77,7 +79,8 @@ fn row(q: &QpStat, before: Option<&QpStat>, secs: f64) -> Row {
         counter(c, "rq_wqes"),
     );
     let line = format!(
-        "{:>8} {:<4} {:<5} {:>10.0} {:>10.0} {:>8} {:>6} {:>6} {:>5} {:>5} {:>8}",
+        "{:>8} {:<4} {:<5} {:>10.0} {:>10.0} {:>8} {:>6} {:>6} {:>5} {:>5} \
+         {:>6} {:>6} {:>7} {:>6} {:>7} {:>6} {:>8}",
         format!("{:#x}", q.qpn),
         q.qp_type.name(),
         q.state.name(),
@@ -88,6 +91,12 @@ fn row(q: &QpStat, before: Option<&QpStat>, secs: f64) -> Row {
         rq,
         counter(c, "retry_left"),
         counter(c, "rnr_retry_left"),
+        counter(c, "retransmitted_pkts"),
+        counter(c, "rcvd_rnr_err"),
+        counter(c, "send_rnr_err"),
+        counter(c, "rcvd_seq_err"),
+        counter(c, "nak_psn_sequence"),
+        counter(c, "duplicate_request"),
         pid,
     );
     Row {
@@ -166,7 +175,8 @@ fn view(socket: &str, addr: &str, before: &Stats, now: &Stats, secs: f64, rows: 
         .collect();
     out.push_str(&clients(&lines));
     out.push_str(&format!(
-        "\n{:>8} {:<4} {:<5} {:>10} {:>10} {:>8} {:>6} {:>6} {:>5} {:>5} {:>8}\n",
+        "\n{:>8} {:<4} {:<5} {:>10} {:>10} {:>8} {:>6} {:>6} {:>5} {:>5} \
+         {:>6} {:>6} {:>7} {:>6} {:>7} {:>6} {:>8}\n",
         "QPN",
         "TYPE",
         "STATE",
@@ -177,6 +187,12 @@ fn view(socket: &str, addr: &str, before: &Stats, now: &Stats, secs: f64, rows: 
         "RQ",
         "RETRY",
         "RNR",
+        "RETX",
+        "RNR-IN",
+        "RNR-OUT",
+        "SEQ-IN",
+        "SEQ-OUT",
+        "DUP",
         "PID"
     ));
     // Busiest first; equals keep the QPN order they came in.
@@ -256,6 +272,12 @@ mod tests {
                 ("rq_psn", rq_psn),
                 ("sq_wqes", 2),
                 ("client_pid", 0),
+                ("retransmitted_pkts", qpn.into()),
+                ("rcvd_rnr_err", 1),
+                ("send_rnr_err", 2),
+                ("rcvd_seq_err", 3),
+                ("nak_psn_sequence", 4),
+                ("duplicate_request", 5),
             ]
             .map(|(n, v)| (n.to_owned(), v))
             .into(),
@@ -292,6 +314,11 @@ mod tests {
             "{v}"
         );
         assert!(lines[first].contains("        3      2"), "{v}");
+        // Its totals: RETX (the QPN here) RNR-IN RNR-OUT SEQ-IN SEQ-OUT DUP, then the PID.
+        assert!(
+            lines[first].ends_with("     17      1       2      3       4      5        0"),
+            "{v}"
+        );
         assert_eq!(lines.last(), Some(&"... 1 more QPs"), "{v}");
     }
 }

@@ -186,6 +186,18 @@ fn stat_json_counts_the_traffic_moved() {
         assert_eq!(q["sq_psn"], q["unacked_psn"], "all acknowledged: {q}");
         assert_eq!(n(&q["sq_wqes"]), 0);
     }
+    // Each QP's share of the transport's counters: together, the device's.
+    for name in [
+        "retransmitted_pkts",
+        "rcvd_rnr_err",
+        "send_rnr_err",
+        "rcvd_seq_err",
+        "nak_psn_sequence",
+        "duplicate_request",
+    ] {
+        let per_qp: u64 = all.iter().map(|q| n(&q[name])).sum();
+        assert_eq!(per_qp, n(&e[name]), "{name}: {v}");
+    }
     let find = |qpn: u32| qps.iter().find(|q| n(&q["qpn"]) == u64::from(qpn)).unwrap();
     let (xq, yq) = (find(x.qp.qpn()), find(y.qp.qpn()));
     assert_eq!(n(&xq["sq_psn"]), 0x1234 + msgs * 3);

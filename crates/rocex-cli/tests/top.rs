@@ -2,7 +2,8 @@
 //! view, with the daemon's totals, a line for this test's process (its QPs and queued
 //! work requests) and a line per QP showing its type, state, queue depths, retries left
 //! and owner as the test set them; on a terminal (`script` gives it one) it redraws
-//! the view in place every interval. Daemons on 127.0.6.21 and 127.0.6.22.
+//! the view in place every interval; a QP whose SEND found no receive shows its RNR NAKs
+//! and the packets it sent again. Daemons on 127.0.6.21 to 127.0.6.23.
 
 mod common;
 mod run;
@@ -12,7 +13,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::Daemon;
-use rocex_verbs::verbs::{AddressVector, Mtu, QpAttr, QpCap, QpType, RecvWr};
+use rocex_verbs::verbs::{
+    AddressVector, Mtu, QpAttr, QpCap, QpType, RecvWr, SendOp, SendWr, WcStatus,
+};
 use rocex_verbs::{Access, Context, Qp, QpInitAttr};
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -38,7 +41,7 @@ fn connect(qp: &Qp, peer: (IpAddr, u32)) {
 }
 
 /// The QP lines of a view, by QPN as `top` prints it: TYPE STATE TX RX INFLIGHT SQ RQ
-/// RETRY RNR PID.
+/// RETRY RNR RETX RNR-IN RNR-OUT SEQ-IN SEQ-OUT DUP PID.
 fn qp_line(view: &str, qpn: u32) -> Vec<&str> {
     let key = format!("{qpn:#x}");
     view.lines()
@@ -89,7 +92,7 @@ fn a_piped_top_prints_one_view_of_the_qps() {
     let pid = std::process::id().to_string();
     let ly = qp_line(&r.stdout, y.qpn());
     assert_eq!(
-        (ly[1], ly[2], ly[7], ly[8], ly[9], ly[10]),
+        (ly[1], ly[2], ly[7], ly[8], ly[9], ly[16]),
         ("RC", "RTS", "5", "6", "5", pid.as_str()),
         "{r}"
     );
@@ -105,6 +108,49 @@ fn a_piped_top_prints_one_view_of_the_qps() {
     assert_eq!((me[1], me[2], me[6]), (comm.trim(), "3", "5"), "{r}");
     assert_eq!(&qp_line(&r.stdout, x.qpn())[1..3], ["RC", "RTS"], "{r}");
     assert_eq!(qp_line(&r.stdout, idle.qpn())[2], "RESET", "{r}");
+}
+
+#[test]
+fn top_shows_each_qps_rnr_naks_and_the_packets_it_sent_again() {
+    let d = Daemon::start("127.0.6.23", "top-rnr", &[]);
+    let ctx = Context::open(&d.sock).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let mr = pd.alloc_mr(1 << 16, Access::LOCAL_WRITE).unwrap();
+    let mut cq = ctx.create_cq(64, None).unwrap();
+    let init = QpInitAttr {
+        qp_type: QpType::Rc,
+        send_cq: &cq,
+        recv_cq: &cq,
+        cap: QpCap::default(),
+    };
+    let (mut x, y) = (pd.create_qp(&init).unwrap(), pd.create_qp(&init).unwrap());
+    connect(&x, (ctx.gid_addr(), y.qpn()));
+    connect(&y, (ctx.gid_addr(), x.qpn()));
+    // y posts no receive: x's SEND gets an RNR NAK, and so does each of its five RNR
+    // retries (rnr_retry 5); the sixth NAK fails it.
+    let send = SendWr::new(1, SendOp::Send, [mr.sge(0, 64)]);
+    x.post_send(&[send]).unwrap();
+    let wc = cq.poll_wait(LIMIT).unwrap();
+    assert_eq!(
+        (wc.wr_id, wc.status),
+        (1, WcStatus::RnrRetryExcErr),
+        "{wc:?}"
+    );
+
+    let r = run::run(
+        &["top", "--socket", d.sock.to_str().unwrap(), "-d", "0.1"],
+        LIMIT,
+    );
+    assert_eq!(r.code, Some(0), "{r}");
+    // RETX RNR-IN RNR-OUT SEQ-IN SEQ-OUT DUP.
+    let lx = qp_line(&r.stdout, x.qpn());
+    assert_eq!(
+        (lx[2], &lx[10..16]),
+        ("ERR", &["5", "6", "0", "0", "0", "0"][..]),
+        "{r}"
+    );
+    let ly = qp_line(&r.stdout, y.qpn());
+    assert_eq!(&ly[10..16], ["0", "0", "6", "0", "0", "0"], "{r}");
 }
 
 #[test]

@@ -29,6 +29,19 @@ const CLIENT_PID: &str = "client_pid";
 /// Counters of the daemon's own group that are levels, not counts.
 const DAEMON_GAUGES: [&str; 4] = ["clients", "qps", "mrs", "registered_bytes"];
 
+/// Per-QP values that are levels (PSNs, queue depths, retries left); the others
+/// (retransmissions, NAKs, duplicates) are counts.
+const QP_GAUGES: [&str; 8] = [
+    "sq_psn",
+    "unacked_psn",
+    "rq_psn",
+    "msn",
+    "sq_wqes",
+    "rq_wqes",
+    "retry_left",
+    "rnr_retry_left",
+];
+
 /// Binds the endpoint's address, so that a bad or taken one stops the daemon at start.
 pub(crate) fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
     TcpListener::bind(addr)
@@ -129,9 +142,9 @@ fn scrape(ctx: &mut Option<Context>, socket: &Path) -> Result<String, rocex_verb
 
 /// The exposition: `rocex_<name>_total` for the engine's counters (rxe's names),
 /// `rocex_<group>_<name>` for the other groups' levels and `..._total` for their counts,
-/// `rocex_qp_<name>` gauges per QP (labels `qpn` and `type`) and `rocex_qp_info` (1, with
-/// the QP's `state` and its client's `client_pid`); every sample carries the device's
-/// address as `addr`.
+/// per QP (labels `qpn` and `type`) `rocex_qp_<name>` gauges for its levels and
+/// `rocex_qp_<name>_total` for its counts, and `rocex_qp_info` (1, with the QP's `state` and
+/// its client's `client_pid`); every sample carries the device's address as `addr`.
 fn render(addr: &str, s: &Stats) -> String {
     let mut out = String::new();
     for g in &s.groups {
@@ -176,12 +189,16 @@ fn render(addr: &str, s: &Stats) -> String {
         .unwrap_or_default();
     let names = names.into_iter().filter(|n| *n != CLIENT_PID);
     for name in names {
-        let _ = writeln!(out, "# TYPE rocex_qp_{name} gauge");
+        let (kind, metric) = match QP_GAUGES.contains(&name.as_str()) {
+            true => ("gauge", format!("rocex_qp_{name}")),
+            false => ("counter", format!("rocex_qp_{name}_total")),
+        };
+        let _ = writeln!(out, "# TYPE {metric} {kind}");
         for q in &s.qps {
             if let Some((_, v)) = q.counters.iter().find(|(n, _)| n == name) {
                 let _ = writeln!(
                     out,
-                    "rocex_qp_{name}{{addr=\"{addr}\",qpn=\"{}\",type=\"{}\"}} {v}",
+                    "{metric}{{addr=\"{addr}\",qpn=\"{}\",type=\"{}\"}} {v}",
                     q.qpn,
                     q.qp_type.name()
                 );
@@ -219,6 +236,7 @@ mod tests {
                         ("sq_psn".into(), 5),
                         ("rq_psn".into(), 9),
                         ("client_pid".into(), 4242),
+                        ("retransmitted_pkts".into(), 6),
                     ],
                 },
                 QpStat {
@@ -229,6 +247,7 @@ mod tests {
                         ("sq_psn".into(), 7),
                         ("rq_psn".into(), 0),
                         ("client_pid".into(), 0),
+                        ("retransmitted_pkts".into(), 0),
                     ],
                 },
             ],
@@ -245,6 +264,10 @@ mod tests {
             "rocex_qp_info{addr=\"10.0.0.1\",qpn=\"18\",type=\"UD\",state=\"INIT\",client_pid=\"0\"} 1",
             "rocex_qp_info{addr=\"10.0.0.1\",qpn=\"17\",type=\"RC\",state=\"RTS\",client_pid=\"4242\"} 1",
             "rocex_qp_sq_psn{addr=\"10.0.0.1\",qpn=\"17\",type=\"RC\"} 5",
+            "# TYPE rocex_qp_sq_psn gauge",
+            "# TYPE rocex_qp_retransmitted_pkts_total counter",
+            "rocex_qp_retransmitted_pkts_total{addr=\"10.0.0.1\",qpn=\"17\",type=\"RC\"} 6",
+            "rocex_qp_retransmitted_pkts_total{addr=\"10.0.0.1\",qpn=\"18\",type=\"UD\"} 0",
         ] {
             assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
         }

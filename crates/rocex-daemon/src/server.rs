@@ -468,8 +468,11 @@ impl Server {
                     // Whose QP it is (0: the daemon's own, or a pid the kernel did not give).
                     ("client_pid", owner_pid(qpn)),
                 ]
+                .into_iter()
+                // Its retransmissions, RNR and sequence NAKs, duplicates (rxe's names).
+                .chain(s.counters.iter())
                 .map(|(n, v)| (n.to_owned(), v))
-                .into(),
+                .collect(),
             })
         };
         if qpn != 0 {

@@ -124,6 +124,22 @@ fn a_scrape_gives_every_counter_of_stat() {
         let sq_psn = s.iter().find(|(n, _)| n == "sq_psn").unwrap().1;
         let series = format!("rocex_qp_sq_psn{{{addr},qpn=\"{qpn}\",type=\"RC\"}}");
         assert_eq!(got.get(&series), Some(&sq_psn), "{body}");
+        // Its counts are counters (`parse` checks the `_total` of each counter family).
+        for name in [
+            "retransmitted_pkts",
+            "rcvd_rnr_err",
+            "send_rnr_err",
+            "rcvd_seq_err",
+            "nak_psn_sequence",
+            "duplicate_request",
+        ] {
+            let value = s.iter().find(|(n, _)| n == name).expect(name).1;
+            let series = format!("rocex_qp_{name}_total{{{addr},qpn=\"{qpn}\",type=\"RC\"}}");
+            let scraped = *got
+                .get(&series)
+                .unwrap_or_else(|| panic!("no {series}:\n{body}"));
+            assert!(scraped <= value, "{series}");
+        }
     }
 
     let (status, body) = http(port, "HEAD", "/metrics");

@@ -2,14 +2,17 @@
 //! reason for every packet the engine drops.
 
 macro_rules! counters {
-    ($( $(#[$doc:meta])* $name:ident ),* $(,)?) => {
-        /// Engine counters; `iter` yields them by name.
+    (
+        $(#[$sdoc:meta])* struct $counters:ident;
+        $( $(#[$doc:meta])* $name:ident ),* $(,)?
+    ) => {
+        $(#[$sdoc])*
         #[derive(Debug, Clone, Default, PartialEq, Eq)]
-        pub struct Counters {
+        pub struct $counters {
             $( $(#[$doc])* pub $name: u64, )*
         }
 
-        impl Counters {
+        impl $counters {
             /// Every counter with its name, in a fixed order.
             pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> {
                 [$( (stringify!($name), self.$name) ),*].into_iter()
@@ -19,6 +22,8 @@ macro_rules! counters {
 }
 
 counters! {
+    /// Engine counters; `iter` yields them by name.
+    struct Counters;
     /// Packets sent.
     sent_pkts,
     /// Packets received and parsed.
@@ -81,4 +86,24 @@ counters! {
     drop_bad_qkey,
     /// Dropped: UC/UD packet that could not be placed (no receive WQE, length, key).
     drop_unreliable,
+}
+
+counters! {
+    /// One QP's share of the transport's retransmissions, RNR and sequence NAKs and duplicate
+    /// requests, under the names of the device counters that count the same events, since the
+    /// QP was created ([`QpStatus::counters`](crate::QpStatus::counters)).
+    #[derive(Copy)]
+    struct QpCounters;
+    /// Packets sent again: after a timeout, a sequence NAK or an RNR NAK (go-back-N).
+    retransmitted_pkts,
+    /// RNR NAKs received.
+    rcvd_rnr_err,
+    /// RNR NAKs sent.
+    send_rnr_err,
+    /// PSN sequence NAKs received.
+    rcvd_seq_err,
+    /// PSN sequence NAKs sent.
+    nak_psn_sequence,
+    /// Requests received with a PSN already seen.
+    duplicate_request,
 }

@@ -20,7 +20,7 @@ mod qp;
 pub mod time;
 pub mod verbs;
 
-pub use counters::Counters;
+pub use counters::{Counters, QpCounters};
 pub use cq::NotifyOn;
 pub use engine::{
     Config, Engine, Event, GSI_QPN, IcrcStatus, QpInit, QpStatus, Transmit, VerbsError,

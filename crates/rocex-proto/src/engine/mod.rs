@@ -30,7 +30,7 @@ use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rocex_mem::{MemTable, PdId};
 use rocex_wire::{Psn, icrc};
 
-use crate::counters::Counters;
+use crate::counters::{Counters, QpCounters};
 use crate::cq::Cq;
 use crate::qp::Qp;
 use crate::time::Instant;
@@ -146,6 +146,8 @@ pub struct QpStatus {
     pub retry_left: u8,
     /// RNR retries left for the current request (7: unlimited).
     pub rnr_retry_left: u8,
+    /// Its retransmissions, RNR and sequence NAKs and duplicate requests.
+    pub counters: QpCounters,
 }
 
 /// One RDMA device.

@@ -231,6 +231,7 @@ impl Engine {
             rq_wqes: qp.rq.len(),
             retry_left: qp.comp.retry_left,
             rnr_retry_left: qp.comp.rnr_left,
+            counters: qp.counters,
         })
     }
 

@@ -193,6 +193,7 @@ impl Qp {
             return;
         }
         ctx.counters.rcvd_rnr_err += 1;
+        self.counters.rcvd_rnr_err += 1;
         if psn != self.comp.psn {
             self.ack_through(ctx, psn.sub(1));
             if self.comp.psn != psn {
@@ -227,6 +228,7 @@ impl Qp {
         let status = match code {
             NakCode::PsnSequenceError => {
                 ctx.counters.rcvd_seq_err += 1;
+                self.counters.rcvd_seq_err += 1;
                 return self.retry(ctx, psn);
             }
             NakCode::InvalidRequest => WcStatus::RemInvReqErr,

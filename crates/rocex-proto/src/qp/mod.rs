@@ -15,6 +15,7 @@ use rocex_wire::Psn;
 use rocex_wire::bth::QPN_MASK;
 
 use crate::Ctx;
+use crate::counters::QpCounters;
 use crate::time::Instant;
 use crate::verbs::{
     QpAttr, QpCap, QpState, QpType, RecvWr, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion,
@@ -93,6 +94,8 @@ pub(crate) struct Qp {
     pub(crate) resp: Responder,
     /// How the engine schedules this QP (kept here, so that a packet costs no lookups).
     pub(crate) scheduling: Scheduling,
+    /// Its share of the device's transport counters, kept for its whole life.
+    pub(crate) counters: QpCounters,
 }
 
 /// The engine's bookkeeping of one QP: whether it waits in the engine's ready queue,
@@ -128,6 +131,7 @@ impl Qp {
             comp: Completer::default(),
             resp: Responder::default(),
             scheduling: Scheduling::default(),
+            counters: QpCounters::default(),
         }
     }
 

@@ -246,6 +246,7 @@ impl Qp {
         let resent = psn.is_before(self.req.high_psn);
         if resent {
             ctx.counters.retransmitted_pkts += 1;
+            self.counters.retransmitted_pkts += 1;
         }
         let is_send = matches!(
             self.sq[i].wr.op,

@@ -259,6 +259,7 @@ impl Qp {
             } else {
                 self.resp.sent_psn_nak = true;
                 ctx.counters.nak_psn_sequence += 1;
+                self.counters.nak_psn_sequence += 1;
                 let expected = self.resp.psn;
                 self.resp
                     .queue_ack(expected, Syndrome::Nak(NakCode::PsnSequenceError), false);
@@ -267,6 +268,7 @@ impl Qp {
         }
         if d < 0 {
             ctx.counters.duplicate_request += 1;
+            self.counters.duplicate_request += 1;
             return self.duplicate(ctx, pkt, info);
         }
         self.resp.sent_psn_nak = false;
@@ -301,6 +303,7 @@ impl Qp {
         };
         if needs_recv && self.rq.is_empty() && !matches!(self.resp.msg, Some(InMsg::Send { .. })) {
             ctx.counters.send_rnr_err += 1;
+            self.counters.send_rnr_err += 1;
             let timer = self.attr.min_rnr_timer;
             self.resp.queue_ack(psn, Syndrome::RnrNak { timer }, false);
             return Ok(());

@@ -4,7 +4,9 @@
 //! request direction is the one carrying request opcodes to that QPN. Its responses come
 //! back from the responder address to the requester's QPN. An RC request does not carry the
 //! requester's QPN, so a response is tied to its connection by the UDP source port, which
-//! rxe derives from both QPNs and so uses in both directions.
+//! rxe derives from both QPNs and so uses in both directions, and by the requester's QPN
+//! once known: from the capture's CM REQ and REP when it holds them ([`crate::cm_pairs`]),
+//! else from the first response.
 //!
 //! Everything else in the capture (non-RoCE frames, UD and UC traffic, CM MADs on QP1,
 //! CNPs, frames that do not parse or were truncated by the capture) is skipped and counted.
@@ -18,6 +20,8 @@ use rocex_dump::capture::Captured;
 use rocex_wire::frame::{Frame, IcrcCheck, IpRepr};
 use rocex_wire::opcode::Service;
 use rocex_wire::{Error, ErrorKind, Layer, OpcodeInfo, PacketRepr, Psn};
+
+use crate::cm_pairs::CmPairs;
 
 /// One captured RC packet of a connection.
 #[derive(Debug, Clone)]
@@ -56,7 +60,8 @@ pub struct Connection {
     pub responder: IpAddr,
     /// The responder's QPN (the requests' destination QPN).
     pub resp_qpn: u32,
-    /// The requester's QPN, from the first response seen (none if no response was seen).
+    /// The requester's QPN, from the capture's CM MADs or else the first response seen
+    /// (none if neither was seen).
     pub req_qpn: Option<u32>,
     /// UDP source port of the requests.
     pub sport: u16,
@@ -243,6 +248,7 @@ fn not_roce(e: &Error) -> bool {
 pub fn split(frames: &[Captured], is_roce_port: impl Fn(u16) -> bool) -> Split {
     let mut out = Split::default();
     let mut responses = Vec::new();
+    let mut cm = CmPairs::default();
     for (i, c) in frames.iter().enumerate() {
         let a = match parse(i as u64 + 1, c, &is_roce_port) {
             Ok(a) => a,
@@ -268,7 +274,10 @@ pub fn split(frames: &[Captured], is_roce_port: impl Fn(u16) -> bool) -> Split {
         };
         out.roce_frames += 1;
         match a.pkt.info.service {
-            Service::Ud if a.pkt.dest_qpn == 1 => out.skipped.cm += 1,
+            Service::Ud if a.pkt.dest_qpn == 1 => {
+                out.skipped.cm += 1;
+                cm.see(a.src, a.dst, &a.pkt);
+            }
             Service::Ud => out.skipped.ud += 1,
             Service::Uc => out.skipped.uc += 1,
             Service::Cnp => out.skipped.cnp += 1,
@@ -296,6 +305,9 @@ pub fn split(frames: &[Captured], is_roce_port: impl Fn(u16) -> bool) -> Split {
                 conns[k].requests.push(a.pkt);
             }
         }
+    }
+    for c in &mut out.connections {
+        c.req_qpn = cm.peer_qpn(c.responder, c.resp_qpn, c.requester);
     }
     for a in responses {
         match owner(&out.connections, &a) {

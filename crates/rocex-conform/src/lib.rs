@@ -15,6 +15,7 @@ the capture is unknown, and seeding it from the capture would make the compariso
 */
 #![forbid(unsafe_code)]
 
+mod cm_pairs;
 pub mod compare;
 pub mod connection;
 mod error;

@@ -14,7 +14,7 @@ use crate::{channel, fail, poller, qp, status, symver};
 
 /// `rdma_listen`: the id's device, or every device for a wildcard address, takes REQs
 /// for its port. An id not bound yet is bound to the IPv4 wildcard and a free port, as
-/// the kernel does. rdma_cm over UD (SIDR) is not in rocexd: `EOPNOTSUPP`.
+/// the kernel does.
 ///
 /// # Safety
 ///
@@ -30,9 +30,6 @@ pub unsafe extern "C" fn rdma_listen(id: *mut rdma_cm_id, _backlog: c_int) -> c_
     let me = id.cast::<Id>();
     // SAFETY: per the contract.
     let m = unsafe { &mut *me };
-    if m.c.qp_type == IBV_QPT_UD {
-        return fail(libc::EOPNOTSUPP);
-    }
     match m.state {
         State::Listening => return 0,
         State::Idle => {
@@ -116,9 +113,6 @@ pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, param: *mut rdma_conn
     let me = id.cast::<Id>();
     // SAFETY: per the contract.
     let m = unsafe { &mut *me };
-    if m.c.qp_type == IBV_QPT_UD {
-        return fail(libc::EOPNOTSUPP);
-    }
     let (State::RouteResolved, Some(d), Some(dst)) = (m.state, m.dev, m.dst()) else {
         return fail(libc::EINVAL);
     };
@@ -333,8 +327,8 @@ pub unsafe extern "C" fn rdma_init_qp_attr(
     if m.c.verbs.is_null() {
         return fail(libc::EINVAL);
     }
-    let rc_connected = m.c.qp_type == IBV_QPT_RC && matches!(a.qp_state, IBV_QPS_RTR | IBV_QPS_RTS);
-    let got = if rc_connected {
+    // Every id is RC (qp_type_of): its RTR and RTS are the connection's.
+    let got = if matches!(a.qp_state, IBV_QPS_RTR | IBV_QPS_RTS) {
         let Some(v) = crate::verbs::verbs() else {
             return -1;
         };

@@ -137,12 +137,24 @@ pub fn new_id(
     })))
 }
 
-/// The QP type of a port space: UD for the datagram spaces.
-fn qp_type_of(ps: u32) -> Option<c_int> {
+/// The QP type of a port space: RC for TCP and IB. The datagram spaces (UDP, IPOIB) are
+/// rdma_cm over UD, whose addressing needs the CM's SIDR exchange, which rocexd's CM does
+/// not have: `EOPNOTSUPP` there, said once on stderr so that a program's bare "Operation
+/// not supported" has its reason; `EINVAL` for a port space rdma-core does not define.
+fn qp_type_of(ps: u32) -> Result<c_int, i32> {
     match ps {
-        RDMA_PS_TCP | RDMA_PS_IB => Some(IBV_QPT_RC),
-        RDMA_PS_UDP | RDMA_PS_IPOIB => Some(IBV_QPT_UD),
-        _ => None,
+        RDMA_PS_TCP | RDMA_PS_IB => Ok(IBV_QPT_RC),
+        RDMA_PS_UDP | RDMA_PS_IPOIB => {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                eprintln!(
+                    "librdmacm (rocex): rdma_cm over UD (RDMA_PS_UDP, RDMA_PS_IPOIB) needs \
+                     SIDR, which rocexd's CM does not have (docs/verbs.md)"
+                );
+            });
+            Err(libc::EOPNOTSUPP)
+        }
+        _ => Err(libc::EINVAL),
     }
 }
 
@@ -175,7 +187,7 @@ pub unsafe fn complete(id: *mut Id) -> c_int {
     }
 }
 
-/// `rdma_create_id`.
+/// `rdma_create_id`: RC port spaces only (`qp_type_of`).
 ///
 /// # Safety
 ///
@@ -186,8 +198,9 @@ pub unsafe fn create_id(
     context: *mut c_void,
     ps: u32,
 ) -> c_int {
-    let Some(qpt) = qp_type_of(ps) else {
-        return fail(libc::EINVAL);
+    let qpt = match qp_type_of(ps) {
+        Ok(t) => t,
+        Err(e) => return fail(e),
     };
     if id.is_null() {
         return fail(libc::EINVAL);
@@ -393,14 +406,8 @@ pub unsafe extern "C" fn rdma_set_option(
             Some(_) if matches!(m.state, State::Idle | State::Bound) => 0,
             _ => libc::EINVAL,
         },
-        (RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT) if optlen == 1 => {
-            // rdma_set_ack_timeout: connected QP types only.
-            if m.c.qp_type == IBV_QPT_RC {
-                0
-            } else {
-                libc::EINVAL
-            }
-        }
+        // rdma_set_ack_timeout: connected QP types only, which every id here has.
+        (RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT) if optlen == 1 => 0,
         (RDMA_OPTION_ID, RDMA_OPTION_ID_TOS | RDMA_OPTION_ID_ACK_TIMEOUT) => libc::EINVAL,
         (RDMA_OPTION_IB, RDMA_OPTION_IB_PATH) => libc::EOPNOTSUPP,
         _ => libc::ENOSYS,

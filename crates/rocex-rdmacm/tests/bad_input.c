@@ -119,11 +119,10 @@ int main(int argc, char **argv)
 	rdma_destroy_qp(id);
 	rdma_destroy_id(id);
 
-	/* rdma_cm over UD needs SIDR, which rocexd does not have. */
-	rdma_create_id(ch, &id, NULL, RDMA_PS_UDP);
-	struct sockaddr_in any = at("0.0.0.0", 0);
-	SAY("bind_udp", rdma_bind_addr(id, (struct sockaddr *)&any));
-	SAY("listen_udp", rdma_listen(id, 1));
+	/* rdma_cm over UD needs SIDR, which rocexd does not have; rocex has no multicast. */
+	SAY("create_id_udp", rdma_create_id(ch, &id, NULL, RDMA_PS_UDP));
+	SAY("create_id_ipoib", rdma_create_id(ch, &id, NULL, RDMA_PS_IPOIB));
+	rdma_create_id(ch, &id, NULL, RDMA_PS_TCP);
 	SAY("join_multicast", rdma_join_multicast(id, (struct sockaddr *)&peer, NULL));
 	rdma_destroy_id(id);
 	rdma_destroy_event_channel(ch);

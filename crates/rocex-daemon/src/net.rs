@@ -66,7 +66,7 @@ impl Net {
                 if let Some(t) = tap {
                     t.record((meta.src.ip(), meta.src.port()), meta.dst, false, payload);
                 }
-                engine.handle_packet(now, meta.src, meta.dst, payload, meta.icrc);
+                engine.handle_packet_ecn(now, meta.src, meta.dst, payload, meta.icrc, meta.ecn);
             });
             match got {
                 Ok(0) => break,

@@ -11,7 +11,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::BorrowedFd;
 use std::str::FromStr;
 
-use rocex_proto::IcrcStatus;
+use rocex_proto::{Ecn, IcrcStatus};
 
 /// The largest packet (BTH through ICRC) a backend takes: a UDP datagram's payload.
 pub const MAX_PACKET: usize = 65_536;
@@ -27,6 +27,9 @@ pub struct RxMeta {
     /// (afpacket) or by solving for the IPv4 identification a UDP socket hides (udp,
     /// uring; `rocex_wire::icrc::SocketCheck`).
     pub icrc: IcrcStatus,
+    /// The IP header's ECN field (udp: the `IP_TOS`/`IPV6_TCLASS` control message;
+    /// afpacket: the header itself; uring: not seen, `NotEct`).
+    pub ecn: Ecn,
 }
 
 /// What a backend has counted.

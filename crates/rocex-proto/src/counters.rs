@@ -86,6 +86,14 @@ counters! {
     drop_bad_qkey,
     /// Dropped: UC/UD packet that could not be placed (no receive WQE, length, key).
     drop_unreliable,
+    /// CE-marked packets received by RC and UC QPs (mlx5's name, as the next three).
+    np_ecn_marked_roce_packets,
+    /// CNPs sent (DCQCN's notification point).
+    np_cnp_sent,
+    /// CNPs received that slowed a QP down (DCQCN's reaction point).
+    rp_cnp_handled,
+    /// CNPs received for a QP that does not react (UD, or the reaction point off).
+    rp_cnp_ignored,
 }
 
 counters! {

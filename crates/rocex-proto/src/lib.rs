@@ -26,8 +26,11 @@ pub use engine::{
     Config, Engine, Event, GSI_QPN, IcrcStatus, QpInit, QpStatus, Transmit, VerbsError,
 };
 pub use qp::state::TransitionError;
-pub use qp::{GRH_LEN, MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, grh_source};
+pub use qp::{
+    Congestion, DcqcnParams, GRH_LEN, MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, RateState, grh_source,
+};
 pub use rocex_mem::{Access, Keys, MemError, MwBinding, PdId, Region, SubRegion, VecRegion};
+pub use rocex_wire::Ecn;
 pub use time::Instant;
 
 pub(crate) use engine::{Ctx, Outgoing};

@@ -13,12 +13,19 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::net::{IpAddr, SocketAddr};
 
-use rocex_proto::{Engine, Instant};
+use rocex_proto::{Ecn, Engine, Instant};
 
+mod bottleneck;
 pub mod faults;
 
+use bottleneck::Port;
+pub use bottleneck::{Bottleneck, BottleneckStats};
 use faults::Dice;
 pub use faults::{FaultCounters, Injector, Link};
+
+/// Bytes below the UDP payload on the wire (Ethernet, IPv4, UDP), which a bottleneck
+/// carries too.
+const HEADERS: usize = 14 + 20 + 8;
 
 /// What the fabric did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -44,6 +51,8 @@ struct Delivery {
     to: usize,
     src: SocketAddr,
     dst: IpAddr,
+    /// The ECN bits the packet arrives with.
+    ecn: u8,
     bytes: Vec<u8>,
 }
 
@@ -61,6 +70,8 @@ pub struct Fabric {
     links: HashMap<(usize, usize), Link>,
     default_link: Link,
     interceptor: Option<Interceptor>,
+    /// Output queues in front of nodes.
+    ports: HashMap<usize, Port>,
     /// Counts of what the links did.
     pub stats: Stats,
     buf: Vec<u8>,
@@ -78,6 +89,7 @@ impl Fabric {
             links: HashMap::new(),
             default_link: link,
             interceptor: None,
+            ports: HashMap::new(),
             stats: Stats::default(),
             buf: vec![0; 9000],
         }
@@ -92,6 +104,22 @@ impl Fabric {
     /// Sets the link from node `from` to node `to`.
     pub fn set_link(&mut self, from: usize, to: usize, link: Link) {
         self.links.insert((from, to), link);
+    }
+
+    /// Puts a rate-limited, ECN-marking queue in front of node `to`: every packet to it
+    /// waits its turn there, after the link's faults and before the link's delay.
+    pub fn set_bottleneck(&mut self, to: usize, b: Bottleneck) {
+        self.ports.insert(to, Port::new(b));
+    }
+
+    /// What the bottleneck in front of node `to` did.
+    pub fn bottleneck_stats(&self, to: usize) -> Option<BottleneckStats> {
+        self.ports.get(&to).map(|p| BottleneckStats {
+            marked: p.marked,
+            dropped: p.dropped,
+            max_queue: p.max_queue,
+            queued: p.queued(self.now),
+        })
     }
 
     /// Installs a function that sees every packet as it is sent (source and destination
@@ -142,15 +170,28 @@ impl Fabric {
                 self.stats.corrupted += u64::from(carried.corrupted);
                 self.stats.duplicated += carried.copies().len() as u64 - 1;
                 for copy in carried.copies() {
+                    let (left, ecn) = match self.ports.get_mut(&to) {
+                        Some(port) => {
+                            let sent = Ecn::from_tos(t.tclass);
+                            let Some(out) = port.enqueue(self.now, bytes.len() + HEADERS, sent)
+                            else {
+                                self.stats.lost += 1;
+                                continue;
+                            };
+                            out
+                        }
+                        None => (self.now, Ecn::from_tos(t.tclass)),
+                    };
                     self.stats.reordered += u64::from(copy.held_back);
                     let src = SocketAddr::new(self.nodes[from].config().local, t.src_port);
                     self.seq += 1;
                     let d = Delivery {
-                        at: self.now + copy.after,
+                        at: left + copy.after,
                         seq: self.seq,
                         to,
                         src,
                         dst: t.dest,
+                        ecn: ecn.bits(),
                         bytes: bytes.clone(),
                     };
                     self.queue.push(Reverse(d));
@@ -173,7 +214,14 @@ impl Fabric {
             let Reverse(d) = self.queue.pop().expect("peeked");
             self.stats.delivered += 1;
             let status = Engine::check_icrc_from_rocex(d.src, d.dst, &d.bytes);
-            self.nodes[d.to].handle_packet(self.now, d.src, d.dst, &d.bytes, status);
+            self.nodes[d.to].handle_packet_ecn(
+                self.now,
+                d.src,
+                d.dst,
+                &d.bytes,
+                status,
+                Ecn::from_tos(d.ecn),
+            );
         }
         for n in &mut self.nodes {
             if n.poll_timeout().is_some_and(|t| t <= self.now) {

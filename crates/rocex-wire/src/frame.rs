@@ -192,6 +192,19 @@ impl IpView<'_> {
         }
     }
 
+    /// The TOS (IPv4) or traffic class (IPv6) byte: DSCP and ECN.
+    pub fn tos(&self) -> u8 {
+        match self {
+            Self::V4(h) => h.slice()[1],
+            Self::V6(h) => h.traffic_class(),
+        }
+    }
+
+    /// The ECN field (RFC 3168): CE where a router found congestion.
+    pub fn ecn(&self) -> crate::Ecn {
+        crate::Ecn::from_tos(self.tos())
+    }
+
     /// Whether the IPv4 header checksum holds (RFC 791: the one's-complement sum of the
     /// header, checksum included, is all ones); IPv6 has none.
     pub fn checksum_ok(&self) -> bool {

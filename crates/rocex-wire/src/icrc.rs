@@ -351,6 +351,16 @@ mod tests {
     }
 
     #[test]
+    fn a_built_cnp_is_the_connectx4s() {
+        let mut buf = [0u8; 32];
+        let n = crate::PacketRepr::cnp(0x118).emit(&mut buf).unwrap();
+        assert_eq!(n, 32, "BTH, the 16-byte body and room for the ICRC");
+        assert_eq!(&buf[..28], &CX4_CNP[42..70]);
+        let (parsed, _) = crate::PacketRepr::parse(&CX4_CNP[42..74]).unwrap();
+        assert_eq!(parsed, crate::PacketRepr::cnp(0x118));
+    }
+
+    #[test]
     fn masks_cover_the_variant_fields() {
         let (ip, udp, transport) = (&CX4_CNP[14..34], &CX4_CNP[34..42], &CX4_CNP[42..70]);
         let base = compute(ip, udp, transport, IcrcForm::Spec).unwrap();

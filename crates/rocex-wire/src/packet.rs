@@ -63,6 +63,18 @@ impl<'a> PacketRepr<'a> {
         }
     }
 
+    /// A congestion notification for `dest_qp` (annex A17.9.3): opcode 0x81, BECN set, PSN
+    /// 0, P_Key 0xFFFF and 16 zero bytes, as a ConnectX-4 sends it.
+    pub const fn cnp(dest_qp: u32) -> Self {
+        let mut bth = BthRepr::new(Opcode::CNP, dest_qp, crate::Psn::new(0));
+        bth.becn = true;
+        let mut p = Self::new(bth);
+        p.cnp = Some(CnpRepr {
+            reserved: [0; crate::cnp::LEN],
+        });
+        p
+    }
+
     /// The opcode's table entry.
     pub fn info(&self) -> Result<&'static OpcodeInfo> {
         self.bth.opcode.info().ok_or(Error::new(

@@ -307,6 +307,7 @@ impl Headers {
             src: SocketAddr::new(src, frame.udp.source_port()),
             dst: self.local,
             icrc,
+            ecn: frame.ip.ecn(),
         };
         Some((meta, frame.datagram()))
     }
@@ -483,6 +484,37 @@ mod tests {
             assert_eq!(meta.icrc, IcrcStatus::Valid);
             assert_eq!(p, want);
         }
+    }
+
+    #[test]
+    fn the_received_ecn_field_is_reported() {
+        // Built with ECT(0) and DSCP 26; then CE as a router marks it (TOS and header
+        // checksum patched; the ICRC does not cover the TOS).
+        let opts = BackendOptions {
+            dscp: 26,
+            ecn: 2,
+            ..BackendOptions::default()
+        };
+        let mut h = Headers::new([2, 0, 0, 0, 0, 1], A.into(), &opts).expect("h");
+        let p = payload(10, 0, 0);
+        let mut frame = vec![0u8; h.frame_len(p.len())];
+        let n = h
+            .write(&mut frame, [2, 0, 0, 0, 0, 2], B.into(), 0xc123, &p)
+            .expect("write");
+        let (got, _) = receive_all(&headers(B), &rx(&frame[..n], None));
+        assert_eq!(
+            (got[0].0.ecn, got[0].0.icrc),
+            (rocex_proto::Ecn::Ect0, IcrcStatus::Valid)
+        );
+        let mut ip = Ipv4Header::from_slice(&frame[14..n]).expect("ipv4").0;
+        ip.ecn = IpEcn::CongestionExperienced;
+        ip.header_checksum = ip.calc_header_checksum();
+        frame[14..34].copy_from_slice(&ip.to_bytes());
+        let (got, _) = receive_all(&headers(B), &rx(&frame[..n], None));
+        assert_eq!(
+            (got[0].0.ecn, got[0].0.icrc),
+            (rocex_proto::Ecn::Ce, IcrcStatus::Valid)
+        );
     }
 
     #[test]

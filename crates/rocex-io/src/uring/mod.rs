@@ -30,6 +30,7 @@ use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use io_uring::{IoUring, opcode, squeue, types};
+use rocex_proto::Ecn;
 use rocex_wire::ROCE_V2_PORT;
 
 use crate::udp::ids::IdDeltas;
@@ -245,6 +246,7 @@ impl Backend for UringPort {
                                     src,
                                     dst: self.local,
                                     icrc,
+                                    ecn: Ecn::NotEct,
                                 },
                                 payload,
                             );

@@ -3,9 +3,10 @@
 //! The engine's methods live by what they do: `objects` (PDs, MRs, windows, CQs, QPs),
 //! `post` (posting work requests and the checks `ibv_post_*` make), `packet` (receiving
 //! and transmitting), `schedule` (which QP sends next, timers, and the context a QP runs
-//! in), `sampler` (post-to-wire latency samples) and `replay` (objects under chosen numbers
-//! and keys, for reproducing captures).
+//! in), `sampler` (post-to-wire latency samples), `replay` (objects under chosen numbers
+//! and keys, for reproducing captures) and `congestion` (a QP's traffic class and rate).
 
+mod congestion;
 mod error;
 mod objects;
 mod packet;
@@ -32,7 +33,7 @@ use rocex_wire::{Psn, icrc};
 
 use crate::counters::{Counters, QpCounters};
 use crate::cq::Cq;
-use crate::qp::Qp;
+use crate::qp::{Congestion, Qp};
 use crate::time::Instant;
 use crate::verbs::{Mtu, QpCap, QpState, QpType};
 
@@ -58,6 +59,8 @@ pub struct Config {
     /// The UDP source port of every packet, when the I/O path cannot choose it per QP (a
     /// UDP socket bound to 4791); `None` gives each connection rxe's port.
     pub udp_source_port: Option<u16>,
+    /// ECN marking, CNPs and DCQCN (all quiet by default: no ECN on the wire).
+    pub congestion: Congestion,
     /// Retransmit only when rxe would: after the QP's whole ACK timeout, a READ response
     /// gap left to it (off: sooner, with the same packets; `docs/wire.md`, "Recovery").
     pub rxe_recovery: bool,
@@ -74,6 +77,7 @@ impl Config {
             max_qp: 0x10000,
             max_cqe: 1 << 15,
             udp_source_port: None,
+            congestion: Congestion::default(),
             rxe_recovery: false,
         }
     }
@@ -97,6 +101,9 @@ pub struct Transmit {
     pub src_port: u16,
     /// Bytes written (BTH through ICRC).
     pub len: usize,
+    /// The IP header's TOS or traffic class byte: the QP's DSCP and ECN
+    /// (`rocex_wire::ecn`); 0 unless the application or `Config::congestion` asked.
+    pub tclass: u8,
 }
 
 /// Something the application should hear about.

@@ -4,7 +4,7 @@
 use std::net::{IpAddr, SocketAddr};
 
 use rocex_wire::opcode::Service;
-use rocex_wire::{IcrcForm, Opcode, PacketRepr, ROCE_V2_PORT, icrc, udp_source_port};
+use rocex_wire::{Ecn, IcrcForm, Opcode, PacketRepr, ROCE_V2_PORT, icrc, udp_source_port};
 
 use super::{Engine, IcrcStatus, Transmit};
 use crate::time::Instant;
@@ -16,6 +16,7 @@ pub(crate) struct Outgoing {
     pub(crate) dest: IpAddr,
     pub(crate) local_qpn: u32,
     pub(crate) dest_qpn: u32,
+    pub(crate) tclass: u8,
 }
 
 impl Engine {
@@ -40,7 +41,8 @@ impl Engine {
         }
     }
 
-    /// Handles a received UDP payload (BTH through ICRC) from `src` to `dst`.
+    /// Handles a received UDP payload (BTH through ICRC) from `src` to `dst`, from a path
+    /// that cannot see the IP header's ECN field.
     pub fn handle_packet(
         &mut self,
         now: Instant,
@@ -48,6 +50,20 @@ impl Engine {
         dst: IpAddr,
         payload: &[u8],
         icrc: IcrcStatus,
+    ) {
+        self.handle_packet_ecn(now, src, dst, payload, icrc, Ecn::NotEct);
+    }
+
+    /// Handles a received UDP payload whose IP header carried `ecn`: a CE mark on a
+    /// connected QP's packet asks its peer for a CNP (`docs/congestion.md`).
+    pub fn handle_packet_ecn(
+        &mut self,
+        now: Instant,
+        src: SocketAddr,
+        dst: IpAddr,
+        payload: &[u8],
+        icrc: IcrcStatus,
+        ecn: Ecn,
     ) {
         let Ok((pkt, _)) = PacketRepr::parse(payload) else {
             self.counters.drop_malformed += 1;
@@ -64,6 +80,14 @@ impl Engine {
             self.counters.drop_no_qp += 1;
             return;
         };
+        if info.service == Service::Cnp {
+            if qp.attr.ah_attr.is_none_or(|av| av.dest != src.ip()) {
+                self.counters.drop_wrong_source += 1;
+            } else {
+                self.with_qp(qpn, now, |qp, ctx| qp.handle_cnp(ctx));
+            }
+            return;
+        }
         let transport_ok = matches!(
             (info.service, qp.qp_type),
             (Service::Rc, QpType::Rc) | (Service::Uc, QpType::Uc) | (Service::Ud, QpType::Ud)
@@ -78,6 +102,7 @@ impl Engine {
         }
         let response = info.operation.is_response();
         self.with_qp(qpn, now, |qp, ctx| {
+            qp.note_ecn(ctx, ecn);
             if response {
                 if matches!(qp.state, QpState::Rts | QpState::Sqd) {
                     qp.handle_response(ctx, &pkt);
@@ -106,6 +131,10 @@ impl Engine {
             let requests_first = self.requests_first;
             let out = self.with_qp(qpn, now, |qp, ctx| {
                 qp.scheduling.queued = false;
+                // A CNP goes first: it is about the peer's sending now.
+                if qp.notify.pending {
+                    return qp.next_cnp(ctx, buf);
+                }
                 // With `requests_first`, a request waiting with a bare ACK goes first:
                 // the peer acts on the request, while the ACK only frees its send queue.
                 let request_first = requests_first && qp.resp.ack_can_wait(qp.requester_ready());
@@ -117,6 +146,7 @@ impl Engine {
                         dest,
                         local_qpn: qp.qpn,
                         dest_qpn: qp.attr.dest_qp_num,
+                        tclass: qp.wire_tclass(ctx),
                     });
                 }
                 let out = qp.next_request(ctx, buf);
@@ -149,6 +179,7 @@ impl Engine {
                 dest: out.dest,
                 src_port,
                 len: out.len,
+                tclass: out.tclass,
             });
         }
         None

@@ -23,6 +23,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) port_mtu: u32,
     /// Back-to-back positive ACKs coalesce into the last (with `requests_before_acks`).
     pub(crate) coalesce_acks: bool,
+    /// ECN marking, CNPs and DCQCN.
+    pub(crate) congestion: &'a crate::Congestion,
     /// Retransmit only when rxe would (`Config::rxe_recovery`).
     pub(crate) rxe_recovery: bool,
 }
@@ -61,6 +63,7 @@ impl Engine {
             // The QP's timers check their own times against `now`.
             self.with_qp(qpn, now, |qp, ctx| {
                 qp.scheduling.timer_entry = None;
+                qp.rate.on_timer(ctx.now, &ctx.congestion.dcqcn);
                 qp.handle_timer(ctx);
             });
         }
@@ -82,6 +85,7 @@ impl Engine {
             events: &mut self.events,
             port_mtu: self.config.port_mtu.bytes(),
             coalesce_acks: self.requests_first,
+            congestion: &self.config.congestion,
             rxe_recovery: self.config.rxe_recovery,
         };
         let r = f(qp, &mut ctx);

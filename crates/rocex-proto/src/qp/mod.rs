@@ -3,6 +3,7 @@
 //! acknowledgements into completions and retries, the responder answers requests.
 
 mod completer;
+pub(crate) mod dcqcn;
 mod requester;
 mod responder;
 mod sge;
@@ -22,6 +23,8 @@ use crate::verbs::{
 };
 
 pub(crate) use completer::Completer;
+pub use dcqcn::{Congestion, DcqcnParams, RateState};
+use dcqcn::{Notifier, RateLimiter};
 pub(crate) use requester::Requester;
 pub(crate) use responder::Responder;
 pub use responder::{GRH_LEN, grh_source};
@@ -96,6 +99,12 @@ pub(crate) struct Qp {
     pub(crate) scheduling: Scheduling,
     /// Its share of the device's transport counters, kept for its whole life.
     pub(crate) counters: QpCounters,
+    /// The IP traffic class byte the application asked for (`grh.traffic_class`).
+    pub(crate) traffic_class: u8,
+    /// DCQCN's notification point: CNPs for CE-marked packets received.
+    pub(crate) notify: Notifier,
+    /// DCQCN's reaction point: the rate CNPs received allow.
+    pub(crate) rate: RateLimiter,
 }
 
 /// The engine's bookkeeping of one QP: whether it waits in the engine's ready queue,
@@ -132,6 +141,9 @@ impl Qp {
             resp: Responder::default(),
             scheduling: Scheduling::default(),
             counters: QpCounters::default(),
+            traffic_class: 0,
+            notify: Notifier::default(),
+            rate: RateLimiter::default(),
         }
     }
 
@@ -213,6 +225,8 @@ impl Qp {
         self.req = Requester::default();
         self.comp = Completer::default();
         self.resp = Responder::default();
+        self.notify = Notifier::default();
+        self.rate = RateLimiter::default();
     }
 
     /// Moves the QP to ERROR: every outstanding work request completes with WR_FLUSH_ERR.
@@ -299,14 +313,14 @@ impl Qp {
 
     /// The next time this QP needs `handle_timeout`.
     pub(crate) fn deadline(&self) -> Option<Instant> {
-        match (self.comp.timer, self.comp.rnr_until) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.comp.timer, self.comp.rnr_until, self.rate.deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Whether `poll_transmit` has something to send for this QP.
     pub(crate) fn wants_to_send(&self) -> bool {
-        self.resp.has_output() || self.requester_ready()
+        self.notify.pending || self.resp.has_output() || self.requester_ready()
     }
 }

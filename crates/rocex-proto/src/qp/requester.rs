@@ -144,7 +144,10 @@ impl Qp {
 
     /// Whether the requester can send a packet now.
     pub(crate) fn requester_ready(&self) -> bool {
-        if self.state != QpState::Rts || self.comp.rnr_until.is_some() {
+        if self.state != QpState::Rts
+            || self.comp.rnr_until.is_some()
+            || self.rate.paced_until.is_some()
+        {
             return false;
         }
         let Some(wqe) = self.sq.get(self.req.next) else {
@@ -274,11 +277,13 @@ impl Qp {
                 }
             }
         }
+        self.rate.on_sent(ctx.now, len, &ctx.congestion.dcqcn);
         Some(Outgoing {
             len,
             dest,
             local_qpn: self.qpn,
             dest_qpn,
+            tclass: self.wire_tclass(ctx),
         })
     }
 

@@ -29,6 +29,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd};
 
+use rocex_proto::Ecn;
 use rocex_wire::ROCE_V2_PORT;
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -136,6 +137,7 @@ impl UdpPort {
         let _ = s.set_recv_buffer_size(8 << 20);
         let _ = s.set_send_buffer_size(8 << 20);
         set_pmtudisc_do(&s, ip.is_ipv4())?;
+        set_tos(&s, ip.is_ipv4(), opts)?;
         if ip.is_ipv6() {
             accept_zero_checksums(&s)?;
         }
@@ -146,6 +148,8 @@ impl UdpPort {
         if !opts.no_gro {
             let _ = sys::enable_gro(sock.as_fd());
         }
+        // The ECN field of what arrives, for DCQCN's notification point.
+        sys::enable_recv_tos(sock.as_fd(), ip.is_ipv4())?;
         Ok(Self {
             sock,
             local: ip,
@@ -331,6 +335,7 @@ impl Backend for UdpPort {
                         src,
                         dst: self.local,
                         icrc,
+                        ecn: Ecn::from_tos(d.tos),
                     },
                     payload,
                 );
@@ -392,6 +397,25 @@ impl Backend for UdpPort {
 
     fn counters(&self) -> BackendCounters {
         self.counters
+    }
+}
+
+/// Sends every datagram with the options' DSCP and ECN (`IP_TOS`/`IPV6_TCLASS`).
+fn set_tos(s: &Socket, v4: bool, opts: BackendOptions) -> io::Result<()> {
+    if opts.dscp > 63 || opts.ecn > 3 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "DSCP {} / ECN {} out of range (0..64 / 0..4)",
+                opts.dscp, opts.ecn
+            ),
+        ));
+    }
+    let tos = u32::from(opts.dscp << 2 | opts.ecn);
+    if v4 {
+        s.set_tos_v4(tos)
+    } else {
+        s.set_tclass_v6(tos)
     }
 }
 
@@ -497,6 +521,47 @@ mod tests {
             ids.fix_segment(i, &mut fixed);
             assert_eq!(p, &fixed, "segment {i} carries the ICRC for ID {i}");
         }
+    }
+
+    #[test]
+    fn the_ecn_field_sent_is_the_one_reported() {
+        // A sender marking ECT(0) with DSCP 26 (TOS 0x6a), and one whose packets a router
+        // marked CE (a raw UDP socket with TOS 0x03); GRO on at the receiver.
+        let (a, b, c) = (
+            IpAddr::from([127, 0, 201, 7]),
+            IpAddr::from([127, 0, 201, 8]),
+            IpAddr::from([127, 0, 201, 9]),
+        );
+        let opts = BackendOptions {
+            dscp: 26,
+            ecn: 2,
+            ..BackendOptions::default()
+        };
+        let mut tx = UdpPort::open(a, opts).unwrap();
+        let mut rx = UdpPort::bind(b).unwrap();
+        for p in packets(a, b, 3, 200) {
+            tx.send(b, ROCE_V2_PORT, &p).unwrap();
+        }
+        tx.flush().unwrap();
+        let marked = Socket::new(Domain::IPV4, Type::DGRAM, None).unwrap();
+        marked.set_tos_v4(0x03).unwrap();
+        marked.bind(&SocketAddr::new(c, 0).into()).unwrap();
+        let ce = &packets(c, b, 1, 200)[0];
+        marked
+            .send_to(ce, &SocketAddr::new(b, ROCE_V2_PORT).into())
+            .unwrap();
+        let mut got = Vec::new();
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while got.len() < 4 && std::time::Instant::now() < end {
+            rx.recv(&mut |meta, _| got.push((meta.src.ip(), meta.ecn)))
+                .unwrap();
+        }
+        got.sort_by_key(|(ip, _)| *ip);
+        assert_eq!(
+            got,
+            [(a, Ecn::Ect0), (a, Ecn::Ect0), (a, Ecn::Ect0), (c, Ecn::Ce)]
+        );
+        assert!(UdpPort::open(c, BackendOptions { ecn: 4, ..opts }).is_err());
     }
 
     #[test]

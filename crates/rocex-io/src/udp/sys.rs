@@ -19,10 +19,11 @@ pub(super) const MAX_MSGS: usize = 64;
 /// Most datagrams one receive takes (its arrays are set up on every call, even an empty one).
 pub(super) const MAX_RX: usize = 32;
 
-/// Room for one control message carrying an `int`, aligned as `cmsghdr` requires.
+/// Room for two control messages carrying an `int` each (`UDP_GRO` and the received TOS
+/// or traffic class), aligned as `cmsghdr` requires.
 #[repr(C, align(8))]
 #[derive(Clone, Copy)]
-struct Control([u8; 32]);
+struct Control([u8; 64]);
 
 /// One message of a send: `len` bytes of the send buffer from `at`, to `dest`, cut by the
 /// kernel into datagrams of `segment` bytes (the last may be shorter) when it is set.
@@ -44,6 +45,9 @@ pub(super) struct RxDatagram {
     pub(super) segment: Option<usize>,
     /// The datagram did not fit its slot.
     pub(super) truncated: bool,
+    /// The IP header's TOS or traffic class byte (`IP_TOS`/`IPV6_TCLASS`), 0 if the kernel
+    /// gave none.
+    pub(super) tos: u8,
 }
 
 /// Sets an `int` socket option.
@@ -150,7 +154,7 @@ pub(super) fn sendmmsg(fd: BorrowedFd<'_>, buf: &[u8], msgs: &[TxMsg]) -> io::Re
         h.msg_iov = iov;
         h.msg_iovlen = 1;
         if let Some(seg) = m.segment {
-            let control = controls[i].write(Control([0; 32]));
+            let control = controls[i].write(Control([0; 64]));
             h.msg_control = control.0.as_mut_ptr().cast();
             // SAFETY: CMSG_SPACE is arithmetic on its argument.
             h.msg_controllen = unsafe { libc::CMSG_SPACE(mem::size_of::<u16>() as u32) } as _;
@@ -193,7 +197,7 @@ pub(super) fn recvmmsg<const N: usize>(
     // sockaddr_in6 holds a sockaddr_in too, in a quarter of a sockaddr_storage.
     const { assert!(N <= MAX_RX) };
     let mut names = [zeroed_in6(); N];
-    let mut controls = [Control([0; 32]); N];
+    let mut controls = [Control([0; 64]); N];
     let mut iovs = [libc::iovec {
         iov_base: std::ptr::null_mut(),
         iov_len: 0,
@@ -239,10 +243,43 @@ pub(super) fn recvmmsg<const N: usize>(
             src: read_addr(name),
             len: (h.msg_len as usize).min(slot),
             segment: gro_segment(&h.msg_hdr),
+            tos: received_tos(&h.msg_hdr),
             truncated: h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
         });
     }
     Ok(out.len())
+}
+
+/// Asks for each datagram's TOS (IPv4) or traffic class (IPv6) as a control message, which
+/// carries its ECN field.
+pub(super) fn enable_recv_tos(fd: BorrowedFd<'_>, v4: bool) -> io::Result<()> {
+    if v4 {
+        set_int_opt(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)
+    } else {
+        set_int_opt(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, 1)
+    }
+}
+
+/// The TOS (`IP_TOS`, one byte) or traffic class (`IPV6_TCLASS`, an `int`) among a
+/// received message's control messages (`ip(7)`, `ipv6(7)`).
+fn received_tos(h: &libc::msghdr) -> u8 {
+    // SAFETY: as in `gro_segment`; an IP_TOS message carries one byte, an IPV6_TCLASS
+    // message one c_int.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(h);
+        while !c.is_null() {
+            match ((*c).cmsg_level, (*c).cmsg_type) {
+                (libc::IPPROTO_IP, libc::IP_TOS) => return *libc::CMSG_DATA(c),
+                (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) => {
+                    let tc = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
+                    return tc as u8;
+                }
+                _ => {}
+            }
+            c = libc::CMSG_NXTHDR(h, c);
+        }
+    }
+    0
 }
 
 /// The `UDP_GRO` segment size among a received message's control messages.

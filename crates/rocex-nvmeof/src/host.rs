@@ -11,11 +11,12 @@ use rocex_verbs::{Context, Pd};
 
 use crate::error::{Error, Result};
 use crate::queue::{Queue, QueueConfig};
-use crate::wire::cm::ADMIN_QUEUE_DEPTH;
 use crate::wire::connect::{CNTLID_DYNAMIC, prop};
 use crate::wire::identify::IDENTIFY_LEN;
 use crate::wire::sqe::cns;
 use crate::wire::{ConnectData, Controller, Namespace, Sqe};
+
+pub use crate::wire::cm::ADMIN_QUEUE_DEPTH;
 
 /// Who the host is and what it connects to.
 #[derive(Debug, Clone)]
@@ -26,6 +27,9 @@ pub struct HostConfig {
     pub hostnqn: String,
     /// This host's identifier (a UUID).
     pub hostid: [u8; 16],
+    /// Entries of the admin queue: [`ADMIN_QUEUE_DEPTH`], the most Linux's target takes
+    /// (another value is for testing a target's checks).
+    pub admin_depth: u16,
     /// I/O queues to create (qid 1..=n).
     pub io_queues: u16,
     /// Entries of each I/O queue: commands in flight.
@@ -60,7 +64,7 @@ impl Host {
             source,
         })?;
         let admin_cfg = QueueConfig {
-            depth: ADMIN_QUEUE_DEPTH,
+            depth: cfg.admin_depth,
             slot_bytes: IDENTIFY_LEN as u32,
             timeout: cfg.timeout,
         };

@@ -22,6 +22,6 @@ mod track;
 pub mod wire;
 
 pub use error::{Error, Result};
-pub use host::{Host, HostConfig};
+pub use host::{ADMIN_QUEUE_DEPTH, Host, HostConfig};
 pub use queue::{Queue, QueueConfig};
 pub use track::Done;

@@ -16,11 +16,10 @@ use rocex_verbs::verbs::{
     WorkCompletion,
 };
 use rocex_verbs::{CmEventKind, Context, Cq, Mr, Pd, Qp, QpInitAttr};
-use zerocopy::{FromBytes, IntoBytes};
+use zerocopy::IntoBytes;
 
 use crate::error::{Error, Result};
 use crate::track::{self, Done, Tracker};
-use crate::wire::cm::CmRej;
 use crate::wire::sqe::SQE_LEN;
 use crate::wire::{CmReq, Cqe, KeyedSgl, Sqe};
 
@@ -189,10 +188,7 @@ impl Queue {
             match e.kind {
                 k if k == want => return Ok(e.private_data),
                 CmEventKind::Rejected => {
-                    // The binding's reject data, when the CM handed it on.
-                    let status = CmRej::read_from_prefix(&e.private_data)
-                        .ok()
-                        .map(|(r, _)| r.sts.get());
+                    let status = track::reject_status(e.reason, &e.private_data);
                     return Err(Error::Rejected {
                         qid,
                         reason: e.reason,

@@ -8,7 +8,7 @@ use zerocopy::FromBytes;
 
 use crate::error::{Error, Result};
 use crate::wire::Cqe;
-use crate::wire::cm::{self, CmRep};
+use crate::wire::cm::{self, CmRej, CmRep};
 use crate::wire::cqe::CQE_LEN;
 use crate::wire::sqe::{Sqe, opcode};
 
@@ -165,6 +165,16 @@ pub(crate) fn accept(qid: u16, depth: u16, pd: &[u8]) -> Result<Option<u16>> {
         )));
     }
     Ok(Some(crqsize))
+}
+
+/// The binding's STS in a CM reject's private data: only a consumer reject (CM reason
+/// 28, the target's own refusal) carries it; the CM's own rejects (reason 8, nobody
+/// listens) carry zeros that mean nothing.
+pub(crate) fn reject_status(reason: u16, pd: &[u8]) -> Option<u16> {
+    const REJ_CONSUMER: u16 = 28;
+    let (rej, _) = CmRej::read_from_prefix(pd).ok()?;
+    (reason == REJ_CONSUMER && rej.recfmt.get() == cm::RECFMT_1_0 && rej.sts.get() != 0)
+        .then(|| rej.sts.get())
 }
 
 /// The name of an SQE's command, for errors.
@@ -357,6 +367,26 @@ mod tests {
         let mut long = [0u8; 196];
         long[2] = 32;
         assert_eq!(accept(0, 32, &long).unwrap(), Some(32));
+    }
+
+    #[test]
+    fn only_a_consumer_reject_carries_the_bindings_status() {
+        let mut pd = [0u8; 148];
+        pd[2] = 4; // STS 4: invalid HSQSIZE
+        assert_eq!(reject_status(28, &pd), Some(4));
+        assert_eq!(reject_status(8, &pd), None, "the CM's own reject");
+        assert_eq!(reject_status(28, &[0u8; 148]), None, "STS 0 is no status");
+        assert_eq!(reject_status(28, &pd[..3]), None, "too short");
+        assert_eq!(reject_status(28, &[]), None);
+        let e = Error::Rejected {
+            qid: 0,
+            reason: 28,
+            status: reject_status(28, &pd),
+        };
+        assert_eq!(
+            e.to_string(),
+            "queue 0: the target rejected the connection (CM REJ reason 28): invalid host SQ size (NVMe-oF RDMA STS 4)"
+        );
     }
 
     #[test]

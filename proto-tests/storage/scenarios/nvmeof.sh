@@ -61,7 +61,16 @@ if [[ ${1:-} == --host ]]; then
         exit 1
     fi
     sed 's/^/wrong subsystem: /' "$dir/bad"
-    grep -q 'queue 0: command 0 (connect) failed: connect: invalid parameters' "$dir/bad"
+    grep -q 'queue 0: command 0 (connect) failed: connect: invalid parameters' "$dir/bad" || exit 1
+    # An admin queue deeper than the target takes (Linux: 32) is refused by its rdma_cm
+    # with the binding's reject private data, which must be named.
+    if "$rocex" nvmeof "$RXE_LAB_GUEST_IP" --socket "$dir/d.sock" --timeout 30 --nqn "$NQN" \
+        --admin-depth 64 >"$dir/deep" 2>&1; then
+        echo "an admin queue of 64 entries was accepted"
+        exit 1
+    fi
+    sed 's/^/deep admin queue: /' "$dir/deep"
+    grep -q 'queue 0: the target rejected the connection (CM REJ reason 28): invalid host SQ size' "$dir/deep"
     exit
 fi
 
@@ -77,7 +86,7 @@ bench=0 timeout=240
 rc=0
 NVMEOF_BENCH=$bench lab_run "$log" nvmet --guest-role server --timeout "$timeout" --out "$pcap" \
     --host-cmd "bash $root/proto-tests/storage/scenarios/nvmeof.sh --host" || rc=$?
-grep -E '^\[host\] (connected|controller|namespace|past the end|verify|bench|disconnected|wrong subsystem|rocex nvmeof)' "$log" \
+grep -E '^\[host\] (connected|controller|namespace|past the end|verify|bench|disconnected|wrong subsystem|deep admin queue|rocex nvmeof)' "$log" \
     | sed 's/^\[host\] /  /' || true
 if ((rc != 0)); then
     echo "FAIL: $storage_name (lab exit $rc; log $log)"
@@ -86,7 +95,8 @@ if ((rc != 0)); then
 fi
 for want in '^\[host\] connected: .*admin queue 32 deep \(the controller takes 32\), 1 I/O queue 16 deep \(the controller takes 16\)$' \
     '^\[host\] verify: .*: identical$' '^\[host\] past the end: .*(LBA out of range|capacity exceeded)' \
-    '^\[host\] disconnected: shutdown complete' '^\[host\] wrong subsystem: .*queue 0: command 0 \(connect\)'; do
+    '^\[host\] disconnected: shutdown complete' '^\[host\] wrong subsystem: .*queue 0: command 0 \(connect\)' \
+    '^\[host\] deep admin queue: .*REJ reason 28\): invalid host SQ size'; do
     grep -qE "$want" "$log" || { echo "FAIL: $storage_name: no line matching $want in $log"; exit 1; }
 done
 # Every frame rocex sent or received on the bridge: valid headers and ICRCs.

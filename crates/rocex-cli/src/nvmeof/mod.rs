@@ -35,6 +35,10 @@ pub(crate) struct Args {
     /// Commands in flight on the I/O queue while verifying (at least 16 proves depth).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=127))]
     qd: u16,
+    /// Entries of the admin queue (32, the binding's usual and Linux's most; another
+    /// value tests how a target refuses it).
+    #[arg(long, default_value_t = rocex_nvmeof::ADMIN_QUEUE_DEPTH, value_parser = clap::value_parser!(u16).range(2..=128))]
+    admin_depth: u16,
     /// Bytes of each verifying command (a multiple of the block size).
     #[arg(long, default_value_t = 4096)]
     size: u32,
@@ -102,6 +106,7 @@ fn go(a: &Args) -> Result<(), Failure> {
         subnqn: a.nqn.clone(),
         hostnqn,
         hostid,
+        admin_depth: a.admin_depth,
         io_queues: 1,
         io_depth: depth.max(2),
         max_io,
@@ -115,12 +120,13 @@ fn go(a: &Args) -> Result<(), Failure> {
     let admin_crq = crq(host.admin().controller_depth());
     let io_crq = crq(host.io(0).and_then(|q| q.controller_depth()));
     println!(
-        "connected: {}:{} cntlid {} (NVMe {}.{}), admin queue 32 deep{admin_crq}, 1 I/O queue {} deep{io_crq}",
+        "connected: {}:{} cntlid {} (NVMe {}.{}), admin queue {} deep{admin_crq}, 1 I/O queue {} deep{io_crq}",
         a.target,
         a.port,
         host.cntlid(),
         v >> 16,
         v >> 8 & 0xff,
+        cfg.admin_depth,
         cfg.io_depth
     );
     println!(

@@ -90,6 +90,13 @@ bench-lab *ARGS:
 bench-dropin *ARGS:
     proto-tests/bench/dropin.sh {{ARGS}}
 
+# Goodput of 64 KiB WRITE and 16 KiB READ streams under 0.1-10% random loss (nftables on
+# a veth pair), rocex's recovery beside rxe's (`rocexd --rxe-recovery`), into
+# docs/performance.md and docs/perf/loss.svg. Needs root and nft.
+bench-loss *ARGS:
+    cargo build -q --release -p rocex-cli -p rocex-daemon -p rocex-plot
+    proto-tests/bench/loss.sh {{ARGS}}
+
 # A short run of every fuzz target (CI).
 fuzz-ci:
     for t in frame responder shm_desc control; do just fuzz $t -- -max_total_time=30; done

@@ -32,8 +32,12 @@ pub(crate) struct Args {
     /// corruption passes with 2^-26 rather than 2^-16 (docs/security.md).
     #[arg(long)]
     pub(crate) peers_are_rocex: bool,
+    /// Retransmit only when kernel rxe would: after the QP's whole ACK timeout, a READ's
+    /// missing response left to it (docs/wire.md, "Recovery").
+    #[arg(long)]
+    pub(crate) rxe_recovery: bool,
     /// A TOML file with the same keys (addr, socket, mtu, backend, gso, peers_are_rocex,
-    /// pcap, spin_limit, inject, metrics, [limits]).
+    /// rxe_recovery, pcap, spin_limit, inject, metrics, [limits]).
     #[arg(long)]
     pub(crate) config: Option<PathBuf>,
     /// Write every frame sent and received to this pcap file.
@@ -66,6 +70,7 @@ struct FileConfig {
     backend: Option<String>,
     gso: Option<bool>,
     peers_are_rocex: Option<bool>,
+    rxe_recovery: Option<bool>,
     pcap: Option<PathBuf>,
     spin_limit: Option<u32>,
     inject: Option<String>,
@@ -88,6 +93,8 @@ pub(crate) struct Settings {
     pub(crate) gso: bool,
     /// Every peer is rocex: check every received ICRC.
     pub(crate) peers_are_rocex: bool,
+    /// Retransmit only when rxe would (`Config::rxe_recovery`).
+    pub(crate) rxe_recovery: bool,
     /// Capture file.
     pub(crate) pcap: Option<PathBuf>,
     /// At most this many empty loop turns before sleeping.
@@ -181,6 +188,7 @@ impl Args {
             backend,
             gso: !self.no_gso && file.gso.unwrap_or(true),
             peers_are_rocex: self.peers_are_rocex || file.peers_are_rocex.unwrap_or(false),
+            rxe_recovery: self.rxe_recovery || file.rxe_recovery.unwrap_or(false),
             pcap: self.pcap.or(file.pcap),
             spin_limit: self.spin_limit.or(file.spin_limit).unwrap_or(2000),
             inject: match (self.inject, file.inject) {
@@ -227,13 +235,14 @@ mod tests {
         assert!(matches!(a.settings(), Err(ConfigError::NoAddr)));
         std::fs::write(
             &f,
-            "addr = \"10.0.0.1\"\nbackend = \"uring\"\ngso = false\npeers_are_rocex = true\n",
+            "addr = \"10.0.0.1\"\nbackend = \"uring\"\ngso = false\npeers_are_rocex = true\nrxe_recovery = true\n",
         )
         .unwrap();
         let a = Args::parse_from(["rocexd", "--config", f.to_str().unwrap()]);
         let s = a.settings().unwrap();
         assert_eq!((s.backend, s.gso), (rocex_io::BackendKind::Uring, false));
         assert!(s.peers_are_rocex);
+        assert!(s.rxe_recovery);
         let a = Args::parse_from([
             "rocexd",
             "--config",

@@ -102,6 +102,7 @@ fn run(settings: config::Settings) -> Result<(), Box<dyn std::error::Error>> {
     let mut cfg = Config::new(settings.addr, seed());
     cfg.port_mtu = settings.mtu;
     cfg.max_cqe = 1 << 16;
+    cfg.rxe_recovery = settings.rxe_recovery;
     // Checked before the port is taken, so that a bad path fails before anything else.
     socket_dir(&settings.socket)
         .map_err(|e| format!("control socket {}: {e}", settings.socket.display()))?;

@@ -1,5 +1,6 @@
-//! The three charts of docs/performance.md, drawn as SVG: throughput by message size,
-//! throughput by QP count, and the latency distribution of rocex against kernel UDP.
+//! The charts of docs/performance.md, drawn as SVG: throughput by message size,
+//! throughput by QP count, the latency distribution of rocex against kernel UDP, and
+//! goodput against loss.
 
 use std::path::Path;
 
@@ -7,7 +8,7 @@ use plotters::coord::Shift;
 use plotters::coord::ranged1d::AsRangedCoord;
 use plotters::prelude::*;
 
-use crate::results::{Percentiles, Results};
+use crate::results::{LossResults, Percentiles, Results};
 
 /// A chart that could not be drawn, and why.
 #[derive(Debug)]
@@ -265,5 +266,54 @@ pub(crate) fn latency(r: &Results, path: &Path) -> Result<(), DrawError> {
             dotted_line(&mut c, points(p), color, name)?;
         }
         legend(&mut c, SeriesLabelPosition::UpperLeft)
+    })
+}
+
+/// Goodput relative to lossless against the loss rate, both axes logarithmic: one line per
+/// stream and recovery mode, rocex's solid, rxe's (`--rxe-recovery`) dashed.
+pub(crate) fn loss(r: &LossResults, path: &Path) -> Result<(), DrawError> {
+    const COLORS: [RGBColor; 2] = [ROCEX, TCP];
+    svg(path, |root| {
+        let mut c = frame(
+            root,
+            "Goodput under random loss, rocex <-> rocex",
+            (0.05f64..20.0).log_scale(),
+            (0.001f64..1.5).log_scale(),
+        )?;
+        c.configure_mesh()
+            .x_label_formatter(&|x| format!("{x}%"))
+            .y_label_formatter(&|y| format!("{y}"))
+            .x_desc("datagrams lost (both ways, log)")
+            .y_desc("goodput / lossless (log)")
+            .draw()?;
+        for s in &r.series {
+            let color = COLORS[usize::from(s.op == "read")];
+            let pts: Vec<(f64, f64)> = s
+                .loss_pct
+                .iter()
+                .zip(&s.relative)
+                .filter_map(|(&l, &g)| Some((l, g?)).filter(|_| l > 0.0))
+                .map(|(l, g)| (l, g.max(0.001)))
+                .collect();
+            if s.mode == "rxe" {
+                c.draw_series(DashedLineSeries::new(
+                    pts.clone(),
+                    6,
+                    4,
+                    color.stroke_width(2),
+                ))?
+                .label(s.label.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 8, y)], color.stroke_width(2))
+                });
+                c.draw_series(
+                    pts.into_iter()
+                        .map(|p| Cross::new(p, 4, color.stroke_width(2))),
+                )?;
+            } else {
+                dotted_line(&mut c, pts, color, s.label.as_str())?;
+            }
+        }
+        legend(&mut c, SeriesLabelPosition::LowerLeft)
     })
 }

@@ -1,6 +1,7 @@
 //! `rocex-plot RESULTS.json OUT_DIR`: draws the charts of docs/performance.md
 //! (`msg_size.svg`, `qps.svg`, `latency.svg`) from the results `just bench-compare`
-//! collects, so that the pictures always come from a measured run.
+//! collects, and `rocex-plot --loss LOSS.json OUT_DIR` the chart `loss.svg` from `just
+//! bench-loss`'s, so that the pictures always come from a measured run.
 #![forbid(unsafe_code)]
 
 mod chart;
@@ -12,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use chart::DrawError;
-use results::Results;
+use results::{LossResults, Results};
 
 /// What went wrong, and with which file.
 #[derive(Debug)]
@@ -26,7 +27,10 @@ enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Usage => write!(f, "usage: rocex-plot RESULTS.json OUT_DIR"),
+            Self::Usage => write!(
+                f,
+                "usage: rocex-plot RESULTS.json OUT_DIR | rocex-plot --loss LOSS.json OUT_DIR"
+            ),
             Self::Read(p, e) => write!(f, "{}: {e}", p.display()),
             Self::Parse(p, e) => write!(f, "{}: not compare.sh's results: {e}", p.display()),
             Self::Draw(d) => write!(f, "{}: {}", d.chart, d.why),
@@ -57,9 +61,21 @@ fn plot(results: &Path, out: &Path) -> Result<Vec<PathBuf>, Error> {
     Ok(written)
 }
 
+/// Reads `just bench-loss`'s results and draws `loss.svg` into `out`.
+fn plot_loss(results: &Path, out: &Path) -> Result<Vec<PathBuf>, Error> {
+    let text = std::fs::read_to_string(results).map_err(|e| Error::Read(results.to_owned(), e))?;
+    let r: LossResults =
+        serde_json::from_str(&text).map_err(|e| Error::Parse(results.to_owned(), e))?;
+    std::fs::create_dir_all(out).map_err(|e| Error::Read(out.to_owned(), e))?;
+    let path = out.join("loss.svg");
+    chart::loss(&r, &path).map_err(Error::Draw)?;
+    Ok(vec![path])
+}
+
 fn main() -> ExitCode {
     let args: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();
     let run = match args.as_slice() {
+        [flag, results, out] if flag.as_os_str() == "--loss" => plot_loss(results, out),
         [results, out] => plot(results, out),
         _ => Err(Error::Usage),
     };
@@ -114,6 +130,25 @@ mod tests {
         );
         assert!(svg("qps.svg").contains("failed: 4096 QPs"));
         assert!(svg("latency.svg").contains("p99.9"));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn draws_the_loss_chart() {
+        let d = scratch("loss");
+        let json = r#"{"runs": 1, "series": [
+          {"op": "write", "mode": "rocex", "label": "64 KiB WRITE, rocex recovery",
+           "loss_pct": [0, 1, 10], "gbps": [20, 16, 6], "relative": [1, 0.8, 0.3]},
+          {"op": "write", "mode": "rxe", "label": "64 KiB WRITE, rxe's recovery",
+           "loss_pct": [0, 1, 10], "gbps": [20, 2, null], "relative": [1, 0.1, null]}]}"#;
+        std::fs::write(d.join("l.json"), json).unwrap();
+        let files = plot_loss(&d.join("l.json"), &d.join("svg")).unwrap();
+        let svg = std::fs::read_to_string(&files[0]).unwrap();
+        assert!(svg.starts_with("<svg"));
+        assert!(svg.contains("64 KiB WRITE, rocex recovery"));
+        assert!(svg.contains("rxe&apos;s recovery") || svg.contains("rxe's recovery"));
+        let e = plot_loss(&d.join("svg").join("loss.svg"), &d).unwrap_err();
+        assert!(matches!(e, Error::Parse(..)), "an SVG is not results");
         std::fs::remove_dir_all(&d).unwrap();
     }
 

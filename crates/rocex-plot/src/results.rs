@@ -74,3 +74,25 @@ impl Percentiles {
         ]
     }
 }
+
+/// One `just bench-loss` (proto-tests/bench/loss.sh): medians over its runs.
+#[derive(Debug, Deserialize)]
+pub(crate) struct LossResults {
+    /// One line per stream and recovery mode.
+    pub(crate) series: Vec<LossSeries>,
+}
+
+/// Goodput of one stream under one recovery mode, at each loss rate.
+#[derive(Debug, Deserialize)]
+pub(crate) struct LossSeries {
+    /// What the line is, for the legend.
+    pub(crate) label: String,
+    /// `write` or `read`.
+    pub(crate) op: String,
+    /// `rocex` or `rxe` (`rocexd --rxe-recovery`).
+    pub(crate) mode: String,
+    /// Share of datagrams dropped, in percent (0: the lossless reference).
+    pub(crate) loss_pct: Vec<f64>,
+    /// Goodput relative to the same run's lossless stream.
+    pub(crate) relative: Vec<Option<f64>>,
+}

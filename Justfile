@@ -101,6 +101,12 @@ bench-loss *ARGS:
 fuzz-ci:
     for t in frame responder shm_desc control; do just fuzz $t -- -max_total_time=30; done
 
+# Storage over rocex: iSER (tgtd and libiscsi through the drop-in libraries) against the
+# kernel's iSER initiator and LIO target in an rxe lab guest and rocex to rocex, and NVMe-oF;
+# every scenario in proto-tests/storage/scenarios (`just storage --quick` for CI). Needs root.
+storage *ARGS:
+    proto-tests/storage/run.sh {{ARGS}}
+
 # Lints: formatting and clippy, warnings as errors.
 lint:
     cargo fmt --all --check

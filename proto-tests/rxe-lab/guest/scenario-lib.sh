@@ -80,3 +80,12 @@ lab_counters() {
 # (requester) tells it the plan over TCP.
 probe_server() { rxe-probe server -d rxe0 -g "$GID" "$@"; }
 probe_client() { rxe-probe client "$PEER" -d rxe0 -g "$GID" --mtu "$MTU" "$@"; }
+
+# The storage modules (iSER, LIO, NVMe-oF over RDMA, sd, ext4), which the init does not
+# load at boot; build.sh writes their load order.
+lab_storage_modules() {
+	for m in $(cat /etc/rxe-lab-modules-storage); do
+		insmod "/lib/modules/$KVER/$m.ko" 2>/tmp/insmod.err \
+			|| grep -q 'File exists' /tmp/insmod.err || { cat /tmp/insmod.err; return 1; }
+	done
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# iSER target over rocex: Debian's tgtd under `rocex run` on the host side of the rxe lab's
+# bridge (host_tgtd.sh), a file-backed LUN; in a QEMU guest the kernel's initiator (rdma_rxe,
+# ib_iser, iscsiadm with the iser iface) discovers and logs in over iSER, runs fio random
+# writes and reads them back with crc32c verification (4 KiB and 128 KiB; iodepth 1 and 16
+# without --quick), then makes an ext4 filesystem, writes files, logs out and in again and
+# checks every file's sha256. The capture must pass `rocex dump --check`.
+set -uo pipefail
+source "$(dirname "$0")/../lib.sh"
+need qemu-system-x86_64 tcpdump tgtd tgtadm gcc python3
+storage_rocex || exit 1
+fio=full
+((quick)) && fio=quick
+bash "$storage_root/proto-tests/rxe-lab/build.sh" >/dev/null || exit 1
+log=$storage_out/iser_target.log pcap=$storage_out/iser_target.pcap
+source "$storage_root/proto-tests/rxe-lab/lib.sh"
+lab_run "$log" iser --guest-role client --timeout 500 --set "FIO=$fio" --out "$pcap" \
+    --host-cmd "bash $storage_dir/host_tgtd.sh"
+rc=$?
+grep -E '^\[host\] (initiator says|rocexd:)|IOPS=|filesystem after|PASS|FAIL' "$log" | sed 's/^/  /'
+((rc == 0)) || { tail -n 30 "$log"; exit 1; }
+"$rocex" dump --check "$pcap" | tail -n 1 | sed 's/^/  capture: /'
+test "${PIPESTATUS[0]}" -eq 0

@@ -70,19 +70,19 @@ impl Host {
         };
         let mut admin = Queue::connect(ctx, &pd, addr, port, 0, admin_cfg)?;
         let cntlid = fabrics_connect(&mut admin, cfg, CNTLID_DYNAMIC)?;
+        let (cap, version) = enable(&mut admin, cfg.timeout)?;
+        let controller = Controller::parse(&identify(&mut admin, cns::CONTROLLER, 0)?)?;
         let mut host = Self {
             ctx: ctx.clone(),
             pd,
             admin,
             io: Vec::new(),
             cntlid,
-            cap: 0,
-            version: 0,
-            controller: Controller::parse(&[0u8; IDENTIFY_LEN])?,
+            cap,
+            version,
+            controller,
             timeout: cfg.timeout,
         };
-        host.enable()?;
-        host.controller = host.identify_controller()?;
         if let Some(limit) = host.controller.max_transfer(4096) {
             if u64::from(cfg.max_io) > limit {
                 return Err(Error::Invalid(format!(
@@ -140,73 +140,15 @@ impl Host {
         &self.ctx
     }
 
-    fn get(&mut self, offset: u32, wide: bool) -> Result<u64> {
-        Ok(self.admin.call(Sqe::property_get(offset, wide))?.result)
-    }
-
-    fn set(&mut self, offset: u32, value: u32) -> Result<()> {
-        self.admin
-            .call(Sqe::property_set(offset, value))
-            .map(|_| ())
-    }
-
-    /// CC written with the NVM command set, 4 KiB pages, round robin and the fabrics
-    /// entry sizes, then again with EN; then CSTS polled until RDY within CAP.TO.
-    fn enable(&mut self) -> Result<()> {
-        self.cap = self.get(prop::CAP, true)?;
-        self.version = self.get(prop::VS, false)? as u32;
-        let cc = prop::CC_CSS_NVM
-            | prop::CC_MPS_4K
-            | prop::CC_AMS_RR
-            | prop::CC_IOSQES
-            | prop::CC_IOCQES;
-        self.set(prop::CC, cc)?;
-        self.set(prop::CC, cc | prop::CC_EN)?;
-        let limit = Duration::from_millis(prop::cap_timeout_ms(self.cap)).max(self.timeout);
-        self.wait_csts("ready (CSTS.RDY)", limit, |csts| csts & prop::CSTS_RDY != 0)
-    }
-
-    fn wait_csts(&mut self, what: &str, limit: Duration, done: impl Fn(u32) -> bool) -> Result<()> {
-        let end = Instant::now() + limit;
-        loop {
-            let csts = self.get(prop::CSTS, false)? as u32;
-            if csts & prop::CSTS_CFS != 0 {
-                return Err(Error::Controller(format!(
-                    "fatal status (CSTS {csts:#x}) while waiting to be {what}"
-                )));
-            }
-            if done(csts) {
-                return Ok(());
-            }
-            if Instant::now() >= end {
-                return Err(Error::Controller(format!(
-                    "not {what} after {limit:?} (CSTS {csts:#x})"
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn identify(&mut self, cns: u8, nsid: u32) -> Result<Vec<u8>> {
-        let cid = self.admin.take_cid().ok_or_else(|| {
-            Error::Invalid("admin queue: every command identifier is in use".into())
-        })?;
-        let sgl = self.admin.sgl(cid, IDENTIFY_LEN as u32)?;
-        self.admin.call_with(cid, Sqe::identify(cns, nsid, sgl))?;
-        let mut b = vec![0u8; IDENTIFY_LEN];
-        self.admin.get_data(cid, &mut b)?;
-        Ok(b)
-    }
-
     /// Identify Controller (CNS 01h).
     pub fn identify_controller(&mut self) -> Result<Controller> {
-        let b = self.identify(cns::CONTROLLER, 0)?;
+        let b = identify(&mut self.admin, cns::CONTROLLER, 0)?;
         Ok(Controller::parse(&b)?)
     }
 
     /// Identify Namespace (CNS 00h) of `nsid`.
     pub fn identify_namespace(&mut self, nsid: u32) -> Result<Namespace> {
-        let b = self.identify(cns::NAMESPACE, nsid)?;
+        let b = identify(&mut self.admin, cns::NAMESPACE, nsid)?;
         Ok(Namespace::parse(&b)?)
     }
 
@@ -215,17 +157,88 @@ impl Host {
     /// is optional and Linux's target does not take it: the rdma_cm disconnect is how
     /// its host ends a queue.)
     pub fn disconnect(mut self) -> Result<()> {
-        let cc = self.get(prop::CC, false)? as u32;
-        self.set(prop::CC, cc & !(3 << 14) | prop::CC_SHN_NORMAL)?;
-        let limit = self.timeout;
-        self.wait_csts("shut down (CSTS.SHST)", limit, |c| {
-            c & prop::CSTS_SHST_MASK == prop::CSTS_SHST_CMPLT
-        })?;
+        let cc = get(&mut self.admin, prop::CC, false)? as u32;
+        set(
+            &mut self.admin,
+            prop::CC,
+            cc & !(3 << 14) | prop::CC_SHN_NORMAL,
+        )?;
+        wait_csts(
+            &mut self.admin,
+            "shut down (CSTS.SHST)",
+            self.timeout,
+            |c| c & prop::CSTS_SHST_MASK == prop::CSTS_SHST_CMPLT,
+        )?;
         for q in self.io.drain(..) {
             q.disconnect()?;
         }
         self.admin.disconnect()
     }
+}
+
+fn get(admin: &mut Queue, offset: u32, wide: bool) -> Result<u64> {
+    Ok(admin.call(Sqe::property_get(offset, wide))?.result)
+}
+
+fn set(admin: &mut Queue, offset: u32, value: u32) -> Result<()> {
+    admin.call(Sqe::property_set(offset, value)).map(|_| ())
+}
+
+/// CAP and VS read; CC written with the NVM command set, 4 KiB pages, round robin and
+/// the fabrics entry sizes, then again with EN; CSTS polled until RDY within CAP.TO (at
+/// least `timeout`). Returns CAP and VS.
+fn enable(admin: &mut Queue, timeout: Duration) -> Result<(u64, u32)> {
+    let cap = get(admin, prop::CAP, true)?;
+    let version = get(admin, prop::VS, false)? as u32;
+    let cc =
+        prop::CC_CSS_NVM | prop::CC_MPS_4K | prop::CC_AMS_RR | prop::CC_IOSQES | prop::CC_IOCQES;
+    set(admin, prop::CC, cc)?;
+    set(admin, prop::CC, cc | prop::CC_EN)?;
+    let limit = Duration::from_millis(prop::cap_timeout_ms(cap)).max(timeout);
+    wait_csts(admin, "ready (CSTS.RDY)", limit, |csts| {
+        csts & prop::CSTS_RDY != 0
+    })?;
+    Ok((cap, version))
+}
+
+/// Polls CSTS until `done` says so, CFS is set or `limit` passes.
+fn wait_csts(
+    admin: &mut Queue,
+    what: &str,
+    limit: Duration,
+    done: impl Fn(u32) -> bool,
+) -> Result<()> {
+    let end = Instant::now() + limit;
+    loop {
+        let csts = get(admin, prop::CSTS, false)? as u32;
+        if csts & prop::CSTS_CFS != 0 {
+            return Err(Error::Controller(format!(
+                "fatal status (CSTS {csts:#x}) while waiting to be {what}"
+            )));
+        }
+        if done(csts) {
+            return Ok(());
+        }
+        if Instant::now() >= end {
+            return Err(Error::Controller(format!(
+                "not {what} after {limit:?} (CSTS {csts:#x})"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Identify with `cns` for `nsid`: the 4096-byte structure the controller RDMA-WRITEs
+/// into a data slot of the admin queue.
+fn identify(admin: &mut Queue, cns: u8, nsid: u32) -> Result<Vec<u8>> {
+    let cid = admin
+        .take_cid()
+        .ok_or_else(|| Error::Invalid("admin queue: every command identifier is in use".into()))?;
+    let sgl = admin.sgl(cid, IDENTIFY_LEN as u32)?;
+    admin.call_with(cid, Sqe::identify(cns, nsid, sgl))?;
+    let mut b = vec![0u8; IDENTIFY_LEN];
+    admin.get_data(cid, &mut b)?;
+    Ok(b)
 }
 
 /// The Fabrics Connect command on `q`, its data (host and subsystem NQNs, `cntlid`) in

@@ -212,6 +212,13 @@ impl Cm {
                     Response::Done(kind::CM_LISTEN)
                 }
             },
+            Request::CmUnlisten { port } => {
+                if self.listeners.get(&port) != Some(&client) {
+                    return Response::error(libc::ENOENT, format!("not listening on {port}"));
+                }
+                self.listeners.remove(&port);
+                Response::Done(kind::CM_UNLISTEN)
+            }
             Request::CmConnect {
                 qpn,
                 addr,

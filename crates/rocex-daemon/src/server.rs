@@ -351,6 +351,7 @@ impl Server {
             Request::Hello { .. } => Reply::err(libc::EINVAL, "Hello was already answered"),
             Request::Stat { qpn, cursor } => self.stat(qpn, cursor),
             req @ (Request::CmListen { .. }
+            | Request::CmUnlisten { .. }
             | Request::CmConnect { .. }
             | Request::CmAccept { .. }
             | Request::CmReject { .. }

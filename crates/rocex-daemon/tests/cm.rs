@@ -147,6 +147,13 @@ fn nobody_listening_and_a_refusal_are_rejections() {
         "a rejected request is gone"
     );
 
+    // A port given up is nobody's again: the CM's own REJ, reason 8.
+    b.ctx.cm_unlisten(18515).unwrap();
+    let id = a.ctx.cm_connect(&a.qp, peer, 18515, &[]).unwrap();
+    let rej = event(&a.ctx, CmEventKind::Rejected);
+    assert_eq!((rej.id, rej.reason), (id, 8));
+    assert!(b.ctx.cm_unlisten(18515).is_err(), "not b's any more");
+
     // Bad requests get typed refusals.
     assert!(a.ctx.cm_connect(&a.qp, peer, 1, &[0; 57]).is_err());
     assert!(a.ctx.cm_disconnect(12345).is_err());

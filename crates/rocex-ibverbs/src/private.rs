@@ -83,6 +83,21 @@ pub unsafe extern "C" fn rocex_cm_listen(context: *mut ibv_context, port: u16) -
         .map_or_else(|e| errno_of(&e), |()| 0)
 }
 
+/// The last listening id of `port` destroyed: 0 or an errno.
+///
+/// # Safety
+///
+/// `context` is a context of this library.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rocex_cm_unlisten(context: *mut ibv_context, port: u16) -> c_int {
+    // SAFETY: per the contract.
+    let ctx = unsafe { Ctx::from_ibv(context) };
+    ctx.lock()
+        .verbs
+        .cm_unlisten(port)
+        .map_or_else(|e| errno_of(&e), |()| 0)
+}
+
 /// `rdma_connect` of `qp` (RC, in INIT) to `family`/`addr`:`port`: the connection's id in
 /// `id`; 0 or an errno.
 ///
@@ -250,6 +265,7 @@ pub unsafe extern "C" fn rocex_cm_poll(
 symver! {
     rocex_context_addr @ "ROCEX_PRIVATE_1",
     rocex_cm_listen @ "ROCEX_PRIVATE_1",
+    rocex_cm_unlisten @ "ROCEX_PRIVATE_1",
     rocex_cm_connect @ "ROCEX_PRIVATE_1",
     rocex_cm_accept @ "ROCEX_PRIVATE_1",
     rocex_cm_reject @ "ROCEX_PRIVATE_1",

@@ -215,8 +215,8 @@ pub unsafe fn create_id(
     }
 }
 
-/// `rdma_destroy_id`: disconnects or rejects what the id still has (as the kernel does
-/// when an id goes), then frees it and its own channel.
+/// `rdma_destroy_id`: disconnects or rejects what the id still has and stops its listen
+/// (as the kernel does when an id goes), then frees it and its own channel.
 ///
 /// # Safety
 ///
@@ -247,7 +247,23 @@ pub unsafe fn destroy_id(id: *mut rdma_cm_id) -> c_int {
         }
     }
     g.conns.retain(|_, p| *p != me);
-    g.listeners.retain(|_, p| *p != me);
+    let mut mine = Vec::new();
+    g.listeners.retain(|&k, p| {
+        let keep = *p != me;
+        if !keep {
+            mine.push(k);
+        }
+        keep
+    });
+    // rocexd gives the ports up, so that their REQs get the CM's own REJ (invalid service
+    // ID), as the kernel answers once a listener is gone. A failure means the daemon
+    // already forgot them.
+    for (d, port) in mine {
+        if g.listening.remove(&(d, port)) {
+            // SAFETY: the device's open context.
+            unsafe { (v.rocex_cm_unlisten)(g.dev(d).ctx, port) };
+        }
+    }
     if m.sync.is_null() && !m.c.channel.is_null() {
         // SAFETY: the program's channel outlives its ids.
         unsafe { &*m.c.channel.cast::<Channel>() }.forget(id);

@@ -31,9 +31,8 @@ pub struct Registry {
     pub conns: HashMap<(usize, u32), *mut Id>,
     /// Listening `(device, port)` to its id.
     pub listeners: HashMap<(usize, u16), *mut Id>,
-    /// `(device, port)` pairs the daemon was asked to listen on. rocexd has no request
-    /// to stop listening, so they stay until the process ends; requests for a port no
-    /// id listens on any more are rejected ([`crate::poller`]).
+    /// `(device, port)` pairs the daemon listens on for this process, until the last id
+    /// listening there is destroyed ([`crate::id::destroy_id`]).
     pub listening: HashSet<(usize, u16)>,
     /// Local ports held by ids, with whether each was bound with `REUSEADDR`.
     ports: HashMap<u16, bool>,

@@ -92,6 +92,7 @@ table! {
     ibv_destroy_srq: "IBVERBS_1.1" => fn(*mut ibv_srq) -> c_int;
     rocex_context_addr: "ROCEX_PRIVATE_1" => fn(Ctx, *mut [u8; 16]) -> c_int;
     rocex_cm_listen: "ROCEX_PRIVATE_1" => fn(Ctx, u16) -> c_int;
+    rocex_cm_unlisten: "ROCEX_PRIVATE_1" => fn(Ctx, u16) -> c_int;
     rocex_cm_connect: "ROCEX_PRIVATE_1" => fn(*mut ibv_qp, u32, *const [u8; 16], u16, *const u8, usize, *mut u32) -> c_int;
     rocex_cm_accept: "ROCEX_PRIVATE_1" => fn(*mut ibv_qp, u32, *const u8, usize) -> c_int;
     rocex_cm_reject: "ROCEX_PRIVATE_1" => fn(Ctx, u32, *const u8, usize) -> c_int;

@@ -2,7 +2,8 @@
 //! (`reconnect.c`, built against the system's `<rdma/rdma_cma.h>`, on two rocex hosts):
 //!
 //! * `rdma_destroy_id` on a listening id stops the listen: a connect to the port then
-//!   ends in `REJECTED`, not a connection or a hang, and a new id listens on the same
+//!   ends in `REJECTED` with reason 8 (invalid service ID), as the kernel's CM answers,
+//!   not a connection or a hang, and a new id listens on the same
 //!   port and accepts the next connect.
 //! * `rdma_init_qp_attr` for an RC QP's RTR and RTS gives what the connection settled,
 //!   under the kernel CM's masks (`cm_init_qp_rtr_attr`, `cm_init_qp_rts_attr`): each end's
@@ -122,9 +123,8 @@ fn a_destroyed_listener_stops_and_connected_attributes_are_the_connections() {
         "{s:?}"
     );
     assert!(s.contains(&"accept 0 ok".into()), "{s:?}");
-    // rxe's CM answers 8 (invalid service ID); rocexd still listens on the port, so the
-    // library rejects the request itself, with the consumer reason (docs/verbs.md).
-    assert_eq!(first, "event RDMA_CM_EVENT_REJECTED 28", "{c:?}");
+    // The CM's answer for a port nobody listens on: reason 8, invalid service ID.
+    assert_eq!(first, "event RDMA_CM_EVENT_REJECTED 8", "{c:?}");
     for (me, peer, peer_addr) in [(&c, &s, sa), (&s, &c, ca)] {
         assert!(me.contains(&"init_rtr 0 ok".into()), "{me:?}");
         assert!(me.contains(&"init_rts 0 ok".into()), "{me:?}");

@@ -23,6 +23,12 @@ impl Context {
         self.ch.done(&Request::CmListen { port })
     }
 
+    /// Gives up rdma_cm `port` ([`cm_listen`](Self::cm_listen)): REQs for it are rejected
+    /// (reason 8, invalid service ID) as for a port nobody listens on.
+    pub fn cm_unlisten(&self, port: u16) -> Result<()> {
+        self.ch.done(&Request::CmUnlisten { port })
+    }
+
     /// `rdma_connect`: connects `qp` (an RC QP in INIT) to the listener at `addr`:`port`
     /// with up to 56 bytes of `private_data`. Returns the connection's id at once; the
     /// outcome is an `Established`, `Rejected` or `Unreachable` event with that id.

@@ -42,6 +42,8 @@ pub const CM_REJECT: u16 = 19;
 pub const CM_DISCONNECT: u16 = 20;
 /// Take the next CM event.
 pub const CM_POLL: u16 = 21;
+/// Stop taking the connection requests for an rdma_cm port.
+pub const CM_UNLISTEN: u16 = 22;
 /// Set on responses.
 pub const RESPONSE: u16 = 0x8000;
 /// An error response.

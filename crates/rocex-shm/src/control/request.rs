@@ -120,6 +120,12 @@ pub enum Request {
         /// The port.
         port: u16,
     },
+    /// Give up an rdma_cm port [`CmListen`](Self::CmListen) claimed: REQs for it are then
+    /// rejected as for a port nobody listens on.
+    CmUnlisten {
+        /// The port.
+        port: u16,
+    },
     /// Connect the client's RC QP `qpn` (in INIT) to `addr`:`port`; answered with the
     /// connection's id at once, the outcome comes as a [`CmEvent`].
     CmConnect {
@@ -177,6 +183,7 @@ impl Request {
             Self::DestroyQp { .. } => kind::DESTROY_QP,
             Self::Stat { .. } => kind::STAT,
             Self::CmListen { .. } => kind::CM_LISTEN,
+            Self::CmUnlisten { .. } => kind::CM_UNLISTEN,
             Self::CmConnect { .. } => kind::CM_CONNECT,
             Self::CmAccept { .. } => kind::CM_ACCEPT,
             Self::CmReject { .. } => kind::CM_REJECT,
@@ -250,7 +257,7 @@ impl Request {
             Self::Stat { qpn, cursor } => {
                 p.u32(*qpn).u32(*cursor);
             }
-            Self::CmListen { port } => {
+            Self::CmListen { port } | Self::CmUnlisten { port } => {
                 p.u16(*port);
             }
             Self::CmConnect {
@@ -346,6 +353,9 @@ impl Request {
                 cursor: g.u32("cursor")?,
             },
             kind::CM_LISTEN => Self::CmListen {
+                port: g.u16("port")?,
+            },
+            kind::CM_UNLISTEN => Self::CmUnlisten {
                 port: g.u16("port")?,
             },
             kind::CM_CONNECT => Self::CmConnect {

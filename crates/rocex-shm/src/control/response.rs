@@ -344,6 +344,7 @@ impl Response {
             | kind::MODIFY_QP
             | kind::DESTROY_QP
             | kind::CM_LISTEN
+            | kind::CM_UNLISTEN
             | kind::CM_ACCEPT
             | kind::CM_REJECT
             | kind::CM_DISCONNECT) => Self::Done(k),

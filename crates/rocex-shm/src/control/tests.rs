@@ -84,6 +84,7 @@ fn requests() -> Vec<Request> {
             cursor: 7,
         },
         Request::CmListen { port: 7471 },
+        Request::CmUnlisten { port: 7471 },
         Request::CmConnect {
             qpn: 0x12,
             addr: IpAddr::from([198, 18, 0, 2]),
@@ -218,6 +219,7 @@ fn responses() -> Vec<Response> {
         Response::Done(kind::DESTROY_QP),
         Response::Done(kind::MODIFY_QP),
         Response::Done(kind::CM_LISTEN),
+        Response::Done(kind::CM_UNLISTEN),
         Response::CmConnect { id: 9 },
         Response::CmPoll(None),
         Response::CmPoll(Some(CmEvent {

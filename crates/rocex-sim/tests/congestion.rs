@@ -547,3 +547,36 @@ fn without_marks_nothing_changes() {
     assert_eq!(on.late_bytes, off.late_bytes);
     assert_eq!((on.cnps, unmarked.cnps, unmarked.marked), (0, 0, 0));
 }
+
+#[test]
+fn a_qps_traffic_class_gives_its_dscp_and_ecn() {
+    // rdma-core's grh.traffic_class: DSCP in the upper six bits, ECN in the lower two.
+    let tclass_of = |ecn_on: bool, tclass: Option<u8>| {
+        let mut f = Fabric::new(1, Link::default());
+        let a = node(&mut f, 1, congestion(ecn_on));
+        let b = node(&mut f, 2, congestion(ecn_on));
+        let (qa, _) = pair(&mut f, &a, &b);
+        let e = f.node(a.idx);
+        if let Some(t) = tclass {
+            e.set_traffic_class(qa, t).unwrap();
+        }
+        e.post_send(Instant::ZERO, qa, write(1, &a, &b, 8)).unwrap();
+        let mut buf = vec![0; 256];
+        e.poll_transmit(Instant::ZERO, &mut buf).unwrap().tclass
+    };
+    assert_eq!(tclass_of(false, None), 0, "rxe's TOS 0 by default");
+    assert_eq!(tclass_of(true, None), 0x02, "ECT(0)");
+    assert_eq!(tclass_of(false, Some(26 << 2)), 0x68, "DSCP 26");
+    assert_eq!(tclass_of(true, Some(26 << 2)), 0x6a, "DSCP 26, ECT(0)");
+    assert_eq!(
+        tclass_of(true, Some(26 << 2 | 1)),
+        0x69,
+        "the application's ECT(1)"
+    );
+    let mut f = Fabric::new(1, Link::default());
+    let n = node(&mut f, 1, congestion(true));
+    assert!(
+        f.node(n.idx).set_traffic_class(0xdead, 0).is_err(),
+        "no such QP"
+    );
+}

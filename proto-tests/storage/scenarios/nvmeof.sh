@@ -7,7 +7,8 @@
 # against what the guest configured (serial, model, namespace
 # size), writes a pattern at queue depth 16, flushes, reads it back and compares, and ends
 # the association. The full run also measures 4 KiB and 128 KiB reads and writes at
-# depths 1 and 16 (docs/nvmeof.md). Exit status 0 when everything held.
+# depths 1 and 16, and the same with the kernel's nvme-rdma host and fio in a second
+# guest (docs/nvmeof.md). Exit status 0 when everything held.
 #
 # Usage: nvmeof.sh [--quick]      (or QUICK=1): the CI subset, no measurements
 #        nvmeof.sh --host         the lab's host command (inside the lab's namespace)
@@ -99,6 +100,14 @@ for want in '^\[host\] connected: .*admin queue 32 deep \(the controller takes 3
     '^\[host\] deep admin queue: .*REJ reason 28\): invalid host SQ size'; do
     grep -qE "$want" "$log" || { echo "FAIL: $storage_name: no line matching $want in $log"; exit 1; }
 done
+# The full run measures the kernel's own host beside rocex: nvme-rdma and fio in a
+# second guest against the same target (docs/nvmeof.md, "Numbers").
+if ((!quick)); then
+    klog=$storage_out/nvmeof-kernel.log
+    lab_run "$klog" nvmet --guests 2 --set BENCH_SECS=5 --timeout 360 \
+        --out "$storage_out/nvmeof-kernel.pcap" || { echo "FAIL: $storage_name (kernel host; log $klog)"; tail -n 30 "$klog"; exit 1; }
+    grep -E '^kernel (host|bench):' "$klog" | sed 's/^/  /'
+fi
 # Every frame rocex sent or received on the bridge: valid headers and ICRCs.
 "$rocex" dump --check "$pcap" | tail -n 1 | sed 's/^/  capture: /'
 test "${PIPESTATUS[0]}" -eq 0 || { echo "FAIL: $storage_name: the capture does not check"; exit 1; }

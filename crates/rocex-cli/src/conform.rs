@@ -38,6 +38,11 @@ struct ReplayArgs {
     /// captured times, and compare the requests it sends with rxe's.
     #[arg(long)]
     requester: bool,
+    /// With --requester: rocex's own recovery (a READ restarted at its first gap, an early
+    /// retransmit deadline) instead of rxe's timing, so that the report shows where rocex
+    /// goes back sooner than rxe did (docs/wire.md, "Recovery").
+    #[arg(long, requires = "requester")]
+    rocex_recovery: bool,
 }
 
 pub(crate) fn run(args: &Args) -> ExitCode {
@@ -50,6 +55,7 @@ fn replay(args: &ReplayArgs) -> ExitCode {
     let opts = Options {
         roce_ports: args.roce_ports.clone(),
         verbose: args.verbose,
+        rocex_recovery: args.rocex_recovery,
     };
     let replay = if args.requester {
         replay_requester_file

@@ -43,6 +43,9 @@ pub struct Options {
     pub roce_ports: Vec<u16>,
     /// Also report every matched response and the settings of each replayed QP.
     pub verbose: bool,
+    /// Replay requesters with rocex's own recovery rather than rxe's timing
+    /// (`Config::rxe_recovery` off): the report then shows where rocex goes back sooner.
+    pub rocex_recovery: bool,
 }
 
 impl Options {
@@ -87,7 +90,7 @@ pub fn replay_requester_frames(
         for conn in conns {
             let plan = requester::plan::plan(conn, loss_seen);
             report.planned(conn, &plan.inferences, || plan.settings());
-            requester::drive::run(conn, &plan, loss_seen, report)?;
+            requester::drive::run(conn, &plan, loss_seen, !opts.rocex_recovery, report)?;
         }
         Ok(())
     })

@@ -70,7 +70,7 @@ impl Responder {
             pd,
             cq,
             qpn,
-        } = setup::rc_side(conn, conn.responder, 0x5a, conn.resp_qpn, cap, &attr)?;
+        } = setup::rc_side(conn, conn.responder, 0x5a, conn.resp_qpn, cap, &attr, true)?;
         let mut me = Self {
             engine,
             pd,

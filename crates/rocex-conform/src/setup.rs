@@ -36,10 +36,11 @@ pub(crate) struct Side {
 /// A fresh engine at `local` (seeded with `seed`) with an RC QP numbered `qpn`, of
 /// capacity `cap`, moved to RTS with `attr` by [`QpAttr::rc_steps`].
 ///
-/// The engine retransmits when rxe would (`Config::rxe_recovery`): which packet a
-/// requester sends next depends on whether its timer has run out, so the requester replay
-/// compares rxe's timing of each go-back as well as its packets. rocex's own recovery
-/// starts the same go-backs sooner (docs/interop.md, "Replaying the requester").
+/// With `rxe_recovery` the engine retransmits when rxe would (`Config::rxe_recovery`):
+/// which packet a requester sends next depends on whether its timer has run out, so the
+/// requester replay compares rxe's timing of each go-back as well as its packets. rocex's
+/// own recovery starts the same go-backs sooner (docs/interop.md, "Replaying the
+/// requester").
 pub(crate) fn rc_side(
     conn: &Connection,
     local: IpAddr,
@@ -47,10 +48,11 @@ pub(crate) fn rc_side(
     qpn: u32,
     cap: QpCap,
     attr: &QpAttr,
+    rxe_recovery: bool,
 ) -> Result<Side, ConformError> {
     let mut config = Config::new(local, [seed; 32]);
     config.port_mtu = Mtu::M4096;
-    config.rxe_recovery = true;
+    config.rxe_recovery = rxe_recovery;
     let mut engine = Engine::new(config);
     let pd = engine.alloc_pd();
     let cq = engine

@@ -50,7 +50,7 @@ struct Requester {
 }
 
 impl Requester {
-    fn new(conn: &Connection, plan: &ReqPlan) -> Result<Self, ConformError> {
+    fn new(conn: &Connection, plan: &ReqPlan, rxe_recovery: bool) -> Result<Self, ConformError> {
         let cap = QpCap {
             max_send_wr: 0x4000,
             max_recv_wr: 1,
@@ -79,7 +79,15 @@ impl Requester {
             pd,
             cq,
             qpn,
-        } = setup::rc_side(conn, conn.requester, 0xa5, plan.qpn, cap, &attr)?;
+        } = setup::rc_side(
+            conn,
+            conn.requester,
+            0xa5,
+            plan.qpn,
+            cap,
+            &attr,
+            rxe_recovery,
+        )?;
         let len = plan
             .wrs
             .iter()
@@ -156,12 +164,14 @@ struct Replay<'a> {
     buf: Vec<u8>,
 }
 
-/// Replays the connection's work requests into a fresh requester and records, in
-/// `report`, how its requests compare with rxe's.
+/// Replays the connection's work requests into a fresh requester (retransmitting when rxe
+/// would with `rxe_recovery`, else with rocex's recovery) and records, in `report`, how
+/// its requests compare with rxe's.
 pub fn run(
     conn: &Connection,
     plan: &ReqPlan,
     loss_seen: bool,
+    rxe_recovery: bool,
     report: &mut Report,
 ) -> Result<(), ConformError> {
     let t0 = conn
@@ -172,7 +182,7 @@ pub fn run(
         .fold(f64::INFINITY, f64::min);
     let mut x = Replay {
         conn,
-        r: Requester::new(conn, plan)?,
+        r: Requester::new(conn, plan, rxe_recovery)?,
         now: Instant::ZERO,
         t0,
         next_resp: 0,

@@ -144,7 +144,9 @@ pub extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel {
     Channel::new().map_or_else(null_errno, |c| c.cast())
 }
 
-/// `rdma_destroy_event_channel`: the program destroyed the channel's ids first.
+/// `rdma_destroy_event_channel`. A program should destroy the channel's ids first; ids
+/// it left (perftest does on a failed connect) are detached from it
+/// ([`crate::id::detach`]).
 ///
 /// # Safety
 ///
@@ -152,6 +154,7 @@ pub extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_destroy_event_channel(channel: *mut rdma_event_channel) {
     if !channel.is_null() {
+        crate::id::detach(channel);
         // SAFETY: per the contract.
         unsafe { Channel::destroy(channel.cast()) };
     }

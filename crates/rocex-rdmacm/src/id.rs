@@ -75,10 +75,12 @@ impl Id {
         self.deliver(e);
     }
 
-    /// Hands `e` to the id's channel.
+    /// Hands `e` to the id's channel (none once the program destroyed it: [`detach`]).
     pub fn deliver(&self, e: Box<crate::channel::Event>) {
-        // SAFETY: an id's channel outlives it (rdma-core's rule for programs).
-        unsafe { &*self.c.channel.cast::<Channel>() }.push(e);
+        // SAFETY: a channel outlives the ids on it, or they were detached from it.
+        if let Some(ch) = unsafe { self.c.channel.cast::<Channel>().as_ref() } {
+            ch.push(e);
+        }
     }
 
     /// Takes device `i` as the id's: its context, default PD and port.
@@ -215,25 +217,15 @@ pub unsafe fn create_id(
     }
 }
 
-/// `rdma_destroy_id`: disconnects or rejects what the id still has and stops its listen
-/// (as the kernel does when an id goes), then frees it and its own channel.
-///
-/// # Safety
-///
-/// `id` is a live id of this library, not used again.
-pub unsafe fn destroy_id(id: *mut rdma_cm_id) -> c_int {
-    if id.is_null() {
-        return fail(libc::EINVAL);
-    }
-    let Some((v, mut g)) = enter() else {
-        return -1;
-    };
-    let me = id.cast::<Id>();
-    // SAFETY: per the contract.
+/// Ends what id `me` has with rocexd, as the kernel does when an id goes: disconnects its
+/// connection or rejects its request, and gives its listening ports up, so that their
+/// REQs get the CM's own REJ (invalid service ID). Failures mean the daemon already forgot
+/// them.
+fn release(v: &Verbs, g: &mut Guard, me: *mut Id) {
+    // SAFETY: ids reached here are live (the caller's, or the registry's under its lock).
     let m = unsafe { &mut *me };
     if let Some(d) = m.dev {
         let ctx = g.dev(d).ctx;
-        // Failures mean the daemon already forgot the connection.
         match m.state {
             // SAFETY: the device's open context.
             State::Connected(c) | State::Connecting(c) => unsafe {
@@ -255,15 +247,61 @@ pub unsafe fn destroy_id(id: *mut rdma_cm_id) -> c_int {
         }
         keep
     });
-    // rocexd gives the ports up, so that their REQs get the CM's own REJ (invalid service
-    // ID), as the kernel answers once a listener is gone. A failure means the daemon
-    // already forgot them.
     for (d, port) in mine {
         if g.listening.remove(&(d, port)) {
             // SAFETY: the device's open context.
             unsafe { (v.rocex_cm_unlisten)(g.dev(d).ctx, port) };
         }
     }
+}
+
+/// The program destroys `channel` while ids on it still have connections or listens.
+/// The kernel destroys the ids of an rdma_cm file that closes (`ucma_close`); here their
+/// connections and listens end as in [`release`], they stand `Done` and their `channel`
+/// becomes NULL, so that no event reaches the freed channel (the poller would otherwise
+/// write into it) and the program may still destroy them.
+pub fn detach(channel: *mut rdma_event_channel) {
+    let Some((v, mut g)) = enter() else {
+        return;
+    };
+    let mut ids: Vec<*mut Id> = g
+        .conns
+        .values()
+        .chain(g.listeners.values())
+        .copied()
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    for p in ids {
+        // SAFETY: ids in the registry are live (destroy removes them under the lock).
+        if unsafe { (*p).c.channel } != channel {
+            continue;
+        }
+        release(v, &mut g, p);
+        // SAFETY: as above.
+        let m = unsafe { &mut *p };
+        m.state = State::Done;
+        m.c.channel = core::ptr::null_mut();
+    }
+}
+
+/// `rdma_destroy_id`: disconnects or rejects what the id still has and stops its listen
+/// (as the kernel does when an id goes), then frees it and its own channel.
+///
+/// # Safety
+///
+/// `id` is a live id of this library, not used again.
+pub unsafe fn destroy_id(id: *mut rdma_cm_id) -> c_int {
+    if id.is_null() {
+        return fail(libc::EINVAL);
+    }
+    let Some((v, mut g)) = enter() else {
+        return -1;
+    };
+    let me = id.cast::<Id>();
+    release(v, &mut g, me);
+    // SAFETY: per the contract.
+    let m = unsafe { &mut *me };
     if m.sync.is_null() && !m.c.channel.is_null() {
         // SAFETY: the program's channel outlives its ids.
         unsafe { &*m.c.channel.cast::<Channel>() }.forget(id);

@@ -4,6 +4,10 @@
  *     stdin, listens again on the same port and accepts one connection.
  *   reconnect client PEER PORT: connects (the server has no listener then), waits for a
  *     line on stdin, connects again, and disconnects after another line.
+ *   reconnect orphan ADDR PORT: listens, destroys the event channel under the listening
+ *     id (as perftest does on a failed connect), waits for a line on stdin, then destroys
+ *     the id.
+ *   reconnect connect PEER PORT: one connect, its event.
  * Prints one line per step. */
 #include <errno.h>
 #include <poll.h>
@@ -157,6 +161,20 @@ static int client(const char *peer, int port)
 	return 0;
 }
 
+static int orphan(const char *addr, int port)
+{
+	struct rdma_cm_id *l;
+	struct sockaddr_in sa = at(addr, port);
+	rdma_create_id(ch, &l, NULL, RDMA_PS_TCP);
+	say("bind", rdma_bind_addr(l, (struct sockaddr *)&sa));
+	say("listen", rdma_listen(l, 1));
+	rdma_destroy_event_channel(ch);
+	printf("channel_destroyed\n");
+	wait_line();
+	say("destroy_orphan", rdma_destroy_id(l));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 4)
@@ -164,7 +182,16 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	ch = rdma_create_event_channel();
 	int port = atoi(argv[3]);
-	int r = strcmp(argv[1], "server") == 0 ? server(argv[2], port) : client(argv[2], port);
+	struct rdma_cm_id *id;
+	int r;
+	if (strcmp(argv[1], "server") == 0)
+		r = server(argv[2], port);
+	else if (strcmp(argv[1], "orphan") == 0)
+		r = orphan(argv[2], port);
+	else if (strcmp(argv[1], "connect") == 0)
+		r = connect_once(argv[2], port, &id) == RDMA_CM_EVENT_REJECTED ? 0 : 1;
+	else
+		r = client(argv[2], port);
 	printf("done %d\n", r);
 	return r;
 }

@@ -139,3 +139,44 @@ fn a_destroyed_listener_stops_and_connected_attributes_are_the_connections() {
         assert_eq!(field(me, "rtr", "mtu"), field(peer, "rtr", "mtu"));
     }
 }
+
+/// A program that destroys its event channel under a listening id (perftest's error path
+/// after a failed connect): the listen ends with the channel, as the kernel destroys the
+/// ids of a closing rdma_cm file, so a connect to the port is rejected (reason 8) rather
+/// than handed to the freed channel, and the id can still be destroyed.
+#[test]
+fn a_channel_destroyed_under_a_listener_ends_the_listen() {
+    let Some(h) = Hosts::up(11, &[]) else { return };
+    if !std::path::Path::new("/usr/include/rdma/rdma_cma.h").exists() {
+        rocex_testkit::cannot_run(
+            "a_channel_destroyed_under_a_listener_ends_the_listen",
+            "<rdma/rdma_cma.h> (Debian: librdmacm-dev)",
+        );
+        return;
+    }
+    let lib = libdir();
+    let Some(prog) = build_c(
+        "rdmacm_orphan",
+        include_str!("reconnect.c"),
+        &[
+            &format!("-L{lib}"),
+            "-l:librdmacm.so.1",
+            "-l:libibverbs.so.1",
+        ],
+    ) else {
+        return;
+    };
+    let exe = prog.exe.to_str().unwrap();
+    let sa = h.addr[1].as_str();
+    let mut s = Prog::start(&h, 1, exe, &["orphan", sa, "7997"]);
+    assert_eq!(s.until("channel"), "channel_destroyed");
+    let c = Prog::start(&h, 0, exe, &["connect", sa, "7997"]);
+    let c = c.done("reconnect connect");
+    assert!(
+        c.contains(&"event RDMA_CM_EVENT_REJECTED 8".into()),
+        "{c:?}"
+    );
+    s.go();
+    let s = s.done("reconnect orphan");
+    assert!(s.contains(&"destroy_orphan 0 ok".into()), "{s:?}");
+}

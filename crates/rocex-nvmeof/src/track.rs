@@ -140,9 +140,8 @@ pub(crate) fn response(qid: u16, op: WcOpcode, byte_len: u32, bytes: &[u8]) -> R
 
 /// Checks the rdma_cm accept's private data of queue `qid` of `depth` entries and
 /// returns the controller's receive queue size (CRQSIZE); `None` when the CM handed no
-/// private data on (rocexd before it did). The record format must be 0, and the
-/// controller must take at least `depth` commands at once, or the host could send
-/// commands it has no buffer for.
+/// private data on. The record format must be 0, and the controller must take at least
+/// `depth` commands at once, or the host could send commands it has no buffer for.
 pub(crate) fn accept(qid: u16, depth: u16, pd: &[u8]) -> Result<Option<u16>> {
     if pd.is_empty() {
         return Ok(None);

@@ -8,17 +8,9 @@ NVMET_MODEL="rocex lab nvmet"
 NVMET_MB=64
 NVMET_CFG=/sys/kernel/config/nvmet
 
-# nvmet and nvmet-rdma with their dependencies: loaded at boot in images that list them
-# there, else from the image's storage module list.
+# nvmet, nvmet-rdma and nvme-rdma with their dependencies: the image's storage modules.
 nvmet_modules() {
-	[ -d /sys/module/nvmet_rdma ] && return 0
-	if type lab_storage_modules >/dev/null 2>&1; then
-		lab_storage_modules
-	else
-		for m in $(cat /etc/rxe-lab-modules-storage 2>/dev/null); do
-			insmod "/lib/modules/$(cat /etc/rxe-lab-kver)/$m.ko" 2>/dev/null
-		done
-	fi
+	lab_storage_modules || return 1
 	[ -d /sys/module/nvmet_rdma ] || { echo "nvmet_rdma is not in this guest image"; return 1; }
 }
 

@@ -2,8 +2,9 @@
 //! the host on 127.0.11.2): what the target's CM receives as the REQ's private data,
 //! that keyed SGLs let the target RDMA READ a write's data and RDMA WRITE a read's, and
 //! that every bad answer (a malformed or stray response, another queue's SQ ID, an error
-//! status, silence, a reject with the binding's status, a shallow accept) is a typed
-//! error naming the queue, never a panic or a hang. Needs no root.
+//! status, silence, a reject with the binding's status, a shallow accept, a disconnect
+//! while a command waits) is a typed error naming the queue, never a panic or a hang.
+//! Needs no root.
 
 mod common;
 
@@ -410,4 +411,48 @@ fn a_reject_names_the_bindings_status_and_a_shallow_accept_is_refused() {
         ),
         "{e}"
     );
+}
+
+#[test]
+fn a_target_that_disconnects_mid_command_ends_the_wait_with_an_error() {
+    let _s = serial();
+    let (_t, _h, ctx, target) = setup(|sock, ready| {
+        let mut t = Target::serve(sock, ready, Answer::Accept { crqsize: 4 }).unwrap();
+        let _unanswered = t.next();
+        let ev = loop {
+            let e = t.ctx.cm_wait_event(WAIT).unwrap();
+            if e.kind == CmEventKind::Established {
+                break e;
+            }
+        };
+        t.ctx.cm_disconnect(ev.id).unwrap();
+        t.disconnected();
+    });
+    let pd = ctx.alloc_pd().unwrap();
+    // A long timeout: the wait ends with the connection (its flushed receives), long
+    // before it.
+    let mut q = Queue::connect(
+        &ctx,
+        &pd,
+        target_ip(),
+        PORT,
+        1,
+        cfg(Duration::from_secs(60)),
+    )
+    .unwrap();
+    let cid = q.take_cid().unwrap();
+    let e = q.call_with(cid, Sqe::flush(1)).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Transport {
+                qid: 1,
+                status: WcStatus::WrFlushErr,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    drop(q);
+    target.join().expect("target");
 }

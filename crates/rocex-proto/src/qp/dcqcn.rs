@@ -181,7 +181,8 @@ impl RateLimiter {
         });
         s.fill(now, p);
         s.target = s.current;
-        s.current = (s.current * (1.0 - s.alpha / 2.0)).max(p.min_rate);
+        // At least 1 b/s whatever the configuration says: a zero rate would stop the QP.
+        s.current = (s.current * (1.0 - s.alpha / 2.0)).max(p.min_rate).max(1.0);
         s.alpha = (1.0 - p.g) * s.alpha + p.g;
         s.alpha_due = now + p.alpha_period;
         s.increase_due = now + p.increase_period;

@@ -20,7 +20,7 @@ use zerocopy::IntoBytes;
 
 use crate::error::{Error, Result};
 use crate::track::{self, Done, Tracker};
-use crate::wire::sqe::SQE_LEN;
+use crate::wire::sqe::{KEYED_SGL_MAX_LEN, SQE_LEN};
 use crate::wire::{CmReq, Cqe, KeyedSgl, Sqe};
 
 /// Bytes of each receive buffer: a response capsule is 16 bytes; a longer one (which
@@ -83,6 +83,12 @@ impl Queue {
                 "queue {qid}: depth {} is outside 2..={}",
                 cfg.depth,
                 crate::wire::cm::MAX_QUEUE_SIZE
+            )));
+        }
+        if cfg.slot_bytes == 0 || cfg.slot_bytes > KEYED_SGL_MAX_LEN {
+            return Err(Error::Invalid(format!(
+                "queue {qid}: data slots of {} bytes; a keyed SGL carries 1 to {KEYED_SGL_MAX_LEN}",
+                cfg.slot_bytes
             )));
         }
         let depth = u32::from(cfg.depth);

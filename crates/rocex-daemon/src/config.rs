@@ -36,8 +36,16 @@ pub(crate) struct Args {
     /// missing response left to it (docs/wire.md, "Recovery").
     #[arg(long)]
     pub(crate) rxe_recovery: bool,
+    /// Send RC and UC packets ECT(0), so that a marking switch marks them CE rather than
+    /// dropping them; DCQCN answers the marks with CNPs and slows the QP a CNP names
+    /// (docs/congestion.md). Off: TOS 0, as kernel rxe sends.
+    #[arg(long)]
+    pub(crate) ecn: bool,
+    /// DSCP (0..63) of packets whose QP has no traffic class of its own [default: 0].
+    #[arg(long, value_name = "N")]
+    pub(crate) dscp: Option<u8>,
     /// A TOML file with the same keys (addr, socket, mtu, backend, gso, peers_are_rocex,
-    /// rxe_recovery, pcap, spin_limit, inject, metrics, [limits]).
+    /// rxe_recovery, ecn, dscp, pcap, spin_limit, inject, metrics, [limits]).
     #[arg(long)]
     pub(crate) config: Option<PathBuf>,
     /// Write every frame sent and received to this pcap file.
@@ -71,6 +79,8 @@ struct FileConfig {
     gso: Option<bool>,
     peers_are_rocex: Option<bool>,
     rxe_recovery: Option<bool>,
+    ecn: Option<bool>,
+    dscp: Option<u8>,
     pcap: Option<PathBuf>,
     spin_limit: Option<u32>,
     inject: Option<String>,
@@ -95,6 +105,10 @@ pub(crate) struct Settings {
     pub(crate) peers_are_rocex: bool,
     /// Retransmit only when rxe would (`Config::rxe_recovery`).
     pub(crate) rxe_recovery: bool,
+    /// ECN and DCQCN (`Congestion::ecn`).
+    pub(crate) ecn: bool,
+    /// The DSCP of packets whose QP has no traffic class.
+    pub(crate) dscp: u8,
     /// Capture file.
     pub(crate) pcap: Option<PathBuf>,
     /// At most this many empty loop turns before sleeping.
@@ -120,6 +134,8 @@ pub(crate) enum ConfigError {
     NoAddr,
     /// An MTU that is not an IB MTU.
     Mtu(u32),
+    /// A DSCP past 63 (six bits).
+    Dscp(u8),
     /// A backend name that is not one of udp, afpacket, uring.
     Backend(rocex_io::UnknownBackend),
 }
@@ -132,6 +148,7 @@ impl std::fmt::Display for ConfigError {
             Self::Inject(e) => write!(f, "inject: {e}"),
             Self::NoAddr => f.write_str("no address: give --addr IP or `addr` in the config"),
             Self::Mtu(m) => write!(f, "MTU {m} is not one of 256, 512, 1024, 2048, 4096"),
+            Self::Dscp(d) => write!(f, "DSCP {d} is not in 0..=63"),
             Self::Backend(e) => write!(f, "{e}"),
         }
     }
@@ -178,6 +195,10 @@ impl Args {
             (None, Some(name)) => name.parse().map_err(ConfigError::Backend)?,
             (None, None) => rocex_io::BackendKind::Udp,
         };
+        let dscp = self.dscp.or(file.dscp).unwrap_or(0);
+        if dscp > 63 {
+            return Err(ConfigError::Dscp(dscp));
+        }
         Ok(Settings {
             addr,
             socket: self
@@ -189,6 +210,8 @@ impl Args {
             gso: !self.no_gso && file.gso.unwrap_or(true),
             peers_are_rocex: self.peers_are_rocex || file.peers_are_rocex.unwrap_or(false),
             rxe_recovery: self.rxe_recovery || file.rxe_recovery.unwrap_or(false),
+            ecn: self.ecn || file.ecn.unwrap_or(false),
+            dscp,
             pcap: self.pcap.or(file.pcap),
             spin_limit: self.spin_limit.or(file.spin_limit).unwrap_or(2000),
             inject: match (self.inject, file.inject) {
@@ -277,6 +300,17 @@ mod tests {
         let a = Args::parse_from(["rocexd", "--config", f.to_str().unwrap()]);
         assert!(matches!(a.settings(), Err(ConfigError::Backend(_))));
         assert!(Args::try_parse_from(["rocexd", "--backend", "tcp"]).is_err());
+        let a = Args::parse_from(["rocexd", "--addr", "10.0.0.1"]);
+        let s = a.settings().unwrap();
+        assert_eq!((s.ecn, s.dscp), (false, 0));
+        std::fs::write(&f, "addr = \"10.0.0.1\"\necn = true\ndscp = 26\n").unwrap();
+        let a = Args::parse_from(["rocexd", "--config", f.to_str().unwrap()]);
+        let s = a.settings().unwrap();
+        assert_eq!((s.ecn, s.dscp), (true, 26));
+        let a = Args::parse_from(["rocexd", "--config", f.to_str().unwrap(), "--dscp", "46"]);
+        assert_eq!(a.settings().unwrap().dscp, 46);
+        let a = Args::parse_from(["rocexd", "--addr", "10.0.0.1", "--ecn", "--dscp", "64"]);
+        assert!(matches!(a.settings(), Err(ConfigError::Dscp(64))));
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -103,6 +103,7 @@ fn run(settings: config::Settings) -> Result<(), Box<dyn std::error::Error>> {
     cfg.port_mtu = settings.mtu;
     cfg.max_cqe = 1 << 16;
     cfg.rxe_recovery = settings.rxe_recovery;
+    cfg.congestion.ecn = settings.ecn;
     // Checked before the port is taken, so that a bad path fails before anything else.
     socket_dir(&settings.socket)
         .map_err(|e| format!("control socket {}: {e}", settings.socket.display()))?;
@@ -130,6 +131,8 @@ fn run(settings: config::Settings) -> Result<(), Box<dyn std::error::Error>> {
         backend = %settings.backend,
         gso = settings.gso,
         peers_are_rocex = settings.peers_are_rocex,
+        ecn = settings.ecn,
+        dscp = settings.dscp,
         metrics = ?settings.metrics,
         "rocexd serving"
     );

@@ -21,6 +21,12 @@ pub(crate) fn open(settings: &Settings) -> io::Result<Box<dyn Backend>> {
         no_gso: !settings.gso,
         no_gro: !settings.gso,
         peers_are_rocex: settings.peers_are_rocex,
+        dscp: settings.dscp,
+        ecn: if settings.ecn {
+            rocex_wire::ecn::Ecn::Ect0.bits()
+        } else {
+            0
+        },
         ..BackendOptions::default()
     };
     let backend = rocex_io::open(settings.backend, settings.addr, opts)?;

@@ -28,7 +28,7 @@ need() {
         echo "FAIL: $storage_name needs ${missing[*]}, which CI must provide" >&2
         exit 1
     fi
-    echo "SKIPPED: $storage_name needs ${missing[*]} (tgt, libiscsi-bin, fio; the rxe lab's tools)"
+    echo "SKIPPED: $storage_name needs ${missing[*]} (Debian: tgt, libiscsi-bin, gcc; the rxe lab's tools)"
     [[ -n ${ROCEX_SKIP_LOG:-} ]] && echo "SKIPPED: $storage_name needs ${missing[*]}" >>"$ROCEX_SKIP_LOG"
     exit 0
 }

@@ -6,7 +6,7 @@
 # block must verify and the run must end: no corruption, no hang. Not in --quick.
 set -uo pipefail
 source "$(dirname "$0")/../lib.sh"
-((quick)) && { echo "not in the quick set"; exit 0; }
+((quick)) && { echo "SKIPPED: $storage_name: not in the --quick set"; exit 0; }
 need qemu-system-x86_64 tcpdump tgtd tgtadm gcc python3
 storage_rocex || exit 1
 bash "$storage_root/proto-tests/rxe-lab/build.sh" >/dev/null || exit 1

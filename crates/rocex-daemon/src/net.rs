@@ -70,7 +70,8 @@ impl Net {
             let tap = &mut self.tap;
             let got = self.backend.recv(&mut |meta, payload| {
                 if let Some(t) = tap {
-                    t.record((meta.src.ip(), meta.src.port()), meta.dst, false, payload);
+                    let (src, ecn) = ((meta.src.ip(), meta.src.port()), meta.ecn.bits());
+                    t.record(src, meta.dst, false, ecn, payload);
                 }
                 engine.handle_packet_ecn(now, meta.src, meta.dst, payload, meta.icrc, meta.ecn);
             });
@@ -109,7 +110,7 @@ impl Net {
             };
             any = true;
             if let Some(tap) = &mut self.tap {
-                tap.record((local, t.src_port), t.dest, true, &buf[..t.len]);
+                tap.record((local, t.src_port), t.dest, true, t.tclass, &buf[..t.len]);
             }
             let sent = if lent {
                 self.backend.commit(t.dest, t.src_port, t.len)

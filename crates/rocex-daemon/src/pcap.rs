@@ -2,7 +2,8 @@
 //! Ethernet + IPv4 + UDP frame a wire capture would show, so Wireshark and
 //! `rocex dump --check` read it. The UDP socket never sees real Ethernet or IP headers:
 //! the MACs are fixed placeholders and the IP header is the one the kernel sends (ID 0,
-//! DF, TTL 64), which is what the ICRC was computed over.
+//! DF, TTL 64), which is what the ICRC was computed over, with the packet's TOS: a sent
+//! packet's traffic class, a received one's ECN field (its DSCP is not reported: 0).
 
 use std::cell::RefCell;
 use std::fs::File;
@@ -69,12 +70,14 @@ impl Tap {
         })
     }
 
-    /// Records one datagram `payload` (BTH through ICRC) from `src` to `dst`.
+    /// Records one datagram `payload` (BTH through ICRC) from `src` to `dst` with IP TOS
+    /// `tos`.
     pub(crate) fn record(
         &mut self,
         src: (IpAddr, u16),
         dst: IpAddr,
         outgoing: bool,
+        tos: u8,
         payload: &[u8],
     ) {
         let (IpAddr::V4(s), IpAddr::V4(d)) = (src.0, dst) else {
@@ -90,10 +93,11 @@ impl Tap {
         } else {
             (PEER_MAC, LOCAL_MAC)
         };
-        let Ok(frame) = FrameRepr::ipv4(macs, (s.octets(), d.octets()), src.1, packet) else {
+        let Ok(mut frame) = FrameRepr::ipv4(macs, (s.octets(), d.octets()), src.1, packet) else {
             self.skipped += 1;
             return;
         };
+        frame.set_tos(tos);
         let Ok(n) = frame.emit(&mut self.buf) else {
             self.skipped += 1;
             return;

@@ -259,6 +259,8 @@ pub unsafe extern "C" fn ibv_modify_qp(
         r.ah_attr = Some(AddressVector {
             dest: gid_addr(&a.ah_attr.grh.dgid.raw),
         });
+        // The IP TOS of the QP's packets, as rxe takes it (`docs/congestion.md`).
+        r.traffic_class = a.ah_attr.grh.traffic_class;
     }
     if m.contains(AttrMask::PATH_MTU) {
         let Some(mtu) = u8::try_from(a.path_mtu).ok().and_then(Mtu::from_ibv) else {
@@ -359,6 +361,7 @@ pub unsafe extern "C" fn ibv_query_qp(
     out.cap = cap;
     if let Some(av) = a.ah_attr {
         out.ah_attr = ah_attr_of(av.dest);
+        out.ah_attr.grh.traffic_class = a.traffic_class;
     }
     out.pkey_index = a.pkey_index;
     out.max_rd_atomic = a.max_rd_atomic;

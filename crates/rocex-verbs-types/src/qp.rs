@@ -194,6 +194,10 @@ pub struct QpAttr {
     pub qkey: u32,
     /// The peer (RC, UC).
     pub ah_attr: Option<AddressVector>,
+    /// The address vector's GRH traffic class (`ah_attr.grh.traffic_class`), set with
+    /// [`AttrMask::AV`]: the IP TOS byte of the QP's packets, DSCP in the upper six bits
+    /// and ECN in the lower two (rxe `prepare4`/`prepare6`; `docs/congestion.md`).
+    pub traffic_class: u8,
     /// Path MTU.
     pub path_mtu: Mtu,
     /// Local ACK timeout exponent (0 = no timeout).
@@ -260,6 +264,7 @@ impl Default for QpAttr {
             port_num: 1,
             qkey: 0,
             ah_attr: None,
+            traffic_class: 0,
             path_mtu: Mtu::M256,
             timeout: 0,
             retry_cnt: 0,

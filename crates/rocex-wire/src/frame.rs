@@ -8,9 +8,9 @@ use core::ops::Range;
 
 use etherparse::checksum::Sum16BitWords;
 use etherparse::{
-    EtherType, Ethernet2Header, Ethernet2HeaderSlice, IpNumber, Ipv4Header, Ipv4HeaderSlice,
-    Ipv6Header, Ipv6HeaderSlice, SingleVlanHeader, SingleVlanHeaderSlice, UdpHeader,
-    UdpHeaderSlice, VlanId, err,
+    EtherType, Ethernet2Header, Ethernet2HeaderSlice, IpDscp, IpEcn, IpNumber, Ipv4Header,
+    Ipv4HeaderSlice, Ipv6Header, Ipv6HeaderSlice, SingleVlanHeader, SingleVlanHeaderSlice,
+    UdpHeader, UdpHeaderSlice, VlanId, err,
 };
 
 use crate::icrc::{self, IcrcForm};
@@ -602,6 +602,19 @@ impl<'a> FrameRepr<'a> {
         }
         self.icrc_form = IcrcForm::for_opcode(self.packet.opcode());
         Ok(())
+    }
+
+    /// Sets the TOS (IPv4) or traffic class (IPv6) byte, DSCP and ECN, and the IPv4
+    /// checksum over it (the ICRC masks the byte: IBA annex A17.4.2).
+    pub fn set_tos(&mut self, tos: u8) {
+        match &mut self.ip {
+            IpRepr::V4(h) => {
+                h.dscp = IpDscp::try_new(tos >> 2).unwrap_or_default();
+                h.ecn = IpEcn::try_new(tos & 3).unwrap_or_default();
+                h.header_checksum = h.calc_header_checksum();
+            }
+            IpRepr::V6(h) => h.traffic_class = tos,
+        }
     }
 
     /// Bytes the frame takes.

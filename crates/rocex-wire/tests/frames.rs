@@ -165,6 +165,46 @@ fn flush_request() -> Vec<u8> {
     buf
 }
 
+/// `set_tos` on scapy's frame above gives scapy's IPv4 checksum, and a DSCP and ECN
+/// leave the ICRC valid (the ICRC masks the byte).
+#[test]
+fn set_tos_gives_scapys_checksum_and_keeps_the_icrc() {
+    let payload = b"F0\x81\x8b\xe2\x895\xd9\x0e\x9a\x95PT\x01\xbe\x88^P";
+    let mut bth = BthRepr::new(Opcode::UC_SEND_ONLY, 211, Psn::new(13_571_856));
+    bth.mig_req = true;
+    let mut packet = PacketRepr::new(bth);
+    packet.payload = payload;
+    let mac = [0x24, 0x8a, 0x07, 0xa8, 0xfa, 0x22];
+    let addr = [192, 168, 0, 7];
+    let mut f = FrameRepr::ipv4((mac, mac), (addr, addr), 49152, packet).unwrap();
+    let IpRepr::V4(ip) = &mut f.ip else {
+        unreachable!()
+    };
+    ip.identification = 1144;
+    f.set_tos(0x01);
+    let IpRepr::V4(ip) = &f.ip else {
+        unreachable!()
+    };
+    assert_eq!(ip.header_checksum, 0xb4d5);
+
+    let before = Frame::parse(&{
+        let mut b = vec![0; f.buffer_len()];
+        f.emit(&mut b).unwrap();
+        b
+    })
+    .unwrap()
+    .icrc;
+    f.set_tos(26 << 2 | 2);
+    let mut buf = vec![0; f.buffer_len()];
+    f.emit(&mut buf).unwrap();
+    let h = FrameHeaders::parse(&buf).unwrap();
+    assert_eq!(h.ip.tos(), 0x6a);
+    assert!(h.ip.checksum_ok());
+    let parsed = Frame::parse(&buf).unwrap();
+    assert_eq!(parsed.icrc, before);
+    assert!(matches!(parsed.check_icrc(), IcrcCheck::Valid(_)));
+}
+
 #[test]
 fn flush_uses_rxes_icrc_form() {
     let buf = flush_request();

@@ -266,13 +266,14 @@ impl Qp {
     /// its ECN bits, or ECT(0) where the device marks (`Congestion::ecn`) and the
     /// application set none. UD and the special QPs keep the application's byte.
     pub(crate) fn wire_tclass(&self, ctx: &Ctx<'_>) -> u8 {
+        let tclass = self.attr.traffic_class;
         let mark = ctx.congestion.ecn
             && self.qp_type != QpType::Ud
-            && Ecn::from_tos(self.traffic_class) == Ecn::NotEct;
+            && Ecn::from_tos(tclass) == Ecn::NotEct;
         if mark {
-            ecn::tos(self.traffic_class >> 2, Ecn::Ect0)
+            ecn::tos(tclass >> 2, Ecn::Ect0)
         } else {
-            self.traffic_class
+            tclass
         }
     }
 

@@ -99,8 +99,6 @@ pub(crate) struct Qp {
     pub(crate) scheduling: Scheduling,
     /// Its share of the device's transport counters, kept for its whole life.
     pub(crate) counters: QpCounters,
-    /// The IP traffic class byte the application asked for (`grh.traffic_class`).
-    pub(crate) traffic_class: u8,
     /// DCQCN's notification point: CNPs for CE-marked packets received.
     pub(crate) notify: Notifier,
     /// DCQCN's reaction point: the rate CNPs received allow.
@@ -141,7 +139,6 @@ impl Qp {
             resp: Responder::default(),
             scheduling: Scheduling::default(),
             counters: QpCounters::default(),
-            traffic_class: 0,
             notify: Notifier::default(),
             rate: RateLimiter::default(),
         }
@@ -169,6 +166,7 @@ impl Qp {
         }
         if mask.contains(A::AV) {
             a.ah_attr = attr.ah_attr;
+            a.traffic_class = attr.traffic_class;
         }
         if mask.contains(A::PATH_MTU) {
             a.path_mtu = attr.path_mtu;

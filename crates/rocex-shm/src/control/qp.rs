@@ -64,7 +64,8 @@ pub(super) fn get_cap(g: &mut Get<'_>) -> Result<QpCap, BodyError> {
 }
 
 /// Bytes of a [`QpAttr`] in its fixed form.
-pub const QP_ATTR_LEN: usize = 1 + 4 + 2 + 1 + 4 + 1 + 16 + 1 + 1 + 1 + 1 + 4 + 4 + 1 + 1 + 1 + 4;
+pub const QP_ATTR_LEN: usize =
+    1 + 4 + 2 + 1 + 4 + 1 + 16 + 1 + 1 + 1 + 1 + 1 + 4 + 4 + 1 + 1 + 1 + 4;
 
 pub(super) fn put_attr(p: &mut Put, a: &QpAttr) {
     p.u8(a.qp_state as u8)
@@ -77,7 +78,8 @@ pub(super) fn put_attr(p: &mut Put, a: &QpAttr) {
         Some(IpAddr::V4(v4)) => p.u8(4).bytes(&v4.octets()).bytes(&[0; 12]),
         Some(IpAddr::V6(v6)) => p.u8(6).bytes(&v6.octets()),
     };
-    p.u8(a.path_mtu as u8)
+    p.u8(a.traffic_class)
+        .u8(a.path_mtu as u8)
         .u8(a.timeout)
         .u8(a.retry_cnt)
         .u8(a.rnr_retry)
@@ -109,6 +111,7 @@ pub(super) fn get_attr(g: &mut Get<'_>) -> Result<QpAttr, BodyError> {
         _ => return Err(g.bad("ah_family", fam.into())),
     }
     .map(|dest| AddressVector { dest });
+    let traffic_class = g.u8("ah_traffic_class")?;
     let m = g.u8("path_mtu")?;
     let path_mtu = Mtu::from_ibv(m).ok_or_else(|| g.bad("path_mtu", m.into()))?;
     let timeout = g.u8("timeout")?;
@@ -127,6 +130,7 @@ pub(super) fn get_attr(g: &mut Get<'_>) -> Result<QpAttr, BodyError> {
         port_num,
         qkey,
         ah_attr,
+        traffic_class,
         path_mtu,
         timeout,
         retry_cnt,

@@ -14,6 +14,7 @@ fn attr() -> QpAttr {
         ah_attr: Some(AddressVector {
             dest: IpAddr::from([198, 18, 0, 2]),
         }),
+        traffic_class: 0x68,
         path_mtu: Mtu::M4096,
         timeout: 14,
         retry_cnt: 7,
@@ -340,7 +341,7 @@ fn bad_values_are_refused() {
     b[8 + 12] = 5; // ah family
     assert!(Request::decode(kind::MODIFY_QP, &b).is_err());
     let mut b = good.clone();
-    b[8 + 13 + 16] = 0; // path_mtu
+    b[8 + 13 + 16 + 1] = 0; // path_mtu, after the traffic class
     assert!(Request::decode(kind::MODIFY_QP, &b).is_err());
     let mut b = good;
     b[8 + 13 + 15] = 1; // nonzero padding after an IPv4 address

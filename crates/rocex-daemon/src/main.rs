@@ -137,7 +137,12 @@ fn run(settings: config::Settings) -> Result<(), Box<dyn std::error::Error>> {
         "rocexd serving"
     );
     let socket = settings.socket.clone();
-    let mut server = server::Server::new(engine, net::Net::new(backend, tap), listener, settings)?;
+    let mut server = server::Server::new(
+        engine,
+        net::Net::new(backend, net::options(&settings), tap),
+        listener,
+        settings,
+    )?;
     let r = server.run(&STOP);
     let _ = std::fs::remove_file(&socket);
     drop(server);

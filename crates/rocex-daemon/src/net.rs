@@ -15,9 +15,9 @@ use crate::pcap::Tap;
 /// Receive batches per turn before the engine gets to send (its ACKs must not wait).
 const RX_BATCHES_PER_TURN: usize = 4;
 
-/// Opens the backend the settings name, wrapped in fault injection when asked.
-pub(crate) fn open(settings: &Settings) -> io::Result<Box<dyn Backend>> {
-    let opts = BackendOptions {
+/// The backend options the settings give.
+pub(crate) fn options(settings: &Settings) -> BackendOptions {
+    BackendOptions {
         no_gso: !settings.gso,
         no_gro: !settings.gso,
         peers_are_rocex: settings.peers_are_rocex,
@@ -28,8 +28,12 @@ pub(crate) fn open(settings: &Settings) -> io::Result<Box<dyn Backend>> {
             0
         },
         ..BackendOptions::default()
-    };
-    let backend = rocex_io::open(settings.backend, settings.addr, opts)?;
+    }
+}
+
+/// Opens the backend the settings name, wrapped in fault injection when asked.
+pub(crate) fn open(settings: &Settings) -> io::Result<Box<dyn Backend>> {
+    let backend = rocex_io::open(settings.backend, settings.addr, options(settings))?;
     Ok(match settings.inject {
         Some(f) => Box::new(Injected::new(backend, f)),
         None => backend,
@@ -39,6 +43,8 @@ pub(crate) fn open(settings: &Settings) -> io::Result<Box<dyn Backend>> {
 /// The backend and the tap.
 pub(crate) struct Net {
     backend: Box<dyn Backend>,
+    /// What the backend was opened with: the TOS a packet leaves with.
+    opts: BackendOptions,
     tap: Option<Tap>,
     buf: Vec<u8>,
 }
@@ -53,9 +59,10 @@ impl std::fmt::Debug for Net {
 }
 
 impl Net {
-    pub(crate) fn new(backend: Box<dyn Backend>, tap: Option<Tap>) -> Self {
+    pub(crate) fn new(backend: Box<dyn Backend>, opts: BackendOptions, tap: Option<Tap>) -> Self {
         Self {
             backend,
+            opts,
             tap,
             buf: vec![0; rocex_io::MAX_PACKET],
         }
@@ -110,12 +117,14 @@ impl Net {
             };
             any = true;
             if let Some(tap) = &mut self.tap {
-                tap.record((local, t.src_port), t.dest, true, t.tclass, &buf[..t.len]);
+                let tos = self.opts.tos(t.tclass);
+                tap.record((local, t.src_port), t.dest, true, tos, &buf[..t.len]);
             }
             let sent = if lent {
-                self.backend.commit(t.dest, t.src_port, t.len)
+                self.backend.commit(t.dest, t.src_port, t.tclass, t.len)
             } else {
-                self.backend.send(t.dest, t.src_port, &self.buf[..t.len])
+                self.backend
+                    .send(t.dest, t.src_port, t.tclass, &self.buf[..t.len])
             };
             if let Err(e) = sent {
                 tracing::debug!("send to {}: {e}", t.dest);

@@ -2,8 +2,8 @@
 //! Ethernet + IPv4 + UDP frame a wire capture would show, so Wireshark and
 //! `rocex dump --check` read it. The UDP socket never sees real Ethernet or IP headers:
 //! the MACs are fixed placeholders and the IP header is the one the kernel sends (ID 0,
-//! DF, TTL 64), which is what the ICRC was computed over, with the packet's TOS: a sent
-//! packet's traffic class, a received one's ECN field (its DSCP is not reported: 0).
+//! DF, TTL 64), which is what the ICRC was computed over, with the packet's TOS: the one a
+//! sent packet leaves with, a received one's ECN field (its DSCP is not reported: 0).
 
 use std::cell::RefCell;
 use std::fs::File;

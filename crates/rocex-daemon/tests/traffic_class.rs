@@ -1,6 +1,7 @@
 //! An application's traffic class (`ah_attr.grh.traffic_class`, given with the address
 //! vector on the way to RTR) reaches the engine through rocexd's control protocol, and
-//! `--ecn` marks the daemon's packets ECT(0): seen in both daemons' captures.
+//! `--ecn` marks the daemon's packets ECT(0) and `--dscp` gives the packets of QPs without
+//! a traffic class their DSCP: seen in both daemons' captures.
 
 use std::net::IpAddr;
 
@@ -62,7 +63,11 @@ fn the_qps_traffic_class_and_ecn_reach_the_wire() {
         "tclass-a",
         &["--ecn", "--pcap", ca.to_str().unwrap()],
     );
-    let mut db = Daemon::fresh("127.0.5.22", "tclass-b", &["--pcap", cb.to_str().unwrap()]);
+    let mut db = Daemon::fresh(
+        "127.0.5.22",
+        "tclass-b",
+        &["--dscp", "10", "--pcap", cb.to_str().unwrap()],
+    );
     let mut a = end(&da.sock);
     let mut b = end(&db.sock);
     // DSCP 26 (AF31), ECN bits 0: the application's byte, as rdma-core passes it.
@@ -92,7 +97,8 @@ fn the_qps_traffic_class_and_ecn_reach_the_wire() {
     assert!(da.stop() && db.stop(), "a daemon did not shut down cleanly");
 
     // a sends its QP's DSCP 26 with ECT(0) (--ecn, the application set no ECN bits);
-    // b receives ECT(0) from a's socket and sends TOS 0.
+    // b receives ECT(0) from a's socket and sends its port's DSCP 10, not ECN-capable,
+    // which a receives so.
     let fa = frames(&ca);
     let fb = frames(&cb);
     let sent_a: Vec<u8> = fa.iter().filter(|f| f.0 == ia).map(|f| f.2).collect();
@@ -111,8 +117,6 @@ fn the_qps_traffic_class_and_ecn_reach_the_wire() {
         "b got {got_b:x?}"
     );
     assert_eq!(got_b.len(), sent_a.len());
-    assert!(
-        sent_b.iter().chain(&got_a).all(|&t| t == 0),
-        "b sent {sent_b:x?}"
-    );
+    assert!(sent_b.iter().all(|&t| t == 10 << 2), "b sent {sent_b:x?}");
+    assert!(got_a.iter().all(|&t| t == 0), "a got {got_a:x?}");
 }

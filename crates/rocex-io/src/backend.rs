@@ -67,10 +67,27 @@ pub struct BackendOptions {
     /// 802.1Q VLAN ID (0..4096) the afpacket backend tags its frames with and requires on
     /// received ones; `None`: untagged.
     pub vlan: Option<u16>,
-    /// DSCP (0..64) of the IP header of every packet sent.
+    /// DSCP (0..64) of the IP header of a packet sent whose traffic class has none.
     pub dscp: u8,
-    /// ECN codepoint (0..4) of the IP header of every packet sent.
+    /// ECN codepoint (0..4) of the IP header of a packet sent whose traffic class has none.
     pub ecn: u8,
+}
+
+impl BackendOptions {
+    /// The TOS (IPv4) or traffic class (IPv6) byte a packet with traffic class `tclass`
+    /// (`Transmit::tclass`) leaves with: its DSCP and its ECN field, each where it is not
+    /// 0, else the port's [`Self::dscp`] and [`Self::ecn`].
+    pub fn tos(&self, tclass: u8) -> u8 {
+        let dscp = match tclass >> 2 {
+            0 => self.dscp & 0x3f,
+            d => d,
+        };
+        let ecn = match tclass & 3 {
+            0 => self.ecn & 3,
+            e => e,
+        };
+        dscp << 2 | ecn
+    }
 }
 
 /// Packet I/O for one local address.
@@ -89,8 +106,9 @@ pub trait Backend: fmt::Debug + Send {
     /// through ICRC) to `f`. Returns how many it handed over.
     fn recv(&mut self, f: &mut dyn FnMut(RxMeta, &[u8])) -> io::Result<usize>;
     /// Queues `payload` (BTH through ICRC, the ICRC computed for IPv4 identification 0)
-    /// for `dest:4791` from UDP port `src_port`.
-    fn send(&mut self, dest: IpAddr, src_port: u16, payload: &[u8]) -> io::Result<()>;
+    /// for `dest:4791` from UDP port `src_port`, with the IP TOS
+    /// [`BackendOptions::tos`] gives traffic class `tclass`.
+    fn send(&mut self, dest: IpAddr, src_port: u16, tclass: u8, payload: &[u8]) -> io::Result<()>;
     /// Room in the send queue for the next packet, at least [`MAX_PACKET`] bytes, where
     /// the backend can take a packet in place: the caller writes it there and
     /// [`Backend::commit`]s it, which saves the copy [`Backend::send`] makes. `None`: use
@@ -100,8 +118,8 @@ pub trait Backend: fmt::Debug + Send {
     }
     /// Queues the `len`-byte packet written into [`Backend::room`], as [`Backend::send`]
     /// would queue it.
-    fn commit(&mut self, dest: IpAddr, src_port: u16, len: usize) -> io::Result<()> {
-        let _ = (dest, src_port, len);
+    fn commit(&mut self, dest: IpAddr, src_port: u16, tclass: u8, len: usize) -> io::Result<()> {
+        let _ = (dest, src_port, tclass, len);
         Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "commit: this backend lends no room",
@@ -147,14 +165,14 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
     fn recv(&mut self, f: &mut dyn FnMut(RxMeta, &[u8])) -> io::Result<usize> {
         (**self).recv(f)
     }
-    fn send(&mut self, dest: IpAddr, src_port: u16, payload: &[u8]) -> io::Result<()> {
-        (**self).send(dest, src_port, payload)
+    fn send(&mut self, dest: IpAddr, src_port: u16, tclass: u8, payload: &[u8]) -> io::Result<()> {
+        (**self).send(dest, src_port, tclass, payload)
     }
     fn room(&mut self) -> Option<&mut [u8]> {
         (**self).room()
     }
-    fn commit(&mut self, dest: IpAddr, src_port: u16, len: usize) -> io::Result<()> {
-        (**self).commit(dest, src_port, len)
+    fn commit(&mut self, dest: IpAddr, src_port: u16, tclass: u8, len: usize) -> io::Result<()> {
+        (**self).commit(dest, src_port, tclass, len)
     }
     fn flush(&mut self) -> io::Result<()> {
         (**self).flush()

@@ -135,13 +135,14 @@ impl Driver {
                     let Some(t) = self.engine.poll_transmit(now, room) else {
                         break;
                     };
-                    self.port.commit(t.dest, t.src_port, t.len)?;
+                    self.port.commit(t.dest, t.src_port, t.tclass, t.len)?;
                 }
                 None => {
                     let Some(t) = self.engine.poll_transmit(now, &mut self.buf) else {
                         break;
                     };
-                    self.port.send(t.dest, t.src_port, &self.buf[..t.len])?;
+                    self.port
+                        .send(t.dest, t.src_port, t.tclass, &self.buf[..t.len])?;
                 }
             }
             if !busy && self.answer_alone {

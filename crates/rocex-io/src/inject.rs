@@ -21,8 +21,9 @@ use rocex_sim::{FaultCounters, Injector, Link};
 
 use crate::{Backend, BackendCounters, BackendKind, RxMeta};
 
-/// Where a packet goes: the destination address and the UDP source port.
-pub type To = (IpAddr, u16);
+/// Where and how a packet goes: the destination address, the UDP source port and the
+/// traffic class.
+pub type To = (IpAddr, u16, u8);
 
 /// What to do to outgoing packets (`--inject`): the fault model and its seed.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -146,8 +147,8 @@ impl<B: Backend> Injected<B> {
     }
 
     fn send_out(&mut self) -> io::Result<()> {
-        for ((dest, src_port), p) in self.out.drain(..) {
-            self.inner.send(dest, src_port, &p)?;
+        for ((dest, src_port, tclass), p) in self.out.drain(..) {
+            self.inner.send(dest, src_port, tclass, &p)?;
         }
         Ok(())
     }
@@ -174,12 +175,12 @@ impl<B: Backend> Backend for Injected<B> {
         self.inner.recv(f)
     }
 
-    fn send(&mut self, dest: IpAddr, src_port: u16, payload: &[u8]) -> io::Result<()> {
+    fn send(&mut self, dest: IpAddr, src_port: u16, tclass: u8, payload: &[u8]) -> io::Result<()> {
         let now = self.now();
         let Some(inj) = &mut self.injector else {
-            return self.inner.send(dest, src_port, payload);
+            return self.inner.send(dest, src_port, tclass, payload);
         };
-        inj.apply(now, (dest, src_port), payload, &mut self.out);
+        inj.apply(now, (dest, src_port, tclass), payload, &mut self.out);
         self.send_out()
     }
 
@@ -191,8 +192,8 @@ impl<B: Backend> Backend for Injected<B> {
         }
     }
 
-    fn commit(&mut self, dest: IpAddr, src_port: u16, len: usize) -> io::Result<()> {
-        self.inner.commit(dest, src_port, len)
+    fn commit(&mut self, dest: IpAddr, src_port: u16, tclass: u8, len: usize) -> io::Result<()> {
+        self.inner.commit(dest, src_port, tclass, len)
     }
 
     fn flush(&mut self) -> io::Result<()> {

@@ -103,11 +103,12 @@ impl TxQueue {
 
     /// Queues the `len` bytes at the start of [`TxQueue::room`]; returns whether the
     /// queue is due to be sent.
-    fn push(&mut self, dest: IpAddr, len: usize) -> bool {
+    fn push(&mut self, dest: IpAddr, tos: u8, len: usize) -> bool {
         self.packets.push(Queued {
             dest,
             at: self.used,
             len,
+            tos,
         });
         self.used += len;
         self.used >= TX_FLUSH_BYTES
@@ -185,7 +186,13 @@ impl UdpPort {
             at: first.at,
             len: last.at + last.len - first.at,
             segment: (run.count > 1).then_some(run.segment as u16),
+            tos: self.tos_cmsg(first.tos),
         }
+    }
+
+    /// The TOS a message names in a control message: none when it is the socket's.
+    fn tos_cmsg(&self, tos: u8) -> Option<u8> {
+        (tos != self.opts.tos(0)).then_some(tos)
     }
 
     /// Sends the messages `self.tx.msgs` (describing `self.tx.runs`), in as few calls as
@@ -247,6 +254,7 @@ impl UdpPort {
                     at: q.at,
                     len: q.len,
                     segment: None,
+                    tos: self.tos_cmsg(q.tos),
                 }
             })
             .collect();
@@ -345,28 +353,28 @@ impl Backend for UdpPort {
         Ok(handed)
     }
 
-    fn send(&mut self, dest: IpAddr, src_port: u16, payload: &[u8]) -> io::Result<()> {
+    fn send(&mut self, dest: IpAddr, src_port: u16, tclass: u8, payload: &[u8]) -> io::Result<()> {
         let Some(room) = self.tx.room().get_mut(..payload.len()) else {
             // Over a UDP datagram's size: no socket would take it.
             self.counters.tx_dropped += 1;
             return Ok(());
         };
         room.copy_from_slice(payload);
-        self.commit(dest, src_port, payload.len())
+        self.commit(dest, src_port, tclass, payload.len())
     }
 
     fn room(&mut self) -> Option<&mut [u8]> {
         Some(self.tx.room())
     }
 
-    fn commit(&mut self, dest: IpAddr, _src_port: u16, len: usize) -> io::Result<()> {
+    fn commit(&mut self, dest: IpAddr, _src_port: u16, tclass: u8, len: usize) -> io::Result<()> {
         if len > MAX_PACKET {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("commit: {len} bytes exceed the {MAX_PACKET}-byte room"),
             ));
         }
-        if self.tx.push(dest, len) {
+        if self.tx.push(dest, self.opts.tos(tclass), len) {
             self.flush()?;
         }
         Ok(())
@@ -400,7 +408,8 @@ impl Backend for UdpPort {
     }
 }
 
-/// Sends every datagram with the options' DSCP and ECN (`IP_TOS`/`IPV6_TCLASS`).
+/// Sends datagrams with the options' DSCP and ECN (`IP_TOS`/`IPV6_TCLASS`) unless their
+/// message says otherwise.
 fn set_tos(s: &Socket, v4: bool, opts: BackendOptions) -> io::Result<()> {
     if opts.dscp > 63 || opts.ecn > 3 {
         return Err(io::Error::new(
@@ -508,7 +517,7 @@ mod tests {
         let mut rx = UdpPort::open(b, opts).unwrap();
         let sent = packets(a, b, 10, 1000);
         for p in &sent {
-            tx.send(b, ROCE_V2_PORT, p).unwrap();
+            tx.send(b, ROCE_V2_PORT, 0, p).unwrap();
         }
         tx.flush().unwrap();
         let c = tx.counters();
@@ -540,7 +549,7 @@ mod tests {
         let mut tx = UdpPort::open(a, opts).unwrap();
         let mut rx = UdpPort::bind(b).unwrap();
         for p in packets(a, b, 3, 200) {
-            tx.send(b, ROCE_V2_PORT, &p).unwrap();
+            tx.send(b, ROCE_V2_PORT, 0, &p).unwrap();
         }
         tx.flush().unwrap();
         let marked = Socket::new(Domain::IPV4, Type::DGRAM, None).unwrap();
@@ -562,6 +571,47 @@ mod tests {
             [(a, Ecn::Ect0), (a, Ecn::Ect0), (a, Ecn::Ect0), (c, Ecn::Ce)]
         );
         assert!(UdpPort::open(c, BackendOptions { ecn: 4, ..opts }).is_err());
+    }
+
+    #[test]
+    fn each_datagram_leaves_with_its_own_traffic_class() {
+        // Equal-size packets of QPs with traffic classes 0x68 (DSCP 26), 0 and 0x02 (ECT(0)
+        // only) and 0x69, on a port whose own DSCP is 10: the kernel reports each TOS sent,
+        // the port's DSCP or ECN only where the packet's class has none, and GSO runs
+        // split where the TOS changes keep their ICRCs.
+        let (a, b) = (
+            IpAddr::from([127, 0, 201, 10]),
+            IpAddr::from([127, 0, 201, 11]),
+        );
+        let opts = BackendOptions {
+            dscp: 10,
+            ..BackendOptions::default()
+        };
+        let mut tx = UdpPort::open(a, opts).unwrap();
+        let no_gro = BackendOptions {
+            no_gro: true,
+            ..BackendOptions::default()
+        };
+        let mut rx = UdpPort::open(b, no_gro).unwrap();
+        let tclasses = [0x68, 0x68, 0, 0, 0x02, 0x69];
+        for (p, &t) in packets(a, b, tclasses.len(), 200).iter().zip(&tclasses) {
+            tx.send(b, ROCE_V2_PORT, t, p).unwrap();
+        }
+        tx.flush().unwrap();
+        let mut got = Vec::new();
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while got.len() < tclasses.len() && std::time::Instant::now() < end {
+            let mut icrc = Vec::new();
+            rx.recv(&mut |meta, _| icrc.push(meta.icrc)).unwrap();
+            got.extend(rx.rx.iter().map(|d| d.tos).zip(icrc));
+        }
+        let valid = IcrcStatus::Valid;
+        assert_eq!(
+            got,
+            [0x68, 0x68, 0x28, 0x28, 0x2a, 0x69].map(|t| (t, valid)),
+            "(TOS, ICRC) received"
+        );
+        assert_eq!(tx.counters().tx_batches, 1, "one sendmmsg");
     }
 
     #[test]
@@ -628,7 +678,7 @@ mod tests {
         sys::set_int_opt(tx.sock.as_fd(), libc::SOL_SOCKET, libc::SO_NO_CHECK, 1).unwrap();
         let sent = packets(a, b, 6, 500);
         for p in &sent {
-            tx.send(b, ROCE_V2_PORT, p).unwrap();
+            tx.send(b, ROCE_V2_PORT, 0, p).unwrap();
         }
         tx.flush().unwrap();
         assert!(!tx.gso, "the refusal is remembered");

@@ -642,7 +642,7 @@ fn afpacket_counts_a_destination_that_does_not_answer() {
             let nobody = IpAddr::from([198, 18, 202, 99]);
             // Asked once (no answer), then remembered as unreachable for a while.
             for _ in 0..2 {
-                port.send(nobody, 0xc000, &[0u8; 32])?;
+                port.send(nobody, 0xc000, 0, &[0u8; 32])?;
             }
             port.flush()?;
             Ok(port.counters())

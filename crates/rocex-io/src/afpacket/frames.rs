@@ -30,12 +30,12 @@ pub(super) struct Headers {
 /// Most bytes below the payload of an IPv4 frame: Ethernet, 802.1Q, IPv4, UDP.
 const MAX_V4_HEADERS: usize = 14 + 4 + 20 + 8;
 
-/// The headers of an IPv4 frame to one destination from one UDP port, all but the
+/// The headers of an IPv4 frame to one destination from one UDP port with one TOS, all but the
 /// lengths and the IP checksum final: a port mostly sends to one peer from one port, and
 /// building the headers anew cost a fifth of handing a small packet to the kernel.
 #[derive(Debug, Clone)]
 struct V4Template {
-    key: ([u8; 6], Ipv4Addr, u16),
+    key: ([u8; 6], Ipv4Addr, u16, u8),
     bytes: [u8; MAX_V4_HEADERS],
     len: usize,
     ip_at: usize,
@@ -105,24 +105,36 @@ impl Headers {
         Ethernet2Header::LEN + vlan + self.ip_len(payload_len)
     }
 
+    /// The TOS (traffic class) byte a packet of traffic class `tclass` leaves with: its
+    /// DSCP and ECN, each where not 0, else the port's ([`BackendOptions::tos`]).
+    pub(super) fn tos(&self, tclass: u8) -> u8 {
+        let port = BackendOptions {
+            dscp: self.dscp.value(),
+            ecn: self.ecn.value(),
+            ..BackendOptions::default()
+        };
+        port.tos(tclass)
+    }
+
     /// Writes the frame that carries `payload` from UDP port `src_port` to `dest:4791` at
-    /// `dst_mac` into `buf`, which holds at least [`Self::frame_len`] bytes; returns its
-    /// length. IPv4: DF, identification 0, TTL 64 and UDP checksum 0, as the ICRC the
-    /// engine computed assumes; IPv6: hop limit 64 and the UDP checksum, which IPv6 needs.
+    /// `dst_mac` with IP TOS `tos` into `buf`, which holds at least [`Self::frame_len`]
+    /// bytes; returns its length. IPv4: DF, identification 0, TTL 64 and UDP checksum 0,
+    /// as the ICRC the engine computed assumes; IPv6: hop limit 64 and the UDP checksum,
+    /// which IPv6 needs.
     pub(super) fn write(
         &mut self,
         buf: &mut [u8],
         dst_mac: [u8; 6],
-        dest: IpAddr,
-        src_port: u16,
+        (dest, src_port): (IpAddr, u16),
+        tos: u8,
         payload: &[u8],
     ) -> io::Result<usize> {
         let fits = payload.len() <= usize::from(u16::MAX) - Ipv4Header::MIN_LEN - UdpHeader::LEN;
         // IPv6 (its UDP checksum covers the payload) and oversized payloads (refused).
         let (IpAddr::V4(dst), true) = (dest, fits) else {
-            return self.build(buf, (dst_mac, dest, src_port), payload);
+            return self.build(buf, (dst_mac, dest, src_port, tos), payload);
         };
-        let key = (dst_mac, dst, src_port);
+        let key = (dst_mac, dst, src_port, tos);
         let t = match self.last_v4.take() {
             Some(t) if t.key == key => t,
             _ => self.v4_template(key)?,
@@ -133,10 +145,10 @@ impl Headers {
         Ok(at + payload.len())
     }
 
-    fn v4_template(&self, key: ([u8; 6], Ipv4Addr, u16)) -> io::Result<V4Template> {
-        let (dst_mac, dst, src_port) = key;
+    fn v4_template(&self, key: ([u8; 6], Ipv4Addr, u16, u8)) -> io::Result<V4Template> {
+        let (dst_mac, dst, src_port, tos) = key;
         let mut bytes = [0; MAX_V4_HEADERS];
-        let len = self.build(&mut bytes, (dst_mac, dst.into(), src_port), &[])?;
+        let len = self.build(&mut bytes, (dst_mac, dst.into(), src_port, tos), &[])?;
         let ip_at = len - UdpHeader::LEN - Ipv4Header::MIN_LEN;
         let sum = bytes[ip_at..ip_at + Ipv4Header::MIN_LEN]
             .chunks_exact(2)
@@ -154,11 +166,11 @@ impl Headers {
     }
 
     /// [`Self::write`] from scratch, with etherparse, to the MAC address, IP address and
-    /// from the UDP port given.
+    /// from the UDP port given, with the TOS given.
     fn build(
         &self,
         buf: &mut [u8],
-        (dst_mac, dest, src_port): ([u8; 6], IpAddr, u16),
+        (dst_mac, dest, src_port, tos): ([u8; 6], IpAddr, u16, u8),
         payload: &[u8],
     ) -> io::Result<usize> {
         let len = self.frame_len(payload.len());
@@ -209,8 +221,8 @@ impl Headers {
                 let mut ip =
                     Ipv4Header::new(udp_len16, 64, IpNumber::UDP, src.octets(), dst.octets())
                         .map_err(|_| too_big())?;
-                ip.dscp = self.dscp;
-                ip.ecn = self.ecn;
+                ip.dscp = IpDscp::try_new(tos >> 2).unwrap_or(IpDscp::ZERO);
+                ip.ecn = IpEcn::try_new(tos & 3).unwrap_or(IpEcn::ZERO);
                 ip.header_checksum = ip.calc_header_checksum();
                 put(&ip.to_bytes());
                 UdpHeader {
@@ -222,7 +234,7 @@ impl Headers {
             }
             (IpAddr::V6(src), IpAddr::V6(dst)) => {
                 let ip = Ipv6Header {
-                    traffic_class: self.dscp.value() << 2 | self.ecn.value(),
+                    traffic_class: tos,
                     flow_label: Ipv6FlowLabel::ZERO,
                     payload_length: u16::try_from(udp_len).map_err(|_| too_big())?,
                     next_header: IpNumber::UDP,
@@ -450,7 +462,7 @@ mod tests {
         let mut h = headers(A);
         let mut frame = vec![0u8; h.frame_len(p.len())];
         let n = h
-            .write(&mut frame, [2, 0, 0, 0, 0, 2], B.into(), 0xc123, &p)
+            .write(&mut frame, [2, 0, 0, 0, 0, 2], (B.into(), 0xc123), 0, &p)
             .expect("write");
         let (got, ignored) = receive_all(&headers(B), &rx(&frame[..n], None));
         assert_eq!(ignored, 0);
@@ -474,7 +486,7 @@ mod tests {
         let mut h = headers(A);
         let mut frame = vec![0u8; h.frame_len(all.len())];
         let n = h
-            .write(&mut frame, [2, 0, 0, 0, 0, 2], B.into(), 0xc123, &all)
+            .write(&mut frame, [2, 0, 0, 0, 0, 2], (B.into(), 0xc123), 0, &all)
             .expect("write");
         let size = parts[0].len() as u16;
         let (got, ignored) = receive_all(&headers(B), &rx(&frame[..n], Some(size)));
@@ -498,8 +510,9 @@ mod tests {
         let mut h = Headers::new([2, 0, 0, 0, 0, 1], A.into(), &opts).expect("h");
         let p = payload(10, 0, 0);
         let mut frame = vec![0u8; h.frame_len(p.len())];
+        let tos = h.tos(0);
         let n = h
-            .write(&mut frame, [2, 0, 0, 0, 0, 2], B.into(), 0xc123, &p)
+            .write(&mut frame, [2, 0, 0, 0, 0, 2], (B.into(), 0xc123), tos, &p)
             .expect("write");
         let (got, _) = receive_all(&headers(B), &rx(&frame[..n], None));
         assert_eq!(
@@ -528,34 +541,45 @@ mod tests {
         for opts in [BackendOptions::default(), tagged] {
             let mut h = Headers::new([2, 0, 0, 0, 0, 1], A.into(), &opts).expect("h");
             let mut n = 0;
-            // Lengths, destinations and ports in turn: the template is reused and rebuilt.
-            for (len, dst, port) in [
-                (20, B, 0xc123),
-                (40, B, 0xc123),
-                (4124, B, 0xc123),
-                (40, [198, 18, 201, 9], 0xc123),
-                (40, B, 0xc124),
-                (65_507, B, 0xc124),
-                (0, B, 0xc124),
+            // Lengths, destinations, ports and traffic classes in turn: the template is
+            // reused and rebuilt.
+            for (len, dst, port, tclass) in [
+                (20, B, 0xc123, 0),
+                (40, B, 0xc123, 0),
+                (4124, B, 0xc123, 0),
+                (40, [198, 18, 201, 9], 0xc123, 0),
+                (40, B, 0xc124, 0),
+                (40, B, 0xc124, 0x68),
+                (65_507, B, 0xc124, 0x02),
+                (0, B, 0xc124, 0),
             ] {
                 let payload: Vec<u8> = (0..len).map(|i| i as u8).collect();
                 let mut want = vec![0u8; h.frame_len(len)];
                 let mut got = vec![0xa5u8; h.frame_len(len)];
                 let mac = [2, 0, 0, 0, 0, 2];
+                let tos = h.tos(tclass);
                 let w = h
-                    .build(&mut want, (mac, dst.into(), port), &payload)
+                    .build(&mut want, (mac, dst.into(), port, tos), &payload)
                     .expect("build");
                 let g = h
-                    .write(&mut got, mac, dst.into(), port, &payload)
+                    .write(&mut got, mac, (dst.into(), port), tos, &payload)
                     .expect("write");
                 assert_eq!((g, &got), (w, &want), "{len} bytes to {dst:?}:{port}");
+                let at = g - len - UdpHeader::LEN - Ipv4Header::MIN_LEN;
+                assert_eq!(got[at + 1], tos, "the TOS byte");
                 n += 1;
             }
             // A datagram over the IPv4 limit is refused either way.
             let big = vec![0u8; 65_508];
             let mut buf = vec![0u8; h.frame_len(big.len())];
-            assert!(h.write(&mut buf, [2; 6], B.into(), 1, &big).is_err());
-            assert_eq!(n, 7);
+            assert!(h.write(&mut buf, [2; 6], (B.into(), 1), 0, &big).is_err());
+            assert_eq!(n, 8);
+            // The packet's DSCP and ECN where it has them, else the port's.
+            let port = opts.dscp << 2 | opts.ecn;
+            assert_eq!(
+                [h.tos(0), h.tos(0x68), h.tos(0x02), h.tos(0xb9)],
+                [port, 0x68 | opts.ecn, port & !3 | 2, 0xb9]
+            );
         }
     }
 }

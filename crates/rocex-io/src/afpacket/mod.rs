@@ -137,7 +137,7 @@ impl Backend for AfPacketPort {
         Ok(n)
     }
 
-    fn send(&mut self, dest: IpAddr, src_port: u16, payload: &[u8]) -> io::Result<()> {
+    fn send(&mut self, dest: IpAddr, src_port: u16, tclass: u8, payload: &[u8]) -> io::Result<()> {
         if self.headers.ip_len(payload.len()) > self.mtu
             || self.headers.frame_len(payload.len()) > tx::MAX_FRAME
         {
@@ -155,7 +155,11 @@ impl Backend for AfPacketPort {
             self.drop_one();
             return Ok(());
         };
-        match self.headers.write(slot, mac, dest, src_port, payload) {
+        let tos = self.headers.tos(tclass);
+        match self
+            .headers
+            .write(slot, mac, (dest, src_port), tos, payload)
+        {
             Ok(len) => {
                 self.tx.commit(len);
                 self.counters.tx_packets += 1;

@@ -2,8 +2,9 @@
 //!
 //! UDP GSO (`UDP_SEGMENT`) sends one buffer that the kernel cuts into datagrams of one
 //! size, the last possibly shorter, all to one destination: consecutive packets to the
-//! same address with the same length therefore form one run, closed by a shorter packet,
-//! by [`MAX_SEGMENTS`] or by [`MAX_GSO_BYTES`]. Everything else is a run of one.
+//! same address with the same length and the same TOS (one message has one IP header)
+//! therefore form one run, closed by a shorter packet, by [`MAX_SEGMENTS`] or by
+//! [`MAX_GSO_BYTES`]. Everything else is a run of one.
 
 use std::net::IpAddr;
 
@@ -12,12 +13,13 @@ pub(crate) const MAX_SEGMENTS: usize = 64;
 /// Most bytes in one GSO send: the largest UDP payload over IPv4 (65535 - 20 - 8).
 pub(crate) const MAX_GSO_BYTES: usize = 65_507;
 
-/// A packet in the send buffer: `len` bytes from `at`, for `dest`.
+/// A packet in the send buffer: `len` bytes from `at`, for `dest` with IP TOS `tos`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Queued {
     pub(super) dest: IpAddr,
     pub(super) at: usize,
     pub(super) len: usize,
+    pub(super) tos: u8,
 }
 
 /// Queued packets `first..first + count`, sent as one message: all `segment` bytes long
@@ -40,6 +42,7 @@ pub(super) fn plan(queue: &[Queued], gso: bool, runs: &mut Vec<Run>) {
             let fits = gso
                 && !*closed
                 && q.dest == head.dest
+                && q.tos == head.tos
                 && q.len <= run.segment
                 && run.count < MAX_SEGMENTS
                 && *bytes + q.len <= MAX_GSO_BYTES;
@@ -75,17 +78,34 @@ mod tests {
         packets
             .iter()
             .map(|&(dest, len)| {
-                let q = Queued { dest, at, len };
+                let q = Queued {
+                    dest,
+                    at,
+                    len,
+                    tos: 0,
+                };
                 at += len;
                 q
             })
             .collect()
     }
 
-    fn runs(packets: &[(IpAddr, usize)], gso: bool) -> Vec<(usize, usize, usize)> {
+    fn runs_of(q: &[Queued], gso: bool) -> Vec<(usize, usize, usize)> {
         let mut r = Vec::new();
-        plan(&queue(packets), gso, &mut r);
+        plan(q, gso, &mut r);
         r.iter().map(|r| (r.first, r.count, r.segment)).collect()
+    }
+
+    fn runs(packets: &[(IpAddr, usize)], gso: bool) -> Vec<(usize, usize, usize)> {
+        runs_of(&queue(packets), gso)
+    }
+
+    #[test]
+    fn another_tos_starts_a_run() {
+        let mut q = queue(&[(B, 100); 5]);
+        q[2].tos = 0x6a;
+        q[3].tos = 0x6a;
+        assert_eq!(runs_of(&q, true), [(0, 2, 100), (2, 2, 100), (4, 1, 100)]);
     }
 
     #[test]

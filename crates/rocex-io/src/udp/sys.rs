@@ -1,5 +1,6 @@
 //! The batched system calls: `sendmmsg(2)` with a `UDP_SEGMENT` control message on each
-//! GSO run, `recvmmsg(2)` with room for each datagram's `UDP_GRO` control message
+//! GSO run and an `IP_TOS`/`IPV6_TCLASS` one on each message whose TOS is not the
+//! socket's (`ip(7)`, `ipv6(7)`), `recvmmsg(2)` with room for each datagram's `UDP_GRO` control message
 //! (`udp(7)`, `linux/udp.h`). All the `unsafe` of the UDP backend is here.
 
 use std::io;
@@ -19,20 +20,22 @@ pub(super) const MAX_MSGS: usize = 64;
 /// Most datagrams one receive takes (its arrays are set up on every call, even an empty one).
 pub(super) const MAX_RX: usize = 32;
 
-/// Room for two control messages carrying an `int` each (`UDP_GRO` and the received TOS
-/// or traffic class), aligned as `cmsghdr` requires.
+/// Room for two control messages carrying an `int` each (received: `UDP_GRO` and the TOS
+/// or traffic class; sent: `UDP_SEGMENT` and the TOS), aligned as `cmsghdr` requires.
 #[repr(C, align(8))]
 #[derive(Clone, Copy)]
 struct Control([u8; 64]);
 
 /// One message of a send: `len` bytes of the send buffer from `at`, to `dest`, cut by the
-/// kernel into datagrams of `segment` bytes (the last may be shorter) when it is set.
+/// kernel into datagrams of `segment` bytes (the last may be shorter) when it is set, each
+/// with IP TOS (traffic class) `tos` when it is set, else the socket's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct TxMsg {
     pub(super) dest: SocketAddr,
     pub(super) at: usize,
     pub(super) len: usize,
     pub(super) segment: Option<u16>,
+    pub(super) tos: Option<u8>,
 }
 
 /// One received datagram: `len` bytes at the start of its slot.
@@ -153,19 +156,41 @@ pub(super) fn sendmmsg(fd: BorrowedFd<'_>, buf: &[u8], msgs: &[TxMsg]) -> io::Re
         h.msg_name = (name as *mut libc::sockaddr_in6).cast();
         h.msg_iov = iov;
         h.msg_iovlen = 1;
-        if let Some(seg) = m.segment {
+        // SAFETY: CMSG_SPACE is arithmetic on its argument.
+        let (seg_space, tos_space) = unsafe {
+            (
+                libc::CMSG_SPACE(mem::size_of::<u16>() as u32) as usize,
+                libc::CMSG_SPACE(mem::size_of::<libc::c_int>() as u32) as usize,
+            )
+        };
+        let space = m.segment.map_or(0, |_| seg_space) + m.tos.map_or(0, |_| tos_space);
+        if space > 0 {
             let control = controls[i].write(Control([0; 64]));
             h.msg_control = control.0.as_mut_ptr().cast();
-            // SAFETY: CMSG_SPACE is arithmetic on its argument.
-            h.msg_controllen = unsafe { libc::CMSG_SPACE(mem::size_of::<u16>() as u32) } as _;
-            // SAFETY: msg_control points at 32 bytes aligned for cmsghdr, more than
-            // CMSG_SPACE(2), so the first header and its two data bytes lie inside it.
+            h.msg_controllen = space as _;
+            // SAFETY: msg_control points at 64 bytes aligned for cmsghdr, more than the
+            // `space` (at most 48) that msg_controllen gives the headers and their data,
+            // so every header CMSG_FIRSTHDR and CMSG_NXTHDR return lies inside it.
             unsafe {
-                let c = libc::CMSG_FIRSTHDR(&h);
-                (*c).cmsg_level = SOL_UDP;
-                (*c).cmsg_type = UDP_SEGMENT;
-                (*c).cmsg_len = libc::CMSG_LEN(mem::size_of::<u16>() as u32) as _;
-                std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), seg);
+                let mut c = libc::CMSG_FIRSTHDR(&h);
+                if let Some(seg) = m.segment {
+                    (*c).cmsg_level = SOL_UDP;
+                    (*c).cmsg_type = UDP_SEGMENT;
+                    (*c).cmsg_len = libc::CMSG_LEN(mem::size_of::<u16>() as u32) as _;
+                    std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), seg);
+                    c = libc::CMSG_NXTHDR(&h, c);
+                }
+                if let Some(tos) = m.tos {
+                    let (level, kind) = match m.dest {
+                        SocketAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_TOS),
+                        SocketAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_TCLASS),
+                    };
+                    (*c).cmsg_level = level;
+                    (*c).cmsg_type = kind;
+                    (*c).cmsg_len = libc::CMSG_LEN(mem::size_of::<libc::c_int>() as u32) as _;
+                    let v = libc::c_int::from(tos);
+                    std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>(), v);
+                }
             }
         }
         hdrs[i].write(libc::mmsghdr {

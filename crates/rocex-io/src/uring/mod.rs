@@ -270,7 +270,7 @@ impl Backend for UringPort {
         Ok(handed)
     }
 
-    fn send(&mut self, dest: IpAddr, _src_port: u16, payload: &[u8]) -> io::Result<()> {
+    fn send(&mut self, dest: IpAddr, _src_port: u16, tclass: u8, payload: &[u8]) -> io::Result<()> {
         if self.tx_free.is_empty() {
             self.submit()?;
             self.reap();
@@ -280,7 +280,10 @@ impl Backend for UringPort {
             self.counters.tx_dropped += 1;
             return Ok(());
         };
-        let Some(msg) = self.tx[slot].for_send(SocketAddr::new(dest, ROCE_V2_PORT), payload) else {
+        // A control message only where the TOS is not the socket's.
+        let tos = Some(self.opts.tos(tclass)).filter(|&t| t != self.opts.tos(0));
+        let to = SocketAddr::new(dest, ROCE_V2_PORT);
+        let Some(msg) = self.tx[slot].for_send(to, tos, payload) else {
             self.tx_free.push(slot);
             self.counters.tx_dropped += 1;
             return Ok(());

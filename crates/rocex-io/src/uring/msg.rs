@@ -6,11 +6,17 @@ use std::net::SocketAddr;
 
 use socket2::{SockAddr, SockAddrStorage};
 
+/// Room for one control message carrying an `int` (a send's `IP_TOS`/`IPV6_TCLASS`),
+/// aligned as `cmsghdr` requires.
+#[repr(C, align(8))]
+struct Control([u8; 32]);
+
 /// One message and its buffer.
 pub(super) struct MsgSlot {
     hdr: libc::msghdr,
     iov: libc::iovec,
     addr: SockAddrStorage,
+    control: Control,
     buf: Box<[u8]>,
 }
 
@@ -33,6 +39,7 @@ impl MsgSlot {
                 iov_len: 0,
             },
             addr: SockAddrStorage::zeroed(),
+            control: Control([0; 32]),
             buf: vec![0; len].into_boxed_slice(),
         }
     }
@@ -59,18 +66,41 @@ impl MsgSlot {
         self.point(len, addr_len)
     }
 
-    /// Copies `payload` in and returns the header that sends it to `dest`; `None` when the
-    /// payload does not fit.
+    /// Copies `payload` in and returns the header that sends it to `dest`, with IP TOS
+    /// (traffic class) `tos` when it is set, else the socket's; `None` when the payload
+    /// does not fit.
     pub(super) fn for_send(
         &mut self,
         dest: SocketAddr,
+        tos: Option<u8>,
         payload: &[u8],
     ) -> Option<*const libc::msghdr> {
         self.buf.get_mut(..payload.len())?.copy_from_slice(payload);
         let sa = SockAddr::from(dest);
         let addr_len = sa.len();
         self.addr = sa.as_storage();
-        Some(self.point(payload.len(), addr_len).cast_const())
+        let hdr = self.point(payload.len(), addr_len);
+        if let Some(tos) = tos {
+            let (level, kind) = match dest {
+                SocketAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_TOS),
+                SocketAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_TCLASS),
+            };
+            let int = std::mem::size_of::<libc::c_int>() as u32;
+            self.hdr.msg_control = self.control.0.as_mut_ptr().cast();
+            // SAFETY: CMSG_SPACE and CMSG_LEN are arithmetic; msg_control points at 32
+            // bytes aligned for cmsghdr, more than CMSG_SPACE(4) (24), so the first header
+            // and its data lie inside it.
+            unsafe {
+                self.hdr.msg_controllen = libc::CMSG_SPACE(int) as _;
+                let c = libc::CMSG_FIRSTHDR(&self.hdr);
+                (*c).cmsg_level = level;
+                (*c).cmsg_type = kind;
+                (*c).cmsg_len = libc::CMSG_LEN(int) as _;
+                let v = libc::c_int::from(tos);
+                std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>(), v);
+            }
+        }
+        Some(hdr.cast_const())
     }
 
     /// The sender of the datagram a completed receive wrote, and its first `len` bytes.

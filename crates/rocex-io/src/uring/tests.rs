@@ -66,3 +66,45 @@ fn a_port_that_only_receives_keeps_receiving() {
     assert!(got == sent, "the datagrams arrived changed or out of order");
     assert_eq!(port.counters().tx_packets, 0);
 }
+
+/// Each datagram sent leaves with its own traffic class: its ECN field, as the udp
+/// backend's receiver reports it from the kernel, is the packet's where it has one and the
+/// port's ECT(0) where it has none.
+#[test]
+fn each_datagram_leaves_with_its_own_traffic_class() {
+    let (local, peer) = (
+        IpAddr::from([127, 0, 202, 3]),
+        IpAddr::from([127, 0, 202, 4]),
+    );
+    let opts = BackendOptions {
+        ecn: 2,
+        ..BackendOptions::default()
+    };
+    let mut port = match UringPort::open(local, opts) {
+        Ok(p) => p,
+        Err(e) => {
+            let test = "each_datagram_leaves_with_its_own_traffic_class";
+            return rocex_testkit::cannot_run(test, &format!("io_uring ({e})"));
+        }
+    };
+    let no_gro = BackendOptions {
+        no_gro: true,
+        ..BackendOptions::default()
+    };
+    let mut rx = crate::UdpPort::open(peer, no_gro).unwrap();
+    let tclasses = [0x01, 0, 0x68 | 3, 0x68];
+    for (i, &t) in tclasses.iter().enumerate() {
+        port.send(peer, ROCE_V2_PORT, t, &[i as u8; 64]).unwrap();
+    }
+    port.flush().unwrap();
+    let mut got = Vec::new();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while got.len() < tclasses.len() && std::time::Instant::now() < end {
+        rx.recv(&mut |meta, p| got.push((p[0], meta.ecn))).unwrap();
+    }
+    use rocex_proto::Ecn;
+    assert_eq!(
+        got,
+        [(0, Ecn::Ect1), (1, Ecn::Ect0), (2, Ecn::Ce), (3, Ecn::Ect0)]
+    );
+}

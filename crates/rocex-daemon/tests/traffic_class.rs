@@ -3,6 +3,7 @@
 //! `--ecn` marks the daemon's packets ECT(0) and `--dscp` gives the packets of QPs without
 //! a traffic class their DSCP: seen in both daemons' captures.
 
+use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 mod common;
@@ -10,7 +11,7 @@ mod common;
 use common::{Daemon, End, end, ok};
 use rocex_verbs::verbs::{AddressVector, Mtu, QpAttr, SendOp, SendWr, WcOpcode};
 use rocex_wire::Ecn;
-use rocex_wire::frame::FrameHeaders;
+use rocex_wire::frame::{Frame, FrameHeaders};
 
 /// RESET → RTS towards `peer`, with the address vector's traffic class `tclass`.
 fn connect(me: &End, peer: &End, tclass: u8) {
@@ -35,18 +36,33 @@ fn connect(me: &End, peer: &End, tclass: u8) {
     }
 }
 
-/// Every frame of a daemon's capture: (source, destination, IP TOS).
-fn frames(cap: &std::path::Path) -> Vec<(IpAddr, IpAddr, u8)> {
+/// Every frame of a daemon's capture: (source, IP TOS, BTH destination QP).
+fn frames(cap: &std::path::Path) -> Vec<(IpAddr, u8, u32)> {
     let frames = rocex_dump::capture::read(cap).expect("readable capture");
     let _ = std::fs::remove_file(cap);
     frames
         .iter()
         .map(|f| {
             let h = FrameHeaders::parse(&f.data).expect("a RoCE v2 frame");
-            let (s, d) = h.ip.addresses();
-            (s, d, h.ip.tos())
+            let qp = Frame::parse(&f.data)
+                .expect("a RoCE v2 frame")
+                .repr
+                .packet
+                .bth
+                .dest_qp;
+            (h.ip.addresses().0, h.ip.tos(), qp)
         })
         .collect()
+}
+
+/// The TOS of the frames from `src` to QP `qp`, each once.
+fn toses(frames: &[(IpAddr, u8, u32)], src: IpAddr, qp: u32) -> (usize, BTreeSet<u8>) {
+    let to: Vec<u8> = frames
+        .iter()
+        .filter(|f| f.0 == src && f.2 == qp)
+        .map(|f| f.1)
+        .collect();
+    (to.len(), to.into_iter().collect())
 }
 
 #[test]
@@ -68,55 +84,55 @@ fn the_qps_traffic_class_and_ecn_reach_the_wire() {
         "tclass-b",
         &["--dscp", "10", "--pcap", cb.to_str().unwrap()],
     );
-    let mut a = end(&da.sock);
-    let mut b = end(&db.sock);
-    // DSCP 26 (AF31), ECN bits 0: the application's byte, as rdma-core passes it.
-    connect(&a, &b, 26 << 2);
-    connect(&b, &a, 0);
-    assert_eq!(a.qp.query().unwrap().0.traffic_class, 0x68);
-    assert_eq!(b.qp.query().unwrap().0.traffic_class, 0);
-
-    // WRITEs one way and READs the other: requests, responses and ACKs from both.
-    for i in 0..8u64 {
-        let wr = SendWr::new(
-            i,
-            SendOp::Write(b.mr.remote(i * 4096)),
-            vec![a.mr.sge(i * 4096, 4096)],
-        );
-        a.qp.post_send(&[wr]).unwrap();
-        ok(&mut a.cq, i, WcOpcode::RdmaWrite);
-        let wr = SendWr::new(
-            i,
-            SendOp::Read(a.mr.remote(i * 4096)),
-            vec![b.mr.sge(i * 4096, 4096)],
-        );
-        b.qp.post_send(&[wr]).unwrap();
-        ok(&mut b.cq, i, WcOpcode::RdmaRead);
+    // Two connections: a's QPs with DSCP 26 (AF31) and DSCP 46 (EF), ECN bits 0, as
+    // rdma-core passes an application's byte; b's with none.
+    let mut a = [end(&da.sock), end(&da.sock)];
+    let mut b = [end(&db.sock), end(&db.sock)];
+    for (i, tclass) in [(0, 26 << 2), (1, 46 << 2)] {
+        connect(&a[i], &b[i], tclass);
+        connect(&b[i], &a[i], 0);
+        assert_eq!(a[i].qp.query().unwrap().0.traffic_class, tclass);
+        assert_eq!(b[i].qp.query().unwrap().0.traffic_class, 0);
     }
+
+    // WRITEs one way and READs the other on both connections at once: requests,
+    // responses and ACKs from both daemons, the two QPs' packets in the same batches.
+    for n in 0..8u64 {
+        for (x, y) in a.iter_mut().zip(b.iter_mut()) {
+            let w = SendOp::Write(y.mr.remote(n * 4096));
+            x.qp.post_send(&[SendWr::new(n, w, vec![x.mr.sge(n * 4096, 4096)])])
+                .unwrap();
+            let r = SendOp::Read(x.mr.remote(n * 4096));
+            y.qp.post_send(&[SendWr::new(n, r, vec![y.mr.sge(n * 4096, 4096)])])
+                .unwrap();
+        }
+        for (x, y) in a.iter_mut().zip(b.iter_mut()) {
+            ok(&mut x.cq, n, WcOpcode::RdmaWrite);
+            ok(&mut y.cq, n, WcOpcode::RdmaRead);
+        }
+    }
+    let qpns = [a[0].qp.qpn(), a[1].qp.qpn(), b[0].qp.qpn(), b[1].qp.qpn()];
     drop((a, b));
     assert!(da.stop() && db.stop(), "a daemon did not shut down cleanly");
 
-    // a sends its QP's DSCP 26 with ECT(0) (--ecn, the application set no ECN bits);
-    // b receives ECT(0) from a's socket and sends its port's DSCP 10, not ECN-capable,
+    // a sends each QP's DSCP with ECT(0) (--ecn; the application set no ECN bits), and
+    // b receives ECT(0) from a's socket; b sends its port's DSCP 10, not ECN-capable,
     // which a receives so.
-    let fa = frames(&ca);
-    let fb = frames(&cb);
-    let sent_a: Vec<u8> = fa.iter().filter(|f| f.0 == ia).map(|f| f.2).collect();
-    let got_a: Vec<u8> = fa.iter().filter(|f| f.0 == ib).map(|f| f.2).collect();
-    let got_b: Vec<u8> = fb.iter().filter(|f| f.0 == ia).map(|f| f.2).collect();
-    let sent_b: Vec<u8> = fb.iter().filter(|f| f.0 == ib).map(|f| f.2).collect();
-    assert!(
-        sent_a.len() >= 16 && got_a.len() >= 16,
-        "{} {}",
-        sent_a.len(),
-        got_a.len()
-    );
-    assert!(sent_a.iter().all(|&t| t == 0x6a), "a sent {sent_a:x?}");
-    assert!(
-        got_b.iter().all(|&t| Ecn::from_tos(t) == Ecn::Ect0),
-        "b got {got_b:x?}"
-    );
-    assert_eq!(got_b.len(), sent_a.len());
-    assert!(sent_b.iter().all(|&t| t == 10 << 2), "b sent {sent_b:x?}");
-    assert!(got_a.iter().all(|&t| t == 0), "a got {got_a:x?}");
+    let (fa, fb) = (frames(&ca), frames(&cb));
+    for (qp, peer, tos) in [(qpns[2], qpns[0], 0x6a), (qpns[3], qpns[1], 0xba)] {
+        // 8 WRITEs and 8 READ responses of 4 packets each.
+        let (n, sent) = toses(&fa, ia, qp);
+        assert!(n >= 64, "{n} frames to QP {qp:#x}");
+        assert_eq!(sent, BTreeSet::from([tos]), "a's TOS to QP {qp:#x}");
+        let (m, got) = toses(&fb, ia, qp);
+        assert_eq!(m, n, "b received what a sent to QP {qp:#x}");
+        let ect0 = BTreeSet::from([Ecn::Ect0.bits()]);
+        let got: BTreeSet<u8> = got.into_iter().map(|t| t & 3).collect();
+        assert_eq!(got, ect0, "b's ECN from QP {qp:#x}");
+        // 8 READ requests, and ACKs.
+        let (n, sent) = toses(&fb, ib, peer);
+        assert!(n >= 9, "{n} frames to QP {peer:#x}");
+        assert_eq!(sent, BTreeSet::from([10 << 2]), "b's TOS to QP {peer:#x}");
+        assert_eq!(toses(&fa, ib, peer), (n, BTreeSet::from([0])), "a's ECN");
+    }
 }

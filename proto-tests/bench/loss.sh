@@ -4,7 +4,12 @@
 # datagrams dropped on input in both namespaces by nftables (`numgen random`: this kernel
 # has no netem). A GSO burst crosses the veth as one skb, so one drop can take a burst.
 #
-#   proto-tests/bench/loss.sh [--runs N] [--out FILE] [--no-doc]
+#   proto-tests/bench/loss.sh [--runs N] [--out FILE] [--no-doc] [--lab]
+#
+# --lab instead runs 64 KiB WRITEs (50, MTU 4096) with 5% loss both ways in the rxe lab:
+# rxe <-> rxe in two guests (netem on each guest's egress), and `rocex perf` on the host
+# against rxe in one guest (netem on the guest's egress, `--inject loss=0.05` on rocex's
+# own packets), and writes the medians between the LOSS-LAB markers. Needs the lab image.
 #
 # Each run measures, for each recovery mode, 64 KiB WRITE and 16 KiB READ streams of
 # $SECS s (`rocex perf ... bw --duration`, MTU 4096) at 0, 0.1, 1, 5 and 10% loss, and the
@@ -24,8 +29,12 @@ OUT="$ROOT/docs/performance.md"
 WRITE_DOC=1
 SECS="${SECS:-3}"
 LOSSES=(0 0.1 1 5 10)
+LAB=0
+ARGS=()
+for a in "$@"; do [ "$a" = --lab ] && LAB=1 || ARGS+=("$a"); done
 source "$HERE/args.sh"
-bench_args "$@"
+bench_args "${ARGS[@]}"
+[ "$LAB" = 1 ] && exec "$HERE/loss_lab.sh" "${ARGS[@]}"
 
 REV="${REV:-$(git -C "$ROOT" rev-parse --short HEAD)}"
 if [ -n "${LOSS_RESULTS:-}" ]; then

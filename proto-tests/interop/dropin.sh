@@ -49,6 +49,10 @@ read_bw-16k-loss5|read_bw|--loss 5 --set SIZE=16384 --set ITERS=50|ib_read_bw -d
 send_lat-4k-loss5|send_lat|--loss 5 --set SIZE=4096 --set ITERS=50|ib_send_lat -d rocex0 -m \$RXE_LAB_MTU -s 4096 -n 50 -F
 atomic_bw-faa-loss5|atomic_bw_faa|--loss 5 --set ITERS=200|ib_atomic_bw -d rocex0 -m \$RXE_LAB_MTU -A FETCH_AND_ADD -n 200 -F
 EOF_CASES
+    # rocexd --ecn: its packets ECT(0), DCQCN on (docs/congestion.md); rxe ignores both.
+    peer_case "dropin-rxe_$role-write_bw-64k-ecn" write_bw "$role" \
+        "--set SIZE=65536 --set ITERS=200" \
+        "ROCEXD_ARGS=--ecn $host ib_write_bw -d rocex0 -m \$RXE_LAB_MTU -s 65536 -n 200 -F {peer}"
     # rping and ucmatose: the connection made by CM MADs on QP1 between rocexd's CM and the
     # kernel's, through rocex's librdmacm. Where the guest serves, the host starts 3 s late
     # (DROPIN_WAIT in dropin_host.sh). ib_write_bw -R

@@ -6,7 +6,8 @@
 # still be starting: a client that says it could not connect (perftest's "Couldn't connect
 # to", or a REJECTED event as rping and ucmatose print it) runs again, for 20 s at most,
 # as the guest's clients do. DROPIN_WAIT=S starts the program S seconds late: rxe's side
-# of an rdma_cm connection rejects a connect that comes before it listens.
+# of an rdma_cm connection rejects a connect that comes before it listens. ROCEXD_ARGS
+# adds flags to rocexd's.
 #
 # Usage: dropin_host.sh ROCEX PROGRAM ARGS...
 set -uo pipefail
@@ -15,8 +16,9 @@ shift
 rocexd=$(dirname "$rocex")/rocexd
 dir=$(mktemp -d /tmp/rocex-dropin.XXXXXX)
 sock=$dir/d.sock
+# shellcheck disable=SC2086 # ROCEXD_ARGS: more flags, split on spaces
 RUST_LOG=${RUST_LOG:-warn} "$rocexd" --addr "$RXE_LAB_HOST_IP" --socket "$sock" \
-    --mtu "$RXE_LAB_MTU" &
+    --mtu "$RXE_LAB_MTU" ${ROCEXD_ARGS:-} &
 daemon=$!
 stop() {
     kill "$daemon" 2>/dev/null

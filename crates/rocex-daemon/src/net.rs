@@ -77,10 +77,15 @@ impl Net {
             let tap = &mut self.tap;
             let got = self.backend.recv(&mut |meta, payload| {
                 if let Some(t) = tap {
-                    let (src, ecn) = ((meta.src.ip(), meta.src.port()), meta.ecn.bits());
-                    t.record(src, meta.dst, false, ecn, payload);
+                    t.record(
+                        (meta.src.ip(), meta.src.port()),
+                        meta.dst,
+                        false,
+                        meta.tos,
+                        payload,
+                    );
                 }
-                engine.handle_packet_ecn(now, meta.src, meta.dst, payload, meta.icrc, meta.ecn);
+                engine.handle_packet_ecn(now, meta.src, meta.dst, payload, meta.icrc, meta.ecn());
             });
             match got {
                 Ok(0) => break,

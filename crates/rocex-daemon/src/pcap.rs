@@ -3,7 +3,7 @@
 //! `rocex dump --check` read it. The UDP socket never sees real Ethernet or IP headers:
 //! the MACs are fixed placeholders and the IP header is the one the kernel sends (ID 0,
 //! DF, TTL 64), which is what the ICRC was computed over, with the packet's TOS: the one a
-//! sent packet leaves with, a received one's ECN field (its DSCP is not reported: 0).
+//! sent packet leaves with, the one the backend reported for a received one.
 
 use std::cell::RefCell;
 use std::fs::File;

@@ -27,9 +27,17 @@ pub struct RxMeta {
     /// (afpacket) or by solving for the IPv4 identification a UDP socket hides (udp,
     /// uring; `rocex_wire::icrc::SocketCheck`).
     pub icrc: IcrcStatus,
-    /// The IP header's ECN field (udp: the `IP_TOS`/`IPV6_TCLASS` control message;
-    /// afpacket: the header itself; uring: not seen, `NotEct`).
-    pub ecn: Ecn,
+    /// The IP header's TOS (IPv6: traffic class) byte, DSCP and ECN (udp: the
+    /// `IP_TOS`/`IPV6_TCLASS` control message; afpacket: the header itself; uring: not
+    /// seen, 0).
+    pub tos: u8,
+}
+
+impl RxMeta {
+    /// The ECN field of [`Self::tos`]: CE where a router found congestion.
+    pub fn ecn(&self) -> Ecn {
+        Ecn::from_tos(self.tos)
+    }
 }
 
 /// What a backend has counted.

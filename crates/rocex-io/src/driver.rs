@@ -110,7 +110,7 @@ impl Driver {
         for _ in 0..batches {
             let engine = &mut self.engine;
             let n = self.port.recv(&mut |meta, payload| {
-                engine.handle_packet_ecn(now, meta.src, meta.dst, payload, meta.icrc, meta.ecn);
+                engine.handle_packet_ecn(now, meta.src, meta.dst, payload, meta.icrc, meta.ecn());
             })?;
             if n == 0 {
                 break;

@@ -29,7 +29,6 @@ use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd};
 
-use rocex_proto::Ecn;
 use rocex_wire::ROCE_V2_PORT;
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -343,7 +342,7 @@ impl Backend for UdpPort {
                         src,
                         dst: self.local,
                         icrc,
-                        ecn: Ecn::from_tos(d.tos),
+                        tos: d.tos,
                     },
                     payload,
                 );
@@ -462,6 +461,7 @@ pub(crate) fn accept_zero_checksums(s: &impl std::os::fd::AsRawFd) -> io::Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rocex_proto::Ecn;
     use rocex_proto::IcrcStatus;
     use rocex_wire::icrc::{self, IcrcForm};
 
@@ -562,7 +562,7 @@ mod tests {
         let mut got = Vec::new();
         let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while got.len() < 4 && std::time::Instant::now() < end {
-            rx.recv(&mut |meta, _| got.push((meta.src.ip(), meta.ecn)))
+            rx.recv(&mut |meta, _| got.push((meta.src.ip(), meta.ecn())))
                 .unwrap();
         }
         got.sort_by_key(|(ip, _)| *ip);

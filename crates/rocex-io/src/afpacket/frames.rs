@@ -319,7 +319,7 @@ impl Headers {
             src: SocketAddr::new(src, frame.udp.source_port()),
             dst: self.local,
             icrc,
-            ecn: frame.ip.ecn(),
+            tos: frame.ip.tos(),
         };
         Some((meta, frame.datagram()))
     }
@@ -516,7 +516,7 @@ mod tests {
             .expect("write");
         let (got, _) = receive_all(&headers(B), &rx(&frame[..n], None));
         assert_eq!(
-            (got[0].0.ecn, got[0].0.icrc),
+            (got[0].0.ecn(), got[0].0.icrc),
             (rocex_proto::Ecn::Ect0, IcrcStatus::Valid)
         );
         let mut ip = Ipv4Header::from_slice(&frame[14..n]).expect("ipv4").0;
@@ -525,7 +525,7 @@ mod tests {
         frame[14..34].copy_from_slice(&ip.to_bytes());
         let (got, _) = receive_all(&headers(B), &rx(&frame[..n], None));
         assert_eq!(
-            (got[0].0.ecn, got[0].0.icrc),
+            (got[0].0.ecn(), got[0].0.icrc),
             (rocex_proto::Ecn::Ce, IcrcStatus::Valid)
         );
     }

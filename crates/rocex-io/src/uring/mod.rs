@@ -30,7 +30,6 @@ use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use io_uring::{IoUring, opcode, squeue, types};
-use rocex_proto::Ecn;
 use rocex_wire::ROCE_V2_PORT;
 
 use crate::udp::ids::IdDeltas;
@@ -246,7 +245,7 @@ impl Backend for UringPort {
                                     src,
                                     dst: self.local,
                                     icrc,
-                                    ecn: Ecn::NotEct,
+                                    tos: 0,
                                 },
                                 payload,
                             );

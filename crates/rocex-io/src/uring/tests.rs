@@ -100,7 +100,8 @@ fn each_datagram_leaves_with_its_own_traffic_class() {
     let mut got = Vec::new();
     let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while got.len() < tclasses.len() && std::time::Instant::now() < end {
-        rx.recv(&mut |meta, p| got.push((p[0], meta.ecn))).unwrap();
+        rx.recv(&mut |meta, p| got.push((p[0], meta.ecn())))
+            .unwrap();
     }
     use rocex_proto::Ecn;
     assert_eq!(

@@ -7,19 +7,26 @@
 #                   the guest's LIO
 #   rocex both      libiscsi and tgtd both under `rocex run`, two namespaces, no guest
 # fio: random writes, then the same blocks read back and verified (crc32c), 4 KiB and
-# 128 KiB at depths 1 and 16. Prints a Markdown table. Needs root.
+# 128 KiB at depths 1 and 16. Prints a Markdown table of the medians, writes them to
+# docs/perf/storage.json and draws docs/perf/storage.svg from it (rocex-plot --storage).
+# Needs root. The raw rows go to target/storage/bench.tsv; STORAGE_RESULTS=FILE (such a
+# file) reports on an earlier run's rows instead of measuring, REV=COMMIT naming the commit
+# they were taken on and --runs how many runs they hold.
 #
 # Usage: bench.sh [--runs N]
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 runs=3
 [[ ${1:-} == --runs ]] && runs=$2
-need qemu-system-x86_64 tcpdump tgtd tgtadm gcc python3 iscsi-inq
-storage_rocex || exit 1
-bash "$storage_root/proto-tests/rxe-lab/build.sh" >/dev/null || exit 1
-source "$storage_root/proto-tests/rxe-lab/lib.sh"
-res=$storage_out/bench.tsv
-: >"$res"
+res=${STORAGE_RESULTS:-$storage_out/bench.tsv}
+rev=${REV:-$(git -C "$storage_root" rev-parse --short HEAD)}
+if [[ -z ${STORAGE_RESULTS:-} ]]; then
+    need qemu-system-x86_64 tcpdump tgtd tgtadm gcc python3 iscsi-inq
+    storage_rocex || exit 1
+    bash "$storage_root/proto-tests/rxe-lab/build.sh" >/dev/null || exit 1
+    source "$storage_root/proto-tests/rxe-lab/lib.sh"
+    : >"$res"
+fi
 
 # fio's summary lines of a lab log as "SETUP\tPHASE\tBS\tQD\tIOPS\tBW" rows.
 fio_rows() {
@@ -32,7 +39,7 @@ verify_rows() {
         | sed 's/^read+verify/verify/' | sed "s/^/$1\t/" >>"$res"
 }
 
-for r in $(seq "$runs"); do
+[[ -n ${STORAGE_RESULTS:-} ]] || for r in $(seq "$runs"); do
     echo "run $r of $runs" >&2
     lab_run "$storage_out/bench-rxe.log" iser --timeout 600 --set FIO=full --set FS=0 \
         --out "$storage_out/bench-rxe.pcap" && fio_rows "rxe<->rxe" "$storage_out/bench-rxe.log"
@@ -46,8 +53,8 @@ for r in $(seq "$runs"); do
     bash "$storage_dir/scenarios/iser_rocex_both.sh" >"$storage_out/bench-both.log" 2>&1 \
         && verify_rows "rocex both" "$storage_out/bench-both.log"
 done
-python3 - "$res" <<'EOF_PY'
-import statistics, sys
+python3 - "$res" "$runs" "$rev" "$storage_root/docs/perf/storage.json" <<'EOF_PY'
+import json, statistics, sys
 from collections import defaultdict
 unit = {"KiB/s": 1024 / 1e6, "MiB/s": 1048576 / 1e6, "GiB/s": 1073741824 / 1e6, "MB/s": 1.0,
         "kB/s": 1e-3, "KB/s": 1e-3}
@@ -75,4 +82,22 @@ for phase in ("write", "verify"):
                              f"{statistics.median(m for _, m in v):.1f} ({len(v)})")
             if any(cells):
                 print(f"| {phase} | {bs} | {qd} | " + " | ".join(cells) + " |")
+# The same medians for rocex-plot, null where a setup does not run the workload.
+data = {"runs": int(sys.argv[2]), "rev": sys.argv[3], "setups": setups, "workloads": []}
+for phase in ("write", "verify"):
+    for bs in ("4k", "128k"):
+        for qd in (1, 16):
+            cells = [rows.get((phase, bs, qd, s)) for s in setups]
+            if not any(cells):
+                continue
+            med = lambda k: [round(statistics.median(x[k] for x in v), 2) if v else None
+                             for v in cells]
+            data["workloads"].append({"phase": phase, "bs": bs, "depth": qd, "iops": med(0),
+                                      "mbs": med(1),
+                                      "samples": [len(v) if v else 0 for v in cells]})
+with open(sys.argv[4], "w") as f:
+    json.dump(data, f, indent=1)
+    f.write("\n")
 EOF_PY
+(cd "$storage_root" && cargo run -q --release -p rocex-plot -- --storage docs/perf/storage.json docs/perf) >&2 \
+    || echo "rocex-plot failed: docs/perf/storage.svg is from an earlier run" >&2

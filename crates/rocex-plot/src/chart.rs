@@ -1,6 +1,6 @@
 //! The charts of docs/performance.md, drawn as SVG: throughput by message size,
 //! throughput by QP count, the latency distribution of rocex against kernel UDP, and
-//! goodput against loss.
+//! goodput against loss; and docs/storage.md's iSER IOPS per workload and setup.
 
 use std::path::Path;
 
@@ -8,7 +8,7 @@ use plotters::coord::Shift;
 use plotters::coord::ranged1d::AsRangedCoord;
 use plotters::prelude::*;
 
-use crate::results::{LossResults, Percentiles, Results};
+use crate::results::{LossResults, Percentiles, Results, StorageResults};
 
 /// A chart that could not be drawn, and why.
 #[derive(Debug)]
@@ -35,7 +35,16 @@ type Chart<'a, 'b, X, Y> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, Y>>;
 /// Draws one chart into the SVG file `path`: a white page, `draw`'s content, then the
 /// file; a failure names the chart.
 fn svg(path: &Path, draw: impl FnOnce(&Page<'_>) -> Result<(), SvgError>) -> Result<(), DrawError> {
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    svg_sized(path, SIZE, draw)
+}
+
+/// [`svg`] on a page of `size` pixels.
+fn svg_sized(
+    path: &Path,
+    size: (u32, u32),
+    draw: impl FnOnce(&Page<'_>) -> Result<(), SvgError>,
+) -> Result<(), DrawError> {
+    let root = SVGBackend::new(path, size).into_drawing_area();
     root.fill(&WHITE)
         .and_then(|()| draw(&root))
         .and_then(|()| root.present())
@@ -315,5 +324,78 @@ pub(crate) fn loss(r: &LossResults, path: &Path) -> Result<(), DrawError> {
             }
         }
         legend(&mut c, SeriesLabelPosition::LowerLeft)
+    })
+}
+
+/// The setups' bar colours, in the order of `StorageResults::setups` (repeated past four).
+pub(crate) const SETUP_COLORS: [RGBColor; 4] = [
+    RGBColor(0x7f, 0x7f, 0x7f),
+    ROCEX,
+    RGBColor(0xff, 0x7f, 0x0e),
+    UDP,
+];
+
+/// iSER IOPS per workload (phase, block size, depth) on a log scale, one bar per setup in
+/// each workload's group; a setup that does not run a workload has no bar there.
+pub(crate) fn storage(r: &StorageResults, path: &Path) -> Result<(), DrawError> {
+    let values = r.workloads.iter().flat_map(|w| w.iops.iter().flatten());
+    let (min, max) = values.fold((f64::INFINITY, 1.0f64), |(lo, hi), &v| {
+        (lo.min(v), hi.max(v))
+    });
+    let lo = 10f64.powf(min.min(max).log10().floor());
+    let hi = 10f64.powf((max * 1.5).log10().ceil());
+    let names: Vec<String> = r
+        .workloads
+        .iter()
+        .map(|w| format!("{} {} qd{}", w.phase, w.bs, w.depth))
+        .collect();
+    let last = i32::try_from(r.workloads.len()).unwrap_or(i32::MAX) - 1;
+    let width = 0.8 / r.setups.len().max(1) as f64;
+    let caption = format!(
+        "iSER IOPS per workload (medians of {} runs at {})",
+        r.runs, r.rev
+    );
+    svg_sized(path, (1000, 460), |root| {
+        // One category per workload, each split 0..1 among the setups' bars.
+        let mut c = frame(
+            root,
+            &caption,
+            (0..last.max(0)).nested_coord(|_| 0.0..1.0),
+            (lo..hi).log_scale(),
+        )?;
+        c.configure_mesh()
+            .disable_x_mesh()
+            .x_labels(names.len())
+            .x_label_formatter(&|x| {
+                usize::try_from(*x.category())
+                    .ok()
+                    .and_then(|i| names.get(i))
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .y_label_formatter(&|y| format!("{y:.0}"))
+            .x_desc("phase, block size, queue depth")
+            .y_desc("IOPS (log)")
+            .draw()?;
+        for (j, setup) in r.setups.iter().enumerate() {
+            let color = SETUP_COLORS[j % SETUP_COLORS.len()];
+            let x = 0.1 + j as f64 * width;
+            let bars = (0..).zip(&r.workloads).filter_map(|(i, w)| {
+                let v = (*w.iops.get(j)?)?;
+                Some(Rectangle::new(
+                    [
+                        (NestedValue::Value(i, x), lo),
+                        (NestedValue::Value(i, x + width * 0.9), v),
+                    ],
+                    color.filled(),
+                ))
+            });
+            c.draw_series(bars)?
+                .label(setup.as_str())
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
+                });
+        }
+        legend(&mut c, SeriesLabelPosition::UpperRight)
     })
 }

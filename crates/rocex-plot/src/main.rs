@@ -1,7 +1,9 @@
 //! `rocex-plot RESULTS.json OUT_DIR`: draws the charts of docs/performance.md
 //! (`msg_size.svg`, `qps.svg`, `latency.svg`) from the results `just bench-compare`
-//! collects, and `rocex-plot --loss LOSS.json OUT_DIR` the chart `loss.svg` from `just
-//! bench-loss`'s, so that the pictures always come from a measured run.
+//! collects, `rocex-plot --loss LOSS.json OUT_DIR` the chart `loss.svg` from `just
+//! bench-loss`'s, and `rocex-plot --storage STORAGE.json OUT_DIR` docs/storage.md's
+//! `storage.svg` from `proto-tests/storage/bench.sh`'s, so that the pictures always come
+//! from a measured run.
 #![forbid(unsafe_code)]
 
 mod chart;
@@ -13,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use chart::DrawError;
-use results::{LossResults, Results};
+use results::{LossResults, Results, StorageResults};
 
 /// What went wrong, and with which file.
 #[derive(Debug)]
@@ -21,6 +23,8 @@ enum Error {
     Usage,
     Read(PathBuf, io::Error),
     Parse(PathBuf, serde_json::Error),
+    /// Well-formed JSON whose contents the chart cannot draw.
+    Content(PathBuf, String),
     Draw(DrawError),
 }
 
@@ -29,10 +33,12 @@ impl fmt::Display for Error {
         match self {
             Self::Usage => write!(
                 f,
-                "usage: rocex-plot RESULTS.json OUT_DIR | rocex-plot --loss LOSS.json OUT_DIR"
+                "usage: rocex-plot RESULTS.json OUT_DIR | rocex-plot --loss LOSS.json OUT_DIR \
+                 | rocex-plot --storage STORAGE.json OUT_DIR"
             ),
             Self::Read(p, e) => write!(f, "{}: {e}", p.display()),
-            Self::Parse(p, e) => write!(f, "{}: not compare.sh's results: {e}", p.display()),
+            Self::Parse(p, e) => write!(f, "{}: not the results expected: {e}", p.display()),
+            Self::Content(p, why) => write!(f, "{}: {why}", p.display()),
             Self::Draw(d) => write!(f, "{}: {}", d.chart, d.why),
         }
     }
@@ -72,10 +78,24 @@ fn plot_loss(results: &Path, out: &Path) -> Result<Vec<PathBuf>, Error> {
     Ok(vec![path])
 }
 
+/// Reads `proto-tests/storage/bench.sh`'s medians and draws `storage.svg` into `out`.
+fn plot_storage(results: &Path, out: &Path) -> Result<Vec<PathBuf>, Error> {
+    let text = std::fs::read_to_string(results).map_err(|e| Error::Read(results.to_owned(), e))?;
+    let r: StorageResults =
+        serde_json::from_str(&text).map_err(|e| Error::Parse(results.to_owned(), e))?;
+    r.check()
+        .map_err(|why| Error::Content(results.to_owned(), why))?;
+    std::fs::create_dir_all(out).map_err(|e| Error::Read(out.to_owned(), e))?;
+    let path = out.join("storage.svg");
+    chart::storage(&r, &path).map_err(Error::Draw)?;
+    Ok(vec![path])
+}
+
 fn main() -> ExitCode {
     let args: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();
     let run = match args.as_slice() {
         [flag, results, out] if flag.as_os_str() == "--loss" => plot_loss(results, out),
+        [flag, results, out] if flag.as_os_str() == "--storage" => plot_storage(results, out),
         [results, out] => plot(results, out),
         _ => Err(Error::Usage),
     };
@@ -149,6 +169,72 @@ mod tests {
         assert!(svg.contains("rxe&apos;s recovery") || svg.contains("rxe's recovery"));
         let e = plot_loss(&d.join("svg").join("loss.svg"), &d).unwrap_err();
         assert!(matches!(e, Error::Parse(..)), "an SVG is not results");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// `fill="#RRGGBB"` rectangles in `svg`: the bars of one colour and its legend swatch.
+    fn rects_filled(svg: &str, c: plotters::style::RGBColor) -> usize {
+        let fill = format!("fill=\"#{:02X}{:02X}{:02X}\"", c.0, c.1, c.2);
+        svg.lines()
+            .filter(|l| l.trim_start().starts_with("<rect") && l.contains(&fill))
+            .count()
+    }
+
+    #[test]
+    fn draws_one_bar_per_measured_cell_of_each_setup() {
+        let d = scratch("storage");
+        let json = r#"{"runs": 3, "rev": "abc1234",
+          "setups": ["rxe<->rxe", "rocex target", "rocex initiator", "rocex both"],
+          "workloads": [
+            {"phase": "write", "bs": "4k", "depth": 1, "iops": [172, 389, 561, 5004]},
+            {"phase": "write", "bs": "4k", "depth": 16, "iops": [589, 790, null, null]},
+            {"phase": "verify", "bs": "128k", "depth": 1, "iops": [103, 72, 121, 450.5]}]}"#;
+        std::fs::write(d.join("s.json"), json).unwrap();
+        let files = plot_storage(&d.join("s.json"), &d.join("svg")).unwrap();
+        let svg = std::fs::read_to_string(&files[0]).unwrap();
+        assert!(svg.starts_with("<svg"));
+        for label in [
+            "rxe&lt;-&gt;rxe",
+            "rocex target",
+            "rocex initiator",
+            "rocex both",
+        ] {
+            assert!(svg.contains(label), "{label} in the legend");
+        }
+        for workload in ["write 4k qd1", "write 4k qd16", "verify 128k qd1"] {
+            assert!(svg.contains(workload), "{workload} on the x axis");
+        }
+        assert!(svg.contains("medians of 3 runs at abc1234"));
+        // Each colour: one bar per non-null cell, plus its legend swatch.
+        let bars: Vec<usize> = chart::SETUP_COLORS
+            .iter()
+            .map(|c| rects_filled(&svg, *c) - 1)
+            .collect();
+        assert_eq!(bars, [3, 3, 2, 2]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn storage_cells_must_match_the_setups() {
+        let d = scratch("storage-bad");
+        let short = r#"{"runs": 1, "rev": "x", "setups": ["a", "b"],
+          "workloads": [{"phase": "write", "bs": "4k", "depth": 1, "iops": [1]}]}"#;
+        std::fs::write(d.join("s.json"), short).unwrap();
+        let e = plot_storage(&d.join("s.json"), &d).unwrap_err();
+        assert!(matches!(e, Error::Content(..)));
+        assert!(
+            e.to_string()
+                .contains("write 4k qd1: 1 IOPS cells for 2 setups"),
+            "{e}"
+        );
+        let zero = short.replace("[1]", "[1, 0]");
+        std::fs::write(d.join("s.json"), zero).unwrap();
+        let e = plot_storage(&d.join("s.json"), &d).unwrap_err();
+        assert!(e.to_string().contains("IOPS 0 is not positive"), "{e}");
+        assert!(
+            !d.join("storage.svg").exists(),
+            "nothing drawn from bad input"
+        );
         std::fs::remove_dir_all(&d).unwrap();
     }
 

@@ -96,3 +96,55 @@ pub(crate) struct LossSeries {
     /// Goodput relative to the same run's lossless stream.
     pub(crate) relative: Vec<Option<f64>>,
 }
+
+/// One `proto-tests/storage/bench.sh`: medians over its runs of each iSER workload in each
+/// setup, `null` where a setup does not run the workload.
+#[derive(Debug, Deserialize)]
+pub(crate) struct StorageResults {
+    /// Runs behind each median (a cell may hold more samples, bench.sh counts them).
+    pub(crate) runs: u32,
+    /// The commit the runs were taken on.
+    pub(crate) rev: String,
+    /// The setups, in the order of every workload's cells.
+    pub(crate) setups: Vec<String>,
+    /// One entry per phase, block size and queue depth.
+    pub(crate) workloads: Vec<StorageWorkload>,
+}
+
+/// One iSER workload's medians, one cell per setup.
+#[derive(Debug, Deserialize)]
+pub(crate) struct StorageWorkload {
+    /// `write` (fio's random writes) or `verify` (the same blocks read back and checked).
+    pub(crate) phase: String,
+    /// Block size as bench.sh names it: `4k`, `128k`.
+    pub(crate) bs: String,
+    /// Queue depth.
+    pub(crate) depth: u32,
+    /// Median IOPS per setup.
+    pub(crate) iops: Vec<Option<f64>>,
+}
+
+impl StorageResults {
+    /// What the chart cannot draw: no workload, a workload whose cells do not match the setups, or an
+    /// IOPS median that is not positive (a log scale has no place for it).
+    pub(crate) fn check(&self) -> Result<(), String> {
+        if self.workloads.is_empty() {
+            return Err("no workloads".to_owned());
+        }
+        for w in &self.workloads {
+            let at = || format!("workload {} {} qd{}", w.phase, w.bs, w.depth);
+            if w.iops.len() != self.setups.len() {
+                return Err(format!(
+                    "{}: {} IOPS cells for {} setups",
+                    at(),
+                    w.iops.len(),
+                    self.setups.len()
+                ));
+            }
+            if let Some(v) = w.iops.iter().flatten().find(|v| **v <= 0.0) {
+                return Err(format!("{}: IOPS {v} is not positive", at()));
+            }
+        }
+        Ok(())
+    }
+}

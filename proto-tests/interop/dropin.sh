@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Interop of the drop-in libibverbs and librdmacm: Debian's own ibv_rc_pingpong, perftest,
-# rping and ucmatose binaries under `rocex run` on the host side of the lab's bridge (a rocexd there,
-# started per case by dropin_host.sh) against the same programs on kernel rxe in the guest
-# (the rxe lab), in both roles, with and without 5% loss on the guest's egress. Each run's capture must pass
+# Interop of the drop-in libibverbs and librdmacm: Debian's own ibv_rc_pingpong, perftest
+# (also ib_send_bw -R), rping and ucmatose binaries under `rocex run` on the host side of
+# the lab's bridge (a rocexd there, started per case by dropin_host.sh) against the same
+# programs on kernel rxe in the guest (the rxe lab), in both roles, with and without 5% loss
+# on the guest's egress. Each run's capture must pass
 # `rocex dump --check` and `rocex conform replay`. Prints one line per case and
 # "dropin-interop: N passed, N failed"; exits non-zero on any failure. Needs root.
 #
@@ -53,23 +54,27 @@ EOF_CASES
     peer_case "dropin-rxe_$role-write_bw-64k-ecn" write_bw "$role" \
         "--set SIZE=65536 --set ITERS=200" \
         "ROCEXD_ARGS=--ecn $host ib_write_bw -d rocex0 -m \$RXE_LAB_MTU -s 65536 -n 200 -F {peer}"
-    # rping and ucmatose: the connection made by CM MADs on QP1 between rocexd's CM and the
-    # kernel's, through rocex's librdmacm. Where the guest serves, the host starts 3 s late
-    # (DROPIN_WAIT in dropin_host.sh). ib_write_bw -R
-    # is not here: its runs complete, but its two RC connections join the same two
-    # addresses, rocexd sends from UDP port 4791 while rxe answers from the port its
-    # rdma_cm flow label gives, and `rocex conform replay` then cannot tell which
-    # connection rxe's ACKs belong to (it counts them as orphans).
+    # rping, ucmatose and ib_send_bw -R: the connection made by CM MADs on QP1 between
+    # rocexd's CM and the kernel's, through rocex's librdmacm. Where the guest serves, the
+    # host starts 3 s late (DROPIN_WAIT in dropin_host.sh). ib_send_bw -R makes two RC
+    # connections between the same two addresses; `rocex conform replay` tells them apart
+    # by the QPNs of their CM REQ and REP. Its client starts 8 s late: perftest 4.5-0.17
+    # retries a rejected connect on the node array it has just freed (docs/verbs.md), so a
+    # REJ from a guest not yet listening ends it in a crash.
+    send_bw_rdma_cm="ib_send_bw -d rocex0 -R -m \$RXE_LAB_MTU -s 4096 -n 20 -F"
     if [[ $role == server ]]; then
         late="DROPIN_WAIT=3 " rping="rping -c -a \$RXE_LAB_GUEST_IP -v -V -C 5 -S 64"
         ucmatose="ucmatose -s \$RXE_LAB_GUEST_IP -b \$RXE_LAB_HOST_IP -c 1 -C 5 -S 64"
+        send_bw_rdma_cm+=" \$RXE_LAB_GUEST_IP"
     else
         late= rping="rping -s -a \$RXE_LAB_HOST_IP -v -C 5 -S 64"
         ucmatose="ucmatose -b \$RXE_LAB_HOST_IP -c 1 -C 5 -S 64"
     fi
-    for p in rping ucmatose; do
-        peer_case "dropin-rxe_$role-$p" "$p" "$role" "" "$late$host ${!p}"
-        peer_case "dropin-rxe_$role-$p-loss5" "$p" "$role" "--loss 5" "$late$host ${!p}"
+    for p in rping ucmatose send_bw_rdma_cm; do
+        delay=$late
+        [[ $p == send_bw_rdma_cm && -n $late ]] && delay="DROPIN_WAIT=8 "
+        peer_case "dropin-rxe_$role-$p" "$p" "$role" "" "$delay$host ${!p}"
+        peer_case "dropin-rxe_$role-$p-loss5" "$p" "$role" "--loss 5" "$delay$host ${!p}"
     done
 done
 ((fail == 0)) || echo "failed: ${failed[*]}"

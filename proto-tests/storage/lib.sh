@@ -113,16 +113,15 @@ start_rocexd() {
 # start_tgtd SOCKET PORTAL LUN_FILE: Debian's tgtd under `rocex run` on the rocexd at
 # SOCKET, an iSER target $STORAGE_IQN with LUN 1 on LUN_FILE, open to $STORAGE_INITIATOR
 # from any address. Sets $tgtd_pid and $tgt_ctl (its tgtadm control port); log in $tgtd_log.
-# Two workarounds, both for differences of rocex's drop-in libraries (docs/storage.md):
-# tgtd starts with SIGUSR2 blocked, and a passive getaddrinfo answers IPv4 only.
+# One workaround, for a difference of rocex's drop-in librdmacm (docs/storage.md): a
+# passive getaddrinfo answers IPv4 only.
 start_tgtd() {
     local sock=$1 portal=$2 lun=$3 t
     storage_shim || return 1
     tgt_ctl=$((1000 + $$ % 20000))
     tgtd_log=$storage_out/tgtd-$tgt_ctl.log
     rm -f "/var/run/tgtd/socket.$tgt_ctl" "/var/run/tgtd/socket.$tgt_ctl.lock"
-    LD_PRELOAD=$shim "${in_ns[@]}" "$rocex" run --socket "$sock" -- python3 -c \
-        'import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2}); os.execvp(sys.argv[1], sys.argv[1:])' \
+    LD_PRELOAD=$shim "${in_ns[@]}" "$rocex" run --socket "$sock" -- \
         tgtd -f -C "$tgt_ctl" --iscsi "portal=$portal" >"$tgtd_log" 2>&1 &
     tgtd_pid=$!
     t="tgtadm -C $tgt_ctl --lld iser"

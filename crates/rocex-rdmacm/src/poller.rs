@@ -25,15 +25,39 @@ const UNREACHABLE: u32 = 4;
 const DISCONNECTED: u32 = 5;
 
 /// Starts the thread once per process (a child of `fork` gets no copy of it).
+///
+/// The thread starts with every signal blocked. rdma-core's librdmacm starts no thread,
+/// so a program that blocks a signal in its own threads and takes it from a signalfd
+/// (tgtd does so with SIGUSR2) expects no thread of its process to take it: one that
+/// left it unblocked would get a signal raised at the process, and its default action
+/// would end the program.
 pub fn start(g: &mut Guard) {
     let me = std::process::id();
     if g.poller == Some(me) {
         return;
     }
-    let spawned = std::thread::Builder::new()
-        .name("rdmacm-events".into())
-        .spawn(run);
+    let spawned = with_signals_blocked(|| {
+        std::thread::Builder::new()
+            .name("rdmacm-events".into())
+            .spawn(run)
+    });
     g.poller = spawned.is_ok().then_some(me);
+}
+
+/// Runs `f` with every signal blocked in the calling thread, whose mask a thread started
+/// by `f` inherits, and restores the caller's mask after.
+fn with_signals_blocked<T>(f: impl FnOnce() -> T) -> T {
+    // SAFETY: sigset_t is plain data that sigfillset initialises; pthread_sigmask reads
+    // `all` and writes `old`, both live locals.
+    unsafe {
+        let mut all: libc::sigset_t = core::mem::zeroed();
+        let mut old: libc::sigset_t = core::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let r = f();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, core::ptr::null_mut());
+        r
+    }
 }
 
 fn run() {

@@ -8,13 +8,19 @@
  *     id (as perftest does on a failed connect), waits for a line on stdin, then destroys
  *     the id.
  *   reconnect connect PEER PORT: one connect, its event.
+ *   reconnect signal ADDR PORT: listens (which starts the library's event thread), then
+ *     blocks SIGUSR2 and takes it from a signalfd, as tgtd does, and raises it at the
+ *     process: the signalfd must get it, and no thread may take it in its stead.
  * Prints one line per step. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <unistd.h>
 #include <arpa/inet.h>
+#include <sys/signalfd.h>
 #include <rdma/rdma_cma.h>
 
 static struct rdma_event_channel *ch;
@@ -175,6 +181,30 @@ static int orphan(const char *addr, int port)
 	return 0;
 }
 
+static int signal_to_fd(const char *addr, int port)
+{
+	struct rdma_cm_id *l;
+	struct sockaddr_in sa = at(addr, port);
+	rdma_create_id(ch, &l, NULL, RDMA_PS_TCP);
+	say("bind", rdma_bind_addr(l, (struct sockaddr *)&sa));
+	say("listen", rdma_listen(l, 1));
+	sigset_t usr2;
+	sigemptyset(&usr2);
+	sigaddset(&usr2, SIGUSR2);
+	sigprocmask(SIG_BLOCK, &usr2, NULL);
+	int fd = signalfd(-1, &usr2, 0);
+	kill(getpid(), SIGUSR2);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct signalfd_siginfo si;
+	if (poll(&p, 1, 10000) != 1 || read(fd, &si, sizeof si) != sizeof si) {
+		printf("signalfd got nothing\n");
+		return 1;
+	}
+	printf("signalfd got %u\n", si.ssi_signo);
+	say("destroy_listener", rdma_destroy_id(l));
+	return si.ssi_signo == SIGUSR2 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 4)
@@ -188,6 +218,8 @@ int main(int argc, char **argv)
 		r = server(argv[2], port);
 	else if (strcmp(argv[1], "orphan") == 0)
 		r = orphan(argv[2], port);
+	else if (strcmp(argv[1], "signal") == 0)
+		r = signal_to_fd(argv[2], port);
 	else if (strcmp(argv[1], "connect") == 0)
 		r = connect_once(argv[2], port, &id) == RDMA_CM_EVENT_REJECTED ? 0 : 1;
 	else

@@ -180,3 +180,36 @@ fn a_channel_destroyed_under_a_listener_ends_the_listen() {
     let s = s.done("reconnect orphan");
     assert!(s.contains(&"destroy_orphan 0 ok".into()), "{s:?}");
 }
+
+/// A program that blocks SIGUSR2 and takes it from a signalfd, as tgtd does, keeps its
+/// signal once the library's CM event thread runs: a signal raised at the process goes
+/// to a thread that does not block it, so a library thread must block them all (killed
+/// by SIGUSR2's default action otherwise).
+#[test]
+fn the_event_thread_takes_no_signal_the_program_blocks() {
+    let Some(h) = Hosts::up(12, &[]) else { return };
+    if !std::path::Path::new("/usr/include/rdma/rdma_cma.h").exists() {
+        rocex_testkit::cannot_run(
+            "the_event_thread_takes_no_signal_the_program_blocks",
+            "<rdma/rdma_cma.h> (Debian: librdmacm-dev)",
+        );
+        return;
+    }
+    let lib = libdir();
+    let Some(prog) = build_c(
+        "rdmacm_signal",
+        include_str!("reconnect.c"),
+        &[
+            &format!("-L{lib}"),
+            "-l:librdmacm.so.1",
+            "-l:libibverbs.so.1",
+        ],
+    ) else {
+        return;
+    };
+    let exe = prog.exe.to_str().unwrap();
+    let s = Prog::start(&h, 1, exe, &["signal", h.addr[1].as_str(), "7996"]);
+    let s = s.done("reconnect signal");
+    assert!(s.contains(&"listen 0 ok".into()), "{s:?}");
+    assert!(s.contains(&"signalfd got 12".into()), "{s:?}");
+}

@@ -12,35 +12,23 @@ mod common;
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 
-use common::{Hosts, build_c, finish, libdir, text};
+use common::{Hosts, build_c, build_cm_prog, finish, libdir, text};
 
 #[test]
 fn rdma_cm_refuses_bad_input_as_rdma_core_does() {
     let Some(h) = Hosts::up(1, &[]) else { return };
-    if !std::path::Path::new("/usr/include/rdma/rdma_cma.h").exists() {
-        rocex_testkit::cannot_run(
-            "rdma_cm_refuses_bad_input_as_rdma_core_does",
-            "<rdma/rdma_cma.h> (Debian: librdmacm-dev)",
-        );
-        return;
-    }
-    let lib = libdir();
-    let Some(prog) = build_c(
-        "rdmacm_bad_input",
-        include_str!("bad_input.c"),
-        &[
-            &format!("-L{lib}"),
-            "-l:librdmacm.so.1",
-            "-l:libibverbs.so.1",
-        ],
-    ) else {
+    let Some(prog) = build_cm_prog("rdmacm_bad_input", include_str!("bad_input.c")) else {
         return;
     };
     let exe = prog.exe.to_str().unwrap();
     let o = finish(
-        h.run(0, exe, &[&h.addr[1], "198.19.255.1", "198.18.99.1", &lib])
-            .spawn()
-            .unwrap(),
+        h.run(
+            0,
+            exe,
+            &[&h.addr[1], "198.19.255.1", "198.18.99.1", &libdir()],
+        )
+        .spawn()
+        .unwrap(),
         "bad_input",
     );
     let t = text(&o);

@@ -13,7 +13,7 @@ mod common;
 
 use std::process::{Child, Output};
 
-use common::{Hosts, build_c, finish, libdir, text};
+use common::{Hosts, build_cm_prog, finish, text};
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
@@ -38,23 +38,7 @@ fn passed(c: Child, who: &str) -> (Output, String) {
 #[test]
 fn rep_and_rej_private_data_reach_the_connecting_side() {
     let Some(h) = Hosts::up(10, &[]) else { return };
-    if !std::path::Path::new("/usr/include/rdma/rdma_cma.h").exists() {
-        rocex_testkit::cannot_run(
-            "rep_and_rej_private_data_reach_the_connecting_side",
-            "<rdma/rdma_cma.h> (Debian: librdmacm-dev)",
-        );
-        return;
-    }
-    let lib = libdir();
-    let Some(prog) = build_c(
-        "rdmacm_private_data",
-        include_str!("private_data.c"),
-        &[
-            &format!("-L{lib}"),
-            "-l:librdmacm.so.1",
-            "-l:libibverbs.so.1",
-        ],
-    ) else {
+    let Some(prog) = build_cm_prog("rdmacm_private_data", include_str!("private_data.c")) else {
         return;
     };
     let exe = prog.exe.to_str().unwrap();

@@ -15,7 +15,7 @@ mod common;
 use std::io::{BufRead, BufReader, Lines, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 
-use common::{Hosts, build_c, finish, libdir, text};
+use common::{Hosts, build_cm_prog, finish, text};
 
 /// A running program whose stdout is read line by line and whose stdin takes lines.
 struct Prog {
@@ -84,23 +84,7 @@ fn field<'a>(lines: &'a [String], head: &str, key: &str) -> &'a str {
 #[test]
 fn a_destroyed_listener_stops_and_connected_attributes_are_the_connections() {
     let Some(h) = Hosts::up(9, &[]) else { return };
-    if !std::path::Path::new("/usr/include/rdma/rdma_cma.h").exists() {
-        rocex_testkit::cannot_run(
-            "a_destroyed_listener_stops_and_connected_attributes_are_the_connections",
-            "<rdma/rdma_cma.h> (Debian: librdmacm-dev)",
-        );
-        return;
-    }
-    let lib = libdir();
-    let Some(prog) = build_c(
-        "rdmacm_reconnect",
-        include_str!("reconnect.c"),
-        &[
-            &format!("-L{lib}"),
-            "-l:librdmacm.so.1",
-            "-l:libibverbs.so.1",
-        ],
-    ) else {
+    let Some(prog) = build_cm_prog("rdmacm_reconnect", include_str!("reconnect.c")) else {
         return;
     };
     let exe = prog.exe.to_str().unwrap();
@@ -147,23 +131,7 @@ fn a_destroyed_listener_stops_and_connected_attributes_are_the_connections() {
 #[test]
 fn a_channel_destroyed_under_a_listener_ends_the_listen() {
     let Some(h) = Hosts::up(11, &[]) else { return };
-    if !std::path::Path::new("/usr/include/rdma/rdma_cma.h").exists() {
-        rocex_testkit::cannot_run(
-            "a_channel_destroyed_under_a_listener_ends_the_listen",
-            "<rdma/rdma_cma.h> (Debian: librdmacm-dev)",
-        );
-        return;
-    }
-    let lib = libdir();
-    let Some(prog) = build_c(
-        "rdmacm_orphan",
-        include_str!("reconnect.c"),
-        &[
-            &format!("-L{lib}"),
-            "-l:librdmacm.so.1",
-            "-l:libibverbs.so.1",
-        ],
-    ) else {
+    let Some(prog) = build_cm_prog("rdmacm_orphan", include_str!("reconnect.c")) else {
         return;
     };
     let exe = prog.exe.to_str().unwrap();
@@ -188,23 +156,7 @@ fn a_channel_destroyed_under_a_listener_ends_the_listen() {
 #[test]
 fn the_event_thread_takes_no_signal_the_program_blocks() {
     let Some(h) = Hosts::up(12, &[]) else { return };
-    if !std::path::Path::new("/usr/include/rdma/rdma_cma.h").exists() {
-        rocex_testkit::cannot_run(
-            "the_event_thread_takes_no_signal_the_program_blocks",
-            "<rdma/rdma_cma.h> (Debian: librdmacm-dev)",
-        );
-        return;
-    }
-    let lib = libdir();
-    let Some(prog) = build_c(
-        "rdmacm_signal",
-        include_str!("reconnect.c"),
-        &[
-            &format!("-L{lib}"),
-            "-l:librdmacm.so.1",
-            "-l:libibverbs.so.1",
-        ],
-    ) else {
+    let Some(prog) = build_cm_prog("rdmacm_signal", include_str!("reconnect.c")) else {
         return;
     };
     let exe = prog.exe.to_str().unwrap();

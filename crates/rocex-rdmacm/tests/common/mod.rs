@@ -19,6 +19,27 @@ use std::time::{Duration, Instant};
 #[allow(unused_imports)]
 pub(crate) use ibv::{LIMIT, build_c, finish, ready, text};
 
+/// `source`, a C program against the system's `<rdma/rdma_cma.h>`, built and linked with
+/// the drop-in librdmacm and libibverbs; `None` after recording why it cannot be (the
+/// header or `cc` missing: a skip, or a failure under `CI`).
+pub(crate) fn build_cm_prog(name: &str, source: &str) -> Option<ibv::CProgram> {
+    if !std::path::Path::new("/usr/include/rdma/rdma_cma.h").exists() {
+        let test = std::thread::current().name().unwrap_or("rdmacm").to_owned();
+        rocex_testkit::cannot_run(&test, "<rdma/rdma_cma.h> (Debian: librdmacm-dev)");
+        return None;
+    }
+    let lib = libdir();
+    build_c(
+        name,
+        source,
+        &[
+            &format!("-L{lib}"),
+            "-l:librdmacm.so.1",
+            "-l:libibverbs.so.1",
+        ],
+    )
+}
+
 /// `rocex` and `rocexd`, with every drop-in library (librdmacm too) beside them.
 pub(crate) fn bins() -> &'static (PathBuf, PathBuf) {
     static RDMACM: OnceLock<()> = OnceLock::new();

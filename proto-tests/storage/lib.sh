@@ -48,14 +48,6 @@ storage_rocex() {
     export ROCEX=$rocex
 }
 
-# The LD_PRELOAD shim tgtd runs with (ipv4_passive.c), built into $storage_out.
-storage_shim() {
-    shim=$storage_out/ipv4_passive.so
-    if [[ ! -s $shim || $storage_dir/ipv4_passive.c -nt $shim ]]; then
-        gcc -O2 -Wall -Wextra -shared -fPIC -o "$shim" "$storage_dir/ipv4_passive.c" -ldl || return 1
-    fi
-}
-
 # oob_wait PORT SECONDS: the first line a peer sends to TCP PORT, printed; fails after
 # SECONDS without one.
 oob_wait() {
@@ -113,15 +105,12 @@ start_rocexd() {
 # start_tgtd SOCKET PORTAL LUN_FILE: Debian's tgtd under `rocex run` on the rocexd at
 # SOCKET, an iSER target $STORAGE_IQN with LUN 1 on LUN_FILE, open to $STORAGE_INITIATOR
 # from any address. Sets $tgtd_pid and $tgt_ctl (its tgtadm control port); log in $tgtd_log.
-# One workaround, for a difference of rocex's drop-in librdmacm (docs/storage.md): a
-# passive getaddrinfo answers IPv4 only.
 start_tgtd() {
     local sock=$1 portal=$2 lun=$3 t
-    storage_shim || return 1
     tgt_ctl=$((1000 + $$ % 20000))
     tgtd_log=$storage_out/tgtd-$tgt_ctl.log
     rm -f "/var/run/tgtd/socket.$tgt_ctl" "/var/run/tgtd/socket.$tgt_ctl.lock"
-    LD_PRELOAD=$shim "${in_ns[@]}" "$rocex" run --socket "$sock" -- \
+    "${in_ns[@]}" "$rocex" run --socket "$sock" -- \
         tgtd -f -C "$tgt_ctl" --iscsi "portal=$portal" >"$tgtd_log" 2>&1 &
     tgtd_pid=$!
     t="tgtadm -C $tgt_ctl --lld iser"

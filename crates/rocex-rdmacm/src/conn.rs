@@ -42,9 +42,12 @@ pub unsafe extern "C" fn rdma_listen(id: *mut rdma_cm_id, _backlog: c_int) -> c_
         State::Bound => {}
         _ => return fail(libc::EINVAL),
     }
+    // A wildcard listen takes the devices whose address its family takes.
     let devs: Vec<usize> = match m.dev {
         Some(i) => vec![i],
-        None => (0..g.devs(v).len()).collect(),
+        None => (0..g.devs(v).len())
+            .filter(|&i| m.port_use.takes(g.dev(i).addr))
+            .collect(),
     };
     let port = m.port;
     if devs

@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use crate::abi::*;
 use crate::channel::{Channel, ack_event, event, get_event};
-use crate::registry::{Guard, enter};
+use crate::registry::{Guard, PortUse, enter};
 use crate::sockaddr;
 use crate::verbs::Verbs;
 use crate::{fail, null_errno, status, symver};
@@ -54,6 +54,10 @@ pub struct Id {
     pub own_cqs: bool,
     /// `RDMA_OPTION_ID_REUSEADDR`.
     pub reuse: bool,
+    /// `RDMA_OPTION_ID_AFONLY`, when the program set it.
+    pub afonly: Option<bool>,
+    /// How it holds its port, once bound.
+    pub port_use: PortUse,
     /// A passive endpoint's QP attributes and PD, for the ids `rdma_get_request` gives.
     pub ep: Option<(ibv_qp_init_attr, *mut ibv_pd)>,
 }
@@ -135,6 +139,8 @@ pub fn new_id(
         path: ibv_sa_path_rec::default(),
         own_cqs: false,
         reuse: false,
+        afonly: None,
+        port_use: PortUse::default(),
         ep: None,
     })))
 }
@@ -307,7 +313,7 @@ pub unsafe fn destroy_id(id: *mut rdma_cm_id) -> c_int {
         unsafe { &*m.c.channel.cast::<Channel>() }.forget(id);
     }
     if m.port != 0 {
-        g.free_port(m.port);
+        g.free_port(m.port, m.port_use);
     }
     drop(g);
     if !m.c.event.is_null() {
@@ -383,11 +389,18 @@ pub fn bind(v: &Verbs, g: &mut Guard, m: &mut Id, sa: SocketAddr) -> i32 {
             None => return libc::ENODEV,
         }
     };
-    let port = match g.take_port(sa.port(), m.reuse) {
+    let v6 = ip.is_ipv6();
+    let u = PortUse {
+        reuse: m.reuse,
+        v6,
+        afonly: m.afonly.unwrap_or(!v6 || bindv6only()),
+    };
+    let port = match g.take_port(sa.port(), u) {
         Ok(p) => p,
         Err(e) => return e,
     };
     m.port = port;
+    m.port_use = u;
     sockaddr::write(&mut m.c.route.addr.src, SocketAddr::new(ip, port));
     if let Some(i) = dev {
         m.set_dev(v, g, i);
@@ -395,6 +408,12 @@ pub fn bind(v: &Verbs, g: &mut Guard, m: &mut Id, sa: SocketAddr) -> i32 {
     }
     m.state = State::Bound;
     0
+}
+
+/// `net.ipv6.bindv6only`, which decides whether an IPv6 id takes IPv4 too when the program
+/// did not say (off unless the sysctl reads 1).
+fn bindv6only() -> bool {
+    std::fs::read_to_string("/proc/sys/net/ipv6/bindv6only").is_ok_and(|s| s.trim() == "1")
 }
 
 /// `rdma_bind_addr`.
@@ -437,7 +456,7 @@ pub unsafe extern "C" fn rdma_set_option(
     if id.is_null() || (optval.is_null() && optlen > 0) {
         return fail(libc::EINVAL);
     }
-    let Some((_, _g)) = enter() else {
+    let Some((_, mut g)) = enter() else {
         return -1;
     };
     // SAFETY: per the contract.
@@ -452,12 +471,31 @@ pub unsafe extern "C" fn rdma_set_option(
             // rdma_set_reuseaddr: before binding, or turning it on before listening.
             Some(r) if m.state == State::Idle || (r != 0 && m.state != State::Listening) => {
                 m.reuse = r != 0;
+                retag(
+                    &mut g,
+                    m,
+                    PortUse {
+                        reuse: m.reuse,
+                        ..m.port_use
+                    },
+                );
                 0
             }
             _ => libc::EINVAL,
         },
         (RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY) => match int() {
-            Some(_) if matches!(m.state, State::Idle | State::Bound) => 0,
+            Some(a) if matches!(m.state, State::Idle | State::Bound) => {
+                m.afonly = Some(a != 0);
+                retag(
+                    &mut g,
+                    m,
+                    PortUse {
+                        afonly: a != 0,
+                        ..m.port_use
+                    },
+                );
+                0
+            }
             _ => libc::EINVAL,
         },
         // rdma_set_ack_timeout: connected QP types only, which every id here has.
@@ -467,6 +505,15 @@ pub unsafe extern "C" fn rdma_set_option(
         _ => libc::ENOSYS,
     };
     status(e)
+}
+
+/// An option set on a bound id changes how it holds its port from now on (`rdma_set_option`
+/// checks no port again).
+fn retag(g: &mut Guard, m: &mut Id, now: PortUse) {
+    if m.port != 0 {
+        g.retag_port(m.port, m.port_use, now);
+        m.port_use = now;
+    }
 }
 
 /// The port of `a`, in network order, as `rdma_get_src_port` gives it.

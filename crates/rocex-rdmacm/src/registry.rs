@@ -34,8 +34,8 @@ pub struct Registry {
     /// `(device, port)` pairs the daemon listens on for this process, until the last id
     /// listening there is destroyed ([`crate::id::destroy_id`]).
     pub listening: HashSet<(usize, u16)>,
-    /// Local ports held by ids, with whether each was bound with `REUSEADDR`.
-    ports: HashMap<u16, bool>,
+    /// Local ports held by ids, with how each id holds it.
+    ports: HashMap<u16, Vec<PortUse>>,
     next_port: u16,
     /// The process whose poller thread runs (a forked child has none).
     pub poller: Option<u32>,
@@ -67,6 +67,35 @@ impl core::ops::Deref for Guard {
 impl core::ops::DerefMut for Guard {
     fn deref_mut(&mut self) -> &mut Registry {
         self.0.as_mut().expect("made by lock")
+    }
+}
+
+/// How an id holds a local port: what decides whether two ids may hold one port, and
+/// which devices a wildcard listen takes, as the kernel's rdma_cm decides them
+/// (`cma_check_port`, and the address family check of `cma_match_private_data`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortUse {
+    /// Bound with `RDMA_OPTION_ID_REUSEADDR`.
+    pub reuse: bool,
+    /// Bound to an IPv6 address.
+    pub v6: bool,
+    /// Takes its own address family only (`RDMA_OPTION_ID_AFONLY`; unless set, IPv4 ids
+    /// always and IPv6 ids per `net.ipv6.bindv6only`, as `rdma_bind_addr` decides).
+    pub afonly: bool,
+}
+
+impl PortUse {
+    /// Whether two ids may hold one port: both with `REUSEADDR`, or both family-only and
+    /// of different families (tgtd listens on `[::]` with AFONLY and on `0.0.0.0`, both
+    /// on 3260).
+    pub fn shares_with(self, other: Self) -> bool {
+        (self.reuse && other.reuse) || (self.afonly && other.afonly && self.v6 != other.v6)
+    }
+
+    /// Whether a wildcard listen held so takes requests to an address like `ip`: its own
+    /// family, and IPv4 too for an IPv6 id that is not family-only.
+    pub fn takes(self, ip: IpAddr) -> bool {
+        ip.is_ipv6() == self.v6 || (self.v6 && !self.afonly)
     }
 }
 
@@ -117,16 +146,15 @@ impl Registry {
     }
 
     /// Holds local port `want`, or a free ephemeral one when `want` is 0; `EADDRINUSE`
-    /// when another id holds it (unless both bound with `REUSEADDR`).
-    pub fn take_port(&mut self, want: u16, reuse: bool) -> Result<u16, i32> {
+    /// when an id holds it that may not share it ([`PortUse::shares_with`]).
+    pub fn take_port(&mut self, want: u16, u: PortUse) -> Result<u16, i32> {
         if want != 0 {
-            return match self.ports.get(&want) {
-                Some(&r) if !(r && reuse) => Err(libc::EADDRINUSE),
-                _ => {
-                    self.ports.insert(want, reuse);
-                    Ok(want)
-                }
-            };
+            let held = self.ports.entry(want).or_default();
+            if held.iter().any(|h| !h.shares_with(u)) {
+                return Err(libc::EADDRINUSE);
+            }
+            held.push(u);
+            return Ok(want);
         }
         let span = EPHEMERAL.1 - EPHEMERAL.0 + 1;
         if self.next_port == 0 {
@@ -135,17 +163,37 @@ impl Registry {
         for _ in 0..span {
             let p = self.next_port;
             self.next_port = if p == EPHEMERAL.1 { EPHEMERAL.0 } else { p + 1 };
-            if let std::collections::hash_map::Entry::Vacant(e) = self.ports.entry(p) {
-                e.insert(reuse);
+            let held = self.ports.entry(p).or_default();
+            if held.is_empty() {
+                held.push(u);
                 return Ok(p);
             }
         }
         Err(libc::EADDRINUSE)
     }
 
-    /// Lets go of a port [`take_port`](Self::take_port) gave.
-    pub fn free_port(&mut self, port: u16) {
-        self.ports.remove(&port);
+    /// An id holding `port` as `was` holds it as `now` (an option set after binding, which
+    /// the kernel applies without checking the port again).
+    pub fn retag_port(&mut self, port: u16, was: PortUse, now: PortUse) {
+        if let Some(h) = self
+            .ports
+            .get_mut(&port)
+            .and_then(|v| v.iter_mut().find(|h| **h == was))
+        {
+            *h = now;
+        }
+    }
+
+    /// Lets go of a port [`take_port`](Self::take_port) gave to an id holding it as `u`.
+    pub fn free_port(&mut self, port: u16, u: PortUse) {
+        if let Some(held) = self.ports.get_mut(&port) {
+            if let Some(i) = held.iter().position(|h| *h == u) {
+                held.swap_remove(i);
+            }
+            if held.is_empty() {
+                self.ports.remove(&port);
+            }
+        }
     }
 
     /// The devices that have connections or listeners, for the poller.
@@ -222,23 +270,69 @@ pub fn enter() -> Option<(&'static Verbs, Guard)> {
 mod tests {
     use super::*;
 
+    const V4: PortUse = PortUse {
+        reuse: false,
+        v6: false,
+        afonly: true,
+    };
+    const V6: PortUse = PortUse {
+        reuse: false,
+        v6: true,
+        afonly: false,
+    };
+
     #[test]
     fn ports_are_held_once_unless_both_reuse() {
         let mut r = Registry::default();
-        assert_eq!(r.take_port(7471, false), Ok(7471));
-        assert_eq!(r.take_port(7471, false), Err(libc::EADDRINUSE));
-        assert_eq!(r.take_port(7471, true), Err(libc::EADDRINUSE));
-        r.free_port(7471);
-        assert_eq!(r.take_port(7471, true), Ok(7471));
-        assert_eq!(r.take_port(7471, true), Ok(7471));
-        assert_eq!(r.take_port(7471, false), Err(libc::EADDRINUSE));
+        let reuse = PortUse { reuse: true, ..V4 };
+        assert_eq!(r.take_port(7471, V4), Ok(7471));
+        assert_eq!(r.take_port(7471, V4), Err(libc::EADDRINUSE));
+        assert_eq!(r.take_port(7471, reuse), Err(libc::EADDRINUSE));
+        r.free_port(7471, V4);
+        assert_eq!(r.take_port(7471, reuse), Ok(7471));
+        assert_eq!(r.take_port(7471, reuse), Ok(7471));
+        assert_eq!(r.take_port(7471, V4), Err(libc::EADDRINUSE));
+        r.free_port(7471, reuse);
+        assert_eq!(
+            r.take_port(7471, V4),
+            Err(libc::EADDRINUSE),
+            "one reuser is left"
+        );
+        r.free_port(7471, reuse);
+        assert_eq!(r.take_port(7471, V4), Ok(7471));
+    }
+
+    #[test]
+    fn family_only_ids_of_two_families_share_a_port() {
+        let mut r = Registry::default();
+        let v6_only = PortUse { afonly: true, ..V6 };
+        assert_eq!(r.take_port(3260, v6_only), Ok(3260));
+        assert_eq!(r.take_port(3260, V4), Ok(3260));
+        assert_eq!(r.take_port(3260, v6_only), Err(libc::EADDRINUSE));
+        r.free_port(3260, v6_only);
+        assert_eq!(
+            r.take_port(3260, V6),
+            Err(libc::EADDRINUSE),
+            "[::] takes IPv4 too"
+        );
+        r.retag_port(3260, V4, PortUse { reuse: true, ..V4 });
+        assert_eq!(r.take_port(3260, PortUse { reuse: true, ..V6 }), Ok(3260));
+    }
+
+    #[test]
+    fn a_wildcard_listen_takes_its_family() {
+        let (v4, v6): (IpAddr, IpAddr) = ([198, 18, 0, 1].into(), "2001:db8::1".parse().unwrap());
+        assert!(V4.takes(v4) && !V4.takes(v6));
+        assert!(V6.takes(v4) && V6.takes(v6));
+        let v6_only = PortUse { afonly: true, ..V6 };
+        assert!(!v6_only.takes(v4) && v6_only.takes(v6));
     }
 
     #[test]
     fn ephemeral_ports_are_distinct_and_in_range() {
         let mut r = Registry::default();
-        let a = r.take_port(0, false).unwrap();
-        let b = r.take_port(0, false).unwrap();
+        let a = r.take_port(0, V4).unwrap();
+        let b = r.take_port(0, V4).unwrap();
         assert_ne!(a, b);
         for p in [a, b] {
             assert!((EPHEMERAL.0..=EPHEMERAL.1).contains(&p), "{p}");

@@ -8,6 +8,9 @@
  *     id (as perftest does on a failed connect), waits for a line on stdin, then destroys
  *     the id.
  *   reconnect connect PEER PORT: one connect, its event.
+ *   reconnect families ADDR PORT: listens on [::] with AFONLY set and on 0.0.0.0, both on
+ *     PORT (tgtd's two passive listeners), then rejects the one connect request, saying
+ *     which listener took it.
  *   reconnect signal ADDR PORT: listens (which starts the library's event thread), then
  *     blocks SIGUSR2 and takes it from a signalfd, as tgtd does, and raises it at the
  *     process: the signalfd must get it, and no thread may take it in its stead.
@@ -181,6 +184,37 @@ static int orphan(const char *addr, int port)
 	return 0;
 }
 
+static int families(int port)
+{
+	struct rdma_cm_id *l6, *l4, *req;
+	struct sockaddr_in6 any6 = { .sin6_family = AF_INET6, .sin6_port = htons(port),
+				     .sin6_addr = IN6ADDR_ANY_INIT };
+	struct sockaddr_in any4 = at("0.0.0.0", port);
+	int one = 1;
+	rdma_create_id(ch, &l6, NULL, RDMA_PS_TCP);
+	say("afonly", rdma_set_option(l6, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &one, sizeof one));
+	say("bind6", rdma_bind_addr(l6, (struct sockaddr *)&any6));
+	say("listen6", rdma_listen(l6, 1));
+	rdma_create_id(ch, &l4, NULL, RDMA_PS_TCP);
+	say("bind4", rdma_bind_addr(l4, (struct sockaddr *)&any4));
+	say("listen4", rdma_listen(l4, 1));
+	printf("listening\n");
+	fflush(stdout);
+	struct pollfd p = { .fd = ch->fd, .events = POLLIN };
+	struct rdma_cm_event *e;
+	if (poll(&p, 1, 30000) != 1 || rdma_get_cm_event(ch, &e))
+		return 1;
+	printf("event %s on %s\n", rdma_event_str(e->event),
+	       e->listen_id == l4 ? "v4" : e->listen_id == l6 ? "v6" : "?");
+	req = e->id;
+	rdma_ack_cm_event(e);
+	say("reject", rdma_reject(req, NULL, 0));
+	rdma_destroy_id(req);
+	rdma_destroy_id(l4);
+	rdma_destroy_id(l6);
+	return 0;
+}
+
 static int signal_to_fd(const char *addr, int port)
 {
 	struct rdma_cm_id *l;
@@ -218,6 +252,8 @@ int main(int argc, char **argv)
 		r = server(argv[2], port);
 	else if (strcmp(argv[1], "orphan") == 0)
 		r = orphan(argv[2], port);
+	else if (strcmp(argv[1], "families") == 0)
+		r = families(port);
 	else if (strcmp(argv[1], "signal") == 0)
 		r = signal_to_fd(argv[2], port);
 	else if (strcmp(argv[1], "connect") == 0)

@@ -165,3 +165,31 @@ fn the_event_thread_takes_no_signal_the_program_blocks() {
     assert!(s.contains(&"listen 0 ok".into()), "{s:?}");
     assert!(s.contains(&"signalfd got 12".into()), "{s:?}");
 }
+
+/// tgtd's passive listeners: `[::]` with `RDMA_OPTION_ID_AFONLY` and `0.0.0.0`, on one
+/// port. The kernel's rdma_cm lets two family-only ids of different families share a port
+/// (`cma_check_port`), and a request to an IPv4 address goes to the IPv4 listener.
+#[test]
+fn family_only_listeners_of_two_families_share_a_port() {
+    let Some(h) = Hosts::up(13, &[]) else { return };
+    let Some(prog) = build_cm_prog("rdmacm_families", include_str!("reconnect.c")) else {
+        return;
+    };
+    let exe = prog.exe.to_str().unwrap();
+    let sa = h.addr[1].as_str();
+    let mut s = Prog::start(&h, 1, exe, &["families", sa, "7995"]);
+    s.until("listening");
+    let c = Prog::start(&h, 0, exe, &["connect", sa, "7995"]).done("reconnect connect");
+    let s = s.done("reconnect families");
+    for step in ["afonly", "bind6", "listen6", "bind4", "listen4", "reject"] {
+        assert!(s.contains(&format!("{step} 0 ok")), "{step}: {s:?}");
+    }
+    assert!(
+        s.contains(&"event RDMA_CM_EVENT_CONNECT_REQUEST on v4".into()),
+        "{s:?}"
+    );
+    assert!(
+        c.contains(&"event RDMA_CM_EVENT_REJECTED 28".into()),
+        "{c:?}"
+    );
+}

@@ -27,10 +27,15 @@ if [[ -z ${ROCEX:-} ]]; then
     export ROCEX=$root/target/release/rocex
 fi
 
-pass=0 fail=0 skipped=0 failed=()
+pass=0 fail=0 skipped=0 failed=() full_only=()
 for f in "$root"/proto-tests/storage/scenarios/*.sh; do
     name=$(basename "$f" .sh)
     [[ -n $only && ! $name =~ $only ]] && continue
+    # A scenario marked "# storage: full run only" is left out of --quick, and named.
+    if [[ ${args[*]-} == --quick ]] && grep -q '^# storage: full run only' "$f"; then
+        full_only+=("$name")
+        continue
+    fi
     t0=$(date +%s)
     bash "$f" "${args[@]}" >"$out/$name.out" 2>&1
     rc=$?
@@ -48,6 +53,7 @@ for f in "$root"/proto-tests/storage/scenarios/*.sh; do
         tail -n 25 "$out/$name.out" | sed 's/^/     /'
     fi
 done
+((${#full_only[@]} == 0)) || echo "left to the full run: ${full_only[*]}"
 ((skipped == 0)) || echo "$skipped skipped"
 ((fail == 0)) || echo "failed: ${failed[*]}"
 echo "$pass passed, $fail failed"

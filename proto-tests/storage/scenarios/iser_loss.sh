@@ -4,9 +4,9 @@
 # dropping 1% of the guest's RoCE frames and rocexd's --inject 1% of its own, during the
 # fio verify jobs (4 KiB and 128 KiB at depth 16) and the filesystem round trip. Every
 # block must verify and the run must end: no corruption, no hang. Not in --quick.
+# storage: full run only
 set -uo pipefail
 source "$(dirname "$0")/../lib.sh"
-((quick)) && { echo "SKIPPED: $storage_name: not in the --quick set"; exit 0; }
 need qemu-system-x86_64 tcpdump tgtd tgtadm gcc python3
 storage_rocex || exit 1
 bash "$storage_root/proto-tests/rxe-lab/build.sh" >/dev/null || exit 1

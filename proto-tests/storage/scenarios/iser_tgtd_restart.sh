@@ -4,9 +4,9 @@
 # 16 have started, tgtd is killed with SIGKILL and started again on the same LUN file. The
 # guest's kernel must see the connection fail, reconnect through iscsid, finish the writes
 # and read every block back verified. Not in --quick.
+# storage: full run only
 set -uo pipefail
 source "$(dirname "$0")/../lib.sh"
-((quick)) && { echo "SKIPPED: $storage_name: not in the --quick set"; exit 0; }
 need qemu-system-x86_64 tcpdump tgtd tgtadm gcc python3
 storage_rocex || exit 1
 bash "$storage_root/proto-tests/rxe-lab/build.sh" >/dev/null || exit 1

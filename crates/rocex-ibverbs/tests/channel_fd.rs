@@ -14,7 +14,7 @@ fn channel_fd_is_ready_only_while_an_event_is_owed() {
     }
     let Some(prog) = build_c(
         "channel_fd",
-        include_str!("channel_fd.c"),
+        concat!(include_str!("rc_loopback.h"), include_str!("channel_fd.c")),
         &["-O1", "-libverbs"],
     ) else {
         return;

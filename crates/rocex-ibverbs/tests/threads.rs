@@ -14,7 +14,7 @@ fn verbs_from_several_threads_of_one_context() {
     }
     let Some(prog) = build_c(
         "threads",
-        include_str!("threads.c"),
+        concat!(include_str!("rc_loopback.h"), include_str!("threads.c")),
         &["-O1", "-libverbs", "-lpthread"],
     ) else {
         return;

@@ -18,6 +18,15 @@ pub struct Reth {
     pub len: u32,
 }
 
+/// rocex's selective-repeat ETH: where a SEND or WRITE packet belongs in its message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SrEth {
+    /// Receive message number.
+    pub msg: u32,
+    /// Byte offset in the message.
+    pub offset: u32,
+}
+
 /// AETH fields.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Aeth {
@@ -136,6 +145,12 @@ pub struct FrameSummary {
     /// AETH.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub aeth: Option<Aeth>,
+    /// rocex's selective-repeat ETH.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sr: Option<SrEth>,
+    /// The PSNs a selective acknowledgement holds past its cumulative PSN.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sack: Option<Vec<u32>>,
     /// Immediate data.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub imm: Option<u32>,
@@ -254,6 +269,13 @@ impl FrameSummary {
                 msn: a.msn,
             }
         });
+        self.sr = p.sreth.map(|e| SrEth {
+            msg: e.msg,
+            offset: e.offset,
+        });
+        self.sack = p
+            .sack
+            .map(|m| m.psns(b.psn).map(|psn| psn.value()).collect());
         self.imm = p.immdt.map(|i| i.data);
         self.inv_rkey = p.ieth.map(|i| i.rkey);
         self.atomic = p.atomic_eth.map(|a| Atomic {
@@ -364,6 +386,9 @@ impl fmt::Display for Line<'_> {
         if let Some(r) = &s.reth {
             write!(f, " va={:#x} rkey={:#x} len={}", r.va, r.rkey, r.len)?;
         }
+        if let Some(e) = &s.sr {
+            write!(f, " msg={} offset={}", e.msg, e.offset)?;
+        }
         if let Some(a) = &s.atomic {
             write!(
                 f,
@@ -381,6 +406,10 @@ impl fmt::Display for Line<'_> {
                 a.msn
             )?;
         }
+        if let Some(psns) = &s.sack {
+            f.write_str(" sack=")?;
+            write_runs(f, psns)?;
+        }
         if let Some(o) = s.atomic_orig {
             write!(f, " orig={o:#x}")?;
         }
@@ -393,6 +422,30 @@ impl fmt::Display for Line<'_> {
         write!(f, " payload={}", s.payload_len.unwrap_or(0))?;
         write!(f, " icrc={}", s.icrc_status.unwrap_or("?"))
     }
+}
+
+/// PSNs as runs: `12-15,19`, or `-` for none.
+fn write_runs(f: &mut fmt::Formatter<'_>, psns: &[u32]) -> fmt::Result {
+    if psns.is_empty() {
+        return f.write_str("-");
+    }
+    let mut i = 0;
+    while i < psns.len() {
+        let start = psns[i];
+        while i + 1 < psns.len() && psns[i + 1] == (psns[i] + 1) & 0xff_ffff {
+            i += 1;
+        }
+        if start != psns[0] {
+            f.write_str(",")?;
+        }
+        if start == psns[i] {
+            write!(f, "{start}")?;
+        } else {
+            write!(f, "{start}-{}", psns[i])?;
+        }
+        i += 1;
+    }
+    Ok(())
 }
 
 fn aeth_value_name(kind: &str) -> &'static str {

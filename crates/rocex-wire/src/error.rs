@@ -32,6 +32,10 @@ pub enum Layer {
     AtomicAckEth,
     /// Immediate data.
     ImmDt,
+    /// rocex's selective-repeat ETH.
+    SrEth,
+    /// rocex's selective acknowledgement bitmap.
+    Sack,
     /// Invalidate Extended Transport Header.
     Ieth,
     /// The reserved body of a congestion notification packet.
@@ -59,6 +63,8 @@ impl Layer {
             Self::Aeth => "AETH",
             Self::AtomicAckEth => "AtomicAckETH",
             Self::ImmDt => "ImmDt",
+            Self::SrEth => "SRETH",
+            Self::Sack => "SACK",
             Self::Ieth => "IETH",
             Self::Cnp => "CNP",
             Self::Payload => "payload",

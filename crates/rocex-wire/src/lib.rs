@@ -5,7 +5,8 @@ Architecture Specification (IBTA Vol. 1, Release 1.5, chapter 9 and annex A17) a
 Linux's Soft-RoCE driver (`rdma_rxe`) define them:
 
 * one module per transport header ([`bth`], [`reth`], [`aeth`], [`atomic_eth`],
-  [`atomic_ack_eth`], [`immdt`], [`ieth`], [`deth`], [`feth`], [`cnp`]), each with a
+  [`atomic_ack_eth`], [`immdt`], [`ieth`], [`deth`], [`feth`], [`cnp`], and rocex's
+  selective-repeat [`sreth`] and [`sack`]), each with a
   zero-copy view (`Header<T: AsRef<[u8]>>`) and a validated representation (`Repr`);
 * the [`opcode`] table, which drives parsing: it says which extension headers each opcode
   carries, whether it carries payload and where it stands in a message;
@@ -40,6 +41,8 @@ pub mod opcode;
 pub mod packet;
 mod psn;
 pub mod reth;
+pub mod sack;
+pub mod sreth;
 
 pub use aeth::{NakCode, Repr as AethRepr, Syndrome};
 pub use atomic_ack_eth::Repr as AtomicAckEthRepr;
@@ -58,6 +61,8 @@ pub use opcode::{Ext, ExtSet, Opcode, OpcodeInfo, Operation, Position, Service};
 pub use packet::PacketRepr;
 pub use psn::Psn;
 pub use reth::Repr as RethRepr;
+pub use sack::Repr as SackRepr;
+pub use sreth::Repr as SrEthRepr;
 
 /// Result of wire parsing and emission.
 pub type Result<T> = core::result::Result<T, Error>;

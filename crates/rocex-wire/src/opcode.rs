@@ -15,10 +15,14 @@ pub enum Ext {
     Feth,
     /// RDMA ETH.
     Reth,
+    /// Selective-repeat ETH (rocex's SR opcodes): a packet's message number and offset.
+    SrEth,
     /// Atomic ETH.
     AtomicEth,
     /// ACK ETH.
     Aeth,
+    /// Selective acknowledgement bitmap (rocex's SR_ACKNOWLEDGE).
+    Sack,
     /// Atomic ACK ETH.
     AtomicAckEth,
     /// Immediate data.
@@ -32,13 +36,15 @@ pub enum Ext {
 impl Ext {
     /// Every extension header in the order they stand on the wire when several are present
     /// (rxe_opcode.c offsets: FETH before RETH, RETH before ImmDt, AETH before AtomicAckETH,
-    /// DETH before ImmDt).
-    pub const WIRE_ORDER: [Self; 9] = [
+    /// DETH before ImmDt; rocex's SR headers follow the RETH and the AETH they extend).
+    pub const WIRE_ORDER: [Self; 11] = [
         Self::Deth,
         Self::Feth,
         Self::Reth,
+        Self::SrEth,
         Self::AtomicEth,
         Self::Aeth,
+        Self::Sack,
         Self::AtomicAckEth,
         Self::ImmDt,
         Self::Ieth,
@@ -48,10 +54,11 @@ impl Ext {
     /// Length of the header in bytes.
     pub const fn header_len(self) -> usize {
         match self {
-            Self::Deth | Self::AtomicAckEth => 8,
+            Self::Deth | Self::AtomicAckEth | Self::SrEth => 8,
             Self::Feth | Self::Aeth | Self::ImmDt | Self::Ieth => 4,
             Self::Reth | Self::Cnp => 16,
             Self::AtomicEth => 28,
+            Self::Sack => crate::sack::LEN,
         }
     }
 
@@ -317,12 +324,43 @@ opcodes! {
     UD_SEND_ONLY = 0x64, Ud, Send, Only, [Deth], true;
     UD_SEND_ONLY_WITH_IMMEDIATE = 0x65, Ud, Send, Only, [Deth, ImmDt], true;
     CNP = 0x81, Cnp, Cnp, Only, [Cnp], false;
+    SR_SEND_FIRST = 0xc0, Rc, Send, First, [SrEth], true;
+    SR_SEND_MIDDLE = 0xc1, Rc, Send, Middle, [SrEth], true;
+    SR_SEND_LAST = 0xc2, Rc, Send, Last, [SrEth], true;
+    SR_SEND_LAST_WITH_IMMEDIATE = 0xc3, Rc, Send, Last, [SrEth, ImmDt], true;
+    SR_SEND_ONLY = 0xc4, Rc, Send, Only, [SrEth], true;
+    SR_SEND_ONLY_WITH_IMMEDIATE = 0xc5, Rc, Send, Only, [SrEth, ImmDt], true;
+    SR_RDMA_WRITE_FIRST = 0xc6, Rc, Write, First, [Reth, SrEth], true;
+    SR_RDMA_WRITE_MIDDLE = 0xc7, Rc, Write, Middle, [Reth, SrEth], true;
+    SR_RDMA_WRITE_LAST = 0xc8, Rc, Write, Last, [Reth, SrEth], true;
+    SR_RDMA_WRITE_LAST_WITH_IMMEDIATE = 0xc9, Rc, Write, Last, [Reth, SrEth, ImmDt], true;
+    SR_RDMA_WRITE_ONLY = 0xca, Rc, Write, Only, [Reth, SrEth], true;
+    SR_RDMA_WRITE_ONLY_WITH_IMMEDIATE = 0xcb, Rc, Write, Only, [Reth, SrEth, ImmDt], true;
+    SR_ACKNOWLEDGE = 0xd1, Rc, Acknowledge, Only, [Aeth, Sack], false;
+    SR_SEND_LAST_WITH_INVALIDATE = 0xd6, Rc, Send, Last, [SrEth, Ieth], true;
+    SR_SEND_ONLY_WITH_INVALIDATE = 0xd7, Rc, Send, Only, [SrEth, Ieth], true;
 }
+
+/// The first of the opcodes the IBTA leaves to manufacturers, where rocex's selective
+/// repeat lives.
+const MANUFACTURER: u8 = 0xc0;
 
 impl Opcode {
     /// Every opcode the table knows, in numeric order.
     pub fn all() -> impl Iterator<Item = Self> {
         (0..=255u8).map(Self).filter(|op| op.info().is_some())
+    }
+
+    /// rocex's selective-repeat form of an RC SEND, WRITE or ACK opcode: the same code with
+    /// the top two bits set (`docs/wire.md`, "Selective repeat"); `None` for the others.
+    pub fn selective(self) -> Option<Self> {
+        let sr = Self(self.0 | MANUFACTURER);
+        (self.0 < 0x20 && sr.info().is_some()).then_some(sr)
+    }
+
+    /// Whether this is one of rocex's selective-repeat opcodes.
+    pub const fn is_selective(self) -> bool {
+        self.0 >= MANUFACTURER
     }
 
     /// The opcode's name, or `None` when it is not in the table.
@@ -427,6 +465,8 @@ mod tests {
                 1 => Service::Uc,
                 3 => Service::Ud,
                 4 => Service::Cnp,
+                // rocex's selective repeat, in the manufacturer-specific codes.
+                6 => Service::Rc,
                 _ => unreachable!("{op:?}"),
             };
             assert_eq!(s, expected, "{op:?}");
@@ -440,6 +480,27 @@ mod tests {
         ] {
             assert!(Opcode(code).info().is_none(), "{code:#x}");
         }
-        assert_eq!(Opcode::all().count(), 40);
+        assert_eq!(Opcode::all().count(), 55);
+    }
+
+    #[test]
+    fn selective_forms_mirror_the_rc_codes() {
+        let pairs = Opcode::all().filter_map(|op| op.selective().map(|sr| (op, sr)));
+        let mut n = 0;
+        for (rc, sr) in pairs {
+            let (a, b) = (rc.info().unwrap(), sr.info().unwrap());
+            assert!(sr.is_selective() && !rc.is_selective());
+            assert_eq!(b.name.strip_prefix("SR_"), a.name.strip_prefix("RC_"));
+            assert_eq!((a.operation, a.position), (b.operation, b.position));
+            assert_eq!(a.immediate, b.immediate);
+            assert_eq!(a.invalidate, b.invalidate);
+            assert!(b.exts.contains(Ext::SrEth) || b.exts.contains(Ext::Sack));
+            // Every WRITE packet carries its RETH, so it can be placed out of order.
+            assert_eq!(b.exts.contains(Ext::Reth), b.operation == Operation::Write);
+            n += 1;
+        }
+        assert_eq!(n, 15);
+        assert_eq!(Opcode::RC_RDMA_READ_REQUEST.selective(), None);
+        assert_eq!(Opcode::UC_SEND_ONLY.selective(), None);
     }
 }

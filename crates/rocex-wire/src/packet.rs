@@ -6,8 +6,9 @@ use core::fmt;
 use crate::opcode::{Ext, ExtSet};
 use crate::{
     AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, CnpRepr, DethRepr, Error, ErrorKind,
-    FethRepr, IethRepr, ImmDtRepr, Layer, Opcode, OpcodeInfo, Result, RethRepr, aeth,
-    atomic_ack_eth, atomic_eth, bth, cnp, deth, feth, ieth, immdt, reth,
+    FethRepr, IethRepr, ImmDtRepr, Layer, Opcode, OpcodeInfo, Result, RethRepr, SackRepr,
+    SrEthRepr, aeth, atomic_ack_eth, atomic_eth, bth, cnp, deth, feth, ieth, immdt, reth, sack,
+    sreth,
 };
 
 /// Length of the ICRC trailer.
@@ -29,10 +30,14 @@ pub struct PacketRepr<'a> {
     pub feth: Option<FethRepr>,
     /// RDMA ETH.
     pub reth: Option<RethRepr>,
+    /// Selective-repeat ETH (rocex's SR SEND and WRITE packets).
+    pub sreth: Option<SrEthRepr>,
     /// Atomic ETH.
     pub atomic_eth: Option<AtomicEthRepr>,
     /// ACK ETH.
     pub aeth: Option<AethRepr>,
+    /// Selective acknowledgement (rocex's SR_ACKNOWLEDGE).
+    pub sack: Option<SackRepr>,
     /// Atomic ACK ETH.
     pub atomic_ack_eth: Option<AtomicAckEthRepr>,
     /// Immediate data.
@@ -53,8 +58,10 @@ impl<'a> PacketRepr<'a> {
             deth: None,
             feth: None,
             reth: None,
+            sreth: None,
             atomic_eth: None,
             aeth: None,
+            sack: None,
             atomic_ack_eth: None,
             immdt: None,
             ieth: None,
@@ -132,6 +139,8 @@ impl<'a> PacketRepr<'a> {
             Ext::Deth => self.deth = Some(DethRepr::parse(&deth::Header::new_checked(b)?)?),
             Ext::Feth => self.feth = Some(FethRepr::parse(&feth::Header::new_checked(b)?)?),
             Ext::Reth => self.reth = Some(RethRepr::parse(&reth::Header::new_checked(b)?)?),
+            Ext::SrEth => self.sreth = Some(SrEthRepr::parse(&sreth::Header::new_checked(b)?)?),
+            Ext::Sack => self.sack = Some(SackRepr::parse(&sack::Header::new_checked(b)?)?),
             Ext::AtomicEth => {
                 self.atomic_eth = Some(AtomicEthRepr::parse(&atomic_eth::Header::new_checked(b)?)?)
             }
@@ -154,8 +163,10 @@ impl<'a> PacketRepr<'a> {
             (self.deth.is_some(), Ext::Deth),
             (self.feth.is_some(), Ext::Feth),
             (self.reth.is_some(), Ext::Reth),
+            (self.sreth.is_some(), Ext::SrEth),
             (self.atomic_eth.is_some(), Ext::AtomicEth),
             (self.aeth.is_some(), Ext::Aeth),
+            (self.sack.is_some(), Ext::Sack),
             (self.atomic_ack_eth.is_some(), Ext::AtomicAckEth),
             (self.immdt.is_some(), Ext::ImmDt),
             (self.ieth.is_some(), Ext::Ieth),
@@ -276,6 +287,16 @@ impl<'a> PacketRepr<'a> {
                 .as_ref()
                 .ok_or_else(missing)?
                 .emit(&mut reth::Header::new_unchecked(b)),
+            Ext::SrEth => self
+                .sreth
+                .as_ref()
+                .ok_or_else(missing)?
+                .emit(&mut sreth::Header::new_unchecked(b)),
+            Ext::Sack => self
+                .sack
+                .as_ref()
+                .ok_or_else(missing)?
+                .emit(&mut sack::Header::new_unchecked(b)),
             Ext::AtomicEth => self
                 .atomic_eth
                 .as_ref()
@@ -318,12 +339,14 @@ impl<'a> PacketRepr<'a> {
 impl fmt::Display for PacketRepr<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.bth)?;
-        let exts: [Option<&dyn fmt::Display>; 9] = [
+        let exts: [Option<&dyn fmt::Display>; 11] = [
             self.deth.as_ref().map(|h| h as &dyn fmt::Display),
             self.feth.as_ref().map(|h| h as &dyn fmt::Display),
             self.reth.as_ref().map(|h| h as &dyn fmt::Display),
+            self.sreth.as_ref().map(|h| h as &dyn fmt::Display),
             self.atomic_eth.as_ref().map(|h| h as &dyn fmt::Display),
             self.aeth.as_ref().map(|h| h as &dyn fmt::Display),
+            self.sack.as_ref().map(|h| h as &dyn fmt::Display),
             self.atomic_ack_eth.as_ref().map(|h| h as &dyn fmt::Display),
             self.immdt.as_ref().map(|h| h as &dyn fmt::Display),
             self.ieth.as_ref().map(|h| h as &dyn fmt::Display),

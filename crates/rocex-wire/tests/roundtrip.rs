@@ -6,7 +6,7 @@ use rocex_wire::frame::Frame;
 use rocex_wire::opcode::Ext;
 use rocex_wire::{
     AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, CnpRepr, DethRepr, FethRepr, FrameRepr,
-    IethRepr, ImmDtRepr, Opcode, PacketRepr, Psn, RethRepr, Syndrome,
+    IethRepr, ImmDtRepr, Opcode, PacketRepr, Psn, RethRepr, SackRepr, SrEthRepr, Syndrome,
 };
 
 fn bth(op: Opcode) -> impl Strategy<Value = BthRepr> {
@@ -47,8 +47,9 @@ fn packet(op: Opcode, data: &[u8]) -> impl Strategy<Value = PacketRepr<'_>> {
         any::<u8>(),
         0..=max,
         any::<[u8; 16]>(),
+        any::<[u8; 32]>(),
     )
-        .prop_map(move |(bth, w, d, b, len, cnp)| {
+        .prop_map(move |(bth, w, d, b, len, cnp, sack)| {
             let mut p = PacketRepr::new(bth);
             for ext in info.exts.iter() {
                 match ext {
@@ -91,6 +92,13 @@ fn packet(op: Opcode, data: &[u8]) -> impl Strategy<Value = PacketRepr<'_>> {
                     Ext::ImmDt => p.immdt = Some(ImmDtRepr { data: d[2] }),
                     Ext::Ieth => p.ieth = Some(IethRepr { rkey: d[3] }),
                     Ext::Cnp => p.cnp = Some(CnpRepr { reserved: cnp }),
+                    Ext::SrEth => {
+                        p.sreth = Some(SrEthRepr {
+                            msg: d[1],
+                            offset: d[2],
+                        })
+                    }
+                    Ext::Sack => p.sack = Some(SackRepr { bitmap: sack }),
                 }
             }
             p.payload = &data[..len];

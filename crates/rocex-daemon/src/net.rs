@@ -109,6 +109,7 @@ impl Net {
     /// Hands the backend every packet the engine has to send, without sending yet
     /// ([`Net::flush`] does). Returns whether there was any.
     pub(crate) fn build(&mut self, engine: &mut Engine, now: Instant) -> bool {
+        self.backend.tick(now);
         let mut any = false;
         let local = self.backend.local();
         loop {
@@ -151,7 +152,7 @@ impl Net {
     }
 
     /// When a delayed packet (fault injection) is due.
-    pub(crate) fn next_due(&self) -> Option<std::time::Instant> {
+    pub(crate) fn next_due(&self) -> Option<Instant> {
         self.backend.next_due()
     }
 

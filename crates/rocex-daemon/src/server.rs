@@ -638,7 +638,7 @@ impl Server {
             let now = self.now();
             let mut timeout = Duration::from_millis(100);
             if let Some(due) = self.net.next_due() {
-                timeout = timeout.min(due.saturating_duration_since(std::time::Instant::now()));
+                timeout = timeout.min(due.since(now));
             }
             if let Some(t) = self.engine.poll_timeout() {
                 timeout = timeout.min(t.since(now));

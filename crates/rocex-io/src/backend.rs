@@ -11,7 +11,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::BorrowedFd;
 use std::str::FromStr;
 
-use rocex_proto::{Ecn, IcrcStatus};
+use rocex_proto::{Ecn, IcrcStatus, Instant};
 
 /// The largest packet (BTH through ICRC) a backend takes: a UDP datagram's payload.
 pub const MAX_PACKET: usize = 65_536;
@@ -137,8 +137,13 @@ pub trait Backend: fmt::Debug + Send {
     fn flush(&mut self) -> io::Result<()>;
     /// Readable when datagrams wait.
     fn fd(&self) -> BorrowedFd<'_>;
-    /// When a held packet is due (fault injection's delays), if any.
-    fn next_due(&self) -> Option<std::time::Instant> {
+    /// The engine's time is `now` (the caller's clock, as it gives its engine): what fault
+    /// injection's delays run on ([`crate::Injected`]); nothing else reads it.
+    fn tick(&mut self, now: Instant) {
+        let _ = now;
+    }
+    /// When a held packet is due (fault injection's delays), on the engine's clock, if any.
+    fn next_due(&self) -> Option<Instant> {
         None
     }
     /// What the backend has counted.
@@ -188,7 +193,10 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
     fn fd(&self) -> BorrowedFd<'_> {
         (**self).fd()
     }
-    fn next_due(&self) -> Option<std::time::Instant> {
+    fn tick(&mut self, now: Instant) {
+        (**self).tick(now)
+    }
+    fn next_due(&self) -> Option<Instant> {
         (**self).next_due()
     }
     fn counters(&self) -> BackendCounters {

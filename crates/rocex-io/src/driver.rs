@@ -127,6 +127,8 @@ impl Driver {
     /// Sends everything the engine has to send, in one flush; a busy poller's first
     /// packet alone first where the backend says it pays ([`Backend::answer_alone`]).
     fn transmit(&mut self, now: Instant) -> io::Result<bool> {
+        // Fault injection runs on the engine's time.
+        self.port.tick(now);
         let mut busy = false;
         loop {
             // Built in the backend's queue where it lends room: written once.
@@ -167,7 +169,7 @@ impl Driver {
         let now = self.now();
         let mut until_timer = self.engine.poll_timeout().map_or(max, |t| t.since(now));
         if let Some(due) = self.port.next_due() {
-            until_timer = until_timer.min(due.saturating_duration_since(std::time::Instant::now()));
+            until_timer = until_timer.min(due.since(now));
         }
         let timeout = max.min(until_timer);
         if !timeout.is_zero() {

@@ -3,11 +3,12 @@
 //! ([`Link`], the one the simulated fabric uses), applied by its [`Injector`] to every
 //! packet sent. `docs/faults.md` describes the model and the syntax.
 //!
-//! [`Injected`] wraps any [`Backend`]. The model reads no clock: `Injected` gives it the
-//! time since the injection began, on the monotonic clock the engine's time comes from too,
-//! and turns the model's due times back into that clock for the caller's poll. A corrupted
-//! packet keeps its wrong ICRC through the backend (a GSO segment's ICRC fix is an XOR), so
-//! the receiver's ICRC check drops it wherever the receiver can check.
+//! [`Injected`] wraps any [`Backend`]. Neither it nor the model reads a clock: the caller
+//! tells it the engine's time ([`Backend::tick`], as `rocex_io::Driver` and rocexd do each
+//! turn), a packet is sent at the time last told, and a held packet's due time
+//! ([`Backend::next_due`]) is on the engine's clock too. A corrupted packet keeps its wrong
+//! ICRC through the backend (a GSO segment's ICRC fix is an XOR), so the receiver's ICRC
+//! check drops it wherever the receiver can check.
 
 use std::fmt;
 use std::io;
@@ -108,8 +109,8 @@ fn duration(v: &str) -> Result<Duration, FaultsError> {
 pub struct Injected<B> {
     inner: B,
     injector: Option<Injector<To>>,
-    /// Time zero of the injector's time.
-    epoch: std::time::Instant,
+    /// The engine's time, as the caller last told it.
+    now: Instant,
     out: Vec<(To, Vec<u8>)>,
 }
 
@@ -126,7 +127,7 @@ impl<B: Backend> Injected<B> {
         Self {
             inner,
             injector: None,
-            epoch: std::time::Instant::now(),
+            now: Instant::ZERO,
             out: Vec::new(),
         }
     }
@@ -139,11 +140,6 @@ impl<B: Backend> Injected<B> {
     /// The wrapped backend.
     pub fn inner(&self) -> &B {
         &self.inner
-    }
-
-    /// The injector's time: the monotonic clock since `epoch`, as a driver gives its engine.
-    fn now(&self) -> Instant {
-        Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
     }
 
     fn send_out(&mut self) -> io::Result<()> {
@@ -176,11 +172,10 @@ impl<B: Backend> Backend for Injected<B> {
     }
 
     fn send(&mut self, dest: IpAddr, src_port: u16, tclass: u8, payload: &[u8]) -> io::Result<()> {
-        let now = self.now();
         let Some(inj) = &mut self.injector else {
             return self.inner.send(dest, src_port, tclass, payload);
         };
-        inj.apply(now, (dest, src_port, tclass), payload, &mut self.out);
+        inj.apply(self.now, (dest, src_port, tclass), payload, &mut self.out);
         self.send_out()
     }
 
@@ -196,10 +191,10 @@ impl<B: Backend> Backend for Injected<B> {
         self.inner.commit(dest, src_port, tclass, len)
     }
 
+    /// Sends what is queued, and the held packets due by the time last told.
     fn flush(&mut self) -> io::Result<()> {
-        let now = self.now();
         if let Some(inj) = &mut self.injector {
-            inj.release(now, &mut self.out);
+            inj.release(self.now, &mut self.out);
             self.send_out()?;
         }
         self.inner.flush()
@@ -209,12 +204,14 @@ impl<B: Backend> Backend for Injected<B> {
         self.inner.fd()
     }
 
-    fn next_due(&self) -> Option<std::time::Instant> {
-        let mine = self
-            .injector
-            .as_ref()
-            .and_then(Injector::next_due)
-            .map(|t| self.epoch + Duration::from_nanos(t.nanos()));
+    /// Time passes for the injector and for whatever the inner backend holds.
+    fn tick(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+        self.inner.tick(now);
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        let mine = self.injector.as_ref().and_then(Injector::next_due);
         match (mine, self.inner.next_due()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -237,6 +234,107 @@ impl<B: Backend> Backend for Injected<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A backend that keeps what it is asked to send.
+    #[derive(Debug)]
+    struct Recorder {
+        sent: Vec<(To, Vec<u8>)>,
+        fd: std::fs::File,
+    }
+
+    impl Recorder {
+        fn new() -> Self {
+            let fd = std::fs::File::open("/dev/null").expect("/dev/null");
+            Self {
+                sent: Vec::new(),
+                fd,
+            }
+        }
+    }
+
+    impl Backend for Recorder {
+        fn kind(&self) -> BackendKind {
+            BackendKind::Udp
+        }
+        fn local(&self) -> IpAddr {
+            IpAddr::from([198, 18, 0, 1])
+        }
+        fn fixed_source_port(&self) -> Option<u16> {
+            None
+        }
+        fn recv(&mut self, _: &mut dyn FnMut(RxMeta, &[u8])) -> io::Result<usize> {
+            Ok(0)
+        }
+        fn send(&mut self, dest: IpAddr, port: u16, tclass: u8, p: &[u8]) -> io::Result<()> {
+            self.sent.push(((dest, port, tclass), p.to_vec()));
+            Ok(())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+        fn fd(&self) -> BorrowedFd<'_> {
+            use std::os::fd::AsFd;
+            self.fd.as_fd()
+        }
+        fn counters(&self) -> BackendCounters {
+            BackendCounters::default()
+        }
+    }
+
+    /// `--inject` is the model and nothing else: on the times its caller tells it, the
+    /// backend sends exactly what rocex-sim's injector (the fabric's model) lets through,
+    /// in the same order, and waits for the same due times.
+    #[test]
+    fn injects_what_the_model_decides_on_the_callers_time() {
+        let faults: Faults = "loss=0.1,dup=0.05,reorder=0.1,reorder_by=300us,corrupt=0.05,\
+                              delay=50us,jitter=20us,seed=5"
+            .parse()
+            .unwrap();
+        let mut model = Injector::new(faults.link, faults.seed);
+        let mut want = Vec::new();
+        let mut b = Injected::new(Recorder::new(), faults);
+        let to = |i: u32| (IpAddr::from([198, 18, 0, 2]), 49152 + (i % 7) as u16, 0);
+        for i in 0..2000u32 {
+            let now = Instant::from_micros(u64::from(i) * 10);
+            let packet = i.to_be_bytes().repeat(16);
+            b.tick(now);
+            b.send(to(i).0, to(i).1, to(i).2, &packet).unwrap();
+            b.flush().unwrap();
+            model.apply(now, to(i), &packet, &mut want);
+            assert_eq!(b.next_due(), model.next_due(), "packet {i}");
+        }
+        let end = Instant::from_millis(30);
+        b.tick(end);
+        b.flush().unwrap();
+        model.release(end, &mut want);
+        assert_eq!(b.next_due(), None);
+        assert_eq!(b.inner().sent, want);
+        assert_eq!(b.fault_counters(), Some(model.counters));
+        let c = model.counters;
+        assert!(c.lost > 0 && c.duplicated > 0 && c.reordered > 0 && c.corrupted > 0);
+    }
+
+    /// Without being told the time, nothing held is ever due: the injector reads no clock.
+    #[test]
+    fn held_packets_wait_for_the_callers_time() {
+        let faults: Faults = "delay=2ms".parse().unwrap();
+        let mut b = Injected::new(Recorder::new(), faults);
+        b.tick(Instant::from_millis(10));
+        b.send(IpAddr::from([198, 18, 0, 2]), 49152, 0, &[1])
+            .unwrap();
+        b.flush().unwrap();
+        assert!(b.inner().sent.is_empty());
+        assert_eq!(b.next_due(), Some(Instant::from_millis(12)));
+        std::thread::sleep(Duration::from_millis(3));
+        b.flush().unwrap();
+        assert!(
+            b.inner().sent.is_empty(),
+            "the wall clock moved, the engine's did not"
+        );
+        b.tick(Instant::from_millis(12));
+        b.flush().unwrap();
+        assert_eq!(b.inner().sent.len(), 1);
+    }
 
     #[test]
     fn parses_every_key() {

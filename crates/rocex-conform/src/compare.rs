@@ -9,7 +9,7 @@
 //! response covered, or a later response acknowledges that PSN or beyond. Every other
 //! difference is a mismatch.
 
-use rocex_wire::Opcode;
+use rocex_wire::{Opcode, Syndrome};
 
 use crate::Report;
 use crate::connection::Connection;
@@ -135,9 +135,10 @@ pub fn compare(conn: &Connection, plan: &Plan, run: &Run, loss_seen: bool, repor
 
 /// Whether an engine response with no captured counterpart answers the requester's last
 /// word: a retransmission (its PSN was sent before) after which the capture holds no request
-/// and no response on the connection. rxe answers a duplicate unless its QP is gone, as
-/// when the peer application has exited (rxe-behaviour.md §9); the requester retransmits
-/// because the first answer was lost, which needs loss in the capture.
+/// and no response on the connection. rxe answers a duplicate (`docs/rxe-behaviour.md`,
+/// items 3 and 4) unless its QP is gone, as when the peer application has exited (item
+/// 16); the requester retransmits because the first answer was lost, which needs loss in
+/// the capture.
 fn unanswered_at_end(conn: &Connection, em: &Emitted, loss_seen: bool) -> bool {
     let req = &conn.requests[em.request];
     loss_seen
@@ -148,8 +149,8 @@ fn unanswered_at_end(conn: &Connection, em: &Emitted, loss_seen: bool) -> bool {
 
 /// The frame of the request a captured response most likely followed: the claimed one, or
 /// the last request captured before it.
-fn request_before(conn: &Connection, j: usize) -> u64 {
-    let at = conn.responses[j].frame;
+fn request_before(conn: &Connection, response: usize) -> u64 {
+    let at = conn.responses[response].frame;
     conn.requests
         .iter()
         .take_while(|r| r.frame < at)
@@ -162,7 +163,7 @@ fn request_before(conn: &Connection, j: usize) -> u64 {
 /// the response covered, or a later captured response acknowledges that PSN or beyond.
 /// Without other signs of loss in the capture, only a plain ACK to a request with AckReq
 /// set qualifies, and only when a later ACK coalesces it: rxe acknowledges every such
-/// request (rxe-behaviour.md §1.3), so its absence can only be loss.
+/// request (`docs/rxe-behaviour.md`, item 1), so its absence can only be loss.
 fn lost(conn: &Connection, plan: &Plan, em: &Emitted, loss_seen: bool) -> bool {
     let req = &conn.requests[em.request];
     let psn = em.resp.psn;
@@ -174,15 +175,18 @@ fn lost(conn: &Connection, plan: &Plan, em: &Emitted, loss_seen: bool) -> bool {
         .iter()
         .zip(&plan.responses)
         .any(|(seen, resp)| {
-            seen.frame > req.frame
-                && resp.psn.diff(psn) >= 0
-                && resp.syndrome().is_some_and(|s| s & 0xe0 == 0)
+            seen.frame > req.frame && resp.psn.diff(psn) >= 0 && resp.syndrome().is_some_and(is_ack)
         });
     if loss_seen {
         return resent || covered;
     }
-    let plain_ack = em.resp.opcode == Opcode::RC_ACKNOWLEDGE
-        && em.resp.syndrome().is_some_and(|s| s & 0xe0 == 0);
+    let plain_ack =
+        em.resp.opcode == Opcode::RC_ACKNOWLEDGE && em.resp.syndrome().is_some_and(is_ack);
     let ack_req = req.packet().is_some_and(|p| p.bth.ack_req);
     plain_ack && ack_req && covered
+}
+
+/// Whether an AETH syndrome byte is a positive acknowledgement.
+fn is_ack(syndrome: u8) -> bool {
+    Syndrome::from_byte(syndrome).is_ack()
 }

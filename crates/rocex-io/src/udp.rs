@@ -470,7 +470,7 @@ mod tests {
         (0..n)
             .map(|i| {
                 let mut p: Vec<u8> = (0..len).map(|j| (i * 31 + j) as u8).collect();
-                p[0] = 0x07; // RC RDMA WRITE MIDDLE
+                p[0] = rocex_wire::Opcode::RC_RDMA_WRITE_MIDDLE.0;
                 let body = len - 4;
                 let c = icrc::compute_for(
                     src,
@@ -626,7 +626,7 @@ mod tests {
         sys::set_int_opt(tx.as_fd(), libc::IPPROTO_UDP, libc::UDP_NO_CHECK6_TX, 1).unwrap();
         let port = tx.local_addr().unwrap().port();
         let mut p: Vec<u8> = (0..1040).map(|j| (j * 7) as u8).collect();
-        p[0] = 0x07;
+        p[0] = rocex_wire::Opcode::RC_RDMA_WRITE_MIDDLE.0;
         let c = icrc::compute_for(a, b, port, ROCE_V2_PORT, &p[..1036], IcrcForm::Spec).unwrap();
         p[1036..].copy_from_slice(&icrc::to_wire(c));
         let mut bad = p.clone();

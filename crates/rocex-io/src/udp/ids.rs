@@ -94,7 +94,7 @@ mod tests {
     /// A packet with the ICRC rocex's engine gives it (for ID 0).
     fn packet(len: usize) -> Vec<u8> {
         let mut p: Vec<u8> = (0..len).map(|i| (i * 13 + 5) as u8).collect();
-        p[0] = 0x0a; // RC RDMA WRITE MIDDLE
+        p[0] = Opcode::RC_RDMA_WRITE_ONLY.0;
         let body = len - ICRC_LEN;
         let c = icrc::compute_for(
             SRC.ip(),

@@ -18,6 +18,26 @@
 //! missing response at once, as a sequence NAK would, and the timer has an early deadline
 //! a measured round trip after the last packet sent or response received ([`rtt`]), at
 //! which it resends without counting a retry.
+//!
+//! rxe's `rxe_completer` is a loop over the states of `enum comp_state`; here they are:
+//!
+//! | rxe (`rxe_comp.c`) | rocex |
+//! |---|---|
+//! | `COMPST_GET_ACK` (take a response from `resp_pkts`) | the engine hands each response to `Qp::handle_response` |
+//! | `COMPST_GET_WQE` (`get_wqe`: the oldest WQE) | `sq.front()` in `ack_through` and `on_data_response` |
+//! | `COMPST_CHECK_PSN` (`check_psn`: duplicate, past the oldest WQE, or a gap) | `on_ack`, `outstanding` (for NAKs) and the PSN tests at the top of `on_data_response` |
+//! | `COMPST_CHECK_ACK` (`check_ack`: opcode and syndrome) | `judge_response`; in `on_data_response`, the response's opcode and position against the request (else `BadRespErr`) |
+//! | `COMPST_READ` (`do_read`) | `on_data_response`: `scatter` of the READ's bytes |
+//! | `COMPST_ATOMIC` (`do_atomic`) | `on_data_response`: `scatter` of the AtomicAckETH's original value |
+//! | `COMPST_WRITE_SEND` (an ACK) | `on_ack`, then `ack_through` |
+//! | `COMPST_COMP_ACK`, `COMPST_COMP_WQE` (`complete_ack`, `complete_wqe`, `do_complete`) | `Qp::complete_head` (`qp/mod.rs`), from `ack_through` and `on_data_response` |
+//! | `COMPST_UPDATE_COMP` (`comp.psn` forward) and `reset_retry_counters` | `ack_through`, `on_data_response`, then `progress` |
+//! | `COMPST_ERROR_RETRY` (sequence NAK, implied NAK, timeout; `started_retry`) | `retry`, from `on_nak`, `ack_through`, `on_data_response` and `handle_timer` |
+//! | `COMPST_RNR_RETRY` (and `rnr_nak_timer`) | `on_rnr_nak`: `rnr_left`, `rnr_until`; `handle_timer` lets the requester go |
+//! | `COMPST_ERROR` (`wqe->status` from the NAK code, then `rxe_qp_error`) | `on_nak`'s status, `Qp::complete_head` with it, which calls `Qp::enter_error` |
+//! | `COMPST_EXIT` (`mod_timer` while PSNs are unacknowledged) | `kick_timer` |
+//! | `retransmit_timer` | `handle_timer` (and, before the timeout, `resend_early`) |
+//! | `rxe_drain_resp_pkts` (QP in error: flush the send queue) | `Qp::enter_error` |
 
 mod rtt;
 

@@ -4,6 +4,26 @@
 //! per response packet it asks for. AckReq is set on the last packet of a message and at
 //! least every [`MAX_PKT_PER_ACK`] packets; at most [`MAX_UNACKED_PSNS`] PSNs are in flight,
 //! and at most `max_rd_atomic` READ and atomic requests.
+//!
+//! rxe's `rxe_requester` runs its steps in one pass per packet; here they are:
+//!
+//! | rxe (`rxe_req.c`) | rocex |
+//! |---|---|
+//! | `req_next_wqe`, the QP-state checks | `Qp::requester_ready`: RTS, a WQE at `req.next` |
+//! | `wait_for_rnr_timer` (cleared by `rnr_nak_timer`) | `requester_ready`: `comp.rnr_until`, cleared in `Qp::handle_timer` |
+//! | `wait_psn`: `req.psn` past `comp.psn + RXE_MAX_UNACKED_PSNS` | `requester_ready`: [`MAX_UNACKED_PSNS`] |
+//! | `rxe_wqe_is_fenced` (a fenced WQE waits for READs and atomics) | `requester_ready`: `fence` while `rd_atomic_outstanding` |
+//! | `check_init_depth` (`max_rd_atomic`) | `requester_ready`: `rd_atomic_outstanding` against `max_rd_atomic` |
+//! | `need_retry`, `req_retry` (back to `comp.psn`) | `Qp::go_back` (the completer's), which points `req.next` and `req.offset` at the first PSN to resend |
+//! | `next_opcode`, `next_opcode_rc`, `next_opcode_uc` | `opcode`, by operation and `Position` |
+//! | `get_mtu` (path MTU; the port's for UD) | `Qp::mtu`; `ctx.port_mtu` for UD in `Qp::next_request` |
+//! | `init_req_packet` (headers; AckReq at a message's end or past `RXE_MAX_PKT_PER_ACK`) | `build`; the `noack_pkts` count in `next_request` |
+//! | `finish_packet` (`copy_data` from the SGEs) | `gather`, straight into the packet |
+//! | `update_wqe_psn` (a READ takes a PSN per response) | `next_request`: `first_psn`, `npkts`, `req.psn` |
+//! | `update_wqe_state`, `update_state` (next WQE, retransmit timer started) | `next_request`: `req.next`, `req.offset`; `Qp::request_sent` starts the timer |
+//! | UC and UD: a WQE done once its last packet is out | `next_request`: `complete_head` |
+//! | a failed `copy_data` (`wqe->status`, QP to error) | `Qp::fail_from` |
+//! | `rxe_xmit_packet` | the engine's `poll_transmit` sends what `next_request` wrote |
 
 use core::net::IpAddr;
 

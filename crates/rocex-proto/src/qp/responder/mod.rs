@@ -15,6 +15,34 @@
 //!
 //! `docs/rxe-behaviour.md` lists these rules, and the rest this module follows, with the rxe
 //! function that decides each.
+//!
+//! rxe's `rxe_responder` is a loop over the states of `enum resp_states`; here they are:
+//!
+//! | rxe (`rxe_resp.c`) | rocex |
+//! |---|---|
+//! | `RESPST_GET_REQ` (`get_req`) | the engine hands each request to `Qp::handle_request`, which drops it unless the QP is in RTR, RTS or SQD |
+//! | `RESPST_CHK_PSN` (`check_psn`) | `rc_request`: the PSN against `resp.psn`; UC: `uc_request` |
+//! | `RESPST_ERR_PSN_OUT_OF_SEQ` (one NAK per gap, `sent_psn_nak`) | `rc_request`: `sent_psn_nak` and a PSN-sequence NAK |
+//! | `RESPST_DUPLICATE_REQUEST` (`duplicate_request`, `find_resource`) | `duplicate` (`duplicate.rs`) |
+//! | `RESPST_CHK_OP_SEQ` (`check_op_seq`) | `check_sequence` (`check.rs`) |
+//! | `RESPST_CHK_OP_VALID` (`check_op_valid`, `check_qp_attr_access`) | `check_access` (`check.rs`) |
+//! | `RESPST_CHK_RESOURCE` (`check_resource`) and `RESPST_ERR_RNR` | `rc_execute`: no `max_dest_rd_atomic` for a READ or atomic; no receive WQE: an RNR NAK |
+//! | `RESPST_CHK_LENGTH` (`rxe_resp_check_length`) | `check_length` (`check.rs`) |
+//! | `RESPST_CHK_RKEY` (`check_rkey`) | `remote`, `remote_rw` and `MemTable::check_rkey_whole`, from each `exec_*` |
+//! | `RESPST_EXECUTE` (`execute`, `send_data_in`, `write_data_in`) | `rc_execute`: `exec_send` (through `place`), `exec_write`, `exec_read` |
+//! | `RESPST_READ_REPLY` (`read_reply`) | `exec_read` queues a `ReadJob`; `next_reply` (`reply.rs`) builds each response; `read_fault` |
+//! | `RESPST_ATOMIC_REPLY` (`atomic_reply`) | `exec_atomic`, `executed_once` |
+//! | `RESPST_ATOMIC_WRITE_REPLY`, `RESPST_PROCESS_FLUSH` | `exec_atomic_write_or_flush`, answered by `queue_empty_read_response` (`send_read_response_ack`) |
+//! | `RESPST_COMPLETE` (`do_complete`: the receive completion, the MSN) | the end of `exec_send` and `exec_write` |
+//! | `RESPST_ACKNOWLEDGE` (`acknowledge`, `send_ack`) | `queue_ack` when AckReq is set; `next_reply` sends the queue in order |
+//! | `RESPST_CLEANUP` | nothing to free: the packet is the caller's |
+//! | `RESPST_ERR_MISSING_OPCODE_FIRST`, `_LAST_C`, `RESPST_ERR_UNSUPPORTED_OPCODE`, `RESPST_ERR_MISALIGNED_ATOMIC`, `RESPST_ERR_TOO_MANY_RDMA_ATM_REQ`, `RESPST_ERR_LENGTH` (class C: `do_class_ac_error`, NAK 0x61) | a `Refusal` (`INVALID`, `LENGTH`) to `refuse` |
+//! | `RESPST_ERR_RKEY_VIOLATION` (NAK 0x62) | `ACCESS` to `refuse` |
+//! | `RESPST_ERR_MALFORMED_WQE` (NAK 0x63) | `MALFORMED_WQE` to `refuse` |
+//! | `RESPST_ERR_INVALIDATE_RKEY` | `exec_send`: `Stop::Answered` (an ACK, the receive in error, the QP to ERROR) |
+//! | `RESPST_ERR_MISSING_OPCODE_LAST_D1E` (UC: drop the message) | `uc_request`: `uc_resync` |
+//! | `RESPST_ERR_CQ_OVERFLOW` | `Ctx::complete` raises `Event::CqOverrun` |
+//! | `RESPST_ERROR` (`rxe_qp_error`) | `Qp::enter_error` |
 
 use core::net::IpAddr;
 use std::collections::VecDeque;
@@ -317,7 +345,7 @@ impl Qp {
                 return Ok(self.exec_atomic(ctx, pkt, info)?);
             }
             Operation::AtomicWrite | Operation::Flush => {
-                return Ok(self.exec_placement(ctx, pkt, info)?);
+                return Ok(self.exec_atomic_write_or_flush(ctx, pkt, info)?);
             }
             _ => return Err(INVALID.into()),
         }
@@ -480,7 +508,7 @@ impl Qp {
     }
 
     /// ATOMIC_WRITE and FLUSH: executed, saved, answered by an empty READ response.
-    fn exec_placement(
+    fn exec_atomic_write_or_flush(
         &mut self,
         ctx: &mut Ctx<'_>,
         pkt: &PacketRepr<'_>,

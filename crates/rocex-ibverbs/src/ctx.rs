@@ -6,7 +6,6 @@
 //! `ibv_qp`, to drive rocexd's CM on the same control connection that owns the QP.
 
 use core::cell::UnsafeCell;
-use core::ffi::c_int;
 use core::mem::offset_of;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -17,6 +16,7 @@ use rocex_verbs::Context;
 
 use crate::abi::*;
 use crate::device::Device;
+use crate::events::AsyncEvents;
 
 /// A value reached only while its context's lock is held.
 pub struct Guarded<T>(UnsafeCell<T>);
@@ -71,8 +71,8 @@ pub struct Ctx {
     pub addr: IpAddr,
     /// The GID table (index 0 link-local, 1 the address).
     pub gids: [[u8; 16]; 2],
-    /// The async-event eventfd (`ibv_context.async_fd`).
-    pub async_fd: c_int,
+    /// The asynchronous events (`ibv_context.async_fd`).
+    pub events: AsyncEvents,
 }
 
 // SAFETY: the raw pointers name the process-lifetime device and C-owned memory; the

@@ -13,6 +13,7 @@ use rocex_verbs::{Context, DeviceAttributes};
 
 use crate::abi::*;
 use crate::ctx::{Ctx, CtxState, zeroed};
+use crate::events::AsyncEvents;
 use crate::gid::{GID_TBL_LEN, eui64, gid_addr, gid_table, mac_for};
 use crate::{cq, mr, null_errno, qp, srq, symver, trace};
 
@@ -212,8 +213,12 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
     };
     let addr = daemon_addr(&attr);
     let mac = mac_for(addr);
-    // SAFETY: a plain eventfd, owned by the context until ibv_close_device.
-    let async_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+    let sock = std::os::fd::AsRawFd::as_raw_fd(&verbs.control_socket());
+    let events = match AsyncEvents::new(sock) {
+        Ok(e) => e,
+        Err(e) => return null_errno(e.raw_os_error().unwrap_or(libc::EMFILE)),
+    };
+    let async_fd = events.fd;
     let ctx = Box::new(Ctx {
         vctx: verbs_context_for(device),
         dev: d,
@@ -224,7 +229,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
         }),
         addr,
         gids: gid_table(addr, mac),
-        async_fd,
+        events,
     });
     let ctx = Box::leak(ctx);
     ctx.vctx.context.async_fd = async_fd;
@@ -268,13 +273,9 @@ fn verbs_context_for(device: *mut ibv_device) -> verbs_context {
 pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
     // SAFETY: per the contract.
     let ctx = unsafe { Ctx::from_ibv(context) };
-    let fd = ctx.async_fd;
-    // SAFETY: the Ctx was leaked from a Box in ibv_open_device and is not used again.
+    // SAFETY: the Ctx was leaked from a Box in ibv_open_device and is not used again; its
+    // events close their descriptors.
     drop(unsafe { Box::from_raw(core::ptr::from_ref(ctx).cast_mut()) });
-    if fd >= 0 {
-        // SAFETY: the context's own eventfd.
-        unsafe { libc::close(fd) };
-    }
     0
 }
 

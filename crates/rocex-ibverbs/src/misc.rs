@@ -184,8 +184,8 @@ pub extern "C" fn ibv_dofork_range(_base: *mut c_void, _size: usize) -> c_int {
     0
 }
 
-/// `ibv_get_async_event`: blocks until the daemon goes away, which is reported as
-/// `IBV_EVENT_DEVICE_FATAL` (rocexd raises no other asynchronous events).
+/// `ibv_get_async_event`: the context's next event (`events.rs`), waiting for one
+/// unless the program made `async_fd` non-blocking (then -1 with errno EAGAIN).
 ///
 /// # Safety
 ///
@@ -197,45 +197,17 @@ pub unsafe extern "C" fn ibv_get_async_event(
 ) -> c_int {
     // SAFETY: per the contract.
     let ctx = unsafe { Ctx::from_ibv(context) };
-    let sock = {
-        let g = ctx.lock();
-        std::os::fd::AsRawFd::as_raw_fd(&g.verbs.control_socket())
-    };
-    // SAFETY: fcntl on the context's own eventfd.
-    let fl = unsafe { libc::fcntl(ctx.async_fd, libc::F_GETFL) };
-    let nonblock = fl >= 0 && fl & libc::O_NONBLOCK != 0;
-    let mut fds = [
-        libc::pollfd {
-            fd: ctx.async_fd,
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: sock,
-            events: libc::POLLRDHUP,
-            revents: 0,
-        },
-    ];
-    loop {
-        // SAFETY: two valid pollfds.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, if nonblock { 0 } else { -1 }) };
-        if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-            continue;
+    match ctx.events.next() {
+        Ok(e) => {
+            // SAFETY: per the contract.
+            unsafe { event.write(e) };
+            0
         }
-        if r <= 0 {
-            set_errno(if r == 0 { libc::EAGAIN } else { libc::EIO });
-            return -1;
+        Err(e) => {
+            set_errno(e);
+            -1
         }
-        break;
     }
-    // SAFETY: per the contract.
-    unsafe {
-        event.write(ibv_async_event {
-            element: core::ptr::null_mut(),
-            event_type: 8, // IBV_EVENT_DEVICE_FATAL
-        })
-    };
-    0
 }
 
 /// `ibv_ack_async_event`.

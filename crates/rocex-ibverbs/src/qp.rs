@@ -23,6 +23,7 @@ use crate::cq::Cq;
 use crate::ctx::{Ctx, Guarded, zeroed};
 use crate::gid::gid_addr;
 use crate::mr::Pd;
+use crate::qp_caps::send_wqe_caps;
 use crate::srq::Srq;
 use crate::{errno_of, null_errno, qp_ex, symver, trace, unsupported};
 
@@ -93,12 +94,20 @@ unsafe fn create(pd: *mut ibv_pd, a: &mut ibv_qp_init_attr) -> *mut ibv_qp {
     let g = ctx.lock();
     // SAFETY: CQs passed by the program are CQs of this library.
     let (scq, rcq) = unsafe { (Cq::from_ibv(a.send_cq), Cq::from_ibv(a.recv_cq)) };
+    // Only rounding SGEs up needs the device's limit (one more request).
+    let device_max_sge = if a.cap.max_inline_data / 16 > a.cap.max_send_sge {
+        g.verbs.query_device().map_or(1, |d| d.max_sge)
+    } else {
+        u32::MAX
+    };
+    let (max_send_sge, max_inline_data) =
+        send_wqe_caps(a.cap.max_send_sge, a.cap.max_inline_data, device_max_sge);
     let mut cap = QpCap {
         max_send_wr: a.cap.max_send_wr.max(1),
         max_recv_wr: a.cap.max_recv_wr.max(1),
-        max_send_sge: a.cap.max_send_sge.max(1),
+        max_send_sge,
         max_recv_sge: a.cap.max_recv_sge.max(1),
-        max_inline_data: a.cap.max_inline_data,
+        max_inline_data,
     };
     // SAFETY: a non-null SRQ is one of this library's.
     let srq = (!a.srq.is_null()).then(|| unsafe { Srq::from_ibv(a.srq) });

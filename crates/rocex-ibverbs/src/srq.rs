@@ -8,7 +8,8 @@
 //! What differs from an SRQ of a device: a request handed to a QP that then receives
 //! nothing waits there while another QP could have used it (traffic spread over the QPs,
 //! as ibv_srq_pingpong's, is served in turn), and the limit event
-//! (`IBV_EVENT_SRQ_LIMIT_REACHED`) is never raised.
+//! (`IBV_EVENT_SRQ_LIMIT_REACHED`, `events.rs`) is raised when the program polls the
+//! receive completion that took the SRQ below its limit, not when the request arrived.
 
 use core::ffi::c_int;
 use std::collections::VecDeque;
@@ -131,7 +132,8 @@ pub(crate) fn on_completion(
         return true;
     }
     // SAFETY: a QP's SRQ outlives it.
-    let st = unsafe { Srq::from_ibv(srq) }.st.get(g);
+    let s = unsafe { Srq::from_ibv(srq) };
+    let st = s.st.get(g);
     let Some(m) = st.members.iter_mut().find(|m| {
         // SAFETY: members are live QPs.
         unsafe { &*m.qp }.ex.qp_base.qp_num == w.qp_num
@@ -140,8 +142,17 @@ pub(crate) fn on_completion(
     };
     let consumed = m.posted.pop_front();
     let shown = w.status != WcStatus::WrFlushErr;
-    if let (false, Some(wr)) = (shown, consumed) {
-        st.pool.push_back(wr);
+    match (shown, consumed) {
+        (false, Some(wr)) => st.pool.push_back(wr),
+        // rxe `get_srq_wqe`: fewer requests than an armed limit raises the event once
+        // and disarms the limit.
+        (true, Some(_)) if st.limit != 0 && (st.held() as u64) < u64::from(st.limit) => {
+            st.limit = 0;
+            s.ctx()
+                .events
+                .raise(srq.cast(), crate::events::kind::SRQ_LIMIT_REACHED);
+        }
+        _ => {}
     }
     refill(st, g);
     shown
@@ -189,8 +200,9 @@ pub unsafe extern "C" fn ibv_create_srq(
     Box::into_raw(srq).cast()
 }
 
-/// `ibv_modify_srq`: the limit is kept (and reported by `ibv_query_srq`); resizing is
-/// not offered (EINVAL, as for a device without `IBV_DEVICE_SRQ_RESIZE`).
+/// `ibv_modify_srq`: `IBV_SRQ_LIMIT` arms the limit event (0 disarms it; more than the
+/// SRQ holds is EINVAL, rxe `rxe_srq_chk_attr`); resizing is not offered (EINVAL, as for
+/// a device without `IBV_DEVICE_SRQ_RESIZE`).
 ///
 /// # Safety
 ///
@@ -208,7 +220,11 @@ pub unsafe extern "C" fn ibv_modify_srq(
     }
     let g = s.ctx().lock();
     if mask & 2 != 0 {
-        s.st.get(&g).limit = a.srq_limit;
+        let st = s.st.get(&g);
+        if a.srq_limit > st.max_wr {
+            return libc::EINVAL;
+        }
+        st.limit = a.srq_limit;
     }
     0
 }

@@ -396,6 +396,7 @@ impl Server {
             Request::CreateCompChannel => cq::create_channel(c),
             Request::CreateCq { cqe, channel } => cq::create(engine, limits, c, cqe, channel),
             Request::DestroyCq { cq } => cq::destroy(engine, c, cq),
+            Request::ResizeCq { cq, cqe } => cq::resize(engine, c, cq, cqe),
             Request::CreateQp {
                 pd,
                 qp_type,

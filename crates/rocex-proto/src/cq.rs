@@ -65,6 +65,16 @@ impl Cq {
         self.entries.len()
     }
 
+    /// Changes the capacity; fewer entries than are waiting is refused (rxe
+    /// `rxe_cq_chk_attr`: "cqe < current # elements in queue").
+    pub(crate) fn resize(&mut self, capacity: usize) -> bool {
+        if capacity < self.entries.len() {
+            return false;
+        }
+        self.capacity = capacity;
+        true
+    }
+
     pub(crate) fn arm(&mut self, on: NotifyOn) {
         self.armed = Some(on);
     }

@@ -1,6 +1,7 @@
 //! Completion channels and completion queues: the eventfd the daemon writes for an armed
 //! CQ, and the CQ ring this process reads without system calls.
 
+use std::collections::VecDeque;
 use std::os::fd::AsFd;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -65,6 +66,7 @@ impl Context {
             head: 0,
             empty_polls: 0,
             channel,
+            retired: VecDeque::new(),
         })
     }
 }
@@ -136,6 +138,63 @@ pub struct Cq {
     /// Polls in a row that found nothing (see [`EMPTY_POLLS_BEFORE_YIELD`]).
     empty_polls: u32,
     channel: CompChannel,
+    /// Rings [`Cq::resize`] replaced, oldest first, each read to its end before the next.
+    retired: VecDeque<Retired>,
+}
+
+/// A CQ ring that a resize replaced: the daemon writes no more into it, and the
+/// completions it still holds come before any of the new ring's.
+#[derive(Debug)]
+struct Retired {
+    map: SharedRegion,
+    spec: RingSpec,
+    off: usize,
+    head: u32,
+}
+
+/// Completions waiting in a CQ ring from `head`.
+fn available(map: &SharedRegion, off: usize, spec: RingSpec, head: u32) -> Result<u32> {
+    let ring = ring_in(map, off, spec)?;
+    ring.consumer_at(head)
+        .available()
+        .map_err(|e| Error::BadCompletion(ReadError::Ring(e)))
+}
+
+/// Takes up to `max` completions from a CQ ring at `head`, handing each to `f`: how many,
+/// and the malformed completion that ended the batch, if one did.
+fn drain(
+    map: &SharedRegion,
+    off: usize,
+    spec: RingSpec,
+    head: &mut u32,
+    max: usize,
+    f: &mut impl FnMut(WorkCompletion),
+) -> Result<(usize, Option<ReadError>)> {
+    let ring = ring_in(map, off, spec)?;
+    let mut r = CqReader::new(ring.consumer_at(*head));
+    let mut n = 0;
+    let mut err = None;
+    while n < max {
+        match r.poll() {
+            Ok(Some(wc)) => {
+                *head = head.wrapping_add(1);
+                n += 1;
+                f(wc);
+            }
+            Ok(None) => break,
+            Err(e @ ReadError::Desc { .. }) => {
+                *head = head.wrapping_add(1);
+                err = Some(e);
+                break;
+            }
+            Err(e) => {
+                err = Some(e);
+                break;
+            }
+        }
+    }
+    r.ring().release();
+    Ok((n, err))
 }
 
 /// Empty polls in a row after which each further empty poll yields the core. A program
@@ -151,12 +210,51 @@ impl Cq {
         self.cq
     }
 
-    /// Completions waiting in the ring, left there; no system call.
+    /// Completions waiting in the ring (and in rings a resize replaced), left there; no
+    /// system call.
     pub fn pending(&self) -> Result<u32> {
-        let ring = ring_in(&self.map, self.off, self.spec)?;
-        ring.consumer_at(self.head)
-            .available()
-            .map_err(|e| Error::BadCompletion(ReadError::Ring(e)))
+        let mut n = available(&self.map, self.off, self.spec, self.head)?;
+        for r in &self.retired {
+            n = n.saturating_add(available(&r.map, r.off, r.spec, r.head)?);
+        }
+        Ok(n)
+    }
+
+    /// Gives the CQ room for at least `cqe` completions (`ibv_resize_cq`): rocexd makes a
+    /// new ring, the completions waiting in the old one are still taken first, and an arm
+    /// carries over. Fewer entries than completions waiting is EINVAL, as rxe refuses it
+    /// (`rxe_cq_chk_attr`), and so is more than the device's `max_cqe`.
+    pub fn resize(&mut self, cqe: u32) -> Result<()> {
+        let waiting = self.pending()?;
+        if cqe == 0 || cqe < waiting {
+            return Err(Error::Daemon {
+                errno: 22,
+                detail: format!("{cqe} CQ entries for {waiting} completions waiting"),
+            });
+        }
+        let armed = self.armed()?;
+        let (r, mut fds) = self
+            .ctx
+            .ch
+            .call(&Request::ResizeCq { cq: self.cq, cqe }, &[])?;
+        let (Response::ResizeCq { slots, ring_offset }, Some(fd)) = (r, fds.pop()) else {
+            return Err(proto("bad ResizeCq response"));
+        };
+        let map = map_rings(fd)?;
+        let spec = RingSpec::new(RingKind::Cq, slots, 64).map_err(|e| proto(e.to_string()))?;
+        let off = usize::try_from(ring_offset).map_err(|_| proto("ring offset"))?;
+        ring_in(&map, off, spec)?;
+        let old = Retired {
+            map: std::mem::replace(&mut self.map, map),
+            spec: std::mem::replace(&mut self.spec, spec),
+            off: std::mem::replace(&mut self.off, off),
+            head: std::mem::replace(&mut self.head, 0),
+        };
+        self.retired.push_back(old);
+        if armed {
+            self.req_notify()?;
+        }
+        Ok(())
     }
 
     /// Whether the CQ is still armed: false once the daemon took the arm (and wrote the
@@ -187,30 +285,31 @@ impl Cq {
     /// [`poll`](Self::poll) without a vector. A malformed completion ends the batch; it is
     /// an error only when it comes first.
     pub fn poll_with(&mut self, max: usize, mut f: impl FnMut(WorkCompletion)) -> Result<usize> {
-        let ring = ring_in(&self.map, self.off, self.spec)?;
-        let mut r = CqReader::new(ring.consumer_at(self.head));
         let mut n = 0;
         let mut err = None;
-        while n < max {
-            match r.poll() {
-                Ok(Some(wc)) => {
-                    self.head = self.head.wrapping_add(1);
-                    n += 1;
-                    f(wc);
-                }
-                Ok(None) => break,
-                Err(e @ ReadError::Desc { .. }) => {
-                    self.head = self.head.wrapping_add(1);
-                    err = Some(e);
-                    break;
-                }
-                Err(e) => {
-                    err = Some(e);
-                    break;
-                }
+        // Rings a resize replaced first: the daemon writes no more into them, so one that
+        // gives fewer than asked is done with.
+        while let Some(old) = self.retired.front_mut() {
+            let (k, e) = drain(&old.map, old.off, old.spec, &mut old.head, max - n, &mut f)?;
+            n += k;
+            err = e;
+            if n == max || err.is_some() {
+                break;
             }
+            self.retired.pop_front();
         }
-        r.ring().release();
+        if n < max && err.is_none() {
+            let (k, e) = drain(
+                &self.map,
+                self.off,
+                self.spec,
+                &mut self.head,
+                max - n,
+                &mut f,
+            )?;
+            n += k;
+            err = e;
+        }
         if n == 0 && err.is_none() {
             self.empty_polls = self.empty_polls.saturating_add(1);
             if self.empty_polls > EMPTY_POLLS_BEFORE_YIELD {
@@ -228,6 +327,11 @@ impl Cq {
     /// Arms the CQ (`ibv_req_notify_cq`): the next completion writes the channel. Returns
     /// true when completions are already waiting (poll instead of waiting).
     pub fn req_notify(&mut self) -> Result<bool> {
+        for r in &self.retired {
+            if available(&r.map, r.off, r.spec, r.head)? > 0 {
+                return Ok(true);
+            }
+        }
         let ring = ring_in(&self.map, self.off, self.spec)?;
         match ring.consumer_at(self.head).prepare_sleep(1) {
             Ok(SleepCheck::Sleep) => Ok(false),

@@ -1,4 +1,4 @@
-//! Completion channels and CQs: `CreateCompChannel`, `CreateCq`, `DestroyCq`.
+//! Completion channels and CQs: `CreateCompChannel`, `CreateCq`, `ResizeCq`, `DestroyCq`.
 
 use std::sync::Arc;
 
@@ -73,6 +73,41 @@ pub(super) fn create(
     Reply {
         resp: Response::CreateCq {
             cq,
+            slots,
+            ring_offset: pump::CQ_RING_OFFSET as u64,
+        },
+        fds: vec![fd],
+    }
+}
+
+/// Gives one of the client's CQs a new ring of at least `cqe` entries (`ibv_resize_cq`),
+/// as rxe re-creates a CQ's queue (`rxe_cq_resize_queue`): the old ring keeps what it
+/// holds for the client to read first, completions from now on go into the new one, and
+/// the engine's CQ holds as many as the new ring. Out of range, or fewer entries than the
+/// engine still holds for the ring, is EINVAL (rxe `rxe_cq_chk_attr`).
+pub(super) fn resize(engine: &mut Engine, c: &mut Client, cq: u32, cqe: u32) -> Reply {
+    let Some(old) = c.cqs.get_mut(&cq) else {
+        return Reply::err(libc::ENOENT, "no such CQ");
+    };
+    if cqe == 0 || cqe as usize > engine.config().max_cqe {
+        return Reply::err(libc::EINVAL, "cqe out of range");
+    }
+    let mut new = match CqPump::create(cqe.next_power_of_two(), old.channel.clone()) {
+        Ok(p) => p,
+        Err(e) => return Reply::err(libc::ENOMEM, e.to_string()),
+    };
+    let fd = match dup(new.region().fd()) {
+        Ok(f) => f,
+        Err(e) => return Reply::err(libc::ENOMEM, e.to_string()),
+    };
+    if let Err(e) = engine.resize_cq(cq, new.slots() as usize) {
+        return verbs_error(e);
+    }
+    new.pending = std::mem::take(&mut old.pending);
+    let slots = new.slots();
+    *old = new;
+    Reply {
+        resp: Response::ResizeCq {
             slots,
             ring_offset: pump::CQ_RING_OFFSET as u64,
         },

@@ -73,6 +73,21 @@ impl Engine {
         Ok(id)
     }
 
+    /// Gives a CQ room for `cqe` completions (`ibv_resize_cq`): refused beyond the device's
+    /// limit and below the completions it holds (rxe `rxe_cq_chk_attr`).
+    pub fn resize_cq(&mut self, cq: u32, cqe: usize) -> Result<(), VerbsError> {
+        if cqe == 0 || cqe > self.config.max_cqe {
+            return Err(VerbsError::Limit("CQ depth"));
+        }
+        let c = self.cqs.get_mut(&cq).ok_or(VerbsError::NoSuchCq(cq))?;
+        if !c.resize(cqe) {
+            return Err(VerbsError::BadAttribute(
+                "fewer CQ entries than completions waiting",
+            ));
+        }
+        Ok(())
+    }
+
     /// Destroys a CQ no QP uses.
     pub fn destroy_cq(&mut self, cq: u32) -> Result<(), VerbsError> {
         if !self.cqs.contains_key(&cq) {

@@ -50,7 +50,7 @@ impl std::error::Error for FrameError {}
 
 fn known(kind: u16) -> bool {
     let base = kind & !kind::RESPONSE;
-    kind == kind::ERROR || (kind::HELLO..=kind::CM_UNLISTEN).contains(&base)
+    kind == kind::ERROR || (kind::HELLO..=kind::RESIZE_CQ).contains(&base)
 }
 
 /// One frame: header and body.

@@ -44,6 +44,8 @@ pub const CM_DISCONNECT: u16 = 20;
 pub const CM_POLL: u16 = 21;
 /// Stop taking the connection requests for an rdma_cm port.
 pub const CM_UNLISTEN: u16 = 22;
+/// Give a CQ a new ring of another size (added in ABI 3 without a version change).
+pub const RESIZE_CQ: u16 = 23;
 /// Set on responses.
 pub const RESPONSE: u16 = 0x8000;
 /// An error response.

@@ -76,6 +76,14 @@ pub enum Request {
         /// CQ handle.
         cq: u32,
     },
+    /// Give a CQ a new ring of at least `cqe` entries (`ibv_resize_cq`); the old ring keeps
+    /// the completions it holds, later ones go into the new one.
+    ResizeCq {
+        /// CQ handle.
+        cq: u32,
+        /// Entries wanted.
+        cqe: u32,
+    },
     /// Create a QP.
     CreateQp {
         /// PD handle.
@@ -177,6 +185,7 @@ impl Request {
             Self::CreateCompChannel => kind::CREATE_COMP_CHANNEL,
             Self::CreateCq { .. } => kind::CREATE_CQ,
             Self::DestroyCq { .. } => kind::DESTROY_CQ,
+            Self::ResizeCq { .. } => kind::RESIZE_CQ,
             Self::CreateQp { .. } => kind::CREATE_QP,
             Self::ModifyQp { .. } => kind::MODIFY_QP,
             Self::QueryQp { .. } => kind::QUERY_QP,
@@ -233,6 +242,9 @@ impl Request {
             }
             Self::DestroyCq { cq } => {
                 p.u32(*cq);
+            }
+            Self::ResizeCq { cq, cqe } => {
+                p.u32(*cq).u32(*cqe);
             }
             Self::CreateQp {
                 pd,
@@ -322,6 +334,10 @@ impl Request {
                 channel: g.u32("channel")?,
             },
             kind::DESTROY_CQ => Self::DestroyCq { cq: g.u32("cq")? },
+            kind::RESIZE_CQ => Self::ResizeCq {
+                cq: g.u32("cq")?,
+                cqe: g.u32("cqe")?,
+            },
             kind::CREATE_QP => {
                 let pd = g.u32("pd")?;
                 let t = g.u8("qp_type")?;

@@ -100,6 +100,13 @@ pub enum Response {
         /// Ring offset in the memfd.
         ring_offset: u64,
     },
+    /// The CQ's new ring (with its memfd), at the offset and of the geometry a new CQ's.
+    ResizeCq {
+        /// Slots in the ring.
+        slots: u32,
+        /// Ring offset in the memfd.
+        ring_offset: u64,
+    },
     /// The QP (with its ring memfd and doorbell eventfd).
     CreateQp(QpCreated),
     /// The QP's attributes.
@@ -132,7 +139,7 @@ pub enum Response {
 /// File descriptors a response of `kind` (response kind, with [`kind::RESPONSE`]) carries.
 pub const fn response_fds(kind: u16) -> usize {
     match kind & !kind::RESPONSE {
-        kind::CREATE_COMP_CHANNEL | kind::CREATE_CQ => 1,
+        kind::CREATE_COMP_CHANNEL | kind::CREATE_CQ | kind::RESIZE_CQ => 1,
         kind::CREATE_QP => 2,
         _ => 0,
     }
@@ -148,6 +155,7 @@ impl Response {
             Self::RegMr { kind, .. } => *kind,
             Self::CreateCompChannel { .. } => kind::CREATE_COMP_CHANNEL,
             Self::CreateCq { .. } => kind::CREATE_CQ,
+            Self::ResizeCq { .. } => kind::RESIZE_CQ,
             Self::CreateQp(_) => kind::CREATE_QP,
             Self::QueryQp { .. } => kind::QUERY_QP,
             Self::Stat(_) => kind::STAT,
@@ -216,6 +224,9 @@ impl Response {
                 ring_offset,
             } => {
                 p.u32(*cq).u32(*slots).u64(*ring_offset);
+            }
+            Self::ResizeCq { slots, ring_offset } => {
+                p.u32(*slots).u64(*ring_offset);
             }
             Self::CreateQp(q) => {
                 p.u32(q.qpn);
@@ -307,6 +318,13 @@ impl Response {
                 g,
                 Self::CreateCq {
                     cq: u32,
+                    slots: u32,
+                    ring_offset: u64,
+                }
+            ),
+            kind::RESIZE_CQ => read_fields!(
+                g,
+                Self::ResizeCq {
                     slots: u32,
                     ring_offset: u64,
                 }

@@ -55,6 +55,7 @@ fn requests() -> Vec<Request> {
             channel: 2,
         },
         Request::DestroyCq { cq: 9 },
+        Request::ResizeCq { cq: 9, cqe: 1000 },
         Request::CreateQp {
             pd: 1,
             qp_type: QpType::Ud,
@@ -199,6 +200,10 @@ fn responses() -> Vec<Response> {
         Response::CreateCq {
             cq: 1,
             slots: 256,
+            ring_offset: 4096,
+        },
+        Response::ResizeCq {
+            slots: 1024,
             ring_offset: 4096,
         },
         Response::CreateQp(QpCreated {

@@ -175,18 +175,15 @@ fn lost(conn: &Connection, plan: &Plan, em: &Emitted, loss_seen: bool) -> bool {
         .iter()
         .zip(&plan.responses)
         .any(|(seen, resp)| {
-            seen.frame > req.frame && resp.psn.diff(psn) >= 0 && resp.syndrome().is_some_and(is_ack)
+            seen.frame > req.frame
+                && resp.psn.diff(psn) >= 0
+                && resp.aeth_syndrome().is_some_and(Syndrome::is_ack)
         });
     if loss_seen {
         return resent || covered;
     }
-    let plain_ack =
-        em.resp.opcode == Opcode::RC_ACKNOWLEDGE && em.resp.syndrome().is_some_and(is_ack);
+    let plain_ack = em.resp.opcode == Opcode::RC_ACKNOWLEDGE
+        && em.resp.aeth_syndrome().is_some_and(Syndrome::is_ack);
     let ack_req = req.packet().is_some_and(|p| p.bth.ack_req);
     plain_ack && ack_req && covered
-}
-
-/// Whether an AETH syndrome byte is a positive acknowledgement.
-fn is_ack(syndrome: u8) -> bool {
-    Syndrome::from_byte(syndrome).is_ack()
 }

@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use rocex_wire::{Opcode, PacketRepr, Psn};
+use rocex_wire::{NakCode, Opcode, PacketRepr, Psn, Syndrome};
 
 /// What is compared of one response: opcode, PSN, AETH syndrome and MSN, payload length and
 /// the atomic original value. The destination QPN, pad and ICRC are not compared.
@@ -37,14 +37,14 @@ impl Response {
         self.aeth.map(|(s, _)| s)
     }
 
-    /// True for a NAK with this code byte (0x60..0x63).
-    pub fn is_nak(&self, syndrome: u8) -> bool {
-        self.syndrome() == Some(syndrome)
+    /// The AETH syndrome, decoded, if any.
+    pub fn aeth_syndrome(&self) -> Option<Syndrome> {
+        self.syndrome().map(Syndrome::from_byte)
     }
 
-    /// True for an RNR NAK.
-    pub fn is_rnr(&self) -> bool {
-        self.syndrome().is_some_and(|s| s & 0xe0 == 0x20)
+    /// True for a NAK with this code.
+    pub fn is_nak(&self, code: NakCode) -> bool {
+        self.aeth_syndrome() == Some(Syndrome::Nak(code))
     }
 }
 

@@ -6,6 +6,7 @@
 
 use rocex_proto::Access;
 use rocex_proto::verbs::flush_access;
+use rocex_wire::NakCode;
 use rocex_wire::opcode::Operation;
 
 use super::{InferenceKind, Plan};
@@ -33,7 +34,7 @@ pub(super) fn qp_access(conn: &Connection, plan: &mut Plan) {
         let need = flush_access(req.packet().and_then(|p| p.feth).map_or(0, |f| f.placement));
         first.get_or_insert(req.frame);
         match plan.answers[i] {
-            Some(j) if plan.responses[j].is_nak(0x61) => {
+            Some(j) if plan.responses[j].is_nak(NakCode::InvalidRequest) => {
                 refused.push((req.frame, conn.responses[j].frame, need));
             }
             Some(_) => shown |= need,

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use rocex_proto::Access;
 use rocex_proto::verbs::flush_access;
-use rocex_wire::feth;
 use rocex_wire::opcode::Operation;
+use rocex_wire::{NakCode, feth};
 
 use super::{InferenceKind, MAX_REGION, Memory, MrPlan, Plan, Seed};
 use crate::connection::Connection;
@@ -31,10 +31,12 @@ fn uses(conn: &Connection, plan: &Plan) -> BTreeMap<u32, Vec<Use>> {
         };
         let answer = plan.answers[i].map(|j| plan.responses[j]);
         // A FLUSH the QP's own flags refused (NAK 0x61) never had its key looked at.
-        if req.info.operation == Operation::Flush && answer.is_some_and(|r| r.is_nak(0x61)) {
+        if req.info.operation == Operation::Flush
+            && answer.is_some_and(|r| r.is_nak(NakCode::InvalidRequest))
+        {
             continue;
         }
-        let refused = answer.is_some_and(|r| r.is_nak(0x62));
+        let refused = answer.is_some_and(|r| r.is_nak(NakCode::RemoteAccessError));
         let (rkey, va, len, need) = match (p.reth, p.atomic_eth) {
             (_, Some(a)) => (a.rkey, a.va, 8, Access::REMOTE_ATOMIC),
             (Some(r), None) => {
@@ -249,9 +251,11 @@ pub(super) fn atomics(conn: &Connection, plan: &mut Plan) {
         if seen.contains(&(memory, a.va)) {
             continue;
         }
-        if plan.answers[i]
-            .is_some_and(|j| plan.responses[j].syndrome().is_some_and(|s| s & 0xe0 != 0))
-        {
+        if plan.answers[i].is_some_and(|j| {
+            plan.responses[j]
+                .aeth_syndrome()
+                .is_some_and(|s| !s.is_ack())
+        }) {
             continue;
         }
         seen.push((memory, a.va));

@@ -20,7 +20,7 @@ use core::fmt;
 use rocex_proto::Access;
 use rocex_proto::verbs::Mtu;
 use rocex_wire::opcode::{Operation, Position};
-use rocex_wire::{Opcode, Psn};
+use rocex_wire::{NakCode, Opcode, Psn, Syndrome};
 
 use crate::connection::{Connection, Pkt};
 use crate::response::Response;
@@ -304,7 +304,8 @@ fn claim_answers(conn: &Connection, responses: &[Response]) -> Vec<Option<usize>
         let op = req.info.operation;
         let fits = |r: &Response| {
             let name = r.opcode.info().map(|i| (i.operation, i.position));
-            let nak = r.syndrome().is_some_and(|s| s & 0xe0 != 0) && !r.is_nak(0x60);
+            let nak = r.aeth_syndrome().is_some_and(|s| !s.is_ack())
+                && !r.is_nak(NakCode::PsnSequenceError);
             nak || match op {
                 Operation::ReadRequest => {
                     matches!(
@@ -320,7 +321,7 @@ fn claim_answers(conn: &Connection, responses: &[Response]) -> Vec<Option<usize>
                 }
                 _ => {
                     r.opcode == Opcode::RC_ACKNOWLEDGE
-                        && r.syndrome().is_some_and(|s| s & 0xe0 == 0)
+                        && r.aeth_syndrome().is_some_and(|s| s.is_ack())
                 }
             }
         };
@@ -345,7 +346,11 @@ fn start_psn(conn: &Connection, plan: &mut Plan) {
     };
     plan.start_psn = first.psn;
     let mut why = format!("the first request's PSN (frame {})", first.frame);
-    if let Some(n) = plan.responses.first().filter(|r| r.is_nak(0x60)) {
+    if let Some(n) = plan
+        .responses
+        .first()
+        .filter(|r| r.is_nak(NakCode::PsnSequenceError))
+    {
         if n.psn.is_before(first.psn) {
             plan.start_psn = n.psn;
             why = format!("the PSN-sequence NAK at frame {}", conn.responses[0].frame);
@@ -431,14 +436,14 @@ fn rnr(conn: &Connection, plan: &mut Plan) {
     for (i, req) in conn.requests.iter().enumerate() {
         let Some(j) = plan.answers[i] else { continue };
         let r = plan.responses[j];
-        if !r.is_rnr() {
+        let Some(Syndrome::RnrNak { timer }) = r.aeth_syndrome() else {
             continue;
-        }
+        };
         plan.rnr[i] = true;
         let frame = conn.responses[j].frame;
         if !timer_shown {
             timer_shown = true;
-            plan.min_rnr_timer = r.syndrome().unwrap_or(0) & 0x1f;
+            plan.min_rnr_timer = timer;
             let text = format!(
                 "min_rnr_timer {}: the RNR NAK at frame {frame}",
                 plan.min_rnr_timer
@@ -458,7 +463,10 @@ fn rnr(conn: &Connection, plan: &mut Plan) {
 /// NAK, a gap in the request PSNs, or a request sent again that had not been answered
 /// with an RNR NAK.
 fn walk_psns(conn: &Connection, plan: &mut Plan) -> bool {
-    let mut loss = plan.responses.iter().any(|r| r.is_nak(0x60));
+    let mut loss = plan
+        .responses
+        .iter()
+        .any(|r| r.is_nak(NakCode::PsnSequenceError));
     let mut next = plan.start_psn;
     for (i, req) in conn.requests.iter().enumerate() {
         let d = req.psn.diff(next);

@@ -205,8 +205,11 @@ impl Headers {
                     ether_type: EtherType::VLAN_TAGGED_FRAME,
                 }
                 .to_bytes());
+                // The priority of the DSCP's class (its top three bits), the mapping
+                // switches and RNICs trusting DSCP use by default, so that a PFC
+                // network carries the packet in the class its DSCP names.
                 put(&SingleVlanHeader {
-                    pcp: VlanPcp::ZERO,
+                    pcp: VlanPcp::try_new(tos >> 5).unwrap_or(VlanPcp::ZERO),
                     drop_eligible_indicator: false,
                     vlan_id,
                     ether_type,
@@ -550,6 +553,7 @@ mod tests {
                 (40, [198, 18, 201, 9], 0xc123, 0),
                 (40, B, 0xc124, 0),
                 (40, B, 0xc124, 0x68),
+                (40, B, 0xc124, 0xb8),
                 (65_507, B, 0xc124, 0x02),
                 (0, B, 0xc124, 0),
             ] {
@@ -567,13 +571,18 @@ mod tests {
                 assert_eq!((g, &got), (w, &want), "{len} bytes to {dst:?}:{port}");
                 let at = g - len - UdpHeader::LEN - Ipv4Header::MIN_LEN;
                 assert_eq!(got[at + 1], tos, "the TOS byte");
+                if let Some(id) = opts.vlan {
+                    // PCP (3 bits), DEI, VLAN ID (12 bits) after the Ethernet header.
+                    let tci = u16::from_be_bytes([got[14], got[15]]);
+                    assert_eq!((tci >> 13, tci & 0xfff), (u16::from(tos >> 5), id));
+                }
                 n += 1;
             }
             // A datagram over the IPv4 limit is refused either way.
             let big = vec![0u8; 65_508];
             let mut buf = vec![0u8; h.frame_len(big.len())];
             assert!(h.write(&mut buf, [2; 6], (B.into(), 1), 0, &big).is_err());
-            assert_eq!(n, 8);
+            assert_eq!(n, 9);
             // The packet's DSCP and ECN where it has them, else the port's.
             let port = opts.dscp << 2 | opts.ecn;
             assert_eq!(

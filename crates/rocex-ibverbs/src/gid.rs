@@ -173,7 +173,12 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
     if flags != 0 || entry_size < size_of::<ibv_gid_entry>() {
         return libc::EINVAL;
     }
-    if port_num != 1 || gid_index >= 2 {
+    // The kernel's answers (`rdma_get_gid_attr`): no such port is EINVAL, an index beyond
+    // the table or at an empty entry ENODATA.
+    if port_num != 1 {
+        return libc::EINVAL;
+    }
+    if gid_index >= 2 {
         return libc::ENODATA;
     }
     // SAFETY: `entry` is writable per the contract.

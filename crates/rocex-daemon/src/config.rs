@@ -44,8 +44,14 @@ pub(crate) struct Args {
     /// DSCP (0..63) of packets whose QP has no traffic class of its own [default: 0].
     #[arg(long, value_name = "N")]
     pub(crate) dscp: Option<u8>,
+    /// DCQCN's parameters, `KEY=VALUE,...` over the defaults and the file's `[dcqcn]`
+    /// table: react, g, alpha_period_us, increase_period_us, byte_counter, fast_recovery,
+    /// additive_mbps, hyper_mbps, min_rate_mbps, line_rate_mbps, burst, cnp_interval_us
+    /// (docs/congestion.md).
+    #[arg(long, value_name = "KEY=VALUE,...")]
+    pub(crate) dcqcn: Option<String>,
     /// A TOML file with the same keys (addr, socket, mtu, backend, gso, peers_are_rocex,
-    /// rxe_recovery, ecn, dscp, pcap, spin_limit, inject, metrics, [limits]).
+    /// rxe_recovery, ecn, dscp, pcap, spin_limit, inject, metrics, [limits], [dcqcn]).
     #[arg(long)]
     pub(crate) config: Option<PathBuf>,
     /// Write every frame sent and received to this pcap file.
@@ -86,6 +92,7 @@ struct FileConfig {
     inject: Option<String>,
     metrics: Option<SocketAddr>,
     limits: Option<crate::limits::LimitKeys>,
+    dcqcn: Option<toml::Table>,
 }
 
 /// The settings the daemon runs with.
@@ -109,6 +116,8 @@ pub(crate) struct Settings {
     pub(crate) ecn: bool,
     /// The DSCP of packets whose QP has no traffic class.
     pub(crate) dscp: u8,
+    /// DCQCN's parameters (`Config::congestion`, its `ecn` from [`Self::ecn`]).
+    pub(crate) congestion: rocex_proto::Congestion,
     /// Capture file.
     pub(crate) pcap: Option<PathBuf>,
     /// At most this many empty loop turns before sleeping.
@@ -138,6 +147,8 @@ pub(crate) enum ConfigError {
     Dscp(u8),
     /// A backend name that is not one of udp, afpacket, uring.
     Backend(rocex_io::UnknownBackend),
+    /// A DCQCN parameter that is not one, or a value it cannot take.
+    Dcqcn(rocex_proto::DcqcnParamError),
 }
 
 impl std::fmt::Display for ConfigError {
@@ -150,6 +161,7 @@ impl std::fmt::Display for ConfigError {
             Self::Mtu(m) => write!(f, "MTU {m} is not one of 256, 512, 1024, 2048, 4096"),
             Self::Dscp(d) => write!(f, "DSCP {d} is not in 0..=63"),
             Self::Backend(e) => write!(f, "{e}"),
+            Self::Dcqcn(e) => write!(f, "{e}"),
         }
     }
 }
@@ -199,6 +211,7 @@ impl Args {
         if dscp > 63 {
             return Err(ConfigError::Dscp(dscp));
         }
+        let congestion = dcqcn(file.dcqcn.as_ref(), self.dcqcn.as_deref())?;
         Ok(Settings {
             addr,
             socket: self
@@ -212,6 +225,7 @@ impl Args {
             rxe_recovery: self.rxe_recovery || file.rxe_recovery.unwrap_or(false),
             ecn: self.ecn || file.ecn.unwrap_or(false),
             dscp,
+            congestion,
             pcap: self.pcap.or(file.pcap),
             spin_limit: self.spin_limit.or(file.spin_limit).unwrap_or(2000),
             inject: match (self.inject, file.inject) {
@@ -223,6 +237,24 @@ impl Args {
             limits: self.limits.merge(file.limits),
         })
     }
+}
+
+/// DCQCN's parameters: the defaults, the file's `[dcqcn]` table over them, the flag's
+/// list over that.
+fn dcqcn(
+    table: Option<&toml::Table>,
+    flag: Option<&str>,
+) -> Result<rocex_proto::Congestion, ConfigError> {
+    let mut c = rocex_proto::Congestion::default();
+    for (key, value) in table.into_iter().flatten() {
+        let text = match value {
+            toml::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        c.set(key, &text).map_err(ConfigError::Dcqcn)?;
+    }
+    c.set_all(flag.unwrap_or("")).map_err(ConfigError::Dcqcn)?;
+    Ok(c)
 }
 
 fn parse_file(p: &Path, text: &str) -> Result<FileConfig, ConfigError> {
@@ -312,5 +344,50 @@ mod tests {
         let a = Args::parse_from(["rocexd", "--addr", "10.0.0.1", "--ecn", "--dscp", "64"]);
         assert!(matches!(a.settings(), Err(ConfigError::Dscp(64))));
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn dcqcn_parameters_from_the_file_and_the_flag() {
+        let dir = std::env::temp_dir().join(format!("rocexd-dcqcn-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("c.toml");
+        std::fs::write(
+            &f,
+            "addr = \"10.0.0.1\"\n[dcqcn]\ng = 0.5\nline_rate_mbps = 10000\nreact = false\n",
+        )
+        .unwrap();
+        let path = f.to_str().unwrap();
+        let s = Args::parse_from(["rocexd", "--config", path])
+            .settings()
+            .unwrap();
+        assert_eq!(
+            (s.congestion.dcqcn.g, s.congestion.dcqcn.line_rate),
+            (0.5, 10e9)
+        );
+        assert!(!s.congestion.dcqcn.react);
+        let a = Args::parse_from(["rocexd", "--config", path, "--dcqcn", "g=0.25,burst=4096"]);
+        let c = a.settings().unwrap().congestion;
+        assert_eq!(
+            (c.dcqcn.g, c.dcqcn.burst, c.dcqcn.line_rate),
+            (0.25, 4096, 10e9)
+        );
+        let a = Args::parse_from(["rocexd", "--addr", "10.0.0.1"]);
+        assert_eq!(
+            a.settings().unwrap().congestion,
+            rocex_proto::Congestion::default()
+        );
+        for bad in ["gain=1", "g=2", "g", "min_rate_mbps=200000"] {
+            let a = Args::parse_from(["rocexd", "--config", path, "--dcqcn", bad]);
+            assert!(matches!(a.settings(), Err(ConfigError::Dcqcn(_))), "{bad}");
+        }
+        std::fs::write(&f, "addr = \"10.0.0.1\"\n[dcqcn]\nalpha = 1\n").unwrap();
+        let e = Args::parse_from(["rocexd", "--config", path])
+            .settings()
+            .unwrap_err();
+        assert!(
+            e.to_string().starts_with("unknown DCQCN parameter `alpha`"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -27,7 +27,8 @@ pub use engine::{
 };
 pub use qp::state::TransitionError;
 pub use qp::{
-    Congestion, DcqcnParams, GRH_LEN, MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, RateState, grh_source,
+    Congestion, DcqcnParamError, DcqcnParams, GRH_LEN, MAX_PKT_PER_ACK, MAX_UNACKED_PSNS,
+    RateState, grh_source,
 };
 pub use rocex_mem::{Access, Keys, MemError, MwBinding, PdId, Region, SubRegion, VecRegion};
 pub use rocex_wire::Ecn;

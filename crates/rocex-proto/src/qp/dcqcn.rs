@@ -16,9 +16,13 @@
 //! DCQCN, and the limiter goes away again once the rate is back within one additive step
 //! of line rate. `docs/congestion.md` gives the defaults and where each comes from.
 
+mod params;
+
 use core::time::Duration;
 
 use rocex_wire::{Ecn, PacketRepr, ecn};
+
+pub use params::DcqcnParamError;
 
 use super::Qp;
 use crate::time::Instant;

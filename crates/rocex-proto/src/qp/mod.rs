@@ -23,7 +23,7 @@ use crate::verbs::{
 };
 
 pub(crate) use completer::Completer;
-pub use dcqcn::{Congestion, DcqcnParams, RateState};
+pub use dcqcn::{Congestion, DcqcnParamError, DcqcnParams, RateState};
 use dcqcn::{Notifier, RateLimiter};
 pub(crate) use requester::Requester;
 pub(crate) use responder::Responder;

@@ -4,6 +4,8 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use rocex_testkit::listen::{self, Proto};
+
 fn rocex() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rocex"))
 }
@@ -17,20 +19,22 @@ fn json(out: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("one JSON object")
 }
 
-/// Runs the server mode `server`, then the client mode `client` against it; their reports.
-fn pair(server: &[&str], client: &[&str]) -> (serde_json::Value, serde_json::Value) {
-    let srv = rocex()
-        .arg("baseline")
-        .args(server)
+/// Runs the server mode `server[0]` on port 0 of `ip` with the rest of `server`, then,
+/// once it has bound, the client mode `client[0]` against that port with the rest of
+/// `client`; their reports.
+fn pair(ip: &str, server: &[&str], client: &[&str]) -> (serde_json::Value, serde_json::Value) {
+    let mut srv = rocex()
+        .args(["baseline", server[0], &format!("{ip}:0")])
+        .args(&server[1..])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("start the server side");
-    std::thread::sleep(Duration::from_millis(300));
+    let at = listen::wait_bound(&mut srv, Proto::Udp, Duration::from_secs(30), server[0]);
     let cli = json(
         &rocex()
-            .arg("baseline")
-            .args(client)
+            .args(["baseline", client[0], &at.to_string()])
+            .args(&client[1..])
             .output()
             .expect("run the client"),
     );
@@ -42,10 +46,7 @@ fn pair(server: &[&str], client: &[&str]) -> (serde_json::Value, serde_json::Val
 
 #[test]
 fn sink_counts_what_blast_sends() {
-    let (sink, blast) = pair(
-        &["sink", "127.0.3.2:19100", "10"],
-        &["blast", "127.0.3.2:19100", "1024", "0.3"],
-    );
+    let (sink, blast) = pair("127.0.3.2", &["sink", "10"], &["blast", "1024", "0.3"]);
     let sent = blast["sent"].as_u64().expect("sent");
     let received = sink["received"].as_u64().expect("received");
     assert!(sent > 100, "{blast}");
@@ -61,10 +62,7 @@ fn sink_counts_what_blast_sends() {
 
 #[test]
 fn ping_gets_every_echo_back() {
-    let (pong, ping) = pair(
-        &["pong", "127.0.3.3:19101", "20"],
-        &["ping", "127.0.3.3:19101", "40", "500"],
-    );
+    let (pong, ping) = pair("127.0.3.3", &["pong", "20"], &["ping", "40", "500"]);
     // 500 timed round trips after 50 to warm up; the client's one-byte "stop" ends the pong.
     assert_eq!(pong["echoed"], 550, "{pong}");
     assert_eq!(ping["iters"], 500, "{ping}");

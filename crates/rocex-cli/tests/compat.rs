@@ -15,8 +15,8 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use common::Daemon;
-use run::{Ran, finish, free_port, rocex, spawn};
+use common::{Daemon, daemon};
+use run::{Ran, finish, rocex, serve, spawn};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -116,18 +116,16 @@ fn perftest_spellings_are_perftests() {
 /// A perf server and client, each on its own daemon, with `args` on both sides; returns
 /// (client, server).
 fn perf_pair(d: &[Daemon; 2], args: &[&str]) -> (Ran, Ran) {
-    let port = free_port().to_string();
     let side = |sock: &std::path::Path| {
         let mut c = rocex();
-        c.arg("perf")
-            .args(args)
-            .args(["-p", &port, "--socket"])
-            .arg(sock);
+        c.arg("perf").args(args).arg("--socket").arg(sock);
         c
     };
-    let server = spawn(&mut side(&d[1].sock));
-    std::thread::sleep(Duration::from_millis(300));
-    let client = finish(spawn(side(&d[0].sock).arg("127.0.0.1")), LIMIT);
+    let (server, port) = serve(&mut side(&d[1].sock));
+    let client = finish(
+        spawn(side(&d[0].sock).args(["-p", &port, "127.0.0.1"])),
+        LIMIT,
+    );
     let server = finish(server, LIMIT);
     assert_eq!(client.code, Some(0), "client of {args:?}: {client}");
     assert_eq!(server.code, Some(0), "server of {args:?}: {server}");
@@ -135,10 +133,7 @@ fn perf_pair(d: &[Daemon; 2], args: &[&str]) -> (Ran, Ran) {
 }
 
 fn daemons() -> [Daemon; 2] {
-    [
-        Daemon::start("127.0.9.31", "compat", &[]),
-        Daemon::start("127.0.9.32", "compat", &[]),
-    ]
+    [daemon("127.0.9.31", &[]), daemon("127.0.9.32", &[])]
 }
 
 /// The result rows of perftest's table: lines that start with a number.
@@ -350,9 +345,7 @@ fn atomic_and_inline_spellings_run() {
 /// A ping-pong server on 127.0.0.2 with `server` options and a client with `client`
 /// options; returns (client, server).
 fn pingpong_pair(server: &[&str], client: &[&str]) -> (Ran, Ran) {
-    let port = free_port().to_string();
-    let srv = spawn(rocex().arg("pingpong").args(server).args(["-p", &port]));
-    std::thread::sleep(Duration::from_millis(300));
+    let (srv, port) = serve(rocex().arg("pingpong").args(server));
     let cli = finish(
         spawn(
             rocex()

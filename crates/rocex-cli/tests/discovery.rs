@@ -9,16 +9,16 @@
 //! Each test has a directory of its own under the temporary directory and its own
 //! addresses (127.0.9.61 to 127.0.9.63).
 
-// Only the daemon binary: these daemons are started without `--socket`.
-#[allow(dead_code)]
 mod common;
 mod run;
 
 use std::io::Write;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{Daemon, Rocexd};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -31,35 +31,8 @@ fn socket_dir(tag: &str) -> PathBuf {
 }
 
 /// `rocexd --addr addr` with `ROCEX_SOCKET_DIR=dir` and no `--socket`, killed on drop.
-struct Daemon(Child);
-
-impl Daemon {
-    fn start(dir: &Path, addr: &str) -> Self {
-        let child = Command::new(common::rocexd())
-            .args(["--addr", addr, "--spin-limit", "200"])
-            .env_remove("ROCEX_SOCKET")
-            .env("ROCEX_SOCKET_DIR", dir)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start rocexd");
-        let mut d = Self(child);
-        let sock = dir.join(format!("{addr}.sock"));
-        let end = Instant::now() + Duration::from_secs(10);
-        while UnixStream::connect(&sock).is_err() {
-            assert!(d.0.try_wait().unwrap().is_none(), "rocexd on {addr} exited");
-            assert!(Instant::now() < end, "rocexd on {addr} serves no {sock:?}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        d
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+fn daemon(dir: &Path, addr: &str) -> Daemon {
+    Rocexd::new(addr).in_socket_dir(dir).start()
 }
 
 /// `rocex args` with `ROCEX_SOCKET_DIR=dir` and no `ROCEX_SOCKET`.
@@ -92,7 +65,7 @@ fn no_daemon_says_where_it_looked_and_how_to_start_one() {
 #[test]
 fn the_only_daemon_is_used() {
     let dir = socket_dir("one");
-    let _d = Daemon::start(&dir, "127.0.9.61");
+    let _d = daemon(&dir, "127.0.9.61");
     let r = rocex_in(&dir, &["stat", "--json"]);
     assert_eq!(r.code, Some(0), "{r}");
     let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON");
@@ -118,8 +91,8 @@ fn the_only_daemon_is_used() {
 #[test]
 fn several_daemons_are_listed_to_choose_from() {
     let dir = socket_dir("two");
-    let _a = Daemon::start(&dir, "127.0.9.62");
-    let _b = Daemon::start(&dir, "127.0.9.63");
+    let _a = daemon(&dir, "127.0.9.62");
+    let _b = daemon(&dir, "127.0.9.63");
     let r = rocex_in(&dir, &["stat"]);
     assert_eq!(r.code, Some(1), "{r}");
     let head = format!(

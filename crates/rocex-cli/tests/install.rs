@@ -6,10 +6,13 @@
 
 mod run;
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use rocex_testkit::rocexd::Rocexd;
 
 /// The repository's root: the Justfile and packaging/.
 fn root() -> PathBuf {
@@ -85,29 +88,16 @@ fn installed_rocex_runs_ibv_devices_on_the_installed_libraries() {
 
     let dir = prefix.join("run");
     std::fs::create_dir_all(&dir).unwrap();
-    let mut daemon = Command::new(prefix.join("bin/rocexd"))
-        .arg("--config")
-        .arg(prefix.join("share/rocex/rocexd.example.toml"))
-        .args(["--addr", "127.0.9.81"])
-        .env_remove("ROCEX_SOCKET")
-        .env("ROCEX_SOCKET_DIR", &dir)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the installed rocexd");
-    let sock = dir.join("127.0.9.81.sock");
-    let end = Instant::now() + Duration::from_secs(10);
-    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
-        if daemon.try_wait().unwrap().is_some() || Instant::now() > end {
-            let _ = daemon.kill();
-            let out = daemon.wait_with_output().unwrap();
-            panic!(
-                "the installed rocexd with the example configuration does not serve {}: {}",
-                sock.display(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    // The example configuration's settings as they are: no test options.
+    let mut daemon = Rocexd::new("127.0.9.81")
+        .bin(prefix.join("bin/rocexd"))
+        .in_socket_dir(&dir)
+        .no_spin_limit()
+        .args([
+            OsStr::new("--config"),
+            prefix.join("share/rocex/rocexd.example.toml").as_os_str(),
+        ])
+        .start();
     let r = run::finish(
         run::spawn(
             Command::new(prefix.join("bin/rocex"))
@@ -118,8 +108,7 @@ fn installed_rocex_runs_ibv_devices_on_the_installed_libraries() {
         ),
         Duration::from_secs(30),
     );
-    let _ = daemon.kill();
-    let _ = daemon.wait();
+    daemon.kill();
     assert_eq!(r.code, Some(0), "{r}");
     // The system's libibverbs finds no device on this host; rocex's finds the daemon.
     assert!(

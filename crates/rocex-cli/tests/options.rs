@@ -9,16 +9,15 @@ mod run;
 
 use std::time::Duration;
 
-use run::{free_port, run};
+use run::run;
 
 /// Long enough for any refusal; a server still waiting then is the failure.
 const LIMIT: Duration = Duration::from_secs(30);
 
 /// `args` (a server, with its own port) exit 2 before waiting, saying `why`.
 fn refused(args: &[&str], why: &str) {
-    let port = free_port().to_string();
     let mut all = args.to_vec();
-    all.extend(["-p", &port]);
+    all.extend(["-p", "0"]);
     let r = run(&all, LIMIT);
     assert_eq!(r.code, Some(2), "rocex {all:?}: {r}");
     assert!(r.stderr.contains(why), "rocex {all:?}: wanted {why:?}: {r}");
@@ -102,11 +101,10 @@ fn a_perf_server_checks_its_daemon_before_it_waits() {
     let sock = sock.to_str().unwrap();
     refused(&["perf", "write", "bw", "--socket", sock], sock);
     // The same through the environment.
-    let port = free_port().to_string();
     let r = run::finish(
         run::spawn(
             run::rocex()
-                .args(["perf", "read", "bw", "-p", &port])
+                .args(["perf", "read", "bw", "-p", "0"])
                 .env("ROCEX_SOCKET", sock),
         ),
         LIMIT,
@@ -119,9 +117,8 @@ fn a_perf_server_checks_its_daemon_before_it_waits() {
 fn a_name_that_does_not_resolve_fails_at_once() {
     // `.invalid` never resolves (RFC 2606); the run must not retry it for the connect wait.
     for tool in [&["perf", "write", "bw"][..], &["pingpong"]] {
-        let port = free_port().to_string();
         let mut args = tool.to_vec();
-        args.extend(["no-such-host.invalid", "-p", &port]);
+        args.extend(["no-such-host.invalid", "-p", "4791"]);
         // One lookup, however slow the resolver: far less than a connect wait.
         let r = run(&args, 4 * LIMIT);
         assert_eq!(r.code, Some(1), "rocex {args:?}: {r}");
@@ -139,7 +136,7 @@ fn connection_errors_name_the_address_and_port() {
         (&["perf", "write", "bw"][..], "rocex perf"),
         (&["pingpong"], "rocex pingpong"),
     ] {
-        let port = free_port();
+        let (_closed, port) = rocex_testkit::listen::refusing_port();
         let p = port.to_string();
         let mut args = tool.to_vec();
         args.extend(["127.0.0.1", "-p", &p, "--connect-timeout", "0.5"]);

@@ -8,16 +8,15 @@ mod run;
 
 use std::time::Duration;
 
-use common::Daemon;
-use run::{finish, free_port, rocex, spawn};
+use common::daemon;
+use run::{finish, rocex, serve, spawn};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
 #[test]
 fn an_engine_on_a_daemons_address_is_refused_naming_the_daemon() {
-    let d = Daemon::start("127.0.9.92", "owner", &[]);
-    let port = free_port().to_string();
-    let server = spawn(rocex().args(["pingpong", "-n", "3", "-p", &port]));
+    let d = daemon("127.0.9.92", &[]);
+    let (server, port) = serve(rocex().args(["pingpong", "-n", "3"]));
     // The server's engine takes the address the client reached it on: the daemon's.
     let client = finish(
         spawn(rocex().args(["pingpong", "-n", "3", "-p", &port, "127.0.9.92"])),

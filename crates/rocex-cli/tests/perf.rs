@@ -9,23 +9,15 @@
 
 mod common;
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use common::Daemon;
+use common::daemon;
+use rocex_testkit::listen::{self, Proto};
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-/// A TCP port nothing listens on now.
-fn free_port() -> u16 {
-    TcpListener::bind("0.0.0.0:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(18600)
-}
 
 /// How each side of a pair reaches its device.
 #[derive(Clone, Copy)]
@@ -66,23 +58,29 @@ fn run_on(
     server_addr: &str,
 ) -> (serde_json::Value, serde_json::Value) {
     let exe = env!("CARGO_BIN_EXE_rocex");
-    let port = free_port().to_string();
     let common = |c: &mut Command| {
         c.arg("perf")
             .args(args)
-            .args(["--verify", "--json", "-p", &port])
+            .args(["--verify", "--json"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
     };
     let mut server = Command::new(exe);
     common(&mut server);
     server_dev.apply(&mut server);
-    let server = server.spawn().expect("start the server");
-    std::thread::sleep(Duration::from_millis(200));
+    let mut server = server.args(["-p", "0"]).spawn().expect("start the server");
+    let port = listen::wait_bound(
+        &mut server,
+        Proto::Tcp,
+        Duration::from_secs(30),
+        "the server",
+    )
+    .port()
+    .to_string();
     let mut client = Command::new(exe);
     common(&mut client);
     client_dev.apply(&mut client);
-    client.arg(server_addr);
+    client.args(["-p", &port, server_addr]);
     let client = client.output().expect("run the client");
     let server = server.wait_with_output().expect("wait for the server");
     let parse = |o: &std::process::Output, who: &str| -> serde_json::Value {
@@ -173,10 +171,7 @@ fn moderated_completions_verified() {
 /// addresses, which come from the daemons.
 fn over_daemons(args: &[&str], op: &str, test: &str, env: bool) {
     let _guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let (server, client) = (
-        Daemon::start("127.0.7.2", "perf", &[]),
-        Daemon::start("127.0.7.1", "perf", &[]),
-    );
+    let (server, client) = (daemon("127.0.7.2", &[]), daemon("127.0.7.1", &[]));
     let (s, c) = if env {
         (Device::Env(&server.sock), Device::Env(&client.sock))
     } else {

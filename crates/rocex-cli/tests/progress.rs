@@ -96,7 +96,7 @@ fn on_terminal(script: &Path, args: &str) -> run::Ran {
 }
 
 fn lossy(addr: &str) -> common::Daemon {
-    common::Daemon::start(addr, "progress", &["--inject", "loss=0.1,seed=5"])
+    common::daemon(addr, &["--inject", "loss=0.1,seed=5"])
 }
 
 fn path(d: &common::Daemon) -> PathBuf {
@@ -130,13 +130,11 @@ fn perf_draws_a_live_line_on_a_terminal() {
         return;
     };
     let (a, b) = (lossy("127.0.9.53"), lossy("127.0.9.54"));
-    let port = run::free_port().to_string();
-    let server = run::spawn(
+    let (server, port) = run::serve(
         run::rocex()
-            .args(["perf", "write", "bw", "-D", "3", "-p", &port, "--socket"])
+            .args(["perf", "write", "bw", "-D", "3", "--socket"])
             .arg(path(&b)),
     );
-    std::thread::sleep(std::time::Duration::from_millis(300));
     let args = format!(
         "perf write bw -D 3 -p {port} --socket '{}' 127.0.0.1",
         path(&a).display()

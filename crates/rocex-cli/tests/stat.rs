@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::Daemon;
+use common::daemon;
 use rocex_verbs::verbs::{
     AddressVector, Mtu, QpAttr, QpCap, QpType, RecvWr, SendOp, SendWr, WcOpcode, WcStatus,
 };
@@ -132,7 +132,7 @@ fn n(v: &Value) -> u64 {
 
 #[test]
 fn stat_json_counts_the_traffic_moved() {
-    let d = Daemon::start("127.0.6.7", "plain", &[]);
+    let d = daemon("127.0.6.7", &[]);
     let (mut x, mut y) = loopback(&d.sock);
     let before = stat(&d.sock, &[]);
     let msgs = 20;
@@ -231,7 +231,7 @@ fn stat_json_counts_the_traffic_moved() {
 
 #[test]
 fn stat_shows_injected_faults() {
-    let d = Daemon::start("127.0.6.8", "inject", &["--inject", "loss=0.2,seed=3"]);
+    let d = daemon("127.0.6.8", &["--inject", "loss=0.2,seed=3"]);
     let (mut x, mut y) = loopback(&d.sock);
     sends(&mut x, &mut y, 20);
     let v = stat(&d.sock, &[]);

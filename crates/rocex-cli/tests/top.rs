@@ -12,7 +12,7 @@ use std::net::IpAddr;
 use std::process::Command;
 use std::time::Duration;
 
-use common::Daemon;
+use common::daemon;
 use rocex_verbs::verbs::{
     AddressVector, Mtu, QpAttr, QpCap, QpType, RecvWr, SendOp, SendWr, WcStatus,
 };
@@ -52,7 +52,7 @@ fn qp_line(view: &str, qpn: u32) -> Vec<&str> {
 
 #[test]
 fn a_piped_top_prints_one_view_of_the_qps() {
-    let d = Daemon::start("127.0.6.21", "top", &[]);
+    let d = daemon("127.0.6.21", &[]);
     let ctx = Context::open(&d.sock).unwrap();
     let pd = ctx.alloc_pd().unwrap();
     let mr = pd.alloc_mr(1 << 16, Access::LOCAL_WRITE).unwrap();
@@ -112,7 +112,7 @@ fn a_piped_top_prints_one_view_of_the_qps() {
 
 #[test]
 fn top_shows_each_qps_rnr_naks_and_the_packets_it_sent_again() {
-    let d = Daemon::start("127.0.6.23", "top-rnr", &[]);
+    let d = daemon("127.0.6.23", &[]);
     let ctx = Context::open(&d.sock).unwrap();
     let pd = ctx.alloc_pd().unwrap();
     let mr = pd.alloc_mr(1 << 16, Access::LOCAL_WRITE).unwrap();
@@ -159,7 +159,7 @@ fn top_on_a_terminal_redraws_in_place() {
     let Some(script) = rocex_testkit::require_tool(test, "script") else {
         return;
     };
-    let d = Daemon::start("127.0.6.22", "top-tty", &[]);
+    let d = daemon("127.0.6.22", &[]);
     let cmd = format!(
         "'{}' top --socket '{}' -d 0.1 -n 3",
         env!("CARGO_BIN_EXE_rocex"),

@@ -9,15 +9,15 @@ use std::time::Duration;
 
 mod common;
 
-use common::{Daemon, T, end, every_op, loopback, ok, pair, pattern, post_garbage_slots};
+use common::{T, daemon, end, every_op, loopback, ok, pair, pattern, post_garbage_slots};
 use common::{post_undefined_opcode, send_recv};
 use rocex_verbs::verbs::{QpState, SendOp, SendWr, WcOpcode, WcStatus};
 
 #[test]
 fn two_daemons_send_write_read_atomics() {
     let cap = std::env::temp_dir().join(format!("rocexd-test-{}.pcap", std::process::id()));
-    let mut da = Daemon::fresh("127.0.5.1", "test-a", &["--pcap", cap.to_str().unwrap()]);
-    let mut db = Daemon::fresh("127.0.5.2", "test-b", &[]);
+    let mut da = daemon("127.0.5.1", &["--pcap", cap.to_str().unwrap()]);
+    let mut db = daemon("127.0.5.2", &[]);
     let mut a = end(&da.sock);
     let mut b = end(&db.sock);
     assert_eq!(a.ctx.gid_addr(), IpAddr::from([127, 0, 5, 1]));
@@ -97,7 +97,7 @@ fn child_client_entry() {
 
 #[test]
 fn killed_client_leaves_daemon_serving() {
-    let mut d = Daemon::fresh("127.0.5.3", "test-k", &[]);
+    let mut d = daemon("127.0.5.3", &[]);
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child_client_entry", "--nocapture"])
         .env("ROCEX_TEST_CHILD_SOCKET", &d.sock)
@@ -125,7 +125,7 @@ fn killed_client_leaves_daemon_serving() {
 
 #[test]
 fn hostile_client_gets_errors_and_others_are_unaffected() {
-    let mut d = Daemon::fresh("127.0.5.4", "test-h", &[]);
+    let mut d = daemon("127.0.5.4", &[]);
     let (mut good_x, mut good_y) = loopback(&d.sock);
     let (mut bad, _bad_peer) = loopback(&d.sock);
 
@@ -167,8 +167,8 @@ fn hostile_client_gets_errors_and_others_are_unaffected() {
 #[test]
 fn injected_faults_are_survived() {
     let faults = ["--inject", "loss=0.1,dup=0.05,reorder=0.1,seed=3"];
-    let mut da = Daemon::fresh("127.0.5.5", "test-fa", &faults);
-    let mut db = Daemon::fresh("127.0.5.6", "test-fb", &faults);
+    let mut da = daemon("127.0.5.5", &faults);
+    let mut db = daemon("127.0.5.6", &faults);
     let mut a = end(&da.sock);
     let b = end(&db.sock);
     pair(&a, &b);
@@ -201,7 +201,7 @@ fn injected_faults_are_survived() {
 
 #[test]
 fn mr_bytes_at_any_offset_and_length() {
-    let d = Daemon::fresh("127.0.5.9", "test-bytes", &[]);
+    let d = daemon("127.0.5.9", &[]);
     let e = end(&d.sock);
     let base = pattern(9, 64);
     for off in 0..9 {

@@ -11,7 +11,7 @@ mod common;
 
 use common::netns::{Layout, Net};
 use common::perf::perf;
-use common::{Daemon, Opts, socket_in};
+use common::{Daemon, rocexd};
 use rocex_verbs::Context;
 
 const LAYOUT: Layout = Layout {
@@ -28,13 +28,11 @@ const ARGS: [&str; 4] = ["-s", "16384", "-Q", "10"];
 
 /// The daemon of side `i` on `backend`, with [`FAULTS`] and otherwise default flags.
 fn daemon(i: usize, backend: &str) -> Daemon {
-    let opts = Opts {
-        netns: Some(LAYOUT.ns[i]),
-        extra: &["--backend", backend, "--inject", FAULTS],
-        log: true,
-    };
-    let sock = socket_in(&format!("{}-{i}", LAYOUT.ns[i]));
-    Daemon::start_with(LAYOUT.addr[i], &sock, opts)
+    rocexd(LAYOUT.addr[i])
+        .netns(LAYOUT.ns[i])
+        .tag(&format!("{}-{i}", LAYOUT.ns[i]))
+        .args(["--backend", backend, "--inject", FAULTS])
+        .start()
 }
 
 /// The counter `name` of group `group` in the daemon's statistics.

@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use common::{Daemon, T, send_recv_len, small_loopback, socket_in};
+use common::{T, daemon_at, send_recv_len, small_loopback, socket_in};
 use rocex_verbs::{Context, Error};
 
 /// Runs `f` on its own thread (clients are single-threaded objects, so each is made
@@ -30,7 +30,7 @@ where
 #[test]
 fn killed_daemon_wakes_every_blocked_client_with_daemon_gone() {
     let sock = socket_in("life-kill");
-    let mut d = Daemon::start("127.0.6.1", &sock, &[]);
+    let mut d = daemon_at("127.0.6.1", &sock, &[]);
 
     // A client in Cq::poll_wait with a long timeout: nothing will complete.
     let s = sock.clone();
@@ -62,7 +62,7 @@ fn killed_daemon_wakes_every_blocked_client_with_daemon_gone() {
         r.recv_timeout(T).expect("client set up");
     }
     thread::sleep(Duration::from_millis(200));
-    d.kill9();
+    d.kill();
 
     for (what, rx) in [
         ("poll_wait", poll_wait),
@@ -79,10 +79,10 @@ fn killed_daemon_wakes_every_blocked_client_with_daemon_gone() {
 #[test]
 fn restarted_daemon_on_the_same_socket_serves_new_contexts() {
     let sock = socket_in("life-restart");
-    let mut d = Daemon::start("127.0.6.2", &sock, &[]);
+    let mut d = daemon_at("127.0.6.2", &sock, &[]);
     let (mut x, mut y) = small_loopback(&sock);
     send_recv_len(&mut x, &mut y, 1, 2000);
-    d.kill9();
+    d.kill();
     assert!(sock.exists(), "SIGKILL leaves the socket file behind");
 
     // The old context fails cleanly, at once and on every later call.
@@ -96,7 +96,7 @@ fn restarted_daemon_on_the_same_socket_serves_new_contexts() {
     drop((x, y));
 
     // A new daemon replaces the stale socket file; new contexts work end to end.
-    let _d = Daemon::start("127.0.6.2", &sock, &[]);
+    let _d = daemon_at("127.0.6.2", &sock, &[]);
     let (mut x, mut y) = small_loopback(&sock);
     for id in 1..=3 {
         send_recv_len(&mut x, &mut y, id, 3000);
@@ -106,7 +106,7 @@ fn restarted_daemon_on_the_same_socket_serves_new_contexts() {
 #[test]
 fn a_second_daemon_does_not_steal_a_live_socket() {
     let sock = socket_in("life-steal");
-    let _d = Daemon::start("127.0.6.3", &sock, &[]);
+    let _d = daemon_at("127.0.6.3", &sock, &[]);
     let st = std::process::Command::new(env!("CARGO_BIN_EXE_rocexd"))
         .args(["--addr", "127.0.6.4", "--socket"])
         .arg(&sock)

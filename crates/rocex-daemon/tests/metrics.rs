@@ -15,15 +15,15 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{Daemon, T, loopback, send_recv};
+use common::{Daemon, T, daemon, loopback, send_recv};
+use rocex_testkit::listen::{self, Proto};
 
-/// A port nobody listens on now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// A daemon on `addr` serving its metrics on a port of 127.0.0.1 the kernel picks, and
+/// that port once it listens.
+fn with_metrics(addr: &str) -> (Daemon, u16) {
+    let mut d = daemon(addr, &["--metrics", "127.0.0.1:0"]);
+    let at = listen::wait_bound(&mut d.child, Proto::Tcp, T, "rocexd's metrics endpoint");
+    (d, at.port())
 }
 
 /// `METHOD path` over HTTP/1.1: the status line and the body.
@@ -81,9 +81,7 @@ fn parse(text: &str) -> BTreeMap<String, u64> {
 
 #[test]
 fn a_scrape_gives_every_counter_of_stat() {
-    let port = free_port();
-    let at = format!("127.0.0.1:{port}");
-    let d = Daemon::fresh("127.0.9.71", "metrics", &["--metrics", &at]);
+    let (d, port) = with_metrics("127.0.9.71");
     let (mut x, mut y) = loopback(&d.sock);
     // Some traffic, so that the counters are not all zero.
     send_recv(&mut x, &mut y, 7);
@@ -202,9 +200,7 @@ fn prometheus_own_parser_reads_the_exposition() {
         rocex_testkit::cannot_run(test, "python3-prometheus-client (Debian's package)");
         return;
     }
-    let port = free_port();
-    let at = format!("127.0.0.1:{port}");
-    let d = Daemon::fresh("127.0.9.73", "metrics-ref", &["--metrics", &at]);
+    let (d, port) = with_metrics("127.0.9.73");
     let (mut x, mut y) = loopback(&d.sock);
     send_recv(&mut x, &mut y, 3);
     let (status, body) = http(port, "GET", "/metrics");

@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::netns::{Layout, Net};
-use common::{Daemon, Opts, socket_in};
+use common::{Daemon, rocexd};
 
 const LAYOUT: Layout = Layout {
     ns: ["own0", "own1"],
@@ -67,15 +67,10 @@ fn a_second_daemon_on_a_loopback_address_is_refused() {
         .enumerate()
     {
         let addr = format!("127.0.9.{}", 23 + i);
-        let d = Daemon::start_with(
-            &addr,
-            &socket_in(&format!("owner-{i}")),
-            Opts {
-                extra: &["--backend", first],
-                log: true,
-                ..Opts::default()
-            },
-        );
+        let d = rocexd(&addr)
+            .tag(&format!("owner-{i}"))
+            .args(["--backend", first])
+            .start();
         second_is_refused(&d, &addr, second, None);
     }
 }

@@ -7,7 +7,9 @@
 
 mod common;
 
-use common::{ACCESS, Daemon, End, T, connect, end, ok, pair, pair_at, pattern, socket_in};
+use common::{
+    ACCESS, End, T, connect, daemon_at, end, ok, pair, pair_at, pattern, rocexd, socket_in,
+};
 use rocex_verbs::verbs::{Mtu, QpCap, QpType, RecvWr, Remote, SendOp, SendWr, WcOpcode, WcStatus};
 use rocex_verbs::{Context, Error, Qp, QpInitAttr};
 
@@ -22,8 +24,8 @@ fn run(sges: Vec<rocex_verbs::verbs::Sge>, x: &mut End, id: u64, op: SendOp) -> 
 #[test]
 fn a_vec_is_the_target_and_source_of_rdma() {
     let (sa, sb) = (socket_in("pmr-a"), socket_in("pmr-b"));
-    let _da = Daemon::start("127.0.8.1", &sa, &[]);
-    let _db = Daemon::start("127.0.8.2", &sb, &[]);
+    let _da = daemon_at("127.0.8.1", &sa, &[]);
+    let _db = daemon_at("127.0.8.2", &sb, &[]);
     let (mut a, mut b) = (end(&sa), end(&sb));
     pair(&a, &b);
 
@@ -168,8 +170,8 @@ fn qp_beside(x: &End, peer: &End) -> Qp {
 #[test]
 fn unmapped_memory_fails_the_access_not_the_daemon() {
     let (sa, sb) = (socket_in("pmr-c"), socket_in("pmr-d"));
-    let mut da = Daemon::start("127.0.8.3", &sa, &["--max-mr-bytes", "2M"]);
-    let _db = Daemon::start("127.0.8.4", &sb, &[]);
+    let mut da = daemon_at("127.0.8.3", &sa, &["--max-mr-bytes", "2M"]);
+    let _db = daemon_at("127.0.8.4", &sb, &[]);
     // Three QPs on one PD of the owner `a`, each with its own peer on the other daemon:
     // every error below moves its QPs to the error state.
     let (mut a, mut b, mut b2, b3) = (end(&sa), end(&sb), end(&sb), end(&sb));
@@ -248,7 +250,6 @@ fn unmapped_memory_fails_the_access_not_the_daemon() {
 #[test]
 fn a_daemon_without_ptrace_permission_refuses_with_eperm() {
     use std::os::unix::fs::PermissionsExt;
-    use std::os::unix::process::CommandExt;
 
     if rocex_testkit::require_root("a_daemon_without_ptrace_permission_refuses_with_eperm")
         .is_none()
@@ -263,34 +264,17 @@ fn a_daemon_without_ptrace_permission_refuses_with_eperm() {
     let exe = dir.join("rocexd");
     std::fs::copy(env!("CARGO_BIN_EXE_rocexd"), &exe).unwrap();
     std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut child = std::process::Command::new(&exe)
-        .args(["--addr", "127.0.8.7", "--socket"])
-        .arg(&sock)
-        .env("RUST_LOG", "warn")
-        .uid(65534)
-        .gid(65534)
-        .spawn()
-        .expect("start rocexd as nobody");
-    let deadline = std::time::Instant::now() + T;
-    let ctx = loop {
-        if let Ok(ctx) = Context::open(&sock) {
-            break ctx;
-        }
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "rocexd exited at start"
-        );
-        assert!(std::time::Instant::now() < deadline, "rocexd did not start");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let d = rocexd("127.0.8.7")
+        .bin(&exe)
+        .socket(&sock)
+        .user(65534, 65534)
+        .start();
+    let ctx = Context::open(&d.sock).unwrap();
     let pd = ctx.alloc_pd().unwrap();
     let mut buf = vec![0u8; 4096];
     let refused = pd.reg_mr_process(&mut buf, ACCESS);
     let memfd = pd.alloc_mr(4096, ACCESS);
-    drop((memfd.unwrap(), pd, ctx));
-    let _ = child.kill();
-    let _ = child.wait();
-    let _ = std::fs::remove_dir_all(dir);
+    drop((memfd.unwrap(), pd, ctx, d));
     match refused {
         Err(Error::Daemon { errno, detail }) => {
             assert_eq!(errno, libc::EPERM as u32, "{detail}");
@@ -326,8 +310,8 @@ fn write_stream(x: &mut End, remote: impl Fn(u64) -> Remote, count: u64) -> f64 
 #[ignore = "a measurement, run by hand"]
 fn write_speed_memfd_vs_process() {
     let (sa, sb) = (socket_in("pmr-e"), socket_in("pmr-f"));
-    let _da = Daemon::start("127.0.8.5", &sa, &[]);
-    let _db = Daemon::start("127.0.8.6", &sb, &[]);
+    let _da = daemon_at("127.0.8.5", &sa, &[]);
+    let _db = daemon_at("127.0.8.6", &sb, &[]);
     let (a, mut b) = (end(&sa), end(&sb));
     pair_at(&a, &b, Mtu::M4096);
     let mut vec = vec![0u8; 64 << 10];

@@ -9,7 +9,7 @@ use std::net::IpAddr;
 
 mod common;
 
-use common::{Daemon, End, end, ok};
+use common::{End, daemon, end, ok};
 use rocex_verbs::verbs::{AddressVector, Mtu, QpAttr, SendOp, SendWr, WcOpcode};
 use rocex_wire::frame::{Frame, FrameHeaders};
 
@@ -74,14 +74,9 @@ fn the_qps_traffic_class_and_ecn_reach_the_wire() {
         tmp.join(format!("rocexd-tclass-a-{pid}.pcap")),
         tmp.join(format!("rocexd-tclass-b-{pid}.pcap")),
     );
-    let mut da = Daemon::fresh(
-        "127.0.5.21",
-        "tclass-a",
-        &["--ecn", "--pcap", ca.to_str().unwrap()],
-    );
-    let mut db = Daemon::fresh(
+    let mut da = daemon("127.0.5.21", &["--ecn", "--pcap", ca.to_str().unwrap()]);
+    let mut db = daemon(
         "127.0.5.22",
-        "tclass-b",
         &["--dscp", "10", "--pcap", cb.to_str().unwrap()],
     );
     // Two connections: a's QPs with DSCP 26 (AF31) and DSCP 46 (EF), ECN bits 0, as

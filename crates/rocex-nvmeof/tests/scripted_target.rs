@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use common::{Daemon, serial};
+use common::{Daemon, daemon, serial};
 use rocex_nvmeof::wire::cm::CmReq;
 use rocex_nvmeof::wire::sqe::opcode;
 use rocex_nvmeof::wire::{KeyedSgl, Sqe};
@@ -215,7 +215,7 @@ fn cfg(timeout: Duration) -> QueueConfig {
 fn setup(
     script: impl FnOnce(&std::path::Path, &mpsc::Sender<()>) + Send + 'static,
 ) -> (Daemon, Daemon, Context, JoinHandle<()>) {
-    let (t, h) = (Daemon::start(TARGET), Daemon::start(HOST));
+    let (t, h) = (daemon(TARGET), daemon(HOST));
     let (tx, rx) = mpsc::channel();
     let sock = t.sock.clone();
     let target = std::thread::spawn(move || script(&sock, &tx));

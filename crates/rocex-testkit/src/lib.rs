@@ -1,5 +1,7 @@
-//! What rocex's tests share: the rule below, bounded runs of programs, and the checks of
-//! a drop-in library against C headers ([`layout`]) and Debian's binaries ([`symbols`]).
+//! What rocex's tests share: the rule below, bounded runs of programs, the workspace's
+//! binaries a test runs ([`bins`]), a `rocexd` fixture ([`rocexd`]), readiness of a server a
+//! test starts ([`listen`]), and the checks of a drop-in library against C headers
+//! ([`layout`]) and Debian's binaries ([`symbols`]).
 //!
 //! A test that needs something this machine lacks (root, a network namespace, a tool from
 //! Debian's packages) calls [`cannot_run`]. In CI (`CI` set to anything but empty or
@@ -10,7 +12,10 @@
 
 #![forbid(unsafe_code)]
 
+pub mod bins;
 pub mod layout;
+pub mod listen;
+pub mod rocexd;
 pub mod symbols;
 
 use std::fs::OpenOptions;

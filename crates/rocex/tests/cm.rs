@@ -6,7 +6,7 @@ mod common;
 use std::net::IpAddr;
 use std::sync::mpsc;
 
-use common::{Daemon, pattern, serial, watchdog};
+use common::{daemon, pattern, serial, watchdog};
 use rocex::{CmListener, Connection, Device, Error, HandshakeError, RemoteBuffer, Rights};
 
 const PORT: u16 = 7472;
@@ -15,8 +15,8 @@ const PORT: u16 = 7472;
 fn connect_through_rdma_cm_then_write_read_send() {
     let _w = watchdog("connect_through_rdma_cm_then_write_read_send");
     let _s = serial();
-    let da = Daemon::start("127.0.9.5");
-    let db = Daemon::start("127.0.9.6");
+    let da = daemon("127.0.9.5");
+    let db = daemon("127.0.9.6");
     let sock = da.sock.clone();
     let (tx, rx) = mpsc::channel();
     let server = std::thread::spawn(move || {

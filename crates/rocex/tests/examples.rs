@@ -4,36 +4,21 @@
 
 mod common;
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
+use std::time::Duration;
+
+use rocex_testkit::listen::{self, Proto};
 
 /// The example binary, built once per test process next to the daemon.
 fn hello() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let daemon = common::rocexd();
-        let profile_dir = daemon.parent().expect("target/<profile>");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args(["build", "--quiet", "-p", "rocex", "--example", "hello"])
-            .arg("--target-dir")
-            .arg(profile_dir.parent().expect("target dir"))
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
-        if profile_dir.ends_with("release") {
-            cmd.arg("--release");
-        }
-        assert!(cmd.status().expect("run cargo").success(), "build hello");
-        profile_dir.join("examples").join("hello")
+        rocex_testkit::bins::cargo_build(&["-p", "rocex", "--example", "hello"])
+            .join("examples")
+            .join("hello")
     })
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 fn text(o: &Output) -> String {
@@ -49,7 +34,7 @@ fn text(o: &Output) -> String {
 fn a_missing_daemon_is_named() {
     let sock = std::env::temp_dir().join(format!("rocex-none-{}/d.sock", std::process::id()));
     let out = Command::new(hello())
-        .args(["server", &format!("127.0.0.1:{}", free_port())])
+        .args(["server", "127.0.0.1:0"])
         .env("ROCEX_SOCKET", &sock)
         .output()
         .unwrap();
@@ -68,30 +53,24 @@ fn a_missing_daemon_is_named() {
 #[test]
 fn both_ends_print_the_rdma_peer() {
     let p = common::pair();
-    let at = format!("127.0.7.1:{}", free_port());
-    let server = Command::new(hello())
-        .args(["server", &at])
+    let mut server = Command::new(hello())
+        .args(["server", "127.0.7.1:0"])
         .env("ROCEX_SOCKET", &p.a.sock)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // The client retries nothing: give the server its moment to listen.
-    let mut client = None;
-    for _ in 0..100 {
-        let out = Command::new(hello())
-            .args(["client", &at])
-            .env("ROCEX_SOCKET", &p.b.sock)
-            .output()
-            .unwrap();
-        let refused = String::from_utf8_lossy(&out.stderr).contains("refused");
-        client = Some(out);
-        if !refused {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let client = client.unwrap();
+    let at = listen::wait_bound(
+        &mut server,
+        Proto::Tcp,
+        Duration::from_secs(20),
+        "hello server",
+    );
+    let client = Command::new(hello())
+        .args(["client", &at.to_string()])
+        .env("ROCEX_SOCKET", &p.b.sock)
+        .output()
+        .unwrap();
     let server = server.wait_with_output().unwrap();
     assert!(client.status.success(), "{}", text(&client));
     assert!(server.status.success(), "{}", text(&server));

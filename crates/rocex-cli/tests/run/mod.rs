@@ -4,9 +4,10 @@
 // Each test crate uses its own subset.
 #![allow(dead_code)]
 
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+
+use rocex_testkit::listen::{self, Proto};
 
 /// What a run left behind.
 pub(crate) struct Ran {
@@ -60,10 +61,13 @@ pub(crate) fn run(args: &[&str], limit: Duration) -> Ran {
     finish(spawn(rocex().args(args)), limit)
 }
 
-/// A TCP port nothing listens on now.
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("0.0.0.0:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+/// Starts the server `c` (a `rocex` command taking `-p PORT`) on port 0: the child and
+/// the port the kernel gave it, once it listens there.
+pub(crate) fn serve(c: &mut Command) -> (Child, String) {
+    let mut child = spawn(c.args(["-p", "0"]));
+    let at = listen::wait_bound(&mut child, Proto::Tcp, SERVER_START, "the server");
+    (child, at.port().to_string())
 }
+
+/// How long a server may take to listen (other tests and builds share the cores).
+const SERVER_START: Duration = Duration::from_secs(30);

@@ -1,22 +1,23 @@
-//! What the daemon tests share: `rocexd` child processes, one rocex-verbs endpoint
-//! (context, PD, MR, CQ, RC QP), connecting two of them, checking completions, and data
-//! patterns; two daemons in two network namespaces (`netns`) and `rocex perf` between
+//! What the daemon tests share: `rocexd` child processes (`rocex_testkit::rocexd`), one
+//! rocex-verbs endpoint (context, PD, MR, CQ, RC QP), connecting two of them, checking
+//! completions, and data patterns; two daemons in two network namespaces (`netns`) and `rocex perf` between
 //! them (`perf`).
 
 // Each test crate uses its own subset.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 pub(crate) mod netns;
 pub(crate) mod perf;
 
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
 use rocex_verbs::verbs::{AddressVector, Mtu, QpAttr, QpCap, QpType, WcOpcode};
 use rocex_verbs::verbs::{RecvWr, SendData, SendOp, SendWr, WcStatus};
 use rocex_verbs::{Access, Context, Cq, Mr, Pd, Qp, QpInitAttr};
+
+pub(crate) use rocex_testkit::rocexd::{Daemon, Rocexd, socket_in};
 
 /// How long a test waits for one completion, or for anything else.
 pub(crate) const T: Duration = Duration::from_secs(10);
@@ -28,133 +29,19 @@ pub(crate) const RDMA_ACCESS: Access = Access::LOCAL_WRITE
 
 pub(crate) const ACCESS: Access = RDMA_ACCESS.union(Access::REMOTE_ATOMIC);
 
-/// A socket path in a fresh directory of its own, `rocexd-{tag}-{pid}`; the `Daemon`
-/// serving it removes the directory.
-pub(crate) fn socket_in(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rocexd-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join("d.sock")
+/// This package's `rocexd` on `addr` (`rocex_testkit::rocexd`).
+pub(crate) fn rocexd(addr: &str) -> Rocexd {
+    Rocexd::new(addr).bin(env!("CARGO_BIN_EXE_rocexd"))
 }
 
-/// How to start a daemon, beyond its address and socket.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct Opts<'a> {
-    /// Run it as `ip netns exec NETNS rocexd ...`.
-    pub(crate) netns: Option<&'a str>,
-    /// Arguments after `--addr`, `--socket` and `--spin-limit 200`.
-    pub(crate) extra: &'a [&'a str],
-    /// Write its stderr (without colour) to `stderr` beside the socket, and quote it when
-    /// the daemon exits at start.
-    pub(crate) log: bool,
+/// `rocexd --addr addr --spin-limit 200 extra...` on a socket of its own, once it answers.
+pub(crate) fn daemon(addr: &str, extra: &[&str]) -> Daemon {
+    rocexd(addr).args(extra).start()
 }
 
-/// A daemon process, killed on drop, which also removes its socket's directory.
-pub(crate) struct Daemon {
-    pub(crate) child: Child,
-    pub(crate) sock: PathBuf,
-}
-
-impl Daemon {
-    /// `rocexd --addr addr --socket sock --spin-limit 200 extra...`, once its socket
-    /// answers.
-    pub(crate) fn start(addr: &str, sock: &Path, extra: &[&str]) -> Self {
-        Self::start_with(
-            addr,
-            sock,
-            Opts {
-                extra,
-                ..Opts::default()
-            },
-        )
-    }
-
-    /// `start` on a socket in a fresh directory named after `tag` (see `socket_in`).
-    pub(crate) fn fresh(addr: &str, tag: &str, extra: &[&str]) -> Self {
-        Self::start(addr, &socket_in(tag), extra)
-    }
-
-    /// `start` with all of `opts`.
-    pub(crate) fn start_with(addr: &str, sock: &Path, opts: Opts<'_>) -> Self {
-        let mut cmd = match opts.netns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_rocexd")]);
-                c
-            }
-            None => Command::new(env!("CARGO_BIN_EXE_rocexd")),
-        };
-        cmd.args(["--addr", addr, "--socket"])
-            .arg(sock)
-            .args(["--spin-limit", "200"])
-            .args(opts.extra)
-            .env("RUST_LOG", "warn");
-        let log = sock.with_file_name("stderr");
-        if opts.log {
-            cmd.env("NO_COLOR", "1")
-                .stderr(std::fs::File::create(&log).unwrap());
-        }
-        let child = cmd.spawn().expect("start rocexd");
-        let mut d = Self {
-            child,
-            sock: sock.to_owned(),
-        };
-        let end = Instant::now() + T;
-        while std::os::unix::net::UnixStream::connect(sock).is_err() {
-            if let Some(st) = d.child.try_wait().unwrap() {
-                let said = match opts.log {
-                    true => std::fs::read_to_string(&log).unwrap_or_default(),
-                    false => String::new(),
-                };
-                panic!(
-                    "rocexd {:?} on {addr} exited at start ({st}): {}",
-                    opts.extra,
-                    said.trim()
-                );
-            }
-            assert!(Instant::now() < end, "rocexd on {addr} did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        d
-    }
-
-    pub(crate) fn alive(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-
-    /// SIGTERM; waits for a clean exit; returns whether it exited 0 and removed its socket.
-    pub(crate) fn stop(&mut self) -> bool {
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let end = Instant::now() + T;
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return st.success() && !self.sock.exists();
-            }
-            if Instant::now() > end {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// SIGKILL: no clean shutdown, the socket file stays behind.
-    pub(crate) fn kill9(&mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if self.alive() {
-            let _ = self.child.kill();
-        }
-        let _ = self.child.wait();
-        if let Some(d) = self.sock.parent() {
-            let _ = std::fs::remove_dir_all(d);
-        }
-    }
+/// [`daemon`] serving `sock` (in a directory of its own: see `socket_in`).
+pub(crate) fn daemon_at(addr: &str, sock: &Path, extra: &[&str]) -> Daemon {
+    rocexd(addr).socket(sock).args(extra).start()
 }
 
 /// One endpoint: context, PD, MR, CQ, QP (dropped in that order).

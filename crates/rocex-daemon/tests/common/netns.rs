@@ -10,7 +10,7 @@
 use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
 
-use super::{Daemon, Opts, socket_in};
+use super::{Daemon, rocexd};
 
 /// The names and addresses of one test binary's pair of namespaces.
 pub(crate) struct Layout {
@@ -88,13 +88,11 @@ impl Net {
     /// Starts the daemon of side `i` on `backend` in its namespace; panics with the
     /// daemon's own words when it does not come up (an unknown backend, a bind error).
     pub(crate) fn daemon(&self, i: usize, backend: &str) -> Daemon {
-        let opts = Opts {
-            netns: Some(self.layout.ns[i]),
-            extra: &["--backend", backend],
-            log: true,
-        };
-        let sock = socket_in(&format!("{}-{i}", self.layout.ns[i]));
-        Daemon::start_with(self.layout.addr[i], &sock, opts)
+        rocexd(self.layout.addr[i])
+            .netns(self.layout.ns[i])
+            .tag(&format!("{}-{i}", self.layout.ns[i]))
+            .args(["--backend", backend])
+            .start()
     }
 
     /// Both daemons on `backend`.

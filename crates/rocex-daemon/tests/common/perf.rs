@@ -1,40 +1,19 @@
-//! `rocex perf` between two daemons: the `rocex` next to `rocexd` (built by `cargo build
-//! -p rocex-cli` when a test first needs it, or `$ROCEX_BIN`), a server on one daemon and
-//! a client on the other exchanging over 127.0.0.1, and the JSON each prints.
+//! `rocex perf` between two daemons: the `rocex` next to `rocexd`
+//! (`rocex_testkit::bins::rocex`), a server on one daemon listening on a port the kernel
+//! picks and a client on the other exchanging over 127.0.0.1, and the JSON each prints.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::Duration;
 
+use rocex_testkit::listen::{self, Proto};
+
 use super::Daemon;
-use super::netns::run;
 
 /// How long one side of one test may take: a stalled side gives up after 30 s of no
 /// progress on its own.
 const LIMIT: Duration = Duration::from_secs(180);
-
-/// The `rocex` binary: `$ROCEX_BIN`, else built next to `rocexd` once per test run.
-pub(crate) fn rocex_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Some(p) = std::env::var_os("ROCEX_BIN") {
-            return PathBuf::from(p);
-        }
-        let dir = Path::new(env!("CARGO_BIN_EXE_rocexd"))
-            .parent()
-            .expect("the binaries' directory");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut build = Command::new(cargo);
-        build.args(["build", "-q", "-p", "rocex-cli", "--bin", "rocex"]);
-        if dir.ends_with("release") {
-            build.arg("--release");
-        }
-        run(&mut build);
-        dir.join("rocex")
-    })
-}
 
 /// The one JSON object `rocex perf --json` printed, as its keys and raw values. The
 /// object is flat and its strings hold no commas or colons, so splitting parses it.
@@ -67,15 +46,10 @@ fn perf_json(o: &Output, who: &str) -> BTreeMap<String, String> {
 /// must have verified every iteration, except the server of a READ or atomic latency
 /// test, which is passive and counts none (`rocex perf`'s `lat.rs`).
 pub(crate) fn perf(d: &[Daemon; 2], op: &str, test: &str, args: &[&str], iters: u64) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap()
-        .to_string();
     let iters_arg = iters.to_string();
     let cmd = |sock: &Path| {
-        let mut c = Command::new(rocex_bin());
-        c.args(["perf", op, test, "-n", &iters_arg, "-p", &port])
+        let mut c = Command::new(rocex_testkit::bins::rocex());
+        c.args(["perf", op, test, "-n", &iters_arg])
             .args(args)
             .args(["--verify", "--json", "--socket"])
             .arg(sock)
@@ -84,13 +58,19 @@ pub(crate) fn perf(d: &[Daemon; 2], op: &str, test: &str, args: &[&str], iters: 
             .stderr(Stdio::piped());
         c
     };
-    let server = cmd(&d[1].sock).spawn().expect("start the perf server");
-    // The client retries while nothing listens yet (`--connect-timeout`).
+    let what = format!("{op} {test}");
+    let mut server = cmd(&d[1].sock)
+        .args(["-p", "0"])
+        .spawn()
+        .expect("start the perf server");
+    let who = format!("{what} server");
+    let port = listen::wait_bound(&mut server, Proto::Tcp, LIMIT, &who)
+        .port()
+        .to_string();
     let client = cmd(&d[0].sock)
-        .arg("127.0.0.1")
+        .args(["-p", &port, "127.0.0.1"])
         .spawn()
         .expect("start the perf client");
-    let what = format!("{op} {test}");
     let c = rocex_testkit::finish(client, LIMIT, &format!("{what} client"));
     let s = rocex_testkit::finish(server, LIMIT, &format!("{what} server"));
     let c = perf_json(&c, &format!("{what} client"));

@@ -20,19 +20,28 @@ demo *ARGS:
 install PREFIX *ARGS:
     packaging/install.sh {{ARGS}} "{{PREFIX}}"
 
-# Every test: unit, property, capture conformance and the tshark cross-check. A test that
-# cannot run here (not root, a tool missing) fails in CI and is listed at the end elsewhere.
+# A test that cannot run here (not root, a tool missing) fails in CI and is listed at the
+# end elsewhere. The doctests run on their own (--all-targets leaves them out).
+# Every test: unit, property, capture conformance, tshark, doctests and `just loom`.
 test:
     #!/usr/bin/env bash
     set -uo pipefail
     export ROCEX_SKIP_LOG="$PWD/target/test-skips.log"
     mkdir -p target && : > "$ROCEX_SKIP_LOG"
     cargo test --workspace --all-targets; status=$?
+    cargo test --workspace --doc || status=1
+    "{{just_executable()}}" loom || status=1
     if [ -s "$ROCEX_SKIP_LOG" ]; then
         echo "$(sort -u "$ROCEX_SKIP_LOG" | wc -l) test(s) SKIPPED (\`just deps\` installs the tools; namespace tests need root):"
         sort -u "$ROCEX_SKIP_LOG" | sed 's/^SKIPPED: /  /'
     fi
     exit $status
+
+# --cfg loom builds in a target directory of its own, so that the changed RUSTFLAGS do not
+# rebuild the workspace's other artefacts.
+# The loom model checks of rocex-shm's ring publish/consume and sleep/wakeup (docs/abi.md).
+loom:
+    RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p rocex-shm --release --lib loom
 
 # Two rocexd in two network namespaces joined by a veth pair: rocex perf on every backend,
 # every verbs operation, concurrent, killed and hostile clients, and every perf test one

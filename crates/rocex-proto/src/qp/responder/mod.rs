@@ -28,7 +28,7 @@
 //! | `RESPST_CHK_OP_VALID` (`check_op_valid`, `check_qp_attr_access`) | `check_access` (`check.rs`) |
 //! | `RESPST_CHK_RESOURCE` (`check_resource`) and `RESPST_ERR_RNR` | `rc_execute`: no `max_dest_rd_atomic` for a READ or atomic; no receive WQE: an RNR NAK |
 //! | `RESPST_CHK_LENGTH` (`rxe_resp_check_length`) | `check_length` (`check.rs`) |
-//! | `RESPST_CHK_RKEY` (`check_rkey`) | `remote`, `remote_rw` and `MemTable::check_rkey_whole`, from each `exec_*` |
+//! | `RESPST_CHK_RKEY` (`check_rkey`) | `remote`, `remote_rw` and `MemTable::check_rkey_whole`, from the `exec_*` of requests with an rkey |
 //! | `RESPST_EXECUTE` (`execute`, `send_data_in`, `write_data_in`) | `rc_execute`: `exec_send` (through `place`), `exec_write`, `exec_read` |
 //! | `RESPST_READ_REPLY` (`read_reply`) | `exec_read` queues a `ReadJob`; `next_reply` (`reply.rs`) builds each response; `read_fault` |
 //! | `RESPST_ATOMIC_REPLY` (`atomic_reply`) | `exec_atomic`, `executed_once` |

@@ -10,11 +10,13 @@ needs, the modify sequence from RESET to RTS); it does no I/O and has no `unsafe
 #![forbid(unsafe_code)]
 
 mod access;
+mod check;
 mod qp;
 mod wc;
 mod wr;
 
 pub use access::Access;
+pub use check::{MAX_MESSAGE, WrError, check_data, check_op, message_len};
 pub use qp::{AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType};
 pub use wc::{WcOpcode, WcStatus, WorkCompletion};
 pub use wr::{

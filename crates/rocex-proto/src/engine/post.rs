@@ -6,7 +6,9 @@ use rocex_wire::Psn;
 use super::{Engine, VerbsError};
 use crate::qp::{Qp, SendWqe};
 use crate::time::Instant;
-use crate::verbs::{QpState, QpType, RecvWr, SendData, SendOp, SendWr};
+use crate::verbs::{
+    QpState, QpType, RecvWr, SendData, SendOp, SendWr, WrError, check_data, check_op, message_len,
+};
 
 impl Engine {
     /// Posts a send work request.
@@ -100,10 +102,13 @@ pub(super) fn validate_recv(qp: &Qp, wr: &RecvWr) -> Result<(), VerbsError> {
     if wr.sges.len() > qp.cap.max_recv_sge as usize {
         return Err(VerbsError::TooManySge);
     }
+    message_len(&wr.sges).map_err(|_| VerbsError::MessageTooLong)?;
     Ok(())
 }
 
-/// The checks `ibv_post_send` makes before a request is queued.
+/// The checks `ibv_post_send` makes before a request is queued: the QP's state and caps
+/// here, the request's own rules shared with rocexd's descriptor reader
+/// ([`rocex_verbs_types::check_op`], [`rocex_verbs_types::check_data`]).
 pub(super) fn validate_send(qp: &Qp, wr: &SendWr, port_mtu: u32) -> Result<(), VerbsError> {
     if matches!(qp.state, QpState::Reset | QpState::Init | QpState::Rtr) {
         return Err(VerbsError::InvalidState(qp.state));
@@ -120,42 +125,14 @@ pub(super) fn validate_send(qp: &Qp, wr: &SendWr, port_mtu: u32) -> Result<(), V
         }
         _ => {}
     }
-    let allowed = match qp.qp_type {
-        QpType::Rc => true,
-        QpType::Uc => matches!(
-            wr.op,
-            SendOp::Send | SendOp::SendWithImm(_) | SendOp::Write(_) | SendOp::WriteWithImm(..)
-        ),
-        QpType::Ud => matches!(wr.op, SendOp::Send | SendOp::SendWithImm(_)),
-    };
-    if !allowed {
-        return Err(VerbsError::BadRequest(
-            "the operation is not available on this QP type",
-        ));
-    }
-    if qp.qp_type == QpType::Ud && wr.ud.is_none() {
-        return Err(VerbsError::BadRequest("a UD send needs a destination"));
-    }
-    let len = wr.length();
-    match wr.op {
-        SendOp::CompareSwap { remote, .. } | SendOp::FetchAdd { remote, .. } => {
-            if len != 8 || matches!(wr.data, SendData::Inline(_)) {
-                return Err(VerbsError::BadRequest(
-                    "an atomic needs 8 bytes of registered local buffer",
-                ));
-            }
-            if remote.addr % 8 != 0 {
-                return Err(VerbsError::BadRequest(
-                    "an atomic's remote address must be 8-byte aligned",
-                ));
-            }
-        }
-        SendOp::Read(_) if matches!(wr.data, SendData::Inline(_)) => {
-            return Err(VerbsError::BadRequest("a READ cannot land in inline data"));
-        }
-        _ => {}
-    }
-    if len > 1 << 31 || (qp.qp_type == QpType::Ud && len > u64::from(port_mtu)) {
+    let inline = matches!(wr.data, SendData::Inline(_));
+    check_op(qp.qp_type, &wr.op, inline, wr.ud.is_some())
+        .and_then(|()| check_data(&wr.op, &wr.data))
+        .map_err(|e| match e {
+            WrError::TooLong(_) => VerbsError::MessageTooLong,
+            e => VerbsError::BadRequest(e.why()),
+        })?;
+    if qp.qp_type == QpType::Ud && wr.length() > u64::from(port_mtu) {
         return Err(VerbsError::MessageTooLong);
     }
     Ok(())

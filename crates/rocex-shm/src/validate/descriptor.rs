@@ -6,11 +6,12 @@ use crate::ring::RingError;
 use core::mem::size_of;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use rocex_verbs_types::{
-    QpType, Remote, SendData, SendFlags, SendOp, SendWr, Sge, SgeList, UdDest,
+    QpType, Remote, SendData, SendFlags, SendOp, SendWr, Sge, SgeList, UdDest, WrError, check_data,
+    check_op,
 };
 use zerocopy::FromBytes;
 
-use super::{DescError, MAX_MESSAGE, ReadError, RqLimits, SqLimits};
+use super::{DescError, ReadError, RqLimits, SqLimits};
 
 pub(super) fn sges_from(payload: &[u8], num: usize) -> SgeList {
     payload
@@ -25,12 +26,20 @@ pub(super) fn sges_from(payload: &[u8], num: usize) -> SgeList {
         .collect()
 }
 
-pub(super) fn total_len(sges: &[Sge]) -> Result<(), DescError> {
-    let total: u64 = sges.iter().map(|s| u64::from(s.length)).sum();
-    if total > MAX_MESSAGE {
-        return Err(DescError::LengthOverflow(total));
+impl DescError {
+    /// A work request rule broken by the descriptor of opcode `op`
+    /// ([`rocex_verbs_types::check_op`], the engine's rules too).
+    pub(super) fn of_rule(e: WrError, op: u8) -> Self {
+        match e {
+            WrError::NotOnQpType => Self::OpcodeNotOnQpType(op),
+            WrError::UdWithoutDest => Self::UdWithoutDest,
+            WrError::DestOnConnectedQp => Self::DestOnConnectedQp,
+            WrError::InlineNotAllowed => Self::InlineNotAllowed(op),
+            WrError::MisalignedAtomic(a) => Self::MisalignedAtomic(a),
+            WrError::AtomicSge { num, len } => Self::AtomicSge { num, len },
+            WrError::TooLong(n) => Self::LengthOverflow(n),
+        }
     }
-    Ok(())
 }
 
 /// What follows a [`SendDesc`] in its slot, as its (already copied) header says.
@@ -85,42 +94,27 @@ pub fn check_send_header(
     if d.reserved.iter().any(|&w| w != 0) {
         return Err(DescError::ReservedNonZero("reserved"));
     }
-    let allowed = match limits.qp_type {
-        QpType::Rc => true,
-        QpType::Uc => matches!(
-            op,
-            opcode::SEND | opcode::SEND_WITH_IMM | opcode::RDMA_WRITE | opcode::RDMA_WRITE_WITH_IMM
-        ),
-        QpType::Ud => matches!(op, opcode::SEND | opcode::SEND_WITH_IMM),
-    };
-    if !allowed {
-        return Err(DescError::OpcodeNotOnQpType(op));
+    if !matches!(d.ud_family, family::NONE | family::V4 | family::V6) {
+        return Err(DescError::BadAddressFamily(d.ud_family));
     }
-    match (limits.qp_type, d.ud_family) {
-        (_, f) if !matches!(f, family::NONE | family::V4 | family::V6) => {
-            return Err(DescError::BadAddressFamily(f));
+    let inline = d.flags & send_flags::INLINE != 0;
+    check_op(
+        limits.qp_type,
+        &op_of(d)?,
+        inline,
+        d.ud_family != family::NONE,
+    )
+    .map_err(|e| DescError::of_rule(e, op))?;
+    if limits.qp_type == QpType::Ud {
+        if d.ud_qpn >> 24 != 0 {
+            return Err(DescError::QpnOutOfRange(d.ud_qpn));
         }
-        (QpType::Ud, family::NONE) => return Err(DescError::UdWithoutDest),
-        (QpType::Ud, _) => {
-            if d.ud_qpn >> 24 != 0 {
-                return Err(DescError::QpnOutOfRange(d.ud_qpn));
-            }
-            if d.ud_family == family::V4 && d.ud_addr[4..].iter().any(|&b| b != 0) {
-                return Err(DescError::ReservedNonZero("ud_addr[4..16]"));
-            }
+        if d.ud_family == family::V4 && d.ud_addr[4..].iter().any(|&b| b != 0) {
+            return Err(DescError::ReservedNonZero("ud_addr[4..16]"));
         }
-        (_, family::NONE) => {}
-        _ => return Err(DescError::DestOnConnectedQp),
     }
     let room = slot_size.saturating_sub(size_of::<SendDesc>() as u32);
-    let atomic = matches!(
-        op,
-        opcode::ATOMIC_CMP_AND_SWP | opcode::ATOMIC_FETCH_AND_ADD
-    );
-    if d.flags & send_flags::INLINE != 0 {
-        if matches!(op, opcode::RDMA_READ | opcode::FLUSH) || atomic {
-            return Err(DescError::InlineNotAllowed(op));
-        }
+    if inline {
         if d.num_sge != 0 {
             return Err(DescError::SgesWithInline(d.num_sge));
         }
@@ -152,22 +146,16 @@ pub fn check_send_header(
             level: d.flush_level,
         });
     }
-    if (atomic || op == opcode::ATOMIC_WRITE) && d.remote_addr % 8 != 0 {
-        return Err(DescError::MisalignedAtomic(d.remote_addr));
-    }
-    if atomic && num != 1 {
-        return Err(DescError::AtomicSge { num, len: 0 });
-    }
     Ok(Payload::Sges(num))
 }
 
-/// Builds the work request from a checked header and its copied payload.
-pub fn build_send(d: &SendDesc, payload: Payload, bytes: &[u8]) -> Result<SendWr, DescError> {
+/// The operation a send descriptor names, with its operands.
+fn op_of(d: &SendDesc) -> Result<SendOp, DescError> {
     let remote = Remote {
         addr: d.remote_addr,
         rkey: d.rkey,
     };
-    let op = match d.opcode {
+    Ok(match d.opcode {
         opcode::RDMA_WRITE => SendOp::Write(remote),
         opcode::RDMA_WRITE_WITH_IMM => SendOp::WriteWithImm(remote, d.imm_or_inv),
         opcode::SEND => SendOp::Send,
@@ -194,23 +182,22 @@ pub fn build_send(d: &SendDesc, payload: Payload, bytes: &[u8]) -> Result<SendWr
             selectivity: d.flush_level,
         },
         o => return Err(DescError::BadOpcode(o)),
-    };
+    })
+}
+
+/// Builds the work request from a checked header and its copied payload.
+pub fn build_send(d: &SendDesc, payload: Payload, bytes: &[u8]) -> Result<SendWr, DescError> {
     let data = match payload {
         Payload::Inline(n) => SendData::Inline(bytes.get(..n as usize).unwrap_or(&[]).to_vec()),
-        Payload::Sges(n) => {
-            let sges = sges_from(bytes, n as usize);
-            total_len(&sges)?;
-            if matches!(op, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. })
-                && sges.first().is_none_or(|s| s.length != 8)
-            {
-                return Err(DescError::AtomicSge {
-                    num: n,
-                    len: sges.first().map_or(0, |s| s.length),
-                });
-            }
-            SendData::Sges(sges)
-        }
+        Payload::Sges(n) => SendData::Sges(sges_from(bytes, n as usize)),
     };
+    send_wr(d, data)
+}
+
+/// The work request of a checked header and the data its payload gave.
+pub(super) fn send_wr(d: &SendDesc, data: SendData) -> Result<SendWr, DescError> {
+    let op = op_of(d)?;
+    check_data(&op, &data).map_err(|e| DescError::of_rule(e, d.opcode))?;
     let ud = match d.ud_family {
         family::V4 => Some(IpAddr::V4(Ipv4Addr::new(
             d.ud_addr[0],

@@ -24,8 +24,7 @@ pub use writer::{PostError, WqWriter};
 
 use rocex_verbs_types::QpType;
 
-/// Largest message (IBTA: 2^31 bytes).
-pub const MAX_MESSAGE: u64 = 1 << 31;
+pub use rocex_verbs_types::MAX_MESSAGE;
 /// What the daemon allows on one send queue: the QP's type and caps, from its own records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SqLimits {

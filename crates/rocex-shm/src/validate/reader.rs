@@ -5,10 +5,10 @@ use crate::desc::{RecvDesc, SendDesc, SgeDesc};
 use crate::layout::RingKind;
 use crate::ring::{Consumer, Slot};
 use core::mem::size_of;
-use rocex_verbs_types::{RecvWr, SendWr};
+use rocex_verbs_types::{RecvWr, SendData, SendWr};
 use zerocopy::{FromBytes, IntoBytes};
 
-use super::descriptor::{build_send, check_recv_header, check_send_header, sges_from, total_len};
+use super::descriptor::{Payload, check_recv_header, check_send_header, send_wr, sges_from};
 use super::{ReadError, RqLimits, SqLimits};
 
 /// The daemon's reader of one send queue.
@@ -51,9 +51,22 @@ impl<'m> SqReader<'m> {
         };
         let payload =
             check_send_header(&d, &self.limits, self.ring.spec().slot_size()).map_err(fail)?;
-        let buf = scratch(&mut self.buf, payload.bytes());
-        slot.view.read(size_of::<SendDesc>(), buf)?;
-        build_send(&d, payload, buf).map(Some).map_err(fail)
+        let data = match payload {
+            // Straight into the request's own buffer, which the engine copies into the
+            // packet: one copy out of shared memory, one into the packet.
+            Payload::Inline(n) => {
+                let mut data = vec![0; payload.bytes()];
+                slot.view.read(size_of::<SendDesc>(), &mut data)?;
+                data.truncate(n as usize);
+                SendData::Inline(data)
+            }
+            Payload::Sges(n) => {
+                let buf = scratch(&mut self.buf, payload.bytes());
+                slot.view.read(size_of::<SendDesc>(), buf)?;
+                SendData::Sges(sges_from(buf, n as usize))
+            }
+        };
+        send_wr(&d, data).map(Some).map_err(fail)
     }
 }
 
@@ -95,7 +108,7 @@ impl<'m> RqReader<'m> {
         let buf = scratch(&mut self.buf, n as usize * size_of::<SgeDesc>());
         slot.view.read(size_of::<RecvDesc>(), buf)?;
         let sges = sges_from(buf, n as usize);
-        total_len(&sges).map_err(fail)?;
+        rocex_verbs_types::message_len(&sges).map_err(|e| fail(super::DescError::of_rule(e, 0)))?;
         Ok(Some(RecvWr {
             wr_id: d.wr_id,
             sges,

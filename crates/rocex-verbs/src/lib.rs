@@ -39,20 +39,14 @@
 //! ```
 
 use std::cell::Cell;
-use std::fmt;
-use std::io;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use rocex_shm::control::{
-    DeviceAttr, HEADER_LEN, Request, Response, decode_header, encode_frame, kind, response_fds,
-};
-use rocex_shm::region::{recv_fds, send_fds};
-use rocex_shm::{ABI_VERSION, PostError, ReadError, RegionHeader, Ring, RingSpec, SharedRegion};
-use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rocex_shm::control::{DeviceAttr, Request, Response};
+use rocex_shm::{ABI_VERSION, RegionHeader, Ring, RingSpec, SharedRegion};
 
 /// The verbs vocabulary (QP attributes, work requests, completions), re-exported.
 pub mod verbs {
@@ -63,10 +57,18 @@ pub use rocex_shm::control::{CmEvent, CmEventKind};
 pub use rocex_shm::control::{QpStat, StatGroup, Stats};
 pub use rocex_verbs_types::{Access, WorkCompletion as Wc};
 
+mod channel;
 mod cm;
 mod cq;
+mod error;
 mod mr;
+mod pd;
 mod qp;
+
+use channel::Channel;
+pub(crate) use error::proto;
+pub use error::{Error, Result};
+pub use pd::Pd;
 
 pub use cq::{CompChannel, Cq};
 pub use mr::{FdMr, Mr, ProcessMr, Registration};
@@ -125,272 +127,12 @@ pub fn daemon_sockets() -> Vec<PathBuf> {
     v
 }
 
-/// Why a verbs call failed.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum Error {
-    /// The socket or a mapping failed.
-    Io(io::Error),
-    /// The daemon refused the request (`errno` as in libibverbs: EINVAL, ENOENT, ...).
-    Daemon {
-        /// The errno value.
-        errno: u32,
-        /// The daemon's explanation.
-        detail: String,
-    },
-    /// The daemon answered something this library cannot use.
-    Protocol(String),
-    /// A work request does not fit its ring slot.
-    Post(PostError),
-    /// The work queue is full (`ENOMEM` from `ibv_post_send`); poll the CQ and retry.
-    QueueFull,
-    /// A completion in the CQ ring is malformed.
-    BadCompletion(ReadError),
-    /// No completion arrived in time.
-    Timeout,
-    /// The daemon is gone (killed, crashed or stopped): the control connection closed.
-    /// Every object of this context is lost; open a new [`Context`] once a daemon serves
-    /// the socket again.
-    DaemonGone,
-    /// A per-client limit of the daemon was reached (`EDQUOT`).
-    Limit {
-        /// The limit's configuration key (`max_qps`, `max_cqs`, `max_mrs`,
-        /// `max_mr_bytes`, `max_pds`).
-        key: String,
-        /// The daemon's explanation.
-        detail: String,
-    },
-    /// No daemon could be reached at a control socket ([`Context::open`]).
-    Connect {
-        /// The socket.
-        path: PathBuf,
-        /// Why: no such file (no daemon started there), refused (a stale file), ...
-        source: io::Error,
-    },
-    /// No socket was given and no daemon answers in the socket directory.
-    NoDaemon {
-        /// The directory looked in ([`socket_dir`]).
-        dir: PathBuf,
-    },
-    /// No socket was given and several daemons answer: the caller must choose.
-    SeveralDaemons {
-        /// The directory looked in ([`socket_dir`]).
-        dir: PathBuf,
-        /// Each daemon's socket and address, sorted by socket.
-        daemons: Vec<(PathBuf, IpAddr)>,
-    },
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Io(e) => write!(f, "{e}"),
-            Self::Daemon { errno, detail } => {
-                write!(f, "rocexd refused the request (errno {errno}): {detail}")
-            }
-            Self::Protocol(why) => write!(f, "control-channel protocol error: {why}"),
-            Self::Post(e) => write!(f, "{e}"),
-            Self::QueueFull => f.write_str("the work queue is full"),
-            Self::BadCompletion(e) => write!(f, "malformed completion: {e}"),
-            Self::Timeout => f.write_str("no completion within the timeout"),
-            Self::DaemonGone => f.write_str("rocexd is gone: the control connection closed"),
-            Self::Limit { detail, .. } => write!(f, "rocexd per-client limit: {detail}"),
-            Self::Connect { path, source } => match source.kind() {
-                // No file, or a file no daemon listens on any more.
-                io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => write!(
-                    f,
-                    "no rocexd at {} ({source}); start one with `rocexd --addr IP --socket \
-                     {}`",
-                    path.display(),
-                    path.display()
-                ),
-                _ => write!(
-                    f,
-                    "cannot connect to rocexd at {}: {source}",
-                    path.display()
-                ),
-            },
-            Self::NoDaemon { dir } => write!(
-                f,
-                "no rocexd answers in {}: start one with `rocexd --addr IP` (it serves \
-                 {}/IP.sock), or name a daemon's socket with --socket PATH or \
-                 ROCEX_SOCKET=PATH",
-                dir.display(),
-                dir.display()
-            ),
-            Self::SeveralDaemons { dir, daemons } => {
-                write!(
-                    f,
-                    "{} rocexd answer in {}; choose one with --socket PATH or \
-                     ROCEX_SOCKET=PATH:",
-                    daemons.len(),
-                    dir.display()
-                )?;
-                for (path, addr) in daemons {
-                    write!(f, "\n  {}  (address {addr})", path.display())?;
-                }
-                Ok(())
-            }
-        }
-    }
-}
-
-impl std::error::Error for Error {}
-
-impl From<io::Error> for Error {
-    fn from(e: io::Error) -> Self {
-        Self::Io(e)
-    }
-}
-
-/// A socket error that means the daemon's end is closed.
-fn gone_or_io(e: io::Error) -> Error {
-    match e.kind() {
-        io::ErrorKind::BrokenPipe
-        | io::ErrorKind::ConnectionReset
-        | io::ErrorKind::ConnectionAborted
-        | io::ErrorKind::NotConnected
-        | io::ErrorKind::UnexpectedEof => Error::DaemonGone,
-        _ => Error::Io(e),
-    }
-}
-
-/// `EDQUOT`: the per-client limits of `docs/abi.md` §6.3.
-const EDQUOT: u32 = rustix::io::Errno::DQUOT.raw_os_error() as u32;
-
-/// A refusal as its typed error: a limit's detail starts with the limit's key.
-fn refusal(errno: u32, detail: String) -> Error {
-    if errno == EDQUOT {
-        let key = detail.split(':').next().unwrap_or_default().to_owned();
-        return Error::Limit { key, detail };
-    }
-    Error::Daemon { errno, detail }
-}
-
-/// A result of a verbs call.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-fn proto(why: impl Into<String>) -> Error {
-    Error::Protocol(why.into())
-}
-
-/// The control connection.
-#[derive(Debug)]
-struct Channel {
-    sock: UnixStream,
-    seq: Cell<u64>,
-    /// The daemon closed the connection: every later call fails at once.
-    gone: Cell<bool>,
-}
-
-impl Channel {
-    /// One request, one response: sends the frame with `fds`, reads the answer and the
-    /// descriptors its kind carries. A closed connection is [`Error::DaemonGone`], now and
-    /// for every later call.
-    fn call(&self, req: &Request, fds: &[OwnedFd]) -> Result<(Response, Vec<OwnedFd>)> {
-        if self.gone.get() {
-            return Err(Error::DaemonGone);
-        }
-        let r = self.exchange(req, fds);
-        if matches!(r, Err(Error::DaemonGone)) {
-            self.gone.set(true);
-        }
-        r
-    }
-
-    /// True when the daemon's end is closed (checked without blocking). The daemon never
-    /// writes outside an answer, so a readable socket between calls means end of file.
-    fn closed(&self) -> bool {
-        if self.gone.get() {
-            return true;
-        }
-        let mut fds = [PollFd::new(&self.sock, PollFlags::IN | PollFlags::RDHUP)];
-        let ts = Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        let hup = matches!(poll(&mut fds, Some(&ts)), Ok(1)) && !fds[0].revents().is_empty();
-        self.gone.set(hup);
-        hup
-    }
-
-    fn exchange(&self, req: &Request, fds: &[OwnedFd]) -> Result<(Response, Vec<OwnedFd>)> {
-        let seq = self.seq.get().wrapping_add(1);
-        self.seq.set(seq);
-        let frame =
-            encode_frame(req.kind(), seq, &req.encode()).map_err(|e| proto(e.to_string()))?;
-        let borrowed: Vec<_> = fds.iter().map(AsFd::as_fd).collect();
-        let n = send_fds(self.sock.as_fd(), &frame, &borrowed).map_err(gone_or_io)?;
-        if n < frame.len() {
-            write_all(&self.sock, &frame[n..]).map_err(gone_or_io)?;
-        }
-        let mut head = [0u8; HEADER_LEN];
-        let mut got = 0;
-        let mut fds = Vec::new();
-        while got < HEADER_LEN {
-            let (n, f) = recv_fds(self.sock.as_fd(), &mut head[got..], 4).map_err(gone_or_io)?;
-            if n == 0 {
-                return Err(Error::DaemonGone);
-            }
-            fds.extend(f);
-            got += n;
-        }
-        let h = decode_header(&head).map_err(|e| proto(e.to_string()))?;
-        let mut body = vec![0u8; h.body_len];
-        let mut got = 0;
-        while got < body.len() {
-            let (n, f) = recv_fds(self.sock.as_fd(), &mut body[got..], 4).map_err(gone_or_io)?;
-            if n == 0 {
-                return Err(Error::DaemonGone);
-            }
-            fds.extend(f);
-            got += n;
-        }
-        if h.seq != seq {
-            return Err(proto(format!("response seq {} for request {seq}", h.seq)));
-        }
-        let resp = Response::decode(h.kind, &body).map_err(|e| proto(e.to_string()))?;
-        if let Response::Error { errno, detail } = resp {
-            return Err(refusal(errno, detail));
-        }
-        if h.kind != req.kind() | kind::RESPONSE {
-            return Err(proto(format!(
-                "response kind {:#x} to {:#x}",
-                h.kind,
-                req.kind()
-            )));
-        }
-        if fds.len() != response_fds(h.kind) {
-            return Err(proto(format!(
-                "{} fds with response {:#x}",
-                fds.len(),
-                h.kind
-            )));
-        }
-        Ok((resp, fds))
-    }
-
-    fn done(&self, req: &Request) -> Result<()> {
-        self.call(req, &[]).map(drop)
-    }
-}
-
-fn write_all(sock: &UnixStream, mut b: &[u8]) -> io::Result<()> {
-    use std::io::Write;
-    let mut s = sock;
-    while !b.is_empty() {
-        let n = s.write(b)?;
-        b = &b[n..];
-    }
-    Ok(())
-}
-
 /// An open device (`ibv_context`): a connection to one `rocexd`.
 #[derive(Debug, Clone)]
 pub struct Context {
-    ch: Rc<Channel>,
-    attr: DeviceAttr,
-    next_iova: Rc<Cell<u64>>,
+    pub(crate) ch: Rc<Channel>,
+    pub(crate) attr: DeviceAttr,
+    pub(crate) next_iova: Rc<Cell<u64>>,
 }
 
 /// Port attributes (`ibv_port_attr` subset).
@@ -570,141 +312,4 @@ fn ring_in(map: &SharedRegion, off: usize, spec: RingSpec) -> Result<Ring<'_>> {
         .sub(off, spec.stride())
         .map_err(|e| proto(e.to_string()))?;
     Ring::new(v, spec).map_err(|e| proto(e.to_string()))
-}
-
-/// A protection domain.
-#[derive(Debug)]
-pub struct Pd {
-    ctx: Context,
-    pd: u32,
-    /// Deallocated by [`Pd::dealloc`]: nothing left for `Drop`.
-    freed: Cell<bool>,
-}
-
-impl Pd {
-    /// Allocates a memory region of `len` bytes (zeroed, page-rounded) in a sealed memfd
-    /// and registers it with `access`.
-    pub fn alloc_mr(&self, len: usize, access: Access) -> Result<Mr> {
-        let map = SharedRegion::create("rocex-mr", len)?;
-        let iova = self.ctx.next_iova.get();
-        self.ctx
-            .next_iova
-            .set(iova + (map.len() as u64).next_multiple_of(1 << 32));
-        let reg = self.reg_shared(map.fd(), iova, 0, len, access)?;
-        Ok(Mr::new(self.ctx.clone(), map, reg))
-    }
-
-    /// Registers `buf`, ordinary memory of this process (a `Vec`, an array), with
-    /// `access`, without copying it into shared memory. The MR borrows `buf` until it is
-    /// dropped, so the program cannot touch the bytes while the daemon may.
-    ///
-    /// The daemon moves the data with `process_vm_readv`/`process_vm_writev`, one system
-    /// call per access: much slower than [`alloc_mr`](Self::alloc_mr), and only allowed
-    /// when `rocexd` may ptrace this process (same uid with `kernel.yama.ptrace_scope` 0,
-    /// or `CAP_SYS_PTRACE`); otherwise the daemon answers `EPERM` (`docs/abi.md` §6.2).
-    /// RDMA atomics on such memory are not atomic with respect to this process's own
-    /// accesses.
-    pub fn reg_mr_process<'a>(&self, buf: &'a mut [u8], access: Access) -> Result<ProcessMr<'a>> {
-        // SAFETY: the returned MR holds the exclusive borrow of `buf` for as long as the
-        // daemon may access it (until `Drop` has deregistered it).
-        unsafe { self.reg_mr_process_raw(buf.as_mut_ptr() as u64, buf.len(), access) }
-    }
-
-    /// Registers `len` bytes at `addr` of this process, like
-    /// [`reg_mr_process`](Self::reg_mr_process) but tied to no borrow. If the memory is
-    /// unmapped while registered, later accesses fail (remote access errors for a peer,
-    /// protection errors for local work requests); the daemon is unaffected.
-    ///
-    /// # Safety
-    ///
-    /// Until the MR is dropped, the daemon may write the range at any time (as granted by
-    /// `access`): the program must not hold references into it, nor let the allocator hand
-    /// it out again, while the MR lives.
-    pub unsafe fn reg_mr_process_raw(
-        &self,
-        addr: u64,
-        len: usize,
-        access: Access,
-    ) -> Result<ProcessMr<'static>> {
-        let (r, _) = self.ctx.ch.call(
-            &Request::RegMrProcess {
-                pd: self.pd,
-                addr,
-                len: len as u64,
-                access: access.bits(),
-            },
-            &[],
-        )?;
-        let Response::RegMr { lkey, rkey, .. } = r else {
-            return Err(proto("bad RegMr response"));
-        };
-        Ok(ProcessMr::new(
-            self.ctx.clone(),
-            Registration::new(addr, len, lkey, rkey),
-        ))
-    }
-
-    /// Registers `len` bytes at byte `offset` of `memfd` (sealed against shrinking, mapped
-    /// by this process where the program uses it) as the MR whose first byte work requests
-    /// and peers name `iova`. The daemon maps the memfd: zero copy, as
-    /// [`alloc_mr`](Self::alloc_mr), for memory the caller placed in a memfd itself.
-    pub fn reg_mr_memfd(
-        &self,
-        memfd: std::os::fd::BorrowedFd<'_>,
-        iova: u64,
-        offset: u64,
-        len: usize,
-        access: Access,
-    ) -> Result<FdMr> {
-        let reg = self.reg_shared(memfd, iova, offset, len, access)?;
-        Ok(FdMr::new(self.ctx.clone(), reg))
-    }
-
-    /// Has the daemon map `len` bytes at byte `offset` of `memfd` (a duplicate is sent) as
-    /// an MR starting at `iova`: what [`alloc_mr`](Self::alloc_mr) and
-    /// [`reg_mr_memfd`](Self::reg_mr_memfd) share.
-    fn reg_shared(
-        &self,
-        memfd: std::os::fd::BorrowedFd<'_>,
-        iova: u64,
-        offset: u64,
-        len: usize,
-        access: Access,
-    ) -> Result<Registration> {
-        let fd = rustix::io::fcntl_dupfd_cloexec(memfd, 0).map_err(io::Error::from)?;
-        let (r, _) = self.ctx.ch.call(
-            &Request::RegMrShared {
-                pd: self.pd,
-                iova,
-                offset,
-                len: len as u64,
-                access: access.bits(),
-            },
-            &[fd],
-        )?;
-        let Response::RegMr { lkey, rkey, .. } = r else {
-            return Err(proto("bad RegMr response"));
-        };
-        Ok(Registration::new(iova, len, lkey, rkey))
-    }
-}
-
-impl Pd {
-    /// `ibv_dealloc_pd` with the daemon's answer: EBUSY while MRs or QPs use the PD, which
-    /// then stays usable. After success the PD is gone; dropping it does nothing more.
-    pub fn dealloc(&self) -> Result<()> {
-        if !self.freed.get() {
-            self.ctx.ch.done(&Request::DeallocPd { pd: self.pd })?;
-            self.freed.set(true);
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Pd {
-    fn drop(&mut self) {
-        if !self.freed.get() {
-            let _ = self.ctx.ch.done(&Request::DeallocPd { pd: self.pd });
-        }
-    }
 }

@@ -15,6 +15,7 @@ mod pump;
 mod server;
 mod shared_region;
 mod spin;
+mod wire_latency;
 
 use std::io::{self, IsTerminal};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -138,9 +139,11 @@ fn run(settings: config::Settings) -> Result<(), Box<dyn std::error::Error>> {
         "rocexd serving"
     );
     let socket = settings.socket.clone();
+    let local = backend.local();
+    let watch = net::Watch::new(net::options(&settings), local, tap);
     let mut server = server::Server::new(
-        engine,
-        net::Net::new(backend, net::options(&settings), tap),
+        net::driver(engine, backend, &settings),
+        watch,
         listener,
         settings,
     )?;

@@ -1,19 +1,17 @@
-//! The daemon's packet I/O: the engine on a [`Backend`] (`--backend`), with fault
-//! injection wrapped around it (`--inject`) and the capture tap (`--pcap`) recording the
-//! engine's side of it: every payload received and every payload the engine sent, before
-//! injection (`docs/daemon.md`).
+//! The daemon's packet I/O: the engine on a [`Backend`] (`--backend`) through
+//! [`rocex_io::Driver`], the one turn every engine runs (fault injection, `--inject`, is
+//! the driver's too), and what the daemon sees of it: the capture tap (`--pcap`), which
+//! records the engine's side (every payload received and every payload the engine sent,
+//! before injection, `docs/daemon.md`), and the sampled descriptor-to-wire times.
 
 use std::io;
-use std::os::fd::BorrowedFd;
 
-use rocex_io::{Backend, BackendCounters, BackendOptions, FaultCounters, Injected};
-use rocex_proto::{Engine, Instant};
+use rocex_io::{Backend, BackendOptions, Driver, RxMeta};
+use rocex_proto::{Engine, Instant, Transmit};
 
 use crate::config::Settings;
 use crate::pcap::Tap;
-
-/// Receive batches per turn before the engine gets to send (its ACKs must not wait).
-const RX_BATCHES_PER_TURN: usize = 4;
+use crate::wire_latency::WireLatency;
 
 /// The backend options the settings give.
 pub(crate) fn options(settings: &Settings) -> BackendOptions {
@@ -31,139 +29,78 @@ pub(crate) fn options(settings: &Settings) -> BackendOptions {
     }
 }
 
-/// Opens the backend the settings name, wrapped in fault injection when asked.
+/// Opens the backend the settings name.
 pub(crate) fn open(settings: &Settings) -> io::Result<Box<dyn Backend>> {
-    let backend = rocex_io::open(settings.backend, settings.addr, options(settings))?;
-    Ok(match settings.inject {
-        Some(f) => Box::new(Injected::new(backend, f)),
-        None => backend,
-    })
+    rocex_io::open(settings.backend, settings.addr, options(settings))
 }
 
-/// The backend and the tap.
-pub(crate) struct Net {
-    backend: Box<dyn Backend>,
+/// The engine on `backend`, with the faults the settings ask for.
+pub(crate) fn driver(engine: Engine, backend: Box<dyn Backend>, settings: &Settings) -> Driver {
+    let mut d = Driver::with_backend(engine, backend);
+    if let Some(f) = settings.inject {
+        d.inject(f);
+    }
+    d
+}
+
+/// What the daemon records of the packets the driver moves.
+pub(crate) struct Watch {
     /// What the backend was opened with: the TOS a packet leaves with.
     opts: BackendOptions,
+    /// The backend's address: the source of what the engine sends.
+    local: std::net::IpAddr,
     tap: Option<Tap>,
-    buf: Vec<u8>,
+    /// Sampled send work requests' time from the pass that read their descriptor to the
+    /// send call that carried their first packet (the frame handed to the kernel)...
+    pub(crate) wire: WireLatency,
+    /// ...and to that call's return (on a veth, after the peer's stack took the frame).
+    pub(crate) wire_returned: WireLatency,
 }
 
-impl std::fmt::Debug for Net {
+impl std::fmt::Debug for Watch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Net")
-            .field("backend", &self.backend)
+        f.debug_struct("Watch")
             .field("tap", &self.tap.is_some())
+            .field("wire_samples", &self.wire.samples())
             .finish()
     }
 }
 
-impl Net {
-    pub(crate) fn new(backend: Box<dyn Backend>, opts: BackendOptions, tap: Option<Tap>) -> Self {
+impl Watch {
+    pub(crate) fn new(opts: BackendOptions, local: std::net::IpAddr, tap: Option<Tap>) -> Self {
         Self {
-            backend,
             opts,
+            local,
             tap,
-            buf: vec![0; rocex_io::MAX_PACKET],
+            wire: WireLatency::default(),
+            wire_returned: WireLatency::default(),
         }
     }
 
-    /// Receives waiting datagrams and runs the timers due at `now`. Returns whether
-    /// anything happened. I/O errors are logged, not returned: a lost packet is the
-    /// transport's to recover.
-    pub(crate) fn receive(&mut self, engine: &mut Engine, now: Instant) -> bool {
-        let mut busy = false;
-        for _ in 0..RX_BATCHES_PER_TURN {
-            let tap = &mut self.tap;
-            let got = self.backend.recv(&mut |meta, payload| {
-                if let Some(t) = tap {
-                    t.record(
-                        (meta.src.ip(), meta.src.port()),
-                        meta.dst,
-                        false,
-                        meta.tos,
-                        payload,
-                    );
-                }
-                engine.handle_packet_ecn(now, meta.src, meta.dst, payload, meta.icrc, meta.ecn());
-            });
-            match got {
-                Ok(0) => break,
-                Ok(_) => busy = true,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // ICMP errors (a peer that is gone) may surface here; the transport's
-                // timers deal with the loss.
-                Err(e) => {
-                    tracing::debug!("receive: {e}");
-                    break;
-                }
-            }
-        }
-        if engine.poll_timeout().is_some_and(|t| t <= now) {
-            busy = true;
-            engine.handle_timeout(now);
-        }
-        busy
-    }
-
-    /// Hands the backend every packet the engine has to send, without sending yet
-    /// ([`Net::flush`] does). Returns whether there was any.
-    pub(crate) fn build(&mut self, engine: &mut Engine, now: Instant) -> bool {
-        self.backend.tick(now);
-        let mut any = false;
-        let local = self.backend.local();
-        loop {
-            // Built in the backend's queue where it lends room: written once.
-            let (lent, buf) = match self.backend.room() {
-                Some(room) => (true, room),
-                None => (false, &mut self.buf[..]),
-            };
-            let Some(t) = engine.poll_transmit(now, buf) else {
-                break;
-            };
-            any = true;
-            if let Some(tap) = &mut self.tap {
-                let tos = self.opts.tos(t.tclass);
-                tap.record((local, t.src_port), t.dest, true, tos, &buf[..t.len]);
-            }
-            let sent = if lent {
-                self.backend.commit(t.dest, t.src_port, t.tclass, t.len)
-            } else {
-                self.backend
-                    .send(t.dest, t.src_port, t.tclass, &self.buf[..t.len])
-            };
-            if let Err(e) = sent {
-                tracing::debug!("send to {}: {e}", t.dest);
-            }
-        }
-        any
-    }
-
-    /// Sends what [`Net::build`] handed the backend.
-    pub(crate) fn flush(&mut self) {
-        if let Err(e) = self.backend.flush() {
-            tracing::debug!("send: {e}");
+    /// Records a received datagram in the capture.
+    pub(crate) fn received(&mut self, meta: &RxMeta, payload: &[u8]) {
+        if let Some(t) = &mut self.tap {
+            let src = (meta.src.ip(), meta.src.port());
+            t.record(src, meta.dst, false, meta.tos, payload);
         }
     }
 
-    /// Readable when datagrams wait.
-    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
-        self.backend.fd()
+    /// Records a packet the engine sent in the capture, with the TOS it leaves with.
+    pub(crate) fn sent(&mut self, t: &Transmit, payload: &[u8]) {
+        if let Some(tap) = &mut self.tap {
+            let tos = self.opts.tos(t.tclass);
+            tap.record((self.local, t.src_port), t.dest, true, tos, payload);
+        }
     }
 
-    /// When a delayed packet (fault injection) is due.
-    pub(crate) fn next_due(&self) -> Option<Instant> {
-        self.backend.next_due()
-    }
-
-    /// What the backend has counted.
-    pub(crate) fn counters(&self) -> BackendCounters {
-        self.backend.counters()
-    }
-
-    /// What fault injection has done, when it is on.
-    pub(crate) fn fault_counters(&self) -> Option<FaultCounters> {
-        self.backend.fault_counters()
+    /// Times the sampled work requests whose first packet a flush carried, to the send
+    /// call and to its return.
+    pub(crate) fn flushed(&mut self, engine: &mut Engine, handed: Instant, returned: Instant) {
+        for posted in engine.take_send_samples() {
+            self.wire.record(handed.since(posted).as_nanos() as u64);
+            self.wire_returned
+                .record(returned.since(posted).as_nanos() as u64);
+        }
     }
 
     /// Writes buffered frames to the capture file.

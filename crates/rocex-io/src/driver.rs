@@ -1,15 +1,40 @@
-//! Runs an engine on any [`Backend`] with the wall clock.
+//! Runs an engine on any [`Backend`] with the wall clock: the one turn every program
+//! that runs an engine takes (the in-process tools step it, `rocexd` puts its rings
+//! around it through [`Hooks`]).
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::Duration;
 
-use rocex_proto::{Engine, Instant};
+use rocex_proto::{Engine, Instant, Transmit};
 
-use crate::{Backend, BackendCounters, FaultCounters, Faults, Injected};
+use crate::{Backend, BackendCounters, FaultCounters, Faults, Injected, RxMeta};
 
 /// Receive batches handled per turn before the engine gets to send.
 const RX_BATCHES_PER_TURN: usize = 4;
+
+/// What a caller does around the engine's I/O in [`Driver::turn_with`]: its own work
+/// before and after, and a look at every packet that passes (a capture). Each method does
+/// nothing by default; `()` is the caller with nothing around the engine.
+pub trait Hooks {
+    /// Before the engine sends: hands it new work (posts). Returns whether there was any.
+    fn post(&mut self, _engine: &mut Engine, _now: Instant) -> bool {
+        false
+    }
+    /// After the turn's I/O: takes what the engine produced (completions, events).
+    /// Returns whether there was any.
+    fn collect(&mut self, _engine: &mut Engine, _now: Instant) -> bool {
+        false
+    }
+    /// A datagram received, as the engine is handed it.
+    fn received(&mut self, _meta: &RxMeta, _payload: &[u8]) {}
+    /// A packet the engine built, as it goes to the backend (before fault injection).
+    fn sent(&mut self, _t: &Transmit, _payload: &[u8]) {}
+    /// A flush carried packets: `handed` read before the send call, `returned` after it.
+    fn flushed(&mut self, _engine: &mut Engine, _handed: Instant, _returned: Instant) {}
+}
+
+impl Hooks for () {}
 
 /// An engine, its backend and its clock.
 #[derive(Debug)]
@@ -77,12 +102,52 @@ impl Driver {
         Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
     }
 
-    /// Does everything that is ready: receives waiting datagrams, runs due timers, sends
-    /// what the engine has to send. Returns whether anything happened.
-    pub fn turn(&mut self) -> io::Result<bool> {
+    /// The readable descriptor of the backend, for a caller that sleeps in its own poll.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.port.fd()
+    }
+
+    /// How long a caller may sleep, at most `max`: until the engine's next timer or the
+    /// next delayed packet of fault injection.
+    pub fn timeout(&self, max: Duration) -> Duration {
         let now = self.now();
-        let received = self.receive(now)?;
-        Ok(self.transmit(now)? | received)
+        let mut t = self.engine.poll_timeout().map_or(max, |t| t.since(now));
+        if let Some(due) = self.port.next_due() {
+            t = t.min(due.since(now));
+        }
+        max.min(t)
+    }
+
+    /// Does everything that is ready: sends what the engine has, receives waiting
+    /// datagrams, runs due timers, sends what they called for. Returns whether anything
+    /// happened.
+    pub fn turn(&mut self) -> io::Result<bool> {
+        self.turn_with(&mut ())
+    }
+
+    /// [`Driver::turn`] with the caller's work around it: `hooks.post` first, so that what
+    /// it posted leaves before the turn receives, and `hooks.collect` last. One clock
+    /// reading serves the turn: the engine's timers are milliseconds, a turn microseconds.
+    /// An I/O error does not end the turn (a lost packet is the transport's to recover):
+    /// every step runs and the first error is returned.
+    pub fn turn_with(&mut self, hooks: &mut impl Hooks) -> io::Result<bool> {
+        let now = self.now();
+        let mut busy = hooks.post(&mut self.engine, now);
+        let sent = self.transmit(now, hooks);
+        let received = self.receive(now, hooks);
+        let answered = self.transmit(now, hooks);
+        busy |= hooks.collect(&mut self.engine, now);
+        let mut first_error = None;
+        for r in [sent, received, answered] {
+            match r {
+                Ok(b) => busy |= b,
+                Err(e) => {
+                    busy = true;
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(busy), Err)
     }
 
     /// One step of a busy-polling application: sends what is waiting, then receives and
@@ -91,14 +156,15 @@ impl Driver {
     /// meanwhile goes out first, in the same batch. Returns whether anything happened.
     pub fn step(&mut self) -> io::Result<bool> {
         let now = self.now();
-        let sent = self.transmit(now)?;
-        Ok(self.receive(now)? | sent)
+        let sent = self.transmit(now, &mut ())?;
+        Ok(self.receive(now, &mut ())? | sent)
     }
 
-    /// Receives waiting datagrams and runs the timers due at `now`. One clock reading
-    /// serves a whole turn: the engine's timers are milliseconds, a turn microseconds.
-    fn receive(&mut self, now: Instant) -> io::Result<bool> {
+    /// Receives waiting datagrams and runs the timers due at `now`; the timers run even
+    /// when a receive failed (an ICMP error from a peer that is gone surfaces here).
+    fn receive(&mut self, now: Instant, hooks: &mut impl Hooks) -> io::Result<bool> {
         let mut busy = false;
+        let mut failed = None;
         // A few batches at most: the engine's ACKs must not wait behind a flood. A busy
         // poller takes one: it is back within a microsecond, and what it received may be
         // what its application waits for (one more empty receive is a system call).
@@ -109,51 +175,76 @@ impl Driver {
         };
         for _ in 0..batches {
             let engine = &mut self.engine;
-            let n = self.port.recv(&mut |meta, payload| {
+            let got = self.port.recv(&mut |meta, payload| {
+                hooks.received(&meta, payload);
                 engine.handle_packet_ecn(now, meta.src, meta.dst, payload, meta.icrc, meta.ecn());
-            })?;
-            if n == 0 {
-                break;
+            });
+            match got {
+                Ok(0) => break,
+                Ok(_) => busy = true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
             }
-            busy = true;
         }
         if self.engine.poll_timeout().is_some_and(|t| t <= now) {
             busy = true;
             self.engine.handle_timeout(now);
         }
-        Ok(busy)
+        failed.map_or(Ok(busy), Err)
     }
 
     /// Sends everything the engine has to send, in one flush; a busy poller's first
-    /// packet alone first where the backend says it pays ([`Backend::answer_alone`]).
-    fn transmit(&mut self, now: Instant) -> io::Result<bool> {
+    /// packet alone first where the backend says it pays ([`Backend::answer_alone`]). A
+    /// packet the backend refuses is lost (the transport retransmits it); the others go,
+    /// and the first error is returned.
+    fn transmit(&mut self, now: Instant, hooks: &mut impl Hooks) -> io::Result<bool> {
         // Fault injection runs on the engine's time.
         self.port.tick(now);
         let mut busy = false;
+        let mut failed = None;
         loop {
             // Built in the backend's queue where it lends room: written once.
-            match self.port.room() {
+            let sent = match self.port.room() {
                 Some(room) => {
                     let Some(t) = self.engine.poll_transmit(now, room) else {
                         break;
                     };
-                    self.port.commit(t.dest, t.src_port, t.tclass, t.len)?;
+                    hooks.sent(&t, &room[..t.len]);
+                    self.port.commit(t.dest, t.src_port, t.tclass, t.len)
                 }
                 None => {
                     let Some(t) = self.engine.poll_transmit(now, &mut self.buf) else {
                         break;
                     };
-                    self.port
-                        .send(t.dest, t.src_port, t.tclass, &self.buf[..t.len])?;
+                    let payload = &self.buf[..t.len];
+                    hooks.sent(&t, payload);
+                    self.port.send(t.dest, t.src_port, t.tclass, payload)
                 }
-            }
-            if !busy && self.answer_alone {
-                self.port.flush()?;
+            };
+            let flushed = if !busy && self.answer_alone {
+                self.port.flush()
+            } else {
+                Ok(())
+            };
+            if let Err(e) = sent.and(flushed) {
+                failed.get_or_insert(e);
             }
             busy = true;
         }
-        self.port.flush()?;
-        Ok(busy)
+        // Always: fault injection releases its delayed packets here.
+        let handed = busy.then(|| self.now());
+        let flushed = self.port.flush();
+        if let Some(handed) = handed {
+            let returned = self.now();
+            hooks.flushed(&mut self.engine, handed, returned);
+        }
+        if let Err(e) = flushed {
+            failed.get_or_insert(e);
+        }
+        failed.map_or(Ok(busy), Err)
     }
 
     /// Turns; if nothing happened, waits for a datagram, the next timer, or `max`,
@@ -166,12 +257,7 @@ impl Driver {
         if self.turn()? {
             return Ok(());
         }
-        let now = self.now();
-        let mut until_timer = self.engine.poll_timeout().map_or(max, |t| t.since(now));
-        if let Some(due) = self.port.next_due() {
-            until_timer = until_timer.min(due.since(now));
-        }
-        let timeout = max.min(until_timer);
+        let timeout = self.timeout(max);
         if !timeout.is_zero() {
             wait_readable(self.port.fd(), timeout)?;
         }

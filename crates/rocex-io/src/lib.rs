@@ -22,7 +22,7 @@ pub use afpacket::AfPacketPort;
 pub use backend::{
     Backend, BackendCounters, BackendKind, BackendOptions, MAX_PACKET, RxMeta, UnknownBackend,
 };
-pub use driver::Driver;
+pub use driver::{Driver, Hooks};
 pub use inject::{Faults, FaultsError, Injected, To};
 pub use rocex_sim::FaultCounters;
 pub use udp::UdpPort;

@@ -117,6 +117,7 @@ impl Server {
             Err(refused) => return refused,
         };
         match self
+            .driver
             .engine
             .reg_mr(PdId::from_raw(mr.pd), mr.iova, mr.len, access, region)
         {
@@ -141,7 +142,7 @@ impl Server {
         if !c.mrs.contains(&lkey) {
             return Reply::err(libc::ENOENT, "no such MR");
         }
-        match self.engine.dereg_mr(lkey) {
+        match self.driver.engine.dereg_mr(lkey) {
             Ok(()) => {
                 c.mrs.remove(&lkey);
                 if let Some(b) = self.mr_bytes.get_mut(&id) {

@@ -60,6 +60,25 @@ impl Engine {
         Ok(())
     }
 
+    /// How many more send work requests `qpn` takes now, by the rules of
+    /// [`Engine::post_send`]: none until it is ready to send (RTS) or while its queue is
+    /// full. A caller that takes no more than this from its own queue (the daemon's SQ
+    /// ring) is never refused for want of room, and leaves the rest where it was posted.
+    pub fn send_room(&self, qpn: u32) -> usize {
+        self.qps.get(&qpn).map_or(0, |qp| match qp.state {
+            QpState::Reset | QpState::Init | QpState::Rtr => 0,
+            _ => (qp.cap.max_send_wr as usize).saturating_sub(qp.sq.len()),
+        })
+    }
+
+    /// How many more receive work requests `qpn` takes now, as [`Engine::send_room`].
+    pub fn recv_room(&self, qpn: u32) -> usize {
+        self.qps.get(&qpn).map_or(0, |qp| match qp.state {
+            QpState::Reset => 0,
+            _ => (qp.cap.max_recv_wr as usize).saturating_sub(qp.rq.len()),
+        })
+    }
+
     /// Posts a receive work request.
     pub fn post_recv(&mut self, now: Instant, qpn: u32, wr: RecvWr) -> Result<(), VerbsError> {
         self.try_post_recv(now, qpn, wr).map_err(|(_, e)| e)

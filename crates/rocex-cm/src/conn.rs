@@ -86,6 +86,10 @@ pub struct ConnectParams {
     pub rnr_retry_count: u8,
     /// Path MTU.
     pub path_mtu: Mtu,
+    /// The path's traffic class (rdma_cm's `RDMA_OPTION_ID_TOS`), which both QPs' packets
+    /// carry: the kernel's rdma_cm puts the TOS in the path record and the REQ, and the
+    /// passive side takes the REQ's path.
+    pub traffic_class: u8,
     /// The REQ's private data (rdma_cm: its header, then the application's bytes).
     pub private_data: [u8; crate::req::PRIVATE_DATA_LEN],
 }
@@ -137,6 +141,8 @@ pub struct QpParams {
     pub rnr_retry: u8,
     /// Local ACK timeout exponent.
     pub timeout: u8,
+    /// The path's traffic class: the IP TOS of the QP's packets.
+    pub traffic_class: u8,
 }
 
 impl QpParams {
@@ -155,6 +161,7 @@ impl QpParams {
             retry_cnt: req.retry_count,
             rnr_retry: req.rnr_retry_count,
             timeout: req.primary_path.local_ack_timeout,
+            traffic_class: req.primary_path.traffic_class,
         })
     }
 
@@ -163,6 +170,7 @@ impl QpParams {
         let a = QpAttr {
             qp_state: QpState::Rtr,
             ah_attr: Some(AddressVector { dest: self.remote }),
+            traffic_class: self.traffic_class,
             path_mtu: self.path_mtu,
             dest_qp_num: self.remote_qpn,
             rq_psn: self.rq_psn,
@@ -323,6 +331,7 @@ impl Conn {
                 local_gid: path::gid_of(local.addr),
                 remote_gid: path::gid_of(peer),
                 hop_limit: 64,
+                traffic_class: p.traffic_class,
                 local_ack_timeout: ROCE_PACKET_LIFETIME + 1,
                 ..path::Repr::default()
             },
@@ -516,6 +525,7 @@ impl Conn {
             retry_cnt: req.retry_count,
             rnr_retry: rep.rnr_retry_count,
             timeout: req.primary_path.local_ack_timeout,
+            traffic_class: req.primary_path.traffic_class,
         })
     }
 

@@ -23,6 +23,10 @@ pub enum Part {
     Drep,
     /// rdma_cm's private-data header in a REQ.
     CmaHdr,
+    /// ServiceIDResolutionRequest.
+    SidrReq,
+    /// ServiceIDResolutionResponse.
+    SidrRep,
 }
 
 impl Part {
@@ -38,6 +42,8 @@ impl Part {
             Self::Dreq => "DREQ",
             Self::Drep => "DREP",
             Self::CmaHdr => "rdma_cm header",
+            Self::SidrReq => "SIDR_REQ",
+            Self::SidrRep => "SIDR_REP",
         }
     }
 }

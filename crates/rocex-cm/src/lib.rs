@@ -4,14 +4,17 @@ rdma_cm connects RC queue pairs by exchanging CM messages in management datagram
 on QP1, the GSI: UD SEND_ONLY packets with Q_Key 0x80010000 from QP1 to QP1. This crate
 holds what goes into those MADs and the state machines that exchange them:
 
-* [`mad`], the 24-byte MAD common header; [`req`], [`mra`], [`rej`], [`rep`] and
-  [`disconnect`] (RTU, DREQ, DREP), the CM messages of IBTA Vol. 1 chapter 12 with their
-  fields at the spec's bit offsets, each with a zero-copy view and a `Repr`;
+* [`mad`], the 24-byte MAD common header; [`req`], [`mra`], [`rej`], [`rep`],
+  [`disconnect`] (RTU, DREQ, DREP) and [`sidr`] (SIDR_REQ, SIDR_REP), the CM messages of
+  IBTA Vol. 1 chapter 12 with their fields at the spec's bit offsets, each with a
+  zero-copy view and a `Repr`;
 * [`cma`], rdma_cm's addressing: service IDs of port spaces and the private-data header
   (IP addresses and port) a REQ carries;
 * [`Mad`], a whole CM MAD (header and message) parsed and emitted in one call;
 * [`conn`], the active and passive connection state machines: messages and time in,
-  messages out, and the QP attributes of the connection.
+  messages out, and the QP attributes of the connection;
+* [`query`], one SIDR exchange (rdma_cm over UD): the active side's resends and outcome,
+  and the passive side's answer.
 
 # Guarantees
 No `unsafe`, no panic on any input: every view has `check_len`, after which its accessors
@@ -29,9 +32,11 @@ mod error;
 pub mod mad;
 pub mod mra;
 pub mod path;
+pub mod query;
 pub mod rej;
 pub mod rep;
 pub mod req;
+pub mod sidr;
 
 use core::fmt;
 
@@ -42,6 +47,7 @@ pub use mra::Repr as MraRepr;
 pub use rej::{MsgKind, Repr as RejRepr};
 pub use rep::Repr as RepRepr;
 pub use req::Repr as ReqRepr;
+pub use sidr::{RepRepr as SidrRepRepr, ReqRepr as SidrReqRepr};
 
 /// Result of CM parsing and emission.
 pub type Result<T> = core::result::Result<T, Error>;
@@ -60,6 +66,10 @@ pub const ATTR_RTU: u16 = 0x0014;
 pub const ATTR_DREQ: u16 = 0x0015;
 /// Attribute ID of a DREP.
 pub const ATTR_DREP: u16 = 0x0016;
+/// Attribute ID of a SIDR_REQ (IBTA §12.11).
+pub const ATTR_SIDR_REQ: u16 = 0x0017;
+/// Attribute ID of a SIDR_REP.
+pub const ATTR_SIDR_REP: u16 = 0x0018;
 
 /// A CM message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -78,6 +88,10 @@ pub enum Message {
     Dreq(DreqRepr),
     /// DisconnectReply.
     Drep(IdsRepr),
+    /// ServiceIDResolutionRequest.
+    SidrReq(SidrReqRepr),
+    /// ServiceIDResolutionResponse.
+    SidrRep(SidrRepRepr),
 }
 
 impl Message {
@@ -91,6 +105,8 @@ impl Message {
             Self::Rtu(_) => ATTR_RTU,
             Self::Dreq(_) => ATTR_DREQ,
             Self::Drep(_) => ATTR_DREP,
+            Self::SidrReq(_) => ATTR_SIDR_REQ,
+            Self::SidrRep(_) => ATTR_SIDR_REP,
         }
     }
 
@@ -104,12 +120,16 @@ impl Message {
             Self::Rtu(_) => Part::Rtu,
             Self::Dreq(_) => Part::Dreq,
             Self::Drep(_) => Part::Drep,
+            Self::SidrReq(_) => Part::SidrReq,
+            Self::SidrRep(_) => Part::SidrRep,
         }
     }
 
-    /// The sender's communication ID.
+    /// The sender's communication ID (a SIDR_REQ's request ID; 0 for a SIDR_REP).
     pub const fn local_comm_id(&self) -> u32 {
         match self {
+            Self::SidrReq(m) => m.request_id,
+            Self::SidrRep(_) => 0,
             Self::Req(m) => m.local_comm_id,
             Self::Mra(m) => m.local_comm_id,
             Self::Rej(m) => m.local_comm_id,
@@ -119,10 +139,12 @@ impl Message {
         }
     }
 
-    /// The receiver's communication ID (0 for a REQ, which does not know it yet).
+    /// The receiver's communication ID (0 for a REQ or SIDR_REQ, which does not know it
+    /// yet; a SIDR_REP's request ID).
     pub const fn remote_comm_id(&self) -> u32 {
         match self {
-            Self::Req(_) => 0,
+            Self::Req(_) | Self::SidrReq(_) => 0,
+            Self::SidrRep(m) => m.request_id,
             Self::Mra(m) => m.remote_comm_id,
             Self::Rej(m) => m.remote_comm_id,
             Self::Rep(m) => m.remote_comm_id,
@@ -177,12 +199,21 @@ impl Mad {
             ATTR_DREP => Message::Drep(
                 IdsRepr::parse(&disconnect::Ids::new_unchecked(body)).map_err(at(Part::Drep))?,
             ),
+            ATTR_SIDR_REQ => Message::SidrReq(
+                SidrReqRepr::parse(&sidr::SidrReq::new_unchecked(body))
+                    .map_err(at(Part::SidrReq))?,
+            ),
+            ATTR_SIDR_REP => Message::SidrRep(
+                SidrRepRepr::parse(&sidr::SidrRep::new_unchecked(body))
+                    .map_err(at(Part::SidrRep))?,
+            ),
             _ => {
                 return Err(Error::new(
                     Part::Mad,
                     16,
                     ErrorKind::Unsupported(
-                        "a CM attribute other than REQ, MRA, REJ, REP, RTU, DREQ, DREP",
+                        "a CM attribute other than REQ, MRA, REJ, REP, RTU, DREQ, DREP, \
+                         SIDR_REQ, SIDR_REP",
                     ),
                 ));
             }
@@ -211,6 +242,8 @@ impl Mad {
             Message::Rep(m) => m.emit(&mut rep::Rep::new_unchecked(body)),
             Message::Rtu(m) | Message::Drep(m) => m.emit(&mut disconnect::Ids::new_unchecked(body)),
             Message::Dreq(m) => m.emit(&mut disconnect::Dreq::new_unchecked(body)),
+            Message::SidrReq(m) => m.emit(&mut sidr::SidrReq::new_unchecked(body)),
+            Message::SidrRep(m) => m.emit(&mut sidr::SidrRep::new_unchecked(body)),
         }
         .map_err(|e| Error {
             part,

@@ -39,6 +39,7 @@ fn connect_params() -> ConnectParams {
         retry_count: 7,
         rnr_retry_count: 7,
         path_mtu: Mtu::M1024,
+        traffic_class: 0,
         private_data,
     }
 }

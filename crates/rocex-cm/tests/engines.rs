@@ -267,6 +267,7 @@ fn run(seed: u64, loss_per_mille: u64) -> u64 {
         retry_count: 7,
         rnr_retry_count: 7,
         path_mtu: Mtu::M1024,
+        traffic_class: 0,
         private_data,
     };
     let local = |ip| Local {

@@ -60,6 +60,7 @@ fn handshake(ts: f64, (qa, qb): (u32, u32)) -> [Captured; 2] {
         retry_count: 7,
         rnr_retry_count: 7,
         path_mtu: Mtu::M1024,
+        traffic_class: 0,
         private_data: [0; req::PRIVATE_DATA_LEN],
     };
     let comm_id = 0x1000 + qa;

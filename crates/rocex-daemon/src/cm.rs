@@ -1,26 +1,32 @@
 //! rdma_cm for the daemon's clients: QP1 (the GSI) in the engine carries CM MADs, and
 //! `rocex_cm::conn` state machines connect the clients' RC QPs (`docs/abi.md` §6.5).
 //!
-//! A client listens on an rdma_cm port (TCP port space), or connects one of its QPs to an
-//! address and port; the daemon sends and answers REQ, REP, RTU, REJ, DREQ and DREP, moves
-//! the client's QP to RTR and RTS with the attributes both sides settled (to ERROR on a
-//! disconnect), and queues each outcome as a [`CmEvent`] the client takes with `CmPoll`.
+//! A client listens on an rdma_cm port (TCP or UDP port space), or connects one of its QPs
+//! to an address and port; the daemon sends and answers REQ, REP, RTU, REJ, DREQ and DREP,
+//! moves the client's QP to RTR and RTS with the attributes both sides settled (to ERROR on
+//! a disconnect), and queues each outcome as a [`CmEvent`] the client takes with `CmPoll`.
+//! A UD QP resolves a UD service instead (SIDR_REQ and SIDR_REP, [`sidr`]).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use rocex_cm::conn::{self, AcceptParams, Conn, ConnectParams, Event, Local, QpParams, State};
-use rocex_cm::{MAD_LEN, Mad, Message, ReqRepr, cma, rej};
+use rocex_cm::query::Query;
+use rocex_cm::{MAD_LEN, Mad, Message, ReqRepr, SidrReqRepr, cma, rej};
 use rocex_proto::VerbsError;
 use rocex_proto::verbs::{
     AttrMask, QpAttr, QpCap, QpState, QpType, RecvWr, SendData, SendOp, SendWr, Sge, UdDest,
     WcStatus,
 };
 use rocex_proto::{Access, Engine, GRH_LEN, GSI_QPN, Instant, QpInit, Region, VecRegion};
-use rocex_shm::control::{CM_PRIVATE_DATA_LEN, CmEvent, CmEventKind, Request, Response, kind};
+use rocex_shm::control::{
+    CM_PRIVATE_DATA_LEN, CmConn, CmEvent, CmEventKind, Request, Response, kind,
+};
 
 use crate::pump::{self, QpPump};
+
+mod sidr;
 
 /// The Q_Key of QP1 (IBTA chapter 13's well-known GSI Q_Key).
 const GSI_QKEY: u32 = 0x8001_0000;
@@ -51,10 +57,26 @@ struct Entry {
 
 #[derive(Debug)]
 enum Slot {
-    /// A REQ waiting for the listening client's `CmAccept` or `CmReject`.
-    Pending { tid: u64, req: Box<ReqRepr> },
+    /// A REQ waiting for the listening client's `CmAccept` or `CmReject`, with the PSN the
+    /// accept will send (chosen now, so that the request's event can carry the QP's RTR
+    /// attributes, as `rdma_init_qp_attr` on the passive side gives them before accepting).
+    Pending {
+        tid: u64,
+        req: Box<ReqRepr>,
+        psn: u32,
+    },
     /// A handshake or connection in progress, with the client's QP.
     Live { conn: Box<Conn>, qpn: u32 },
+    /// A SIDR_REQ waiting for the listening client's `CmAccept` or `CmReject`.
+    SidrPending { tid: u64, req: Box<SidrReqRepr> },
+    /// A SIDR_REQ sent for the client's UD QP, waiting for the SIDR_REP.
+    SidrQuery(Box<Query>),
+    /// A SIDR_REP sent, kept to answer the SIDR_REQ's repeats until `until`.
+    SidrAnswered {
+        request_id: u32,
+        rep: Box<Mad>,
+        until: Instant,
+    },
 }
 
 /// Counters of the CM (logged at shutdown).
@@ -75,7 +97,8 @@ pub(crate) struct Cm {
     cq: u32,
     lkey: u32,
     mem: Arc<VecRegion>,
-    listeners: BTreeMap<u16, u64>,
+    /// Listening `(port space, port)` to its client.
+    listeners: BTreeMap<(u16, u16), u64>,
     conns: BTreeMap<u32, Entry>,
     next_id: u32,
     events: HashMap<u64, VecDeque<CmEvent>>,
@@ -188,6 +211,10 @@ impl Cm {
             port: 0,
             reason: 0,
             private_data: Vec::new(),
+            ps: cma::PS_TCP,
+            peer_port: 0,
+            qkey: 0,
+            conn: CmConn::default(),
         });
         q.back_mut().expect("just pushed")
     }
@@ -203,26 +230,34 @@ impl Cm {
     ) -> Response {
         let no_conn = || Response::error(libc::ENOENT, "no such CM connection");
         match req {
-            Request::CmListen { port } => match self.listeners.get(&port) {
+            Request::CmListen { ps, .. } if ps != cma::PS_TCP && ps != cma::PS_UDP => {
+                Response::error(
+                    libc::EPROTONOSUPPORT,
+                    format!("port space {ps:#06x} is neither TCP (0x0106) nor UDP (0x0111)"),
+                )
+            }
+            Request::CmListen { ps, port } => match self.listeners.get(&(ps, port)) {
                 Some(&c) if c != client => {
                     Response::error(libc::EADDRINUSE, format!("rdma_cm port {port} is taken"))
                 }
                 _ => {
-                    self.listeners.insert(port, client);
+                    self.listeners.insert((ps, port), client);
                     Response::Done(kind::CM_LISTEN)
                 }
             },
-            Request::CmUnlisten { port } => {
-                if self.listeners.get(&port) != Some(&client) {
+            Request::CmUnlisten { ps, port } => {
+                if self.listeners.get(&(ps, port)) != Some(&client) {
                     return Response::error(libc::ENOENT, format!("not listening on {port}"));
                 }
-                self.listeners.remove(&port);
+                self.listeners.remove(&(ps, port));
                 Response::Done(kind::CM_UNLISTEN)
             }
             Request::CmConnect {
                 qpn,
                 addr,
                 port,
+                src_port,
+                tos,
                 private_data,
             } => {
                 if !qps.contains_key(&qpn) {
@@ -231,8 +266,12 @@ impl Cm {
                 if addr.is_ipv4() != self.local.is_ipv4() {
                     return Response::error(libc::EAFNOSUPPORT, "address family differs");
                 }
+                if engine.qp_status(qpn).is_ok_and(|s| s.qp_type == QpType::Ud) {
+                    let ports = (src_port, port);
+                    return self.sidr_connect(client, engine, now, addr, ports, &private_data);
+                }
                 let mut pd = [0u8; rocex_cm::req::PRIVATE_DATA_LEN];
-                let src_port = 0xc000 | (engine.random_psn() as u16 & 0x3fff);
+                let src_port = or_ephemeral(engine, src_port);
                 let hdr = cma::Repr {
                     src_port,
                     src: self.local,
@@ -254,6 +293,7 @@ impl Cm {
                     retry_count: RETRY_COUNT,
                     rnr_retry_count: RNR_RETRY,
                     path_mtu: engine.config().port_mtu,
+                    traffic_class: tos,
                     private_data: pd,
                 };
                 let id = self.new_id();
@@ -285,7 +325,10 @@ impl Cm {
                 let Some(e) = self.conns.get(&id).filter(|e| e.client == client) else {
                     return no_conn();
                 };
-                let Slot::Pending { tid, ref req } = e.slot else {
+                if matches!(e.slot, Slot::SidrPending { .. }) {
+                    return self.sidr_accept(engine, now, id, qpn, &private_data);
+                }
+                let Slot::Pending { tid, ref req, psn } = e.slot else {
                     return Response::error(libc::EINVAL, "the connection is not a request");
                 };
                 let (peer, req) = (e.peer, **req);
@@ -294,15 +337,9 @@ impl Cm {
                     return Response::error(libc::EINVAL, "private data over 196 bytes");
                 };
                 user.copy_from_slice(&private_data);
-                let p = AcceptParams {
-                    qpn,
-                    starting_psn: engine.random_psn(),
-                    responder_resources: RD_ATOMIC,
-                    initiator_depth: RD_ATOMIC,
-                    rnr_retry_count: RNR_RETRY,
-                    max_mtu: engine.config().port_mtu,
-                    private_data: rep_data,
-                };
+                let mut p = accept_params(engine, psn);
+                p.qpn = qpn;
+                p.private_data = rep_data;
                 let comm_id = engine.random_psn() << 8 ^ id;
                 let accepted =
                     Conn::accept(now, Local::at(self.local), peer, tid, &req, &p, comm_id)
@@ -327,6 +364,9 @@ impl Cm {
             Request::CmReject { id, private_data } => {
                 match self.conns.get(&id) {
                     Some(e) if e.client == client && matches!(e.slot, Slot::Pending { .. }) => {}
+                    Some(e) if e.client == client && matches!(e.slot, Slot::SidrPending { .. }) => {
+                        return self.sidr_reject(engine, now, id, &private_data);
+                    }
                     _ => return no_conn(),
                 }
                 if private_data.len() > rej::PRIVATE_DATA_LEN {
@@ -358,7 +398,7 @@ impl Cm {
     fn refuse(&mut self, engine: &mut Engine, now: Instant, id: u32, reason: u16, data: &[u8]) {
         if let Some(Entry {
             peer,
-            slot: Slot::Pending { tid, req },
+            slot: Slot::Pending { tid, req, .. },
             ..
         }) = self.conns.remove(&id)
         {
@@ -406,17 +446,20 @@ impl Cm {
             .iter()
             .filter(|(_, e)| match &e.slot {
                 Slot::Live { conn, .. } => conn.poll_timeout().is_some_and(|t| t <= now),
-                Slot::Pending { .. } => false,
+                Slot::SidrQuery(q) => q.poll_timeout().is_some_and(|t| t <= now),
+                Slot::SidrAnswered { until, .. } => *until <= now,
+                Slot::Pending { .. } | Slot::SidrPending { .. } => false,
             })
             .map(|(&id, _)| id)
             .collect();
         for id in due {
-            if let Some(Entry {
-                slot: Slot::Live { conn, .. },
-                ..
-            }) = self.conns.get_mut(&id)
-            {
-                conn.handle_timeout(now);
+            match self.conns.get_mut(&id).map(|e| &mut e.slot) {
+                Some(Slot::Live { conn, .. }) => conn.handle_timeout(now),
+                Some(Slot::SidrQuery(q)) => q.handle_timeout(now),
+                Some(Slot::SidrAnswered { .. }) => {
+                    self.conns.remove(&id);
+                }
+                _ => {}
             }
             self.flush(engine, now, id);
             busy = true;
@@ -425,6 +468,9 @@ impl Cm {
     }
 
     fn receive(&mut self, engine: &mut Engine, now: Instant, src: IpAddr, mad: &Mad) {
+        if matches!(mad.msg, Message::SidrReq(_) | Message::SidrRep(_)) {
+            return self.sidr_receive(engine, now, src, mad);
+        }
         let owner = self
             .conns
             .iter_mut()
@@ -439,7 +485,8 @@ impl Cm {
                     }
                     _ => None,
                 },
-                _ => None,
+                Slot::SidrPending { .. } | Slot::SidrQuery(_) | Slot::SidrAnswered { .. } => None,
+                Slot::Live { .. } => None,
             });
         if let Some(id) = owner {
             self.flush(engine, now, id);
@@ -448,14 +495,18 @@ impl Cm {
         let Message::Req(req) = mad.msg else { return };
         let target = conn::rdma_cm_target(&req)
             .filter(|&(ps, _, hdr)| ps == cma::PS_TCP && hdr.src == src)
-            .and_then(|(_, port, _)| Some((port, *self.listeners.get(&port)?)));
-        let Some((port, client)) = target.filter(|_| req.transport_service_type == 0) else {
+            .and_then(|(_, port, hdr)| {
+                Some((port, hdr, *self.listeners.get(&(cma::PS_TCP, port))?))
+            });
+        let Some((port, hdr, client)) = target.filter(|_| req.transport_service_type == 0) else {
             self.stats.unserved += 1;
             let rej = conn::reject(mad.tid, &req, rej::REASON_INVALID_SERVICE_ID);
             Self::send(engine, now, src, &rej);
             return;
         };
         let id = self.new_id();
+        let psn = engine.random_psn();
+        let settled = QpParams::for_passive(src, &req, &accept_params(engine, psn));
         self.conns.insert(
             id,
             Entry {
@@ -464,11 +515,14 @@ impl Cm {
                 slot: Slot::Pending {
                     tid: mad.tid,
                     req: Box::new(req),
+                    psn,
                 },
             },
         );
         let ev = self.event(client, CmEventKind::ConnectRequest, id, src);
         ev.port = port;
+        ev.peer_port = hdr.src_port;
+        ev.conn = settled.map(|p| conn_info(&p)).unwrap_or_default();
         ev.private_data = req.private_data[CMA_HDR_LEN..][..CM_PRIVATE_DATA_LEN].to_vec();
     }
 
@@ -479,10 +533,10 @@ impl Cm {
         };
         let (client, peer) = (e.client, e.peer);
         let Slot::Live { conn, qpn } = &mut e.slot else {
-            return;
+            return self.flush_sidr(engine, now, id);
         };
         let qpn = *qpn;
-        let mut out = Vec::new();
+        let mut out: Vec<(CmEventKind, u16, Vec<u8>)> = Vec::new();
         let mut failed = false;
         while !failed {
             while let Some(m) = conn.poll_transmit() {
@@ -518,10 +572,17 @@ impl Cm {
         if failed || conn.state() == State::Closed {
             self.conns.remove(&id);
         }
+        let settled = self.conns.get(&id).and_then(|e| match &e.slot {
+            Slot::Live { conn, .. } => conn.params(),
+            _ => None,
+        });
         for (kind, reason, data) in out {
             let ev = self.event(client, kind, id, peer);
             ev.reason = reason;
             ev.private_data = data;
+            if kind == CmEventKind::Established {
+                ev.conn = settled.map(|p| conn_info(&p)).unwrap_or_default();
+            }
         }
     }
 
@@ -541,6 +602,12 @@ impl Cm {
                 Some(Slot::Pending { .. }) => {
                     self.refuse(engine, now, id, rej::REASON_CONSUMER, &[]);
                 }
+                Some(Slot::SidrPending { .. }) => {
+                    self.sidr_reject(engine, now, id, &[]);
+                }
+                Some(Slot::SidrQuery(_) | Slot::SidrAnswered { .. }) => {
+                    self.conns.remove(&id);
+                }
                 Some(Slot::Live { conn, .. }) => {
                     conn.disconnect(now);
                     while let Some(m) = conn.poll_transmit() {
@@ -554,10 +621,56 @@ impl Cm {
     }
 }
 
-/// INIT → RTR → RTS with the connection's attributes.
+/// The connecting side's rdma_cm port, or one the daemon picks when the client gave none.
+fn or_ephemeral(engine: &mut Engine, port: u16) -> u16 {
+    if port != 0 {
+        return port;
+    }
+    0xc000 | (engine.random_psn() as u16 & 0x3fff)
+}
+
+/// What the passive side answers a REQ with: the device's limits and `psn`, no QP or
+/// private data yet.
+fn accept_params(engine: &Engine, psn: u32) -> AcceptParams {
+    AcceptParams {
+        qpn: 0,
+        starting_psn: psn,
+        responder_resources: RD_ATOMIC,
+        initiator_depth: RD_ATOMIC,
+        rnr_retry_count: RNR_RETRY,
+        max_mtu: engine.config().port_mtu,
+        private_data: [0; rocex_cm::rep::PRIVATE_DATA_LEN],
+    }
+}
+
+/// The attributes of `p` as a client's event carries them.
+fn conn_info(p: &QpParams) -> CmConn {
+    CmConn {
+        remote_qpn: p.remote_qpn,
+        sq_psn: p.sq_psn,
+        rq_psn: p.rq_psn,
+        path_mtu: p.path_mtu as u8,
+        max_rd_atomic: p.max_rd_atomic,
+        max_dest_rd_atomic: p.max_dest_rd_atomic,
+        retry_cnt: p.retry_cnt,
+        rnr_retry: p.rnr_retry,
+        timeout: p.timeout,
+        traffic_class: p.traffic_class,
+    }
+}
+
+/// INIT → RTR → RTS with the connection's attributes. A QP the program already moved on
+/// with `rdma_init_qp_attr`'s attributes (as rdma-core's own librdmacm lets it before
+/// `rdma_accept`) goes on from where it stands.
 fn ready(engine: &mut Engine, qpn: u32, p: &QpParams) -> Result<(), VerbsError> {
-    let (a, m) = p.rtr();
-    engine.modify_qp(qpn, &a, m)?;
-    let (a, m) = p.rts();
-    engine.modify_qp(qpn, &a, m)
+    let state = engine.qp_status(qpn)?.state;
+    if state == QpState::Init {
+        let (a, m) = p.rtr();
+        engine.modify_qp(qpn, &a, m)?;
+    }
+    if matches!(state, QpState::Init | QpState::Rtr) {
+        let (a, m) = p.rts();
+        engine.modify_qp(qpn, &a, m)?;
+    }
+    Ok(())
 }

@@ -31,8 +31,35 @@ pub struct rocex_cm_event {
     pub reason: u16,
     /// Bytes of private data.
     pub private_data_len: u32,
-    /// The private data of the peer's REQ (56 bytes), REP (196) or REJ (148).
+    /// The private data of the peer's REQ (56 bytes), REP (196) or REJ (148), SIDR_REQ
+    /// (180) or SIDR_REP (136).
     pub private_data: [u8; CM_REP_PRIVATE_DATA_LEN],
+    /// The port space: 0x0106 (TCP: REQ and REP) or 0x0111 (UDP: SIDR).
+    pub ps: u16,
+    /// The peer's rdma_cm port (a request's), or 0.
+    pub peer_port: u16,
+    /// The peer's Q_Key (a SIDR_REP's), or 0.
+    pub qkey: u32,
+    /// The peer's QPN.
+    pub remote_qpn: u32,
+    /// The local QP's first send PSN.
+    pub sq_psn: u32,
+    /// The local QP's expected PSN.
+    pub rq_psn: u32,
+    /// Path MTU (`ibv_mtu`).
+    pub path_mtu: u8,
+    /// Initiator depth.
+    pub max_rd_atomic: u8,
+    /// Responder resources.
+    pub max_dest_rd_atomic: u8,
+    /// Transport retries.
+    pub retry_cnt: u8,
+    /// RNR retries.
+    pub rnr_retry: u8,
+    /// Local ACK timeout exponent.
+    pub timeout: u8,
+    /// The path's traffic class.
+    pub traffic_class: u8,
 }
 
 fn addr_of(family: u32, raw: &[u8; 16]) -> Option<IpAddr> {
@@ -68,49 +95,53 @@ pub unsafe extern "C" fn rocex_context_addr(
     f
 }
 
-/// `rdma_listen` on `port`: 0 or an errno.
+/// `rdma_listen` on `port` of rdma_cm port space `ps`: 0 or an errno.
 ///
 /// # Safety
 ///
 /// `context` is a context of this library.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn rocex_cm_listen(context: *mut ibv_context, port: u16) -> c_int {
+pub unsafe extern "C" fn rocex_cm_listen(context: *mut ibv_context, ps: u16, port: u16) -> c_int {
     // SAFETY: per the contract.
     let ctx = unsafe { Ctx::from_ibv(context) };
     ctx.lock()
         .verbs
-        .cm_listen(port)
+        .cm_listen_in(ps, port)
         .map_or_else(|e| errno_of(&e), |()| 0)
 }
 
-/// The last listening id of `port` destroyed: 0 or an errno.
+/// The last listening id of `port` in port space `ps` destroyed: 0 or an errno.
 ///
 /// # Safety
 ///
 /// `context` is a context of this library.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn rocex_cm_unlisten(context: *mut ibv_context, port: u16) -> c_int {
+pub unsafe extern "C" fn rocex_cm_unlisten(context: *mut ibv_context, ps: u16, port: u16) -> c_int {
     // SAFETY: per the contract.
     let ctx = unsafe { Ctx::from_ibv(context) };
     ctx.lock()
         .verbs
-        .cm_unlisten(port)
+        .cm_unlisten_in(ps, port)
         .map_or_else(|e| errno_of(&e), |()| 0)
 }
 
-/// `rdma_connect` of `qp` (RC, in INIT) to `family`/`addr`:`port`: the connection's id in
-/// `id`; 0 or an errno.
+/// `rdma_connect` of `qp` (RC in INIT, or UD: SIDR) from rdma_cm port `src_port` to
+/// `family`/`addr`:`port` with traffic class `tos`: the connection's id in `id`; 0 or an
+/// errno.
 ///
 /// # Safety
 ///
 /// `qp` is a QP of this library; `addr` points at 16 bytes, `pdata` at `len` bytes,
 /// `id` is writable.
 #[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments, reason = "a C function's flat arguments")]
 pub unsafe extern "C" fn rocex_cm_connect(
     qp: *mut ibv_qp,
     family: u32,
     addr: *const [u8; 16],
     port: u16,
+    src_port: u16,
+    tos: u8,
     pdata: *const u8,
     len: usize,
     id: *mut u32,
@@ -124,7 +155,10 @@ pub unsafe extern "C" fn rocex_cm_connect(
     // SAFETY: per the contract.
     let data = unsafe { bytes(pdata, len) };
     let g = q.ctx().lock();
-    match g.verbs.cm_connect(q.qp.get(&g), peer, port, data) {
+    match g
+        .verbs
+        .cm_connect_with(q.qp.get(&g), peer, port, src_port, tos, data)
+    {
         Ok(i) => {
             // SAFETY: per the contract.
             unsafe { *id = i };
@@ -257,6 +291,19 @@ pub unsafe extern "C" fn rocex_cm_poll(
             reason: e.reason,
             private_data_len: n as u32,
             private_data: pd,
+            ps: e.ps,
+            peer_port: e.peer_port,
+            qkey: e.qkey,
+            remote_qpn: e.conn.remote_qpn,
+            sq_psn: e.conn.sq_psn,
+            rq_psn: e.conn.rq_psn,
+            path_mtu: e.conn.path_mtu,
+            max_rd_atomic: e.conn.max_rd_atomic,
+            max_dest_rd_atomic: e.conn.max_dest_rd_atomic,
+            retry_cnt: e.conn.retry_cnt,
+            rnr_retry: e.conn.rnr_retry,
+            timeout: e.conn.timeout,
+            traffic_class: e.conn.traffic_class,
         })
     };
     1

@@ -17,6 +17,11 @@ pub const PRIVATE_DATA_LEN: usize = 196;
 pub const REQ_PRIVATE_DATA_LEN: usize = 56;
 /// Most bytes of private data `rdma_accept` sends: a REP's.
 pub const REP_PRIVATE_DATA_LEN: usize = 196;
+/// Most bytes of private data `rdma_connect` sends on a UD id: a SIDR_REQ's 216 less
+/// rdma_cm's header (the kernel's `RDMA_MAX_UDP_PRIVATE_DATA`).
+pub const SIDR_REQ_PRIVATE_DATA_LEN: usize = 180;
+/// Most bytes of private data `rdma_accept` sends on a UD id: a SIDR_REP's.
+pub const SIDR_REP_PRIVATE_DATA_LEN: usize = 136;
 /// Most bytes of private data `rdma_reject` sends: a REJ's.
 pub const REJ_PRIVATE_DATA_LEN: usize = 148;
 
@@ -112,19 +117,9 @@ pub fn event(id: *mut rdma_cm_id, kind: u32, status: i32, data: &[u8]) -> Box<Ev
             listen_id: core::ptr::null_mut(),
             event: kind,
             status,
-            param: rdma_cm_event_param {
-                conn: rdma_conn_param {
-                    private_data: core::ptr::null(),
-                    private_data_len: 0,
-                    responder_resources: 0,
-                    initiator_depth: 0,
-                    flow_control: 0,
-                    retry_count: 0,
-                    rnr_retry_count: 0,
-                    srq: 0,
-                    qp_num: 0,
-                },
-            },
+            // SAFETY: all-zero is an empty parameter block (NULL data, zero fields) in
+            // either member, which UD events (`param.ud`) need whole.
+            param: unsafe { core::mem::zeroed() },
         },
         data: [0; PRIVATE_DATA_LEN],
     });

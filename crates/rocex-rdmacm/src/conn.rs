@@ -49,26 +49,26 @@ pub unsafe extern "C" fn rdma_listen(id: *mut rdma_cm_id, _backlog: c_int) -> c_
             .filter(|&i| m.port_use.takes(g.dev(i).addr))
             .collect(),
     };
-    let port = m.port;
+    let (ps, port) = (m.daemon_ps(), m.port);
     if devs
         .iter()
-        .any(|&i| g.listeners.get(&(i, port)).is_some_and(|&l| l != me))
+        .any(|&i| g.listeners.get(&(i, ps, port)).is_some_and(|&l| l != me))
     {
         return fail(libc::EADDRINUSE);
     }
     for &i in &devs {
-        if g.listening.contains(&(i, port)) {
+        if g.listening.contains(&(i, ps, port)) {
             continue;
         }
         // SAFETY: the device's open context.
-        let r = unsafe { (v.rocex_cm_listen)(g.dev(i).ctx, port) };
+        let r = unsafe { (v.rocex_cm_listen)(g.dev(i).ctx, ps, port) };
         if r != 0 {
             return fail(r);
         }
-        g.listening.insert((i, port));
+        g.listening.insert((i, ps, port));
     }
     for i in devs {
-        g.listeners.insert((i, port), me);
+        g.listeners.insert((i, ps, port), me);
     }
     m.state = State::Listening;
     poller::start(&mut g);
@@ -100,7 +100,9 @@ unsafe fn private_data<'a>(param: *const rdma_conn_param, max: usize) -> Result<
 /// `rdma_connect`: rocexd sends the REQ for the id's QP, which must exist (rocex has no
 /// connect for a QP the program made itself: `EINVAL`), with up to 56 bytes of private
 /// data; `ESTABLISHED`, `REJECTED` or `UNREACHABLE` follows. The REQ's resources and
-/// retry counts are rocexd's (`docs/daemon.md`), not `param`'s.
+/// retry counts are rocexd's (`docs/daemon.md`), not `param`'s. On a UD id rocexd sends a
+/// SIDR_REQ instead, with up to 180 bytes: `ESTABLISHED` brings the service's QPN, Q_Key
+/// and address vector, `UNREACHABLE` a refusal or silence.
 ///
 /// # Safety
 ///
@@ -122,8 +124,14 @@ pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, param: *mut rdma_conn
     if m.c.qp.is_null() {
         return fail(libc::EINVAL);
     }
+    let ud = m.c.qp_type == IBV_QPT_UD;
+    let max = if ud {
+        channel::SIDR_REQ_PRIVATE_DATA_LEN
+    } else {
+        channel::REQ_PRIVATE_DATA_LEN
+    };
     // SAFETY: per the contract.
-    let data = match unsafe { private_data(param, channel::REQ_PRIVATE_DATA_LEN) } {
+    let data = match unsafe { private_data(param, max) } {
         Ok(d) => d,
         Err(e) => return fail(e),
     };
@@ -143,6 +151,8 @@ pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, param: *mut rdma_conn
             family,
             &raw,
             dst.port(),
+            m.port,
+            m.tos.unwrap_or(0),
             data.as_ptr(),
             data.len(),
             &mut cid,
@@ -165,7 +175,9 @@ pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, param: *mut rdma_conn
 
 /// `rdma_accept`: rocexd moves the id's QP to RTS and sends the REP, with up to 196 bytes
 /// of `param`'s private data (more: `EINVAL`, as `ib_send_cm_rep`), which the peer's
-/// `ESTABLISHED` event carries; `ESTABLISHED` follows the peer's RTU.
+/// `ESTABLISHED` event carries; `ESTABLISHED` follows the peer's RTU. On a UD id rocexd
+/// answers the SIDR_REQ with the QP's number and Q_Key and up to 136 bytes; no event
+/// follows, as in the kernel's rdma_cm.
 ///
 /// # Safety
 ///
@@ -175,20 +187,26 @@ pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, param: *mut rdma_conn_
     if id.is_null() {
         return fail(libc::EINVAL);
     }
-    let Some((v, g)) = enter() else {
+    let Some((v, mut g)) = enter() else {
         return -1;
     };
     let me = id.cast::<Id>();
     // SAFETY: per the contract.
     let m = unsafe { &mut *me };
-    let State::Requested(cid) = m.state else {
+    let (State::Requested(cid), Some(d)) = (m.state, m.dev) else {
         return fail(libc::EINVAL);
     };
     if m.c.qp.is_null() {
         return fail(libc::EINVAL);
     }
+    let ud = m.c.qp_type == IBV_QPT_UD;
+    let max = if ud {
+        channel::SIDR_REP_PRIVATE_DATA_LEN
+    } else {
+        channel::REP_PRIVATE_DATA_LEN
+    };
     // SAFETY: per the contract.
-    let data = match unsafe { private_data(param, channel::REP_PRIVATE_DATA_LEN) } {
+    let data = match unsafe { private_data(param, max) } {
         Ok(d) => d,
         Err(e) => return fail(e),
     };
@@ -196,6 +214,12 @@ pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, param: *mut rdma_conn_
     let r = unsafe { (v.rocex_cm_accept)(m.c.qp, cid, data.as_ptr(), data.len()) };
     if r != 0 {
         return fail(r);
+    }
+    if ud {
+        // The SIDR_REP ends the exchange: no event follows and rocexd forgets it.
+        g.conns.remove(&(d, cid));
+        m.state = State::Done;
+        return 0;
     }
     m.state = State::Connecting(cid);
     let sync = !m.sync.is_null();
@@ -311,7 +335,9 @@ fn connected(id: *mut rdma_cm_id) -> c_int {
 
 /// `rdma_init_qp_attr`: INIT (and a UD QP's RTR and RTS) as `rdma_create_qp` uses them;
 /// an RC QP's RTR and RTS as the connection settled them on the id's QP
-/// ([`qp::connected_attr`]), `EINVAL` before that.
+/// ([`qp::connected_attr`]), or, on a request not yet accepted, as the accept will settle
+/// them ([`qp::Settled`]: the REQ's QPN and PSN, and the PSN the REP will carry, as the
+/// kernel's CM answers in its REQ_RCVD state); `EINVAL` on a connect not yet answered.
 ///
 /// # Safety
 ///
@@ -330,18 +356,20 @@ pub unsafe extern "C" fn rdma_init_qp_attr(
     if m.c.verbs.is_null() {
         return fail(libc::EINVAL);
     }
-    // Every id is RC (qp_type_of): its RTR and RTS are the connection's.
-    let got = if matches!(a.qp_state, IBV_QPS_RTR | IBV_QPS_RTS) {
-        let Some(v) = crate::verbs::verbs() else {
-            return -1;
-        };
-        if m.c.qp.is_null() {
-            return fail(libc::EINVAL);
+    let connected = matches!(a.qp_state, IBV_QPS_RTR | IBV_QPS_RTS) && m.c.qp_type != IBV_QPT_UD;
+    let got = match (connected, m.state, m.settled) {
+        (false, ..) => qp::init_attr(m.c.qp_type, a.qp_state).ok_or(libc::EINVAL),
+        (true, State::Requested(_), Some(s)) => s.attr(a.qp_state),
+        (true, ..) => {
+            let Some(v) = crate::verbs::verbs() else {
+                return -1;
+            };
+            if m.c.qp.is_null() {
+                return fail(libc::EINVAL);
+            }
+            // SAFETY: the id's QP.
+            unsafe { qp::connected_attr(v, m.c.qp, a.qp_state) }
         }
-        // SAFETY: the id's QP.
-        unsafe { qp::connected_attr(v, m.c.qp, a.qp_state) }
-    } else {
-        qp::init_attr(m.c.qp_type, a.qp_state).ok_or(libc::EINVAL)
     };
     match got {
         Ok((x, k)) => {
@@ -354,13 +382,26 @@ pub unsafe extern "C" fn rdma_init_qp_attr(
     }
 }
 
-/// `rdma_join_multicast`: rocex has no multicast (`EOPNOTSUPP`).
+/// `rdma_join_multicast`: rocex has no multicast (`EOPNOTSUPP`), said once on stderr so
+/// that a program's bare "Operation not supported" (mckey's) has its reason.
 #[unsafe(no_mangle)]
 pub extern "C" fn rdma_join_multicast(
     _id: *mut rdma_cm_id,
     _addr: *mut libc::sockaddr,
     _context: *mut c_void,
 ) -> c_int {
+    no_multicast()
+}
+
+/// `EOPNOTSUPP` for a multicast join, with the line on stderr saying why.
+fn no_multicast() -> c_int {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        eprintln!(
+            "librdmacm (rocex): rdma_join_multicast: rocex has no multicast groups \
+             (docs/verbs.md)"
+        );
+    });
     fail(libc::EOPNOTSUPP)
 }
 
@@ -371,7 +412,7 @@ pub extern "C" fn rdma_join_multicast_ex(
     _attr: *mut rdma_cm_join_mc_attr_ex,
     _context: *mut c_void,
 ) -> c_int {
-    fail(libc::EOPNOTSUPP)
+    no_multicast()
 }
 
 /// `rdma_leave_multicast`: no group was joined, so `EADDRNOTAVAIL` as rdma-core answers

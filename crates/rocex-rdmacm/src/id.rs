@@ -60,6 +60,10 @@ pub struct Id {
     pub port_use: PortUse,
     /// A passive endpoint's QP attributes and PD, for the ids `rdma_get_request` gives.
     pub ep: Option<(ibv_qp_init_attr, *mut ibv_pd)>,
+    /// `RDMA_OPTION_ID_TOS`, when the program set it: the traffic class of the path.
+    pub tos: Option<u8>,
+    /// What a request settles for the QP (passive side, before `rdma_accept`).
+    pub settled: Option<crate::qp::Settled>,
 }
 
 impl Id {
@@ -104,6 +108,15 @@ impl Id {
     pub fn dst(&self) -> Option<SocketAddr> {
         sockaddr::stored(&self.c.route.addr.dst)
     }
+
+    /// The port space rocexd's CM serves the id in: UDP (SIDR) for a UD id, else TCP.
+    pub fn daemon_ps(&self) -> u16 {
+        if self.c.qp_type == IBV_QPT_UD {
+            RDMA_PS_UDP as u16
+        } else {
+            RDMA_PS_TCP as u16
+        }
+    }
 }
 
 /// A new id on `channel` (its own channel when NULL), or an errno.
@@ -142,22 +155,26 @@ pub fn new_id(
         afonly: None,
         port_use: PortUse::default(),
         ep: None,
+        tos: None,
+        settled: None,
     })))
 }
 
-/// The QP type of a port space: RC for TCP and IB. The datagram spaces (UDP, IPOIB) are
-/// rdma_cm over UD, whose addressing needs the CM's SIDR exchange, which rocexd's CM does
-/// not have: `EOPNOTSUPP` there, said once on stderr so that a program's bare "Operation
-/// not supported" has its reason; `EINVAL` for a port space rdma-core does not define.
+/// The QP type of a port space: RC for TCP and IB, UD for UDP (rocexd's CM resolves the
+/// service with SIDR). IPoIB's port space joins the IPoIB broadcast group, which needs
+/// multicast, which rocex does not have: `EOPNOTSUPP`, said once on stderr so that a
+/// program's bare "Operation not supported" has its reason; `EINVAL` for a port space
+/// rdma-core does not define.
 fn qp_type_of(ps: u32) -> Result<c_int, i32> {
     match ps {
         RDMA_PS_TCP | RDMA_PS_IB => Ok(IBV_QPT_RC),
-        RDMA_PS_UDP | RDMA_PS_IPOIB => {
+        RDMA_PS_UDP => Ok(IBV_QPT_UD),
+        RDMA_PS_IPOIB => {
             static SAID: std::sync::Once = std::sync::Once::new();
             SAID.call_once(|| {
                 eprintln!(
-                    "librdmacm (rocex): rdma_cm over UD (RDMA_PS_UDP, RDMA_PS_IPOIB) needs \
-                     SIDR, which rocexd's CM does not have (docs/verbs.md)"
+                    "librdmacm (rocex): RDMA_PS_IPOIB needs IPoIB's multicast groups, which \
+                     rocex does not have (docs/verbs.md)"
                 );
             });
             Err(libc::EOPNOTSUPP)
@@ -253,10 +270,10 @@ fn release(v: &Verbs, g: &mut Guard, me: *mut Id) {
         }
         keep
     });
-    for (d, port) in mine {
-        if g.listening.remove(&(d, port)) {
+    for (d, ps, port) in mine {
+        if g.listening.remove(&(d, ps, port)) {
             // SAFETY: the device's open context.
-            unsafe { (v.rocex_cm_unlisten)(g.dev(d).ctx, port) };
+            unsafe { (v.rocex_cm_unlisten)(g.dev(d).ctx, ps, port) };
         }
     }
 }
@@ -438,9 +455,11 @@ pub unsafe fn bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -> c_int
 
 /// `rdma_set_option`, with the kernel's answers (`ucma_set_option_id`,
 /// `ucma_set_option_level`): `ENOSYS` for an unknown level or option, `EINVAL` for a
-/// value of the wrong size or an option the id's state no longer takes. rocexd chooses
-/// a connection's traffic class and ACK timeout itself, so TOS and ACK_TIMEOUT are
-/// checked and kept but do not reach the wire (`docs/verbs.md`).
+/// value of the wrong size or an option the id's state no longer takes. TOS is the
+/// traffic class `rdma_connect` puts on the path (the REQ's, which both QPs take, as the
+/// kernel's `cma_resolve_iboe_route` does) or on a UD path's address vector; rocexd
+/// chooses the ACK timeout itself, so ACK_TIMEOUT is checked and kept but does not reach
+/// the wire (`docs/verbs.md`).
 ///
 /// # Safety
 ///
@@ -466,7 +485,11 @@ pub unsafe extern "C" fn rdma_set_option(
         (optlen == size_of::<c_int>()).then(|| unsafe { optval.cast::<c_int>().read_unaligned() })
     };
     let e = match (level, optname) {
-        (RDMA_OPTION_ID, RDMA_OPTION_ID_TOS) if optlen == 1 => 0,
+        (RDMA_OPTION_ID, RDMA_OPTION_ID_TOS) if optlen == 1 => {
+            // SAFETY: per the contract, one byte.
+            m.tos = Some(unsafe { optval.cast::<u8>().read() });
+            0
+        }
         (RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR) => match int() {
             // rdma_set_reuseaddr: before binding, or turning it on before listening.
             Some(r) if m.state == State::Idle || (r != 0 && m.state != State::Listening) => {

@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::abi::*;
 use crate::channel::event as new_event;
 use crate::id::{Id, State, new_id};
+use crate::qp;
 use crate::registry::{Guard, lock};
 use crate::sockaddr;
 use crate::verbs::{RocexCmEvent, Verbs, verbs};
@@ -136,7 +137,19 @@ fn dispatch(v: &Verbs, g: &mut Guard, i: usize, e: &RocexCmEvent) {
     // The REP's private data on the connecting side, the REJ's on a refusal, each field
     // whole (cma_ib_handler).
     let data = &e.private_data[..(e.private_data_len as usize).min(e.private_data.len())];
+    let ud = e.ps == RDMA_PS_UDP as u16;
     let (kind, status) = match e.kind {
+        // A SIDR exchange ends here: the service's QPN, Q_Key and the path's address
+        // vector, as `cma_sidr_rep_handler` hands them on.
+        ESTABLISHED if ud => {
+            g.conns.remove(&(i, e.id));
+            m.state = State::Done;
+            let mut ev = new_event(&mut m.c, event::ESTABLISHED, 0, data);
+            ev.e.param.ud.ah_attr = qp::ah_attr(peer(e), m.tos.unwrap_or(0));
+            ev.e.param.ud.qp_num = e.remote_qpn;
+            ev.e.param.ud.qkey = e.qkey;
+            return m.deliver(ev);
+        }
         ESTABLISHED => {
             m.state = State::Connected(e.id);
             let ev = new_event(&mut m.c, event::ESTABLISHED, 0, data);
@@ -144,25 +157,30 @@ fn dispatch(v: &Verbs, g: &mut Guard, i: usize, e: &RocexCmEvent) {
         }
         // The IB reject reason, as the kernel reports it.
         REJECTED => (event::REJECTED, i32::from(e.reason)),
-        // cma_ib_handler: a REQ or REP that timed out.
+        // cma_sidr_rep_handler: a SIDR_REP refusing, with its status.
+        UNREACHABLE if e.reason != 0 => (event::UNREACHABLE, i32::from(e.reason)),
+        // cma_ib_handler: a REQ or REP that timed out (a SIDR_REQ too).
         UNREACHABLE => (event::UNREACHABLE, -libc::ETIMEDOUT),
         DISCONNECTED => (event::DISCONNECTED, 0),
         _ => return,
     };
     g.conns.remove(&(i, e.id));
     m.state = State::Done;
-    let data = if kind == event::REJECTED { data } else { &[] };
+    let refused = kind == event::REJECTED || (kind == event::UNREACHABLE && ud && status > 0);
+    let data = if refused { data } else { &[] };
     let ev = new_event(&mut m.c, kind, status, data);
     m.deliver(ev);
 }
 
 /// A connection request: a new id on the listener's device (with its own channel when
 /// the listener is synchronous, as rdma-core gives it) and `CONNECT_REQUEST` with the
-/// REQ's private data on the listener's channel. A request for a port no id listens on
-/// any more is rejected.
+/// REQ's private data on the listener's channel (a SIDR_REQ's for a UD listener), and
+/// the REQ's initiator depth and responder resources as the passive side's (swapped,
+/// as `cma_set_req_event_data` gives them). A request for a port no id listens on any
+/// more is rejected.
 fn request(v: &Verbs, g: &mut Guard, i: usize, e: &RocexCmEvent) {
     let ctx = g.dev(i).ctx;
-    let Some(&l) = g.listeners.get(&(i, e.port)) else {
+    let Some(&l) = g.listeners.get(&(i, e.ps, e.port)) else {
         // SAFETY: the device's open context.
         unsafe { (v.rocex_cm_reject)(ctx, e.id, core::ptr::null(), 0) };
         return;
@@ -185,7 +203,10 @@ fn request(v: &Verbs, g: &mut Guard, i: usize, e: &RocexCmEvent) {
     m.state = State::Requested(e.id);
     let (local, remote) = (g.dev(i).addr, peer(e));
     sockaddr::write(&mut m.c.route.addr.src, SocketAddr::new(local, e.port));
-    sockaddr::write(&mut m.c.route.addr.dst, SocketAddr::new(remote, 0));
+    sockaddr::write(
+        &mut m.c.route.addr.dst,
+        SocketAddr::new(remote, e.peer_port),
+    );
     m.c.route.addr.ibaddr = rdma_ib_addr {
         sgid: sockaddr::gid(local),
         dgid: sockaddr::gid(remote),
@@ -195,5 +216,12 @@ fn request(v: &Verbs, g: &mut Guard, i: usize, e: &RocexCmEvent) {
     let n = (e.private_data_len as usize).min(e.private_data.len());
     let mut ev = new_event(&mut m.c, event::CONNECT_REQUEST, 0, &e.private_data[..n]);
     ev.e.listen_id = &mut lm.c;
+    if m.c.qp_type != IBV_QPT_UD {
+        m.settled = Some(qp::Settled::of(e, remote));
+        // SAFETY: the conn member is the one `new_event` filled for a connected id.
+        let c = unsafe { &mut ev.e.param.conn };
+        (c.initiator_depth, c.responder_resources) = (e.max_rd_atomic, e.max_dest_rd_atomic);
+        (c.retry_count, c.rnr_retry_count) = (e.retry_cnt, e.rnr_retry);
+    }
     lm.deliver(ev);
 }

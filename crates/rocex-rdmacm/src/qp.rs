@@ -63,6 +63,93 @@ const RC_RTS_MASK: c_int = IBV_QP_STATE
     | IBV_QP_RNR_RETRY
     | IBV_QP_MAX_QP_RD_ATOMIC;
 
+/// What a connection settled for the local QP, as rocexd's event carries it: for a
+/// request not yet accepted, what the accept will settle (the REQ's QPN, PSN, path and
+/// limits, and the PSN rocexd will send in the REP).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settled {
+    /// The peer's address.
+    pub peer: std::net::IpAddr,
+    /// The peer's QPN.
+    pub remote_qpn: u32,
+    /// The local QP's first send PSN.
+    pub sq_psn: u32,
+    /// The local QP's expected PSN.
+    pub rq_psn: u32,
+    /// Path MTU (`enum ibv_mtu`).
+    pub path_mtu: u8,
+    /// Initiator depth.
+    pub max_rd_atomic: u8,
+    /// Responder resources.
+    pub max_dest_rd_atomic: u8,
+    /// Transport retries.
+    pub retry_cnt: u8,
+    /// RNR retries.
+    pub rnr_retry: u8,
+    /// Local ACK timeout exponent.
+    pub timeout: u8,
+    /// The path's traffic class.
+    pub traffic_class: u8,
+}
+
+impl Settled {
+    /// The attributes of daemon event `e` from `peer`.
+    pub fn of(e: &crate::verbs::RocexCmEvent, peer: std::net::IpAddr) -> Self {
+        Self {
+            peer,
+            remote_qpn: e.remote_qpn,
+            sq_psn: e.sq_psn,
+            rq_psn: e.rq_psn,
+            path_mtu: e.path_mtu,
+            max_rd_atomic: e.max_rd_atomic,
+            max_dest_rd_atomic: e.max_dest_rd_atomic,
+            retry_cnt: e.retry_cnt,
+            rnr_retry: e.rnr_retry,
+            timeout: e.timeout,
+            traffic_class: e.traffic_class,
+        }
+    }
+
+    /// RTR or RTS attributes and the kernel CM's mask (`cm_init_qp_rtr_attr`,
+    /// `cm_init_qp_rts_attr`); `EINVAL` for another state.
+    pub fn attr(&self, state: c_int) -> Result<(ibv_qp_attr, c_int), i32> {
+        let mut a = ibv_qp_attr {
+            qp_state: state,
+            ..ibv_qp_attr::default()
+        };
+        match state {
+            IBV_QPS_RTR => {
+                a.ah_attr = ah_attr(self.peer, self.traffic_class);
+                (a.path_mtu, a.dest_qp_num, a.rq_psn) =
+                    (c_int::from(self.path_mtu), self.remote_qpn, self.rq_psn);
+                (a.max_dest_rd_atomic, a.min_rnr_timer) = (self.max_dest_rd_atomic, 12);
+                Ok((a, RC_RTR_MASK))
+            }
+            IBV_QPS_RTS => {
+                (a.sq_psn, a.timeout, a.retry_cnt) = (self.sq_psn, self.timeout, self.retry_cnt);
+                (a.rnr_retry, a.max_rd_atomic) = (self.rnr_retry, self.max_rd_atomic);
+                Ok((a, RC_RTS_MASK))
+            }
+            _ => Err(libc::EINVAL),
+        }
+    }
+}
+
+/// The address vector of a RoCE path to `peer`, as the kernel's rdma_cm reports one (a
+/// GRH with the peer's GID, the IPv4-mapped GID's index 1 as source, the path's traffic
+/// class).
+pub fn ah_attr(peer: std::net::IpAddr, traffic_class: u8) -> ibv_ah_attr {
+    // SAFETY: all-zero is an empty ibv_ah_attr.
+    let mut a: ibv_ah_attr = unsafe { core::mem::zeroed() };
+    a.grh.dgid = crate::sockaddr::gid(peer);
+    a.grh.sgid_index = 1;
+    a.grh.hop_limit = 64;
+    a.grh.traffic_class = traffic_class;
+    a.is_global = 1;
+    a.port_num = 1;
+    a
+}
+
 /// An RC QP's RTR or RTS attributes and mask as the connection settled them: rocexd's CM
 /// moved the id's QP with the REQ's and REP's values (the peer's QPN and PSN, the path
 /// MTU, the resources), so they are read back from the QP. `EINVAL` while the QP is not

@@ -29,11 +29,12 @@ pub struct Registry {
     devs: Option<Vec<Dev>>,
     /// Daemon connection `(device, id)` to the rdma_cm id it belongs to.
     pub conns: HashMap<(usize, u32), *mut Id>,
-    /// Listening `(device, port)` to its id.
-    pub listeners: HashMap<(usize, u16), *mut Id>,
-    /// `(device, port)` pairs the daemon listens on for this process, until the last id
-    /// listening there is destroyed ([`crate::id::destroy_id`]).
-    pub listening: HashSet<(usize, u16)>,
+    /// Listening `(device, port space, port)` to its id (the port space rocexd's CM
+    /// serves: TCP or UDP, [`Id::daemon_ps`]).
+    pub listeners: HashMap<(usize, u16, u16), *mut Id>,
+    /// `(device, port space, port)` the daemon listens on for this process, until the last
+    /// id listening there is destroyed ([`crate::id::destroy_id`]).
+    pub listening: HashSet<(usize, u16, u16)>,
     /// Local ports held by ids, with how each id holds it.
     ports: HashMap<u16, Vec<PortUse>>,
     next_port: u16,

@@ -119,8 +119,27 @@ int main(int argc, char **argv)
 	rdma_destroy_qp(id);
 	rdma_destroy_id(id);
 
-	/* rdma_cm over UD needs SIDR, which rocexd does not have; rocex has no multicast. */
+	/* rdma_cm over UD: the peer's CM answers a SIDR_REQ for a port nobody listens on
+	 * with status 1 (service ID not supported), UNREACHABLE with that status; 181 bytes
+	 * of private data are one more than a SIDR_REQ carries after rdma_cm's header. */
 	SAY("create_id_udp", rdma_create_id(ch, &id, NULL, RDMA_PS_UDP));
+	rdma_resolve_addr(id, NULL, (struct sockaddr *)&peer, 2000);
+	next(ch, &st);
+	rdma_resolve_route(id, 2000);
+	next(ch, &st);
+	struct ibv_qp_init_attr ua = { .qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 } };
+	SAY("create_qp_ud", rdma_create_qp(id, NULL, &ua));
+	char bigger[181] = { 0 };
+	struct rdma_conn_param sidr_too_much = { .private_data = bigger, .private_data_len = sizeof bigger };
+	SAY("connect_ud_181_bytes", rdma_connect(id, &sidr_too_much));
+	SAY("connect_ud", rdma_connect(id, NULL));
+	t = next(ch, &st);
+	printf("connect_ud_event %s %d\n", rdma_event_str(t), st);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+
+	/* IPoIB's port space and multicast need multicast groups, which rocex has not. */
 	SAY("create_id_ipoib", rdma_create_id(ch, &id, NULL, RDMA_PS_IPOIB));
 	rdma_create_id(ch, &id, NULL, RDMA_PS_TCP);
 	SAY("join_multicast", rdma_join_multicast(id, (struct sockaddr *)&peer, NULL));

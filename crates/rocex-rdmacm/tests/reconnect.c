@@ -1,7 +1,8 @@
 /* A listener destroyed and made again on the same port, and the RTR and RTS attributes
- * rdma_init_qp_attr gives for a connected RC QP.
+ * rdma_init_qp_attr gives for an RC QP, connected and before accepting.
  *   reconnect server ADDR PORT: listens, destroys the listener, waits for a line on
- *     stdin, listens again on the same port and accepts one connection.
+ *     stdin, listens again on the same port, and takes one connect request: prints the
+ *     request's RTR and RTS attributes, moves its QP to RTR with them and accepts.
  *   reconnect client PEER PORT: connects (the server has no listener then), waits for a
  *     line on stdin, connects again, and disconnects after another line.
  *   reconnect orphan ADDR PORT: listens, destroys the event channel under the listening
@@ -74,9 +75,9 @@ static void make_qp(struct rdma_cm_id *id)
 	say("create_qp", rdma_create_qp(id, NULL, &qa));
 }
 
-/* The RTR and RTS attributes of a connected id, with whether each mask is the kernel
- * CM's (cm_init_qp_rtr_attr, cm_init_qp_rts_attr). */
-static void attrs(struct rdma_cm_id *id)
+/* The RTR and RTS attributes of an id, with whether each mask is the kernel CM's
+ * (cm_init_qp_rtr_attr, cm_init_qp_rts_attr), each line starting with `tag`. */
+static void attrs_as(struct rdma_cm_id *id, const char *tag)
 {
 	struct ibv_qp_attr a;
 	int mask;
@@ -85,19 +86,28 @@ static void attrs(struct rdma_cm_id *id)
 	const int rts = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 			IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
 	char dgid[INET_ADDRSTRLEN];
-	printf("qpn %u\n", id->qp->qp_num);
+	char step[32];
+	printf("%sqpn %u\n", tag, id->qp->qp_num);
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
-	say("init_rtr", rdma_init_qp_attr(id, &a, &mask));
+	snprintf(step, sizeof step, "%sinit_rtr", tag);
+	say(step, rdma_init_qp_attr(id, &a, &mask));
 	inet_ntop(AF_INET, &a.ah_attr.grh.dgid.raw[12], dgid, sizeof(dgid));
-	printf("rtr mask %s state %d dest_qpn %u rq_psn %u mtu %d global %d dgid %s\n",
-	       mask == rtr ? "kernel" : "other", a.qp_state, a.dest_qp_num, a.rq_psn,
-	       a.path_mtu, a.ah_attr.is_global, dgid);
+	printf("%srtr mask %s state %d dest_qpn %u rq_psn %u mtu %d global %d dgid %s "
+	       "max_dest_rd_atomic %d\n",
+	       tag, mask == rtr ? "kernel" : "other", a.qp_state, a.dest_qp_num, a.rq_psn,
+	       a.path_mtu, a.ah_attr.is_global, dgid, a.max_dest_rd_atomic);
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
-	say("init_rts", rdma_init_qp_attr(id, &a, &mask));
-	printf("rts mask %s state %d sq_psn %u\n", mask == rts ? "kernel" : "other",
-	       a.qp_state, a.sq_psn);
+	snprintf(step, sizeof step, "%sinit_rts", tag);
+	say(step, rdma_init_qp_attr(id, &a, &mask));
+	printf("%srts mask %s state %d sq_psn %u max_rd_atomic %d\n", tag,
+	       mask == rts ? "kernel" : "other", a.qp_state, a.sq_psn, a.max_rd_atomic);
+}
+
+static void attrs(struct rdma_cm_id *id)
+{
+	attrs_as(id, "");
 }
 
 static int server(const char *addr, int port)
@@ -116,9 +126,14 @@ static int server(const char *addr, int port)
 	if (next(&id) != RDMA_CM_EVENT_CONNECT_REQUEST)
 		return 1;
 	make_qp(id);
+	printf("dst_port %u\n", ntohs(rdma_get_dst_port(id)));
+	/* Before accepting: the attributes the accept will settle, and the QP moved to
+	 * RTR with them by the program itself, as rdma-core's librdmacm allows. */
+	attrs_as(id, "pre_");
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR };
 	int mask;
-	say("init_rtr_before_accept", rdma_init_qp_attr(id, &a, &mask));
+	rdma_init_qp_attr(id, &a, &mask);
+	say("modify_rtr_before_accept", ibv_modify_qp(id->qp, &a, mask));
 	say("accept", rdma_accept(id, NULL));
 	if (next(NULL) != RDMA_CM_EVENT_ESTABLISHED)
 		return 1;
@@ -144,6 +159,7 @@ static int connect_once(const char *peer, int port, struct rdma_cm_id **out)
 	if (next(NULL) != RDMA_CM_EVENT_ROUTE_RESOLVED)
 		exit(1);
 	make_qp(id);
+	printf("src_port %u\n", ntohs(rdma_get_src_port(id)));
 	say("connect", rdma_connect(id, NULL));
 	int t = next(NULL);
 	*out = id;

@@ -8,7 +8,10 @@
 //! * `rdma_init_qp_attr` for an RC QP's RTR and RTS gives what the connection settled,
 //!   under the kernel CM's masks (`cm_init_qp_rtr_attr`, `cm_init_qp_rts_attr`): each end's
 //!   destination QPN is the other's QP number, its receive PSN the other's send PSN, its
-//!   destination GID the other's address; before the connection is accepted, `EINVAL`.
+//!   destination GID the other's address. On the passive side before `rdma_accept` it
+//!   gives the same values (the kernel's CM answers from the REQ in its REQ_RCVD state),
+//!   and a QP the program moves to RTR with them itself is accepted and connects.
+//! * The passive side's `rdma_get_dst_port` is the port the client's REQ came from.
 
 mod common;
 
@@ -102,11 +105,30 @@ fn a_destroyed_listener_stops_and_connected_attributes_are_the_connections() {
     c.until("rts");
     c.go();
     let (c, s) = (c.done("reconnect client"), s.done("reconnect server"));
-    assert!(
-        s.contains(&"init_rtr_before_accept -1 Invalid argument".into()),
-        "{s:?}"
+    for step in [
+        "pre_init_rtr",
+        "pre_init_rts",
+        "modify_rtr_before_accept",
+        "accept",
+    ] {
+        assert!(s.contains(&format!("{step} 0 ok")), "{step}: {s:?}");
+    }
+    // The request's attributes are the connection's: every value, and the masks.
+    for (pre, post) in [("pre_rtr", "rtr"), ("pre_rts", "rts"), ("pre_qpn", "qpn")] {
+        let line = |head: &str| -> String {
+            let l = s.iter().find(|l| l.starts_with(head)).expect(head);
+            l.split_once(' ').unwrap().1.to_owned()
+        };
+        assert_eq!(line(pre), line(post), "{s:?}");
+    }
+    // Both connects came from one client port (each id binds its own); the second's
+    // is the one the server saw.
+    let src_ports: Vec<_> = c.iter().filter(|l| l.starts_with("src_port")).collect();
+    assert_eq!(
+        field(&s, "dst_port", "dst_port"),
+        field(&[src_ports[1].clone()], "src_port", "src_port"),
+        "{s:?} {c:?}"
     );
-    assert!(s.contains(&"accept 0 ok".into()), "{s:?}");
     // The CM's answer for a port nobody listens on: reason 8, invalid service ID.
     assert_eq!(first, "event RDMA_CM_EVENT_REJECTED 8", "{c:?}");
     for (me, peer, peer_addr) in [(&c, &s, sa), (&s, &c, ca)] {

@@ -7,11 +7,14 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use rocex_shm::control::{
-    CM_PRIVATE_DATA_LEN, CM_REJ_PRIVATE_DATA_LEN, CM_REP_PRIVATE_DATA_LEN, CmEvent, Request,
+    CM_REJ_PRIVATE_DATA_LEN, CM_REP_PRIVATE_DATA_LEN, CM_SIDR_PRIVATE_DATA_LEN, CmEvent, Request,
     Response,
 };
 
 use crate::{Context, Error, Qp, Result, proto};
+
+/// rdma_cm's TCP port space (`RDMA_PS_TCP`).
+const PS_TCP: u16 = 0x0106;
 
 /// The longest sleep between two event polls of [`Context::cm_wait_event`].
 const MAX_NAP: Duration = Duration::from_millis(5);
@@ -20,24 +23,53 @@ impl Context {
     /// `rdma_listen` on rdma_cm `port` (TCP port space): REQs for it become
     /// [`CmEventKind::ConnectRequest`](crate::CmEventKind::ConnectRequest) events.
     pub fn cm_listen(&self, port: u16) -> Result<()> {
-        self.ch.done(&Request::CmListen { port })
+        self.cm_listen_in(PS_TCP, port)
+    }
+
+    /// `rdma_listen` on `port` of rdma_cm port space `ps` (`RDMA_PS_TCP` 0x0106: REQs;
+    /// `RDMA_PS_UDP` 0x0111: SIDR requests).
+    pub fn cm_listen_in(&self, ps: u16, port: u16) -> Result<()> {
+        self.ch.done(&Request::CmListen { ps, port })
     }
 
     /// Gives up rdma_cm `port` ([`cm_listen`](Self::cm_listen)): REQs for it are rejected
     /// (reason 8, invalid service ID) as for a port nobody listens on.
     pub fn cm_unlisten(&self, port: u16) -> Result<()> {
-        self.ch.done(&Request::CmUnlisten { port })
+        self.cm_unlisten_in(PS_TCP, port)
+    }
+
+    /// [`cm_unlisten`](Self::cm_unlisten) in port space `ps`.
+    pub fn cm_unlisten_in(&self, ps: u16, port: u16) -> Result<()> {
+        self.ch.done(&Request::CmUnlisten { ps, port })
     }
 
     /// `rdma_connect`: connects `qp` (an RC QP in INIT) to the listener at `addr`:`port`
     /// with up to 56 bytes of `private_data`. Returns the connection's id at once; the
     /// outcome is an `Established`, `Rejected` or `Unreachable` event with that id.
     pub fn cm_connect(&self, qp: &Qp, addr: IpAddr, port: u16, private_data: &[u8]) -> Result<u32> {
-        too_long(private_data, CM_PRIVATE_DATA_LEN, "a REQ")?;
+        self.cm_connect_with(qp, addr, port, 0, 0, private_data)
+    }
+
+    /// [`cm_connect`](Self::cm_connect) from rdma_cm port `src_port` (0: the daemon picks
+    /// one) with traffic class `tos` on the path (both QPs' packets carry it). For a UD QP
+    /// this resolves the UD service at `addr`:`port` (SIDR, with up to 180 bytes of
+    /// private data): `Established` carries its QPN and Q_Key.
+    pub fn cm_connect_with(
+        &self,
+        qp: &Qp,
+        addr: IpAddr,
+        port: u16,
+        src_port: u16,
+        tos: u8,
+        private_data: &[u8],
+    ) -> Result<u32> {
+        too_long(private_data, CM_SIDR_PRIVATE_DATA_LEN, "a SIDR_REQ")?;
         let req = Request::CmConnect {
             qpn: qp.qpn(),
             addr,
             port,
+            src_port,
+            tos,
             private_data: private_data.to_vec(),
         };
         match self.ch.call(&req, &[])?.0 {

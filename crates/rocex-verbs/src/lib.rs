@@ -53,7 +53,7 @@ pub mod verbs {
     pub use rocex_verbs_types::*;
 }
 pub use rocex_shm::control::DeviceAttr as DeviceAttributes;
-pub use rocex_shm::control::{CmEvent, CmEventKind};
+pub use rocex_shm::control::{CmConn, CmEvent, CmEventKind};
 pub use rocex_shm::control::{QpStat, StatGroup, Stats};
 pub use rocex_verbs_types::{Access, WorkCompletion as Wc};
 

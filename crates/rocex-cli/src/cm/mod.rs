@@ -247,6 +247,7 @@ impl CmDevice {
                 retry_count: limits.retry_count,
                 rnr_retry_count: limits.rnr_retry_count,
                 path_mtu: limits.mtu,
+                traffic_class: 0,
                 private_data,
             };
             let now = self.driver.now();

@@ -75,6 +75,7 @@ fn ip(args: &[&str]) -> Output {
 /// Two namespaces joined by a veth pair, each with a rocexd; all removed on drop.
 pub(crate) struct Hosts {
     ns: [String; 2],
+    veth: [String; 2],
     /// The hosts' addresses.
     pub(crate) addr: [String; 2],
     daemons: Vec<(Child, PathBuf)>,
@@ -92,13 +93,14 @@ impl Hosts {
         let ns = [format!("rcm{n}a"), format!("rcm{n}b")];
         let net = 230 + u16::from(n);
         let addr = [format!("198.18.{net}.1"), format!("198.18.{net}.2")];
+        let veth = [format!("rcm{n}v0"), format!("rcm{n}v1")];
         let mut h = Self {
             ns,
+            veth: veth.clone(),
             addr,
             daemons: Vec::new(),
         };
         h.remove();
-        let veth = [format!("rcm{n}v0"), format!("rcm{n}v1")];
         for ns in &h.ns {
             ip(&["netns", "add", ns]);
             ip(&["-n", ns, "link", "set", "lo", "up"]);
@@ -189,6 +191,36 @@ impl Hosts {
         (ct, st)
     }
 
+    /// tcpdump on host `i`'s veth, writing `file`, once it listens; `None` after recording
+    /// why it cannot run (no tcpdump or tshark, which reads the capture).
+    pub(crate) fn capture(&self, i: usize, file: &std::path::Path) -> Option<Capture> {
+        let test = std::thread::current().name().unwrap_or("rdmacm").to_owned();
+        rocex_testkit::require_tool(&test, "tcpdump")?;
+        rocex_testkit::require_tool(&test, "tshark")?;
+        let log = file.with_extension("log");
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &self.ns[i], "tcpdump", "-i", &self.veth[i]])
+            .args(["--immediate-mode", "-s", "0", "-U", "-w"])
+            .arg(file)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start tcpdump");
+        let end = Instant::now() + Duration::from_secs(10);
+        loop {
+            let said = std::fs::read_to_string(&log).unwrap();
+            if said.contains("listening on") {
+                let _ = std::fs::remove_file(&log);
+                return Some(Capture { child });
+            }
+            assert!(
+                Instant::now() < end && child.try_wait().unwrap().is_none(),
+                "tcpdump did not start: {said}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Host `i`'s rocexd control socket.
     pub(crate) fn socket(&self, i: usize) -> &std::path::Path {
         &self.daemons[i].1
@@ -208,6 +240,37 @@ impl Hosts {
                 .status();
         }
     }
+}
+
+/// A running tcpdump ([`Hosts::capture`]).
+pub(crate) struct Capture {
+    child: Child,
+}
+
+impl Capture {
+    /// Lets the tail reach the file, then stops tcpdump (SIGINT, as a user would).
+    pub(crate) fn stop(mut self) {
+        std::thread::sleep(Duration::from_millis(500));
+        // SAFETY: signals our own child (ip netns exec runs tcpdump in its place) by pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let _ = self.child.wait();
+    }
+}
+
+/// `tshark -r file -Y filter` with `fields`, one row per packet.
+pub(crate) fn tshark(file: &std::path::Path, filter: &str, fields: &[&str]) -> Vec<Vec<String>> {
+    let mut c = Command::new("tshark");
+    c.arg("-r").arg(file).args(["-Y", filter, "-T", "fields"]);
+    for f in fields {
+        c.args(["-e", f]);
+    }
+    let o = c.output().expect("run tshark");
+    assert!(o.status.success(), "tshark: {}", text(&o));
+    String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.split('\t').map(str::to_owned).collect())
+        .collect()
 }
 
 impl Drop for Hosts {

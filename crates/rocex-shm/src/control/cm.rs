@@ -7,6 +7,11 @@ use super::codec::{BodyError, Get, Put};
 /// Most private-data bytes a `CmConnect` carries: a REQ's 92 less rdma_cm's 36-byte
 /// address header.
 pub const CM_PRIVATE_DATA_LEN: usize = 56;
+/// Most private-data bytes a `CmConnect` of a UD QP carries: a SIDR_REQ's 216 less
+/// rdma_cm's header (the kernel's `RDMA_MAX_UDP_PRIVATE_DATA`).
+pub const CM_SIDR_PRIVATE_DATA_LEN: usize = 180;
+/// Most private-data bytes a `CmAccept` of a SIDR request carries: a SIDR_REP's.
+pub const CM_SIDR_REP_PRIVATE_DATA_LEN: usize = 136;
 /// Most private-data bytes a `CmAccept` carries: a REP's, in which rdma_cm puts no header.
 pub const CM_REP_PRIVATE_DATA_LEN: usize = 196;
 /// Most private-data bytes a `CmReject` carries: a REJ's.
@@ -72,6 +77,61 @@ impl CmEventKind {
     }
 }
 
+/// The QP attributes a connection settled (or, for a request not yet accepted, will
+/// settle when accepted), as `rdma_init_qp_attr` gives them; all zero when the event has
+/// none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CmConn {
+    /// The peer's QPN (a REQ's, REP's or SIDR_REP's).
+    pub remote_qpn: u32,
+    /// The local QP's first send PSN: the peer's expected PSN.
+    pub sq_psn: u32,
+    /// The local QP's expected PSN: the PSN the daemon chose and sends in the REP.
+    pub rq_psn: u32,
+    /// Path MTU (`ibv_mtu`).
+    pub path_mtu: u8,
+    /// READ/atomic requests the local QP issues (initiator depth).
+    pub max_rd_atomic: u8,
+    /// READ/atomic requests the local QP accepts (responder resources).
+    pub max_dest_rd_atomic: u8,
+    /// Transport retries.
+    pub retry_cnt: u8,
+    /// RNR retries.
+    pub rnr_retry: u8,
+    /// Local ACK timeout exponent.
+    pub timeout: u8,
+    /// The path's traffic class (the IP TOS of the QP's packets).
+    pub traffic_class: u8,
+}
+
+impl CmConn {
+    pub(super) fn put(&self, p: &mut Put) {
+        p.u32(self.remote_qpn).u32(self.sq_psn).u32(self.rq_psn);
+        p.u8(self.path_mtu)
+            .u8(self.max_rd_atomic)
+            .u8(self.max_dest_rd_atomic)
+            .u8(self.retry_cnt)
+            .u8(self.rnr_retry)
+            .u8(self.timeout)
+            .u8(self.traffic_class);
+    }
+
+    pub(super) fn get(g: &mut Get<'_>) -> Result<Self, BodyError> {
+        Ok(Self {
+            remote_qpn: g.u32("remote_qpn")?,
+            sq_psn: g.u32("sq_psn")?,
+            rq_psn: g.u32("rq_psn")?,
+            path_mtu: g.u8("path_mtu")?,
+            max_rd_atomic: g.u8("max_rd_atomic")?,
+            max_dest_rd_atomic: g.u8("max_dest_rd_atomic")?,
+            retry_cnt: g.u8("retry_cnt")?,
+            rnr_retry: g.u8("rnr_retry")?,
+            timeout: g.u8("timeout")?,
+            traffic_class: g.u8("traffic_class")?,
+        })
+    }
+}
+
 /// One CM event (`CmPoll`'s answer).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CmEvent {
@@ -83,11 +143,22 @@ pub struct CmEvent {
     pub peer: IpAddr,
     /// The listening port (a request), or 0.
     pub port: u16,
-    /// The REJ reason (`Rejected`), or 0.
+    /// The port space of the connection: `RDMA_PS_TCP` (0x0106) for a REQ's, `RDMA_PS_UDP`
+    /// (0x0111) for a SIDR exchange's.
+    pub ps: u16,
+    /// The peer's rdma_cm port (from a request's rdma_cm header), or 0.
+    pub peer_port: u16,
+    /// The peer's Q_Key (a SIDR_REP's), or 0.
+    pub qkey: u32,
+    /// The QP attributes of the connection: a request's (before `CmAccept`, with the PSN
+    /// the accept will send), an RC `Established`'s, or a SIDR `Established`'s remote QPN.
+    pub conn: CmConn,
+    /// The REJ reason (`Rejected`), a refusing SIDR_REP's status (`Unreachable`), or 0.
     pub reason: u16,
     /// The private data of the peer's message, each field whole as the kernel's rdma_cm
     /// hands it on: the REQ's after rdma_cm's header (`ConnectRequest`, 56 bytes), the
     /// REP's (`Established` on the connecting side, 196), the REJ's (`Rejected` by the
-    /// peer, 148); else empty.
+    /// peer, 148); a SIDR_REQ's after rdma_cm's header (180), a SIDR_REP's (136); else
+    /// empty.
     pub private_data: Vec<u8>,
 }

@@ -22,7 +22,8 @@ mod response;
 mod stats;
 
 pub use cm::{
-    CM_PRIVATE_DATA_LEN, CM_REJ_PRIVATE_DATA_LEN, CM_REP_PRIVATE_DATA_LEN, CmEvent, CmEventKind,
+    CM_PRIVATE_DATA_LEN, CM_REJ_PRIVATE_DATA_LEN, CM_REP_PRIVATE_DATA_LEN,
+    CM_SIDR_PRIVATE_DATA_LEN, CM_SIDR_REP_PRIVATE_DATA_LEN, CmConn, CmEvent, CmEventKind,
 };
 pub use codec::BodyError;
 pub use frame::{FrameError, FrameHeader, HEADER_LEN, MAX_FRAME, decode_header, encode_frame};

@@ -4,9 +4,9 @@ use core::net::IpAddr;
 
 use rocex_verbs_types::{AttrMask, QpAttr, QpCap, QpType};
 
-use super::cm::{CM_PRIVATE_DATA_LEN, CM_REJ_PRIVATE_DATA_LEN, CM_REP_PRIVATE_DATA_LEN};
 #[cfg(doc)]
-use super::cm::{CmEvent, CmEventKind};
+use super::cm::{CM_PRIVATE_DATA_LEN, CmEvent, CmEventKind};
+use super::cm::{CM_REJ_PRIVATE_DATA_LEN, CM_REP_PRIVATE_DATA_LEN, CM_SIDR_PRIVATE_DATA_LEN};
 use super::cm::{get_addr, get_private, put_addr, put_private};
 use super::codec::{BodyError, Get, Put};
 use super::kind;
@@ -123,18 +123,24 @@ pub enum Request {
         /// With `qpn` 0: the first QPN of the page (the last page's `next`; 0 to start).
         cursor: u32,
     },
-    /// Receive the connection requests for an rdma_cm port (TCP port space).
+    /// Receive the connection requests (TCP port space) or SIDR requests (UDP port space)
+    /// for an rdma_cm port.
     CmListen {
+        /// The port space: rdma_cm's `RDMA_PS_TCP` (0x0106) or `RDMA_PS_UDP` (0x0111).
+        ps: u16,
         /// The port.
         port: u16,
     },
     /// Give up an rdma_cm port [`CmListen`](Self::CmListen) claimed: REQs for it are then
     /// rejected as for a port nobody listens on.
     CmUnlisten {
+        /// The port space.
+        ps: u16,
         /// The port.
         port: u16,
     },
-    /// Connect the client's RC QP `qpn` (in INIT) to `addr`:`port`; answered with the
+    /// Connect the client's RC QP `qpn` (in INIT) to `addr`:`port` (TCP port space), or
+    /// resolve the UD service there for its UD QP (UDP port space, SIDR); answered with the
     /// connection's id at once, the outcome comes as a [`CmEvent`].
     CmConnect {
         /// The client's QP.
@@ -143,7 +149,13 @@ pub enum Request {
         addr: IpAddr,
         /// Its rdma_cm port.
         port: u16,
-        /// Private data for the listener, at most [`CM_PRIVATE_DATA_LEN`] bytes.
+        /// The connecting id's own rdma_cm port, which rdma_cm's header carries to the
+        /// listener (0: the daemon picks one).
+        src_port: u16,
+        /// The path's traffic class (`RDMA_OPTION_ID_TOS`): the IP TOS of both QPs' packets.
+        tos: u8,
+        /// Private data for the listener, at most [`CM_PRIVATE_DATA_LEN`] bytes for a REQ,
+        /// [`CM_SIDR_PRIVATE_DATA_LEN`] for a SIDR_REQ.
         private_data: Vec<u8>,
     },
     /// Accept the request `id` (a [`CmEventKind::ConnectRequest`]) with QP `qpn` (in INIT).
@@ -269,19 +281,21 @@ impl Request {
             Self::Stat { qpn, cursor } => {
                 p.u32(*qpn).u32(*cursor);
             }
-            Self::CmListen { port } | Self::CmUnlisten { port } => {
-                p.u16(*port);
+            Self::CmListen { ps, port } | Self::CmUnlisten { ps, port } => {
+                p.u16(*ps).u16(*port);
             }
             Self::CmConnect {
                 qpn,
                 addr,
                 port,
+                src_port,
+                tos,
                 private_data,
             } => {
                 p.u32(*qpn);
                 put_addr(&mut p, *addr);
-                p.u16(*port);
-                put_private(&mut p, private_data, CM_PRIVATE_DATA_LEN);
+                p.u16(*port).u16(*src_port).u8(*tos);
+                put_private(&mut p, private_data, CM_SIDR_PRIVATE_DATA_LEN);
             }
             Self::CmAccept {
                 id,
@@ -369,16 +383,20 @@ impl Request {
                 cursor: g.u32("cursor")?,
             },
             kind::CM_LISTEN => Self::CmListen {
+                ps: g.u16("ps")?,
                 port: g.u16("port")?,
             },
             kind::CM_UNLISTEN => Self::CmUnlisten {
+                ps: g.u16("ps")?,
                 port: g.u16("port")?,
             },
             kind::CM_CONNECT => Self::CmConnect {
                 qpn: g.u32("qpn")?,
                 addr: get_addr(&mut g)?,
                 port: g.u16("port")?,
-                private_data: get_private(&mut g, CM_PRIVATE_DATA_LEN)?,
+                src_port: g.u16("src_port")?,
+                tos: g.u8("tos")?,
+                private_data: get_private(&mut g, CM_SIDR_PRIVATE_DATA_LEN)?,
             },
             kind::CM_ACCEPT => Self::CmAccept {
                 id: g.u32("id")?,

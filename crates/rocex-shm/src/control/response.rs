@@ -3,7 +3,8 @@
 use rocex_verbs_types::{QpAttr, QpCap};
 
 use super::cm::{
-    CM_REP_PRIVATE_DATA_LEN, CmEvent, CmEventKind, get_addr, get_private, put_addr, put_private,
+    CM_REP_PRIVATE_DATA_LEN, CmConn, CmEvent, CmEventKind, get_addr, get_private, put_addr,
+    put_private,
 };
 use super::codec::{BodyError, Get, Put, read_fields};
 use super::kind;
@@ -254,6 +255,8 @@ impl Response {
                 put_addr(&mut p, e.peer);
                 p.u16(e.port).u16(e.reason);
                 put_private(&mut p, &e.private_data, CM_REP_PRIVATE_DATA_LEN);
+                p.u16(e.ps).u16(e.peer_port).u32(e.qkey);
+                e.conn.put(&mut p);
             }
             Self::Done(_) => {}
             Self::Error { errno, detail } => {
@@ -354,6 +357,10 @@ impl Response {
                     port: g.u16("port")?,
                     reason: g.u16("reason")?,
                     private_data: get_private(&mut g, CM_REP_PRIVATE_DATA_LEN)?,
+                    ps: g.u16("ps")?,
+                    peer_port: g.u16("peer_port")?,
+                    qkey: g.u32("qkey")?,
+                    conn: CmConn::get(&mut g)?,
                 })),
             },
             k @ (kind::DEALLOC_PD

@@ -116,7 +116,7 @@ impl Qp {
     /// deadline moves past it.
     pub(crate) fn request_sent(&mut self, ctx: &Ctx<'_>, psn: Psn, resent: bool) {
         if resent {
-            self.comp.rtt.resent(psn);
+            self.comp.rtt.resent(psn, ctx.now);
         } else {
             self.comp.rtt.sent(psn, ctx.now);
         }

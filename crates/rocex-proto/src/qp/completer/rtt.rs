@@ -9,6 +9,15 @@
 //! resent packets are the ones rxe would resend at its timeout (go-back-N from the oldest
 //! unacknowledged PSN), so a peer sees the same packets, sooner (`docs/wire.md`,
 //! "Recovery").
+//!
+//! A responder that now and then answers late (a host busy or descheduled for a while,
+//! kernel rxe in an emulated guest) must not be resent for every time. A late answer's
+//! round trip is longer than the deadline, so its packet has been resent before the
+//! answer comes, and Karn's rule forbids the sample: the timer never learns it. An answer
+//! that comes sooner after the resend than any round trip seen cannot be the copy's,
+//! though: it is the first copy's, the resend was spurious, and its round trip is a
+//! sample. And the longest recent sample is a floor under the deadline, since such a
+//! responder is late again long after SRTT and RTTVAR have forgotten it.
 
 use core::time::Duration;
 
@@ -21,6 +30,18 @@ use crate::time::Instant;
 pub(crate) const MIN_RTO: Duration = Duration::from_micros(100);
 /// Early deadlines run out in a row double the next, at most this many times.
 const MAX_BACKOFF: u32 = 10;
+/// How many samples the longest recent round trip stands for ([`Rtt::peak`]).
+const PEAK_SAMPLES: u32 = 256;
+
+/// The packet being timed.
+#[derive(Debug, Clone, Copy)]
+struct Timed {
+    psn: Psn,
+    /// When it first went out.
+    at: Instant,
+    /// When a go-back first sent it again.
+    resent: Option<Instant>,
+}
 
 /// Measured round trips and the packet being timed.
 #[derive(Debug, Default)]
@@ -29,8 +50,14 @@ pub(crate) struct Rtt {
     srtt: Option<Duration>,
     /// Its mean deviation.
     rttvar: Duration,
-    /// The packet being timed (one at a time): its PSN and when it went out.
-    timing: Option<(Psn, Instant)>,
+    /// The shortest round trip seen: no resend is answered sooner.
+    min: Option<Duration>,
+    /// The longest round trip of the last [`PEAK_SAMPLES`] samples, and how many samples
+    /// ago it was taken: a responder that answers late now and then (a host descheduled
+    /// for milliseconds) does so again, long after SRTT and RTTVAR have forgotten it.
+    peak: (Duration, u32),
+    /// The packet being timed (one at a time).
+    timing: Option<Timed>,
     /// Early deadlines run out since the last progress.
     backoff: u32,
 }
@@ -41,25 +68,54 @@ impl Rtt {
     /// (an ACK, a READ response, or a NAK past it), so it also counts the time the
     /// responder takes to answer at all, which is what the timer waits for. Timing only
     /// packets with AckReq left a link losing 5% with almost no sample: 64 packets had to
-    /// arrive unbroken first. Resent packets are never timed (Karn's rule).
+    /// arrive unbroken first.
     pub(crate) fn sent(&mut self, psn: Psn, now: Instant) {
         if self.timing.is_none() {
-            self.timing = Some((psn, now));
+            self.timing = Some(Timed {
+                psn,
+                at: now,
+                resent: None,
+            });
+        }
+    }
+
+    /// A packet went out again at `now`. Resends run in PSN order from the oldest
+    /// unacknowledged, so one at or past the timed packet has resent it, and an answer to
+    /// it may now be the copy's (Karn's rule); one before it leaves an answer unambiguous
+    /// until then. Forgetting the timing at the go-back instead left a link losing 5% with
+    /// no sample at all: nearly every window went back before its timed packet was answered.
+    pub(crate) fn resent(&mut self, psn: Psn, now: Instant) {
+        if let Some(t) = &mut self.timing
+            && !psn.is_before(t.psn)
+            && t.resent.is_none()
+        {
+            t.resent = Some(now);
         }
     }
 
     /// Everything before `acked` is acknowledged at `now`: a sample if that covers the
-    /// timed packet, and the backoff forgotten.
+    /// timed packet and the answer can only be its first copy's. That is so if the packet
+    /// was not resent, or if the answer came sooner after the resend than any round trip
+    /// seen (the copy cannot have been answered yet: the resend was spurious, and its
+    /// first copy's round trip is the one the timer must learn). The backoff is forgotten.
     pub(crate) fn progress(&mut self, acked: Psn, now: Instant) {
         self.backoff = 0;
-        let Some((psn, at)) = self.timing else {
-            return;
-        };
-        if !acked.is_after(psn) {
+        let Some(t) = self.timing else { return };
+        if !acked.is_after(t.psn) {
             return;
         }
         self.timing = None;
-        let r = now - at;
+        let r = now - t.at;
+        match t.resent {
+            None => self.sample(r),
+            Some(again) if self.min.is_some_and(|m| now - again < m) => self.sample(r),
+            Some(_) => {}
+        }
+    }
+
+    /// A round trip `r` measured: RFC 6298's SRTT and RTTVAR, the shortest and the recent
+    /// longest.
+    fn sample(&mut self, r: Duration) {
         match self.srtt {
             None => {
                 self.srtt = Some(r);
@@ -70,17 +126,13 @@ impl Rtt {
                 self.srtt = Some((s * 7 + r) / 8);
             }
         }
-    }
-
-    /// A packet went out again. Resends run in PSN order from the oldest unacknowledged,
-    /// so one at or past the timed packet has resent it, and an answer to it may now be
-    /// the copy's (Karn's rule); one before it leaves an answer unambiguous until then.
-    /// Forgetting the timing at the go-back instead left a link losing 5% with no sample
-    /// at all: nearly every window went back before its timed packet was answered.
-    pub(crate) fn resent(&mut self, psn: Psn) {
-        if self.timing.is_some_and(|(t, _)| !psn.is_before(t)) {
-            self.timing = None;
-        }
+        self.min = Some(self.min.map_or(r, |m| m.min(r)));
+        let (peak, age) = self.peak;
+        self.peak = if r >= peak || age + 1 >= PEAK_SAMPLES {
+            (r, 0)
+        } else {
+            (peak, age + 1)
+        };
     }
 
     /// An early deadline ran out with nothing answered: the next is twice as far.
@@ -89,8 +141,10 @@ impl Rtt {
     }
 
     /// The early deadline for a timer started at `now`: none before the first sample.
+    /// RFC 6298's SRTT + 4 RTTVAR, at least the recent longest round trip and
+    /// [`MIN_RTO`], doubled per early deadline run out since the last progress.
     pub(crate) fn deadline(&self, now: Instant) -> Option<Instant> {
-        let rto = (self.srtt? + self.rttvar * 4).max(MIN_RTO);
+        let rto = (self.srtt? + self.rttvar * 4).max(self.peak.0).max(MIN_RTO);
         Some(now + rto * (1 << self.backoff))
     }
 }
@@ -132,8 +186,8 @@ mod tests {
         r.back_off();
         assert_eq!(r.deadline(t0), Some(t0 + MIN_RTO * 4));
         r.sent(Psn::new(5), t0);
-        r.resent(Psn::new(4));
-        r.resent(Psn::new(5));
+        r.resent(Psn::new(4), t0 + us(100));
+        r.resent(Psn::new(5), t0 + us(100));
         r.progress(Psn::new(6), t0 + us(5000));
         assert_eq!(
             r.deadline(t0),
@@ -141,10 +195,36 @@ mod tests {
             "no sample from a resent packet"
         );
         r.sent(Psn::new(9), t0);
-        r.resent(Psn::new(7));
+        r.resent(Psn::new(7), t0 + us(100));
         r.progress(Psn::new(10), t0 + us(300));
         // Answered before its resend: R = 300, SRTT 7/8 * 10 + 1/8 * 300 = 46.25,
         // RTTVAR 3/4 * 5 + 1/4 * 290 = 76.25, RTO 351.25 us.
         assert_eq!(r.deadline(t0), Some(t0 + Duration::from_nanos(351_250)));
+    }
+
+    #[test]
+    fn an_answer_sooner_than_any_round_trip_after_the_resend_is_the_first_copys() {
+        let mut r = Rtt::default();
+        let t0 = Instant::ZERO;
+        r.sent(Psn::new(0), t0);
+        r.progress(Psn::new(1), t0 + us(40));
+        r.sent(Psn::new(1), t0 + us(1000));
+        r.resent(Psn::new(1), t0 + us(1140));
+        r.back_off();
+        // 30 us after the resend, under the 40 us seen: the first copy's, R = 170.
+        r.progress(Psn::new(2), t0 + us(1170));
+        // SRTT 7/8 * 40 + 1/8 * 170 = 56.25, RTTVAR 3/4 * 20 + 1/4 * 130 = 47.5, peak 170.
+        assert_eq!(r.deadline(t0), Some(t0 + Duration::from_nanos(246_250)));
+        // The peak outlasts RTTVAR: 20 round trips of 40 us later it still holds.
+        for i in 2..22 {
+            r.sent(Psn::new(i), t0);
+            r.progress(Psn::new(i + 1), t0 + us(40));
+        }
+        assert_eq!(r.deadline(t0), Some(t0 + us(170)));
+        // An answer as late after the resend as a round trip may be the copy's: no sample.
+        r.sent(Psn::new(22), t0);
+        r.resent(Psn::new(22), t0 + us(200));
+        r.progress(Psn::new(23), t0 + us(250));
+        assert_eq!(r.deadline(t0), Some(t0 + us(170)));
     }
 }

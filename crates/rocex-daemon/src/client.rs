@@ -47,6 +47,8 @@ pub(crate) struct Client {
     pub(crate) pds: HashSet<u32>,
     /// MRs by lkey.
     pub(crate) mrs: HashSet<u32>,
+    /// Memory windows by their current rkey.
+    pub(crate) mws: HashSet<u32>,
     /// Completion channels by handle.
     pub(crate) channels: HashMap<u32, Arc<EventFd>>,
     /// Next channel handle.
@@ -98,6 +100,7 @@ impl Client {
             hello: false,
             pds: HashSet::new(),
             mrs: HashSet::new(),
+            mws: HashSet::new(),
             channels: HashMap::new(),
             next_channel: 1,
             cqs: HashMap::new(),

@@ -26,6 +26,7 @@ use crate::wire_latency::WIRE_SAMPLE_EVERY;
 
 mod cq;
 mod event_loop;
+mod mw;
 mod pd_mr;
 mod qp;
 mod stat;
@@ -314,6 +315,31 @@ impl Server {
             Request::CreateCq { cqe, channel } => cq::create(engine, limits, c, cqe, channel),
             Request::DestroyCq { cq } => cq::destroy(engine, c, cq),
             Request::ResizeCq { cq, cqe } => cq::resize(engine, c, cq, cqe),
+            Request::AllocMw { pd } => mw::alloc(engine, c, pd),
+            Request::DeallocMw { rkey } => mw::dealloc(engine, c, rkey),
+            Request::BindMw {
+                qpn,
+                mw_rkey,
+                key,
+                rebind,
+                mr_lkey,
+                addr,
+                len,
+                access,
+            } => {
+                let b = mw::Bind {
+                    qpn,
+                    mw_rkey,
+                    key,
+                    rebind,
+                    mr_lkey,
+                    addr,
+                    len,
+                    access,
+                };
+                mw::bind(engine, c, b)
+            }
+            Request::LocalInv { qpn, rkey } => mw::local_inv(engine, c, qpn, rkey),
             Request::CreateQp {
                 pd,
                 qp_type,
@@ -356,6 +382,9 @@ impl Server {
         for &qpn in c.qps.keys() {
             pump::to_error(&mut self.driver.engine, qpn);
             let _ = self.driver.engine.destroy_qp(qpn);
+        }
+        for &rkey in &c.mws {
+            let _ = self.driver.engine.dealloc_mw(rkey);
         }
         for &lkey in &c.mrs {
             let _ = self.driver.engine.dereg_mr(lkey);

@@ -49,6 +49,8 @@ pub struct Cq {
     /// The completion `ibv_start_poll`/`ibv_next_poll` last took (one poller at a time, as
     /// the extended CQ API requires).
     cur: UnsafeCell<ibv_wc>,
+    /// Completions of local requests (BIND_MW, LOCAL_INV: `mw.rs`), taken first.
+    local: Guarded<crate::mw::LocalWcs>,
 }
 
 impl Cq {
@@ -60,7 +62,15 @@ impl Cq {
         unsafe { &*cq.cast::<Self>() }
     }
 
-    fn ctx(&self) -> &Ctx {
+    /// The completions of local requests waiting to be polled (`mw.rs`).
+    pub(crate) fn local<'a>(
+        &'a self,
+        g: &'a MutexGuard<'_, CtxState>,
+    ) -> &'a mut crate::mw::LocalWcs {
+        self.local.get(g)
+    }
+
+    pub(crate) fn ctx(&self) -> &Ctx {
         // SAFETY: a CQ's context outlives it.
         unsafe { Ctx::from_ibv(self.ibv.context) }
     }
@@ -169,6 +179,7 @@ unsafe fn create(
         empty: AtomicU32::new(0),
         empty_since: AtomicU64::new(0),
         cur: UnsafeCell::new(ibv_wc::default()),
+        local: Guarded::new(Default::default()),
     }));
     if !chan.is_null() {
         // SAFETY: as above.
@@ -256,35 +267,6 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
     0
 }
 
-/// `ibv_resize_cq`: rocexd gives the CQ a new ring and the completions waiting in the old
-/// one are still polled first (`rocex_verbs::Cq::resize`). As on rxe (`rxe_cq_chk_attr`),
-/// fewer than 1 entry, more than the device's `max_cqe` or fewer than the completions
-/// waiting is EINVAL; `cq->cqe` becomes `cqe`.
-///
-/// # Safety
-///
-/// `cq` is a CQ of this library.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
-    // SAFETY: per the contract.
-    let c = unsafe { Cq::from_ibv(cq) };
-    let Ok(n) = u32::try_from(cqe) else {
-        return libc::EINVAL;
-    };
-    let g = c.ctx().lock();
-    match c.cq.get(&g).resize(n) {
-        Ok(()) => {
-            // SAFETY: the program's CQ, written under the context's lock.
-            unsafe { (*cq).cqe = cqe };
-            0
-        }
-        Err(e) => {
-            trace("ibv_resize_cq", &e);
-            errno_of(&e)
-        }
-    }
-}
-
 /// A completion as `struct ibv_wc`. A receive on a UD QP carries a GRH, as on rxe.
 fn wc_of(w: &WorkCompletion, st: &CtxState) -> ibv_wc {
     let mut flags = 0;
@@ -330,7 +312,13 @@ fn take(
 ) -> rocex_verbs::Result<usize> {
     let st: &CtxState = g;
     let mut shown = 0;
-    c.cq.get(g).poll_with(max, |w| {
+    let local = c.local(g);
+    while shown < max {
+        let Some(w) = local.pop_front() else { break };
+        f(w);
+        shown += 1;
+    }
+    c.cq.get(g).poll_with(max - shown, |w| {
         if let Some(&srq) = st.srq_of.get(&w.qp_num) {
             if !crate::srq::on_completion(srq, &w, g) {
                 return;
@@ -682,7 +670,6 @@ symver! {
     ibv_destroy_comp_channel @ "IBVERBS_1.0",
     ibv_create_cq @ "IBVERBS_1.1",
     ibv_destroy_cq @ "IBVERBS_1.1",
-    ibv_resize_cq @ "IBVERBS_1.1",
     ibv_get_cq_event @ "IBVERBS_1.1",
     ibv_ack_cq_events @ "IBVERBS_1.1",
 }

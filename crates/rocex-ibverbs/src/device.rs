@@ -15,7 +15,7 @@ use crate::abi::*;
 use crate::ctx::{Ctx, CtxState, zeroed};
 use crate::events::AsyncEvents;
 use crate::gid::{GID_TBL_LEN, eui64, gid_addr, gid_table, mac_for};
-use crate::{cq, mr, null_errno, qp, srq, symver, trace};
+use crate::{cq, mw, null_errno, qp, srq, symver, trace};
 
 /// A device: rdma-core's `ibv_device` and the daemon socket behind it. Devices live as long
 /// as the process (as in rdma-core, a device list may be freed while contexts stay open).
@@ -253,9 +253,9 @@ fn verbs_context_for(device: *mut ibv_device) -> verbs_context {
     c.ops.post_send = Some(qp::post_send);
     c.ops.post_recv = Some(qp::post_recv);
     c.ops.post_srq_recv = Some(srq::post_srq_recv);
-    c.ops.alloc_mw = Some(mr::alloc_mw);
-    c.ops.dealloc_mw = Some(mr::dealloc_mw);
-    c.ops.bind_mw = Some(mr::bind_mw);
+    c.ops.alloc_mw = Some(mw::alloc_mw);
+    c.ops.dealloc_mw = Some(mw::dealloc_mw);
+    c.ops.bind_mw = Some(mw::bind_mw);
     c.cmd_fd = -1;
     c.async_fd = -1;
     c.num_comp_vectors = 1;

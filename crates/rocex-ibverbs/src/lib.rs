@@ -19,12 +19,14 @@
 pub mod abi;
 pub mod ah;
 pub mod cq;
+pub mod cq_resize;
 pub mod ctx;
 pub mod device;
 pub mod events;
 pub mod gid;
 pub mod misc;
 pub mod mr;
+pub mod mw;
 pub mod private;
 pub mod qp;
 pub mod qp_caps;

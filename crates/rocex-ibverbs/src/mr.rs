@@ -274,27 +274,6 @@ pub extern "C" fn ibv_reg_dmabuf_mr(
     null_errno(libc::EOPNOTSUPP)
 }
 
-/// `alloc_mw` of `ibv_context.ops` (`ibv_alloc_mw`): memory windows are not offered.
-pub(crate) unsafe extern "C" fn alloc_mw(_pd: *mut ibv_pd, _type: c_int) -> *mut ibv_mw {
-    unsupported("ibv_alloc_mw", "EOPNOTSUPP");
-    null_errno(libc::EOPNOTSUPP)
-}
-
-/// `dealloc_mw` of `ibv_context.ops`.
-pub(crate) unsafe extern "C" fn dealloc_mw(_mw: *mut ibv_mw) -> c_int {
-    libc::EOPNOTSUPP
-}
-
-/// `bind_mw` of `ibv_context.ops`.
-pub(crate) unsafe extern "C" fn bind_mw(
-    _qp: *mut ibv_qp,
-    _mw: *mut ibv_mw,
-    _bind: *mut ibv_mw_bind,
-) -> c_int {
-    unsupported("ibv_bind_mw", "EOPNOTSUPP");
-    libc::EOPNOTSUPP
-}
-
 symver! {
     ibv_alloc_pd @ "IBVERBS_1.1",
     ibv_dealloc_pd @ "IBVERBS_1.1",

@@ -8,6 +8,7 @@
 
 use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_uint};
+use std::sync::MutexGuard;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use rocex_proto::verbs::{
@@ -20,9 +21,10 @@ use rocex_verbs::{Access, Qp as VQp, QpInitAttr};
 use crate::abi::*;
 use crate::ah::Ah;
 use crate::cq::Cq;
-use crate::ctx::{Ctx, Guarded, zeroed};
+use crate::ctx::{Ctx, CtxState, Guarded, zeroed};
 use crate::gid::gid_addr;
 use crate::mr::Pd;
+use crate::mw;
 use crate::qp_caps::send_wqe_caps;
 use crate::srq::Srq;
 use crate::{errno_of, null_errno, qp_ex, symver, trace, unsupported};
@@ -550,17 +552,22 @@ pub(crate) fn check_op(ty: QpType, op: &SendOp) -> Result<(), c_int> {
     if ok { Ok(()) } else { Err(libc::EINVAL) }
 }
 
+/// Whether the QP takes send requests: IBV_QPS_RTS and beyond, as rxe (EINVAL before).
+/// The state the library saw last may be old: rocexd's CM moves QPs itself (private.rs).
+fn sends_allowed(q: &Qp, g: &MutexGuard<'_, CtxState>) -> bool {
+    if q.state() >= 3 {
+        return true;
+    }
+    let now = q.qp.get(g).query().map_or(0, |(a, _)| a.qp_state as c_int);
+    q.seen_state.store(now, Ordering::Release);
+    now >= 3
+}
+
 /// Posts converted requests: ENOMEM when the send queue is full (none posted).
 pub(crate) fn post_all(q: &Qp, wrs: &[SendWr]) -> Result<(), c_int> {
     let g = q.ctx().lock();
-    // IBV_QPS_RTS and beyond: rxe refuses sends before RTS (EINVAL). The state the
-    // library saw last may be old: rocexd's CM moves QPs itself (private.rs).
-    if q.state() < 3 {
-        let now = q.qp.get(&g).query().map_or(0, |(a, _)| a.qp_state as c_int);
-        q.seen_state.store(now, Ordering::Release);
-        if now < 3 {
-            return Err(libc::EINVAL);
-        }
+    if !sends_allowed(q, &g) {
+        return Err(libc::EINVAL);
     }
     q.qp.get(&g).post_send(wrs).map_err(|e| {
         trace("ibv_post_send", &e);
@@ -576,20 +583,40 @@ pub(crate) unsafe extern "C" fn post_send(
 ) -> c_int {
     // SAFETY: verbs.h passes a QP of this library.
     let q = unsafe { Qp::from_ibv(qp) };
-    let first = wr;
+    let mut first = wr;
     let mut wrs = Vec::new();
     let mut failed = None;
     while !wr.is_null() {
         // SAFETY: the program's list of requests.
-        match unsafe { send_wr(q, &*wr) } {
-            Ok(w) => wrs.push(w),
-            Err(e) => {
-                failed = Some((wr, e));
+        let w = unsafe { &*wr };
+        if w.opcode == mw::WR_LOCAL_INV || w.opcode == mw::WR_BIND_MW {
+            // The requests before it reach the ring first; then rocexd executes it.
+            if let Err(e) = post_all(q, &wrs) {
+                // SAFETY: `bad` is writable (verbs.h).
+                unsafe { *bad = first };
+                return e;
+            }
+            wrs.clear();
+            let g = q.ctx().lock();
+            let no_mw = w.opcode == mw::WR_BIND_MW && w.bind_mw[0] == 0;
+            if q.ty == QpType::Ud || no_mw || !sends_allowed(q, &g) {
+                drop(g);
+                failed = Some((wr, libc::EINVAL));
                 break;
             }
+            mw::local_op(q, &g, w);
+            first = w.next;
+        } else {
+            // SAFETY: as above.
+            match unsafe { send_wr(q, w) } {
+                Ok(s) => wrs.push(s),
+                Err(e) => {
+                    failed = Some((wr, e));
+                    break;
+                }
+            }
         }
-        // SAFETY: as above.
-        wr = unsafe { (*wr).next };
+        wr = w.next;
     }
     if let Err(e) = post_all(q, &wrs) {
         // SAFETY: `bad` is writable (verbs.h).

@@ -223,8 +223,8 @@ int main(void)
 	printf("post_srq_ninth %d %d\n", ibv_post_srq_recv(srq, &srwr, &srbad), r0);
 	printf("destroy_srq %d\n", ibv_destroy_srq(srq));
 	errno = 0;
-	p = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
-	printf("alloc_mw %s %d\n", p ? "ok" : "null", errno);
+	p = ibv_alloc_mw(pd, 3);
+	printf("alloc_mw_type3 %s %d\n", p ? "ok" : "null", errno);
 	struct ibv_cq_init_attr_ex cqa = { .cqe = 8, .wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP };
 	errno = 0;
 	p = ibv_create_cq_ex(ctx, &cqa);

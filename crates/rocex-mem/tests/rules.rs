@@ -714,3 +714,37 @@ fn a_window_bound_keeping_its_key_is_reached_through_that_key_until_invalidated(
         MemError::Invalidated
     );
 }
+
+#[test]
+fn a_window_bound_with_a_chosen_key_byte_answers_only_to_the_new_key() {
+    let (mut t, pd, k, _r) = with_mr(ALL_REMOTE);
+    let mw = t.alloc_mw_with_key(pd, 0x1234_5600).unwrap();
+    let to = MwBinding {
+        mr_lkey: k.lkey,
+        addr: IOVA,
+        len: 64,
+        access: Access::REMOTE_WRITE,
+    };
+    // rxe keeps the upper 24 bits and takes the low byte the binder chose.
+    assert_eq!(t.bind_mw_with_key(pd, mw, 0x01, to), Ok(0x1234_5601));
+    assert!(
+        t.check_rkey(pd, 0x1234_5601, IOVA, 8, Access::REMOTE_WRITE)
+            .is_ok()
+    );
+    assert_eq!(
+        t.check_rkey(pd, mw, IOVA, 8, Access::REMOTE_WRITE)
+            .unwrap_err(),
+        MemError::UnknownKey { key: mw }
+    );
+    // Invalidated, then bound again under the next key byte.
+    t.invalidate(pd, 0x1234_5601).unwrap();
+    assert_eq!(
+        t.bind_mw_with_key(pd, 0x1234_5601, 0x02, to),
+        Ok(0x1234_5602)
+    );
+    // A key byte that makes another object's key is refused, the window unchanged.
+    let other = t.alloc_mw_with_key(pd, 0x1234_5603).unwrap();
+    t.invalidate(pd, 0x1234_5602).unwrap();
+    assert!(t.bind_mw_with_key(pd, 0x1234_5602, 0x03, to).is_err());
+    assert_eq!(t.mw(other).map(|m| m.rkey), Some(other));
+}

@@ -62,6 +62,7 @@ mod cm;
 mod cq;
 mod error;
 mod mr;
+mod mw;
 mod pd;
 mod qp;
 
@@ -72,6 +73,7 @@ pub use pd::Pd;
 
 pub use cq::{CompChannel, Cq};
 pub use mr::{FdMr, Mr, ProcessMr, Registration};
+pub use mw::MwBind;
 pub use qp::{Qp, QpInitAttr};
 
 /// Where rocexd puts its control sockets by default (`<addr>.sock`), unless

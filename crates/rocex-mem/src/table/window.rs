@@ -74,6 +74,33 @@ impl MemTable {
         self.bind(pd, mw_rkey, to, true)
     }
 
+    /// Binds the free window `mw_rkey` to `to` as [`MemTable::bind_mw`] does, under the
+    /// same rules, with the new rkey the binder chose as rxe takes it (`rxe_do_bind_mw`):
+    /// the window keeps its key's upper 24 bits, and `key` becomes the low 8 bits (a
+    /// program names it with `ibv_inc_rkey`). A key another object holds is refused.
+    pub fn bind_mw_with_key(
+        &mut self,
+        pd: PdId,
+        mw_rkey: u32,
+        key: u8,
+        to: MwBinding,
+    ) -> Result<u32, MemError> {
+        let new_rkey = (mw_rkey & !0xff) | u32::from(key);
+        if new_rkey != mw_rkey && self.index.contains_key(&new_rkey) {
+            return Err(MemError::InvalidAccess("the chosen key is in use"));
+        }
+        self.bind(pd, mw_rkey, to, true)?;
+        if new_rkey != mw_rkey {
+            let (id, _) = self.mw_by_rkey(mw_rkey)?;
+            self.drop_key(mw_rkey);
+            self.index.insert(new_rkey, KeyRef::Mw(id));
+            if let Some(mw) = self.mws.get_mut(&id) {
+                mw.rkey = new_rkey;
+            }
+        }
+        Ok(new_rkey)
+    }
+
     fn bind(
         &mut self,
         pd: PdId,

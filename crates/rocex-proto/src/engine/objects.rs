@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use rand_chacha::rand_core::RngCore;
-use rocex_mem::{Access, Keys, MemError, PdId, Region};
+use rocex_mem::{Access, Keys, MemError, MwBinding, PdId, Region};
 use rocex_wire::bth::QPN_MASK;
 
 use super::{Engine, Event, FIRST_QPN, GSI_QPN, QpInit, QpStatus, VerbsError};
@@ -60,6 +60,37 @@ impl Engine {
         access: Access,
     ) -> Result<u32, VerbsError> {
         Ok(self.mem.bind_mw(pd, mw_rkey, mr_lkey, addr, len, access)?)
+    }
+
+    /// Binds a window through QP `qpn`, as rxe executes a BIND_MW work request
+    /// (`rxe_bind_mw`): the window and the region must be in the QP's PD, and the new rkey
+    /// keeps the window's upper 24 bits with the binder's `key` byte. `rebind` releases a
+    /// bound window first: a type-1 window binds again while bound.
+    pub fn bind_mw_on_qp(
+        &mut self,
+        qpn: u32,
+        mw_rkey: u32,
+        key: u8,
+        to: MwBinding,
+        rebind: bool,
+    ) -> Result<u32, VerbsError> {
+        let pd = self.qps.get(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?.pd;
+        if rebind && self.mem.mw(mw_rkey).is_some_and(|m| m.binding.is_some()) {
+            self.mem.invalidate(pd, mw_rkey)?;
+        }
+        Ok(self.mem.bind_mw_with_key(pd, mw_rkey, key, to)?)
+    }
+
+    /// LOCAL_INV through QP `qpn`: the window `rkey` of the QP's PD is free again (rxe
+    /// `rxe_invalidate_mw`); a region's key is refused.
+    pub fn invalidate_mw_on_qp(&mut self, qpn: u32, rkey: u32) -> Result<(), VerbsError> {
+        let pd = self.qps.get(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?.pd;
+        Ok(self.mem.invalidate(pd, rkey)?)
+    }
+
+    /// Frees the memory window whose rkey is `rkey`, bound or not.
+    pub fn dealloc_mw(&mut self, rkey: u32) -> Result<(), VerbsError> {
+        Ok(self.mem.dealloc_mw(rkey)?)
     }
 
     /// Creates a completion queue of `cqe` entries.

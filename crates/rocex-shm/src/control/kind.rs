@@ -46,6 +46,14 @@ pub const CM_POLL: u16 = 21;
 pub const CM_UNLISTEN: u16 = 22;
 /// Give a CQ a new ring of another size (added in ABI 3 without a version change).
 pub const RESIZE_CQ: u16 = 23;
+/// Allocate a memory window (added in ABI 4 without a version change).
+pub const ALLOC_MW: u16 = 24;
+/// Free a memory window.
+pub const DEALLOC_MW: u16 = 25;
+/// Bind a memory window through a QP.
+pub const BIND_MW: u16 = 26;
+/// Invalidate a memory window through a QP (LOCAL_INV).
+pub const LOCAL_INV: u16 = 27;
 /// Set on responses.
 pub const RESPONSE: u16 = 0x8000;
 /// An error response.

@@ -76,6 +76,44 @@ pub enum Request {
         /// CQ handle.
         cq: u32,
     },
+    /// Allocate a memory window in PD `pd` (`ibv_alloc_mw`, type 1 or 2: rocexd keeps one
+    /// kind, the client knows which it asked for).
+    AllocMw {
+        /// PD handle.
+        pd: u32,
+    },
+    /// Free the memory window whose rkey is `rkey`.
+    DeallocMw {
+        /// Its current rkey.
+        rkey: u32,
+    },
+    /// Bind the window `mw_rkey` through QP `qpn` (a BIND_MW work request, or
+    /// `ibv_bind_mw`): its new rkey keeps the upper 24 bits and takes `key` as the low 8.
+    BindMw {
+        /// The QP whose PD the window and the region are in.
+        qpn: u32,
+        /// The window's current rkey.
+        mw_rkey: u32,
+        /// The new rkey's low byte.
+        key: u8,
+        /// Release a bound window first (a type-1 window binds again while bound).
+        rebind: bool,
+        /// The region's lkey.
+        mr_lkey: u32,
+        /// First byte of the window.
+        addr: u64,
+        /// Bytes.
+        len: u64,
+        /// [`Access`] bits the window grants.
+        access: u32,
+    },
+    /// Invalidate the window `rkey` through QP `qpn` (a LOCAL_INV work request).
+    LocalInv {
+        /// The QP whose PD the window is in.
+        qpn: u32,
+        /// The window's rkey.
+        rkey: u32,
+    },
     /// Give a CQ a new ring of at least `cqe` entries (`ibv_resize_cq`); the old ring keeps
     /// the completions it holds, later ones go into the new one.
     ResizeCq {
@@ -198,6 +236,10 @@ impl Request {
             Self::CreateCq { .. } => kind::CREATE_CQ,
             Self::DestroyCq { .. } => kind::DESTROY_CQ,
             Self::ResizeCq { .. } => kind::RESIZE_CQ,
+            Self::AllocMw { .. } => kind::ALLOC_MW,
+            Self::DeallocMw { .. } => kind::DEALLOC_MW,
+            Self::BindMw { .. } => kind::BIND_MW,
+            Self::LocalInv { .. } => kind::LOCAL_INV,
             Self::CreateQp { .. } => kind::CREATE_QP,
             Self::ModifyQp { .. } => kind::MODIFY_QP,
             Self::QueryQp { .. } => kind::QUERY_QP,
@@ -257,6 +299,34 @@ impl Request {
             }
             Self::ResizeCq { cq, cqe } => {
                 p.u32(*cq).u32(*cqe);
+            }
+            Self::AllocMw { pd } => {
+                p.u32(*pd);
+            }
+            Self::DeallocMw { rkey } => {
+                p.u32(*rkey);
+            }
+            Self::BindMw {
+                qpn,
+                mw_rkey,
+                key,
+                rebind,
+                mr_lkey,
+                addr,
+                len,
+                access,
+            } => {
+                p.u32(*qpn)
+                    .u32(*mw_rkey)
+                    .u8(*key)
+                    .u8(u8::from(*rebind))
+                    .u32(*mr_lkey)
+                    .u64(*addr)
+                    .u64(*len)
+                    .u32(*access);
+            }
+            Self::LocalInv { qpn, rkey } => {
+                p.u32(*qpn).u32(*rkey);
             }
             Self::CreateQp {
                 pd,
@@ -351,6 +421,34 @@ impl Request {
             kind::RESIZE_CQ => Self::ResizeCq {
                 cq: g.u32("cq")?,
                 cqe: g.u32("cqe")?,
+            },
+            kind::ALLOC_MW => Self::AllocMw { pd: g.u32("pd")? },
+            kind::DEALLOC_MW => Self::DeallocMw {
+                rkey: g.u32("rkey")?,
+            },
+            kind::BIND_MW => {
+                let qpn = g.u32("qpn")?;
+                let mw_rkey = g.u32("mw_rkey")?;
+                let key = g.u8("key")?;
+                let rebind = match g.u8("rebind")? {
+                    0 => false,
+                    1 => true,
+                    v => return Err(g.bad("rebind", v.into())),
+                };
+                Self::BindMw {
+                    qpn,
+                    mw_rkey,
+                    key,
+                    rebind,
+                    mr_lkey: g.u32("mr_lkey")?,
+                    addr: g.u64("addr")?,
+                    len: g.u64("len")?,
+                    access: g.u32("access")?,
+                }
+            }
+            kind::LOCAL_INV => Self::LocalInv {
+                qpn: g.u32("qpn")?,
+                rkey: g.u32("rkey")?,
             },
             kind::CREATE_QP => {
                 let pd = g.u32("pd")?;

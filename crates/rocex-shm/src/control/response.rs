@@ -101,6 +101,16 @@ pub enum Response {
         /// Ring offset in the memfd.
         ring_offset: u64,
     },
+    /// A new memory window.
+    AllocMw {
+        /// Its rkey.
+        rkey: u32,
+    },
+    /// A bound window's new rkey.
+    BindMw {
+        /// The rkey.
+        rkey: u32,
+    },
     /// The CQ's new ring (with its memfd), at the offset and of the geometry a new CQ's.
     ResizeCq {
         /// Slots in the ring.
@@ -157,6 +167,8 @@ impl Response {
             Self::CreateCompChannel { .. } => kind::CREATE_COMP_CHANNEL,
             Self::CreateCq { .. } => kind::CREATE_CQ,
             Self::ResizeCq { .. } => kind::RESIZE_CQ,
+            Self::AllocMw { .. } => kind::ALLOC_MW,
+            Self::BindMw { .. } => kind::BIND_MW,
             Self::CreateQp(_) => kind::CREATE_QP,
             Self::QueryQp { .. } => kind::QUERY_QP,
             Self::Stat(_) => kind::STAT,
@@ -228,6 +240,9 @@ impl Response {
             }
             Self::ResizeCq { slots, ring_offset } => {
                 p.u32(*slots).u64(*ring_offset);
+            }
+            Self::AllocMw { rkey } | Self::BindMw { rkey } => {
+                p.u32(*rkey);
             }
             Self::CreateQp(q) => {
                 p.u32(q.qpn);
@@ -325,6 +340,12 @@ impl Response {
                     ring_offset: u64,
                 }
             ),
+            kind::ALLOC_MW => Self::AllocMw {
+                rkey: g.u32("rkey")?,
+            },
+            kind::BIND_MW => Self::BindMw {
+                rkey: g.u32("rkey")?,
+            },
             kind::RESIZE_CQ => read_fields!(
                 g,
                 Self::ResizeCq {
@@ -366,6 +387,8 @@ impl Response {
             k @ (kind::DEALLOC_PD
             | kind::DEREG_MR
             | kind::DESTROY_CQ
+            | kind::DEALLOC_MW
+            | kind::LOCAL_INV
             | kind::MODIFY_QP
             | kind::DESTROY_QP
             | kind::CM_LISTEN

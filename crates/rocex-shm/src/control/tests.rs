@@ -56,6 +56,22 @@ fn requests() -> Vec<Request> {
         },
         Request::DestroyCq { cq: 9 },
         Request::ResizeCq { cq: 9, cqe: 1000 },
+        Request::AllocMw { pd: 3 },
+        Request::DeallocMw { rkey: 0x1234_5601 },
+        Request::BindMw {
+            qpn: 0x11,
+            mw_rkey: 0x1234_5601,
+            key: 2,
+            rebind: true,
+            mr_lkey: 0x77,
+            addr: 0x7000_0040,
+            len: 64,
+            access: 2,
+        },
+        Request::LocalInv {
+            qpn: 0x11,
+            rkey: 0x1234_5602,
+        },
         Request::CreateQp {
             pd: 1,
             qp_type: QpType::Ud,
@@ -216,6 +232,10 @@ fn responses() -> Vec<Response> {
             slots: 1024,
             ring_offset: 4096,
         },
+        Response::AllocMw { rkey: 0x1234_5600 },
+        Response::BindMw { rkey: 0x1234_5601 },
+        Response::Done(kind::DEALLOC_MW),
+        Response::Done(kind::LOCAL_INV),
         Response::CreateQp(QpCreated {
             qpn: 0x99,
             cap: QpCap::default(),

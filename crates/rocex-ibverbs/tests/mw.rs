@@ -1,0 +1,29 @@
+//! Memory windows (`mw.c`, built against the system's verbs.h with `-libverbs` and run
+//! under `rocex run`): type-2 windows bound by BIND_MW requests under `ibv_inc_rkey`'s
+//! key, reached by a peer's WRITE, freed by LOCAL_INV and by the peer's SEND_WITH_INV
+//! (then `IBV_WC_REM_ACCESS_ERR`); type-1 windows bound by `ibv_bind_mw` and bound again
+//! while bound.
+
+mod common;
+
+use common::{Daemon, build_c, finish, ready, text, under_rocex};
+
+#[test]
+fn windows_of_both_types_are_bound_reached_and_invalidated() {
+    if !ready(&[]) {
+        return;
+    }
+    let Some(prog) = build_c("mw", include_str!("mw.c"), &["-O1", "-libverbs"]) else {
+        return;
+    };
+    let d = Daemon::start("127.0.46.1");
+    let o = finish(
+        under_rocex(&d.sock, prog.exe.to_str().unwrap(), &[])
+            .spawn()
+            .unwrap(),
+        "mw",
+    );
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert_eq!(t.trim(), "ok", "{t}");
+}

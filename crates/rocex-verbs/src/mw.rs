@@ -1,0 +1,67 @@
+//! Memory windows: allocation, and the BIND_MW and LOCAL_INV work requests, which rocexd
+//! executes when the client posts them on the control connection (the send ring carries
+//! no local operations). A window is named by its current rkey, which a bind changes.
+
+use rocex_shm::control::{Request, Response};
+use rocex_verbs_types::Access;
+
+use crate::{Context, Error, Pd, Qp, Result};
+
+/// Where a bind puts a window: part of a memory region, and what it grants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MwBind {
+    /// The region's lkey (its PD must be the window's and the QP's).
+    pub mr_lkey: u32,
+    /// First byte of the window, an address of the region.
+    pub addr: u64,
+    /// Bytes.
+    pub len: u64,
+    /// What the window grants peers (remote read, write, atomics).
+    pub access: Access,
+}
+
+impl Pd {
+    /// A new, unbound memory window in this PD (`ibv_alloc_mw`); returns its rkey.
+    pub fn alloc_mw(&self) -> Result<u32> {
+        match self.ctx.ch.call(&Request::AllocMw { pd: self.pd }, &[])?.0 {
+            Response::AllocMw { rkey } => Ok(rkey),
+            r => Err(Error::Protocol(format!("unexpected {r:?}"))),
+        }
+    }
+}
+
+impl Context {
+    /// Frees the window whose rkey is `rkey` (`ibv_dealloc_mw`), bound or not.
+    pub fn dealloc_mw(&self, rkey: u32) -> Result<()> {
+        self.ch.done(&Request::DeallocMw { rkey })
+    }
+
+    /// Binds the window `mw_rkey` through `qp` (a BIND_MW work request): returns its new
+    /// rkey, the old one's upper 24 bits with `key` as the low byte. `rebind` lets a bound
+    /// window (type 1) be bound again; a bound type-2 window must be invalidated first.
+    pub fn bind_mw(&self, qp: &Qp, mw_rkey: u32, key: u8, rebind: bool, to: MwBind) -> Result<u32> {
+        let req = Request::BindMw {
+            qpn: qp.qpn(),
+            mw_rkey,
+            key,
+            rebind,
+            mr_lkey: to.mr_lkey,
+            addr: to.addr,
+            len: to.len,
+            access: to.access.bits(),
+        };
+        match self.ch.call(&req, &[])?.0 {
+            Response::BindMw { rkey } => Ok(rkey),
+            r => Err(Error::Protocol(format!("unexpected {r:?}"))),
+        }
+    }
+
+    /// Invalidates the window `rkey` through `qp` (a LOCAL_INV work request): peers can
+    /// no longer reach memory through it until it is bound again.
+    pub fn local_invalidate(&self, qp: &Qp, rkey: u32) -> Result<()> {
+        self.ch.done(&Request::LocalInv {
+            qpn: qp.qpn(),
+            rkey,
+        })
+    }
+}

@@ -186,6 +186,65 @@ fn the_tos_option_is_both_ends_ip_tos() {
     let _ = std::fs::remove_file(&pcap);
 }
 
+/// Debian's cmtime (rdma-core 44): the client makes and ends 20 connections and prints its
+/// table of step times. Its server never ends by design (it loops in `rdma_get_cm_event`
+/// until that fails, on rxe too: docs/verbs.md); what it must do is handle every
+/// `DISCONNECTED`, whose thread disconnects and destroys the id and its QP, so that its
+/// rocexd holds none of its QPs once the client is done, while the server still runs.
+#[test]
+fn cmtime_connects_and_its_server_frees_every_connection() {
+    let Some(h) = Hosts::up(17, &["cmtime"]) else {
+        return;
+    };
+    let mut server = h.run(1, "cmtime", &["-c", "20"]).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let c = common::finish(
+        h.run(0, "cmtime", &["-c", "20", "-s", &h.addr[1]])
+            .spawn()
+            .unwrap(),
+        "cmtime",
+    );
+    let ct = common::text(&c);
+    assert!(c.status.success(), "{ct}");
+    for step in [
+        "create id",
+        "resolve addr",
+        "resolve route",
+        "create qp",
+        "connect",
+        "disconnect",
+    ] {
+        assert!(
+            ct.lines().any(|l| l.starts_with(step) && l.contains(':')),
+            "no {step} row: {ct}"
+        );
+    }
+    // The server's QPs (the daemon's count of its clients' QPs) go as its disconnect
+    // thread destroys them; bounded, as everything a test waits for.
+    let qps = || {
+        let o = std::process::Command::new(&common::bins().0)
+            .args(["stat", "--json", "--socket"])
+            .arg(h.socket(1))
+            .output()
+            .unwrap();
+        let t = String::from_utf8_lossy(&o.stdout).into_owned();
+        let at = t.find("\"qps\":").expect("the daemon's qps counter") + 6;
+        let n: String = t[at..].chars().take_while(char::is_ascii_digit).collect();
+        n.parse::<u64>().unwrap()
+    };
+    let end = std::time::Instant::now() + common::LIMIT;
+    while qps() != 0 && std::time::Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(qps(), 0, "the server kept QPs of ended connections");
+    assert!(
+        server.try_wait().unwrap().is_none(),
+        "cmtime's server ended"
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
 #[test]
 fn rdma_server_and_rdma_client_exchange_a_message() {
     let Some(h) = Hosts::up(4, &["rdma_server", "rdma_client"]) else {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Interop of the drop-in libibverbs and librdmacm: Debian's own ibv_rc_pingpong, perftest
-# (also ib_send_bw -R), rping and ucmatose binaries under `rocex run` on the host side of
+# (also ib_send_bw -R), rping, ucmatose and udaddy binaries under `rocex run` on the host side of
 # the lab's bridge (a rocexd there, started per case by dropin_host.sh) against the same
 # programs on kernel rxe in the guest (the rxe lab), in both roles, with and without 5% loss
 # on the guest's egress. Each run's capture must pass
@@ -55,7 +55,8 @@ EOF_CASES
         "--set SIZE=65536 --set ITERS=200" \
         "ROCEXD_ARGS=--ecn $host ib_write_bw -d rocex0 -m \$RXE_LAB_MTU -s 65536 -n 200 -F {peer}"
     # rping, ucmatose and ib_send_bw -R: the connection made by CM MADs on QP1 between
-    # rocexd's CM and the kernel's, through rocex's librdmacm. Where the guest serves, the
+    # rocexd's CM and the kernel's, through rocex's librdmacm; udaddy: the UD service
+    # resolved by SIDR_REQ and SIDR_REP between them. Where the guest serves, the
     # host starts 3 s late (DROPIN_WAIT in dropin_host.sh). ib_send_bw -R makes two RC
     # connections between the same two addresses; `rocex conform replay` tells them apart
     # by the QPNs of their CM REQ and REP. Its client starts 8 s late: perftest 4.5-0.17
@@ -65,15 +66,20 @@ EOF_CASES
     if [[ $role == server ]]; then
         late="DROPIN_WAIT=3 " rping="rping -c -a \$RXE_LAB_GUEST_IP -v -V -C 5 -S 64"
         ucmatose="ucmatose -s \$RXE_LAB_GUEST_IP -b \$RXE_LAB_HOST_IP -c 1 -C 5 -S 64"
+        udaddy="udaddy -s \$RXE_LAB_GUEST_IP -b \$RXE_LAB_HOST_IP -c 1 -C 5 -S 64"
         send_bw_rdma_cm+=" \$RXE_LAB_GUEST_IP"
     else
         late= rping="rping -s -a \$RXE_LAB_HOST_IP -v -C 5 -S 64"
         ucmatose="ucmatose -b \$RXE_LAB_HOST_IP -c 1 -C 5 -S 64"
+        udaddy="udaddy -b \$RXE_LAB_HOST_IP -c 1 -C 5 -S 64"
     fi
-    for p in rping ucmatose send_bw_rdma_cm; do
+    for p in rping ucmatose udaddy send_bw_rdma_cm; do
         delay=$late
         [[ $p == send_bw_rdma_cm && -n $late ]] && delay="DROPIN_WAIT=8 "
         peer_case "dropin-rxe_$role-$p" "$p" "$role" "" "$delay$host ${!p}"
+        # UD does not resend: a datagram lost leaves udaddy waiting for it (the SIDR_REQ
+        # is resent, the datagrams are not), so udaddy has no loss case.
+        [[ $p == udaddy ]] && continue
         peer_case "dropin-rxe_$role-$p-loss5" "$p" "$role" "--loss 5" "$delay$host ${!p}"
     done
 done

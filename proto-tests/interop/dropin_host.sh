@@ -4,9 +4,10 @@
 # path MTU, and PROGRAM (a Debian binary) under `rocex run` on it. Exits with the program's
 # status; rocexd's own output is kept in the log. Where the guest serves, its listener may
 # still be starting: a client that says it could not connect (perftest's "Couldn't connect
-# to" or, with -R, "Unexpected CM event", or a REJECTED event as rping and ucmatose print
-# it) runs again, for 20 s at most, as the guest's clients do. DROPIN_WAIT=S starts the
-# program S seconds late: rxe's side of an rdma_cm connection rejects a connect that comes
+# to" or, with -R, "Unexpected CM event", a REJECTED event as rping and ucmatose print it,
+# or udaddy's UNREACHABLE, the kernel CM's SIDR_REP for a port nobody listens on) runs
+# again, for 20 s at most, as the guest's clients do. DROPIN_WAIT=S starts the program S
+# seconds late: rxe's side of an rdma_cm connection rejects a connect that comes
 # before it listens. ROCEXD_ARGS adds flags to rocexd's.
 #
 # Usage: dropin_host.sh ROCEX PROGRAM ARGS...
@@ -37,7 +38,7 @@ for try in $(seq 40); do
     "$rocex" run --socket "$sock" -- "$@" 2>&1 | tee "$dir/out"
     status=${PIPESTATUS[0]}
     ((status != 0)) && [[ $RXE_LAB_GUEST_ROLE == server ]] \
-        && grep -q -e "Couldn't connect to" -e REJECTED -e "Unexpected CM event" "$dir/out" \
+        && grep -q -e "Couldn't connect to" -e REJECTED -e UNREACHABLE -e "Unexpected CM event" "$dir/out" \
         || exit "$status"
     echo "(retry $try: $1 could not connect)"
     sleep 0.5

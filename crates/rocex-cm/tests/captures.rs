@@ -1,5 +1,6 @@
 //! Every CM MAD in the rxe lab's rdma_cm captures (kernel rxe <-> kernel rxe: rping,
 //! ucmatose, ib_send_bw -R, with and without loss; rocex <-> rxe: rping, ucmatose) decodes,
+//! as do the SIDR_REQ and SIDR_REP of its udaddy capture (rdma_cm over UD),
 //! and re-emits byte for byte;
 //! the first rping connection's fields are checked against what rping asked for.
 
@@ -165,4 +166,54 @@ fn rc_packets(name: &str) -> Vec<(IpAddr, u32, u32)> {
             Some((src, p.bth.dest_qp, p.bth.psn.value()))
         })
         .collect()
+}
+
+/// Kernel rxe's rdma_cm over UD (udaddy, both ends on rxe): one SIDR_REQ and its SIDR_REP,
+/// which decode and re-emit byte for byte with the fields udaddy's exchange sets.
+#[test]
+fn udaddys_sidr_as_captured() {
+    let mads = mads("udaddy.pcap");
+    assert_eq!(mads.len(), 2, "one SIDR_REQ and one SIDR_REP");
+    for (_, _, bytes) in &mads {
+        let mut again = [0u8; 256];
+        assert_eq!(Mad::parse(bytes).unwrap().emit(&mut again), Ok(256));
+        assert_eq!(&again[..], &bytes[..256]);
+    }
+    let (client, server, ref bytes) = mads[0];
+    let req_mad = Mad::parse(bytes).unwrap();
+    let Message::SidrReq(req) = req_mad.msg else {
+        panic!("not a SIDR_REQ: {req_mad}")
+    };
+    // udaddy's port 7174 in the UDP port space.
+    assert_eq!(cma::port_of(req.service_id), Some((cma::PS_UDP, 7174)));
+    assert_eq!(req.partition_key, 0xffff);
+    let hdr = cma::Repr::parse(&cma::Hdr::new_unchecked(&req.private_data[..])).unwrap();
+    assert_eq!((hdr.src, hdr.dst), (client, server));
+    let (from, to, ref bytes) = mads[1];
+    assert_eq!((from, to), (server, client));
+    let rep_mad = Mad::parse(bytes).unwrap();
+    let Message::SidrRep(rep) = rep_mad.msg else {
+        panic!("not a SIDR_REP: {rep_mad}")
+    };
+    assert_eq!(rep_mad.tid, req_mad.tid, "in the SIDR_REQ's transaction");
+    assert_eq!(rep.request_id, req.request_id);
+    assert_eq!(rep.status, rocex_cm::sidr::STATUS_OK);
+    assert_eq!(rep.service_id, req.service_id);
+    assert_eq!(rep.qkey, 0x0123_4567, "rdma_cm's RDMA_UDP_QKEY");
+    // The client's datagrams go to the QPN the SIDR_REP named.
+    let frames = rocex_dump::capture::read(&pcap("udaddy.pcap")).unwrap();
+    let to_service = frames
+        .iter()
+        .filter_map(|f| Frame::parse(&f.data).ok())
+        .filter(|f| f.repr.packet.bth.dest_qp != 1 && f.repr.packet.deth.is_some())
+        .filter(
+            |f| matches!(&f.repr.ip, rocex_wire::IpRepr::V4(h) if IpAddr::from(h.source) == client),
+        )
+        .map(|f| (f.repr.packet.bth.dest_qp, f.repr.packet.deth.unwrap().qkey))
+        .collect::<Vec<_>>();
+    assert!(!to_service.is_empty());
+    assert!(
+        to_service.iter().all(|&d| d == (rep.qpn, rep.qkey)),
+        "{to_service:x?}"
+    );
 }

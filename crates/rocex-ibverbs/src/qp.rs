@@ -554,7 +554,7 @@ pub(crate) fn check_op(ty: QpType, op: &SendOp) -> Result<(), c_int> {
 
 /// Whether the QP takes send requests: IBV_QPS_RTS and beyond, as rxe (EINVAL before).
 /// The state the library saw last may be old: rocexd's CM moves QPs itself (private.rs).
-fn sends_allowed(q: &Qp, g: &MutexGuard<'_, CtxState>) -> bool {
+pub(crate) fn sends_allowed(q: &Qp, g: &MutexGuard<'_, CtxState>) -> bool {
     if q.state() >= 3 {
         return true;
     }

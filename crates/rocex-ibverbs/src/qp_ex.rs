@@ -12,13 +12,15 @@ use rocex_proto::verbs::{Remote, SendData, SendOp, SendWr, Sge, UdDest};
 
 use crate::abi::*;
 use crate::ah::Ah;
-use crate::qp::{Qp, check_op, gather, post_all, sges};
+use crate::qp::{Qp, check_op, gather, post_all, sends_allowed, sges};
 use crate::unsupported;
 
 /// The requests between `ibv_wr_start` and `ibv_wr_complete`.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct Batch {
     wrs: Vec<SendWr>,
+    /// BIND_MW and LOCAL_INV requests (`mw.rs`), each with the number of `wrs` before it.
+    locals: Vec<(usize, ibv_send_wr)>,
     /// The first error, reported by `ibv_wr_complete`.
     err: Option<c_int>,
 }
@@ -90,6 +92,7 @@ unsafe extern "C" fn wr_start(qp: *mut ibv_qp_ex) {
     // SAFETY: per the operation's contract.
     let (_, b) = unsafe { parts(qp) };
     b.wrs.clear();
+    b.locals.clear();
     b.err = None;
 }
 
@@ -97,6 +100,7 @@ unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> c_int {
     // SAFETY: per the operation's contract.
     let (q, b) = unsafe { parts(qp) };
     let wrs = core::mem::take(&mut b.wrs);
+    let locals = core::mem::take(&mut b.locals);
     if let Some(e) = b.err.take() {
         return e;
     }
@@ -111,7 +115,20 @@ unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> c_int {
             return libc::EINVAL;
         }
     }
-    match post_all(q, &wrs) {
+    // The requests before each local one reach the ring first; then rocexd executes it.
+    let mut from = 0;
+    for (at, w) in locals {
+        if let Err(e) = post_all(q, &wrs[from..at]) {
+            return e;
+        }
+        from = at;
+        let g = q.ctx().lock();
+        if !sends_allowed(q, &g) {
+            return libc::EINVAL;
+        }
+        crate::mw::local_op(q, &g, &w);
+    }
+    match post_all(q, &wrs[from..]) {
         Ok(()) => 0,
         Err(e) => e,
     }
@@ -121,6 +138,7 @@ unsafe extern "C" fn wr_abort(qp: *mut ibv_qp_ex) {
     // SAFETY: per the operation's contract.
     let (_, b) = unsafe { parts(qp) };
     b.wrs.clear();
+    b.locals.clear();
     b.err = None;
 }
 
@@ -159,21 +177,51 @@ unsafe extern "C" fn wr_atomic_write(qp: *mut ibv_qp_ex, rkey: u32, addr: u64, v
     unsafe { begin(qp, SendOp::AtomicWrite { remote, value }) };
 }
 
-unsafe extern "C" fn wr_bind_mw(
-    qp: *mut ibv_qp_ex,
-    _mw: *mut ibv_mw,
-    _rkey: u32,
-    _info: *const ibv_mw_bind_info,
-) {
-    unsupported("ibv_wr_bind_mw", "EOPNOTSUPP from ibv_wr_complete");
-    // SAFETY: per the operation's contract.
-    unsafe { parts(qp) }.1.err.get_or_insert(libc::EOPNOTSUPP);
+/// Queues a local request (BIND_MW, LOCAL_INV) as `ibv_post_send` would see it: the
+/// QP's `wr_id` and `wr_flags`, and what `fill` sets. Not on UD (EINVAL).
+unsafe fn begin_local(qp: *mut ibv_qp_ex, opcode: c_int, fill: impl FnOnce(&mut ibv_send_wr)) {
+    // SAFETY: per the callers' contract.
+    let (q, b) = unsafe { parts(qp) };
+    if q.ty == rocex_proto::verbs::QpType::Ud {
+        b.err.get_or_insert(libc::EINVAL);
+    }
+    // SAFETY: ibv_send_wr is pointers and integers, for which all-zero is valid.
+    let mut w: ibv_send_wr = unsafe { core::mem::zeroed() };
+    w.wr_id = q.ex.wr_id;
+    w.send_flags = q.ex.wr_flags;
+    w.opcode = opcode;
+    fill(&mut w);
+    b.locals.push((b.wrs.len(), w));
 }
 
-unsafe extern "C" fn wr_local_inv(qp: *mut ibv_qp_ex, _rkey: u32) {
-    unsupported("ibv_wr_local_inv", "EOPNOTSUPP from ibv_wr_complete");
+unsafe extern "C" fn wr_bind_mw(
+    qp: *mut ibv_qp_ex,
+    mw: *mut ibv_mw,
+    rkey: u32,
+    info: *const ibv_mw_bind_info,
+) {
+    if mw.is_null() || info.is_null() {
+        // SAFETY: per the operation's contract.
+        unsafe { parts(qp) }.1.err.get_or_insert(libc::EINVAL);
+        return;
+    }
+    // SAFETY: verbs.h passes the program's bind information.
+    let i = unsafe { &*info };
+    let words = [
+        mw as usize as u64,
+        u64::from(rkey),
+        i.mr as usize as u64,
+        i.addr,
+        i.length,
+        u64::from(i.mw_access_flags),
+    ];
     // SAFETY: per the operation's contract.
-    unsafe { parts(qp) }.1.err.get_or_insert(libc::EOPNOTSUPP);
+    unsafe { begin_local(qp, crate::mw::WR_BIND_MW, |w| w.bind_mw = words) };
+}
+
+unsafe extern "C" fn wr_local_inv(qp: *mut ibv_qp_ex, rkey: u32) {
+    // SAFETY: per the operation's contract.
+    unsafe { begin_local(qp, crate::mw::WR_LOCAL_INV, |w| w.imm_data = rkey) };
 }
 
 unsafe extern "C" fn wr_send_tso(qp: *mut ibv_qp_ex, _h: *mut c_void, _hs: u16, _mss: u16) {

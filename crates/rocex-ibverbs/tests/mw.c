@@ -9,6 +9,8 @@
  * Type 1, on two new QPs: ibv_bind_mw gives mw->rkey the next key byte; a WRITE through
  * it lands; a bind to another range while bound is taken, and a WRITE at the old range
  * then fails with IBV_WC_REM_ACCESS_ERR.
+ * The work-request API, on two more QPs: ibv_wr_bind_mw binds a type-2 window (reached by
+ * a WRITE) and ibv_wr_local_inv frees it (then IBV_WC_REM_ACCESS_ERR).
  * Also: type 3 is EINVAL, ibv_bind_mw on a type-2 window is EINVAL (verbs.h), and both
  * windows are freed at the end. Prints "ok" or the first step that went wrong. */
 #include <errno.h>
@@ -196,7 +198,40 @@ int main(void)
 	if (write_through(a1, base + 2048, mw1->rkey, 16) != IBV_WC_REM_ACCESS_ERR)
 		FAIL("type 1: a WRITE at the range the window left was not REM_ACCESS_ERR");
 
-	if (ibv_dealloc_mw(mw1) || ibv_dealloc_mw(mw2))
+	/* The work-request API: ibv_wr_bind_mw and ibv_wr_local_inv on two more QPs. */
+	struct ibv_qp *a3 = qp(), *b3 = qp();
+	if (!a3 || !b3 || connect_qp(a3, b3->qp_num) || connect_qp(b3, a3->qp_num))
+		FAIL("wr API: setup failed");
+	struct ibv_mw *mw3 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(b3);
+	if (!mw3 || !x)
+		FAIL("wr API: no window or no ibv_qp_ex");
+	uint32_t key3 = ibv_inc_rkey(mw3->rkey);
+	struct ibv_mw_bind_info info3 = { mr, base + 3584, 64, IBV_ACCESS_REMOTE_WRITE };
+	ibv_wr_start(x);
+	x->wr_id = 9;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_bind_mw(x, mw3, key3, &info3);
+	if (ibv_wr_complete(x))
+		FAIL("wr API: ibv_wr_complete of a bind failed");
+	wc = next();
+	memcpy(buf + 3072, "work request api", 16);
+	if (wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_BIND_MW || wc.wr_id != 9 ||
+	    write_through(a3, base + 3584, key3, 16) != IBV_WC_SUCCESS ||
+	    memcmp(buf + 3584, "work request api", 16))
+		FAIL("wr API: the window bound by ibv_wr_bind_mw was not reachable");
+	ibv_wr_start(x);
+	x->wr_id = 10;
+	ibv_wr_local_inv(x, key3);
+	if (ibv_wr_complete(x))
+		FAIL("wr API: ibv_wr_complete of a LOCAL_INV failed");
+	wc = next();
+	if (wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_LOCAL_INV || wc.wr_id != 10)
+		FAIL("wr API: LOCAL_INV completed with %s", ibv_wc_status_str(wc.status));
+	if (write_through(a3, base + 3584, key3, 16) != IBV_WC_REM_ACCESS_ERR)
+		FAIL("wr API: a WRITE through the invalidated window was not REM_ACCESS_ERR");
+
+	if (ibv_dealloc_mw(mw1) || ibv_dealloc_mw(mw2) || ibv_dealloc_mw(mw3))
 		FAIL("ibv_dealloc_mw failed");
 	printf("ok\n");
 	return 0;

@@ -2,7 +2,7 @@
 //! under `rocex run`): type-2 windows bound by BIND_MW requests under `ibv_inc_rkey`'s
 //! key, reached by a peer's WRITE, freed by LOCAL_INV and by the peer's SEND_WITH_INV
 //! (then `IBV_WC_REM_ACCESS_ERR`); type-1 windows bound by `ibv_bind_mw` and bound again
-//! while bound.
+//! while bound; the same through `ibv_wr_bind_mw` and `ibv_wr_local_inv`.
 
 mod common;
 

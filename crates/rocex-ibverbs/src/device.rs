@@ -297,15 +297,18 @@ fn device_attr(ctx: &Ctx, a: &DeviceAttributes) -> ibv_device_attr {
     d.vendor_id = 0xffffff;
     d.max_qp = a.max_qp as c_int;
     d.max_qp_wr = a.max_qp_wr as c_int;
-    // RC_RNR_NAK_GEN | SYS_IMAGE_GUID | PORT_ACTIVE_EVENT | ... as rxe's RXE_DEVICE_CAP_FLAGS,
-    // less what rocex lacks (SRQ resize, memory windows).
-    d.device_cap_flags = (1 << 12) | (1 << 11) | (1 << 10) | (1 << 14) | (1 << 1) | (1 << 2);
+    // RC_RNR_NAK_GEN | SYS_IMAGE_GUID | PORT_ACTIVE_EVENT | ... | MEM_WINDOW |
+    // MEM_WINDOW_TYPE_2B as rxe's RXE_DEVICE_CAP_FLAGS, less what rocex lacks (SRQ resize).
+    d.device_cap_flags =
+        (1 << 12) | (1 << 11) | (1 << 10) | (1 << 14) | (1 << 1) | (1 << 2) | (1 << 17) | (1 << 24);
     d.max_sge = a.max_sge as c_int;
     d.max_sge_rd = a.max_sge as c_int;
     d.max_cq = a.max_cq as c_int;
     d.max_cqe = a.max_cqe as c_int;
     d.max_mr = a.max_mr as c_int;
     d.max_pd = a.max_pd as c_int;
+    // rocexd's windows per client.
+    d.max_mw = 4096;
     d.max_qp_rd_atom = a.max_qp_rd_atom as c_int;
     d.max_res_rd_atom = 0x3f000;
     d.max_qp_init_rd_atom = a.max_qp_rd_atom as c_int;

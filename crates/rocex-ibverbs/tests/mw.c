@@ -11,7 +11,7 @@
  * then fails with IBV_WC_REM_ACCESS_ERR.
  * The work-request API, on two more QPs: ibv_wr_bind_mw binds a type-2 window (reached by
  * a WRITE) and ibv_wr_local_inv frees it (then IBV_WC_REM_ACCESS_ERR).
- * Also: type 3 is EINVAL, ibv_bind_mw on a type-2 window is EINVAL (verbs.h), and both
+ * Also: the device announces windows (IBV_DEVICE_MEM_WINDOW, _TYPE_2B, max_mw), type 3 is EINVAL, ibv_bind_mw on a type-2 window is EINVAL (verbs.h), and both
  * windows are freed at the end. Prints "ok" or the first step that went wrong. */
 #include <errno.h>
 #include <stdint.h>
@@ -117,6 +117,10 @@ int main(void)
 	if (!mr || !a || !b || connect_qp(a, b->qp_num) || connect_qp(b, a->qp_num))
 		FAIL("setup failed");
 	uint64_t base = (uintptr_t)buf;
+	struct ibv_device_attr da;
+	if (ibv_query_device(ctx, &da) || !(da.device_cap_flags & IBV_DEVICE_MEM_WINDOW) ||
+	    !(da.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) || da.max_mw <= 0)
+		FAIL("the device does not announce memory windows");
 
 	if (ibv_alloc_mw(pd, 3) || errno != EINVAL)
 		FAIL("type 3: not EINVAL");

@@ -379,6 +379,12 @@ impl Cm {
                 let Some(e) = self.conns.get_mut(&id).filter(|e| e.client == client) else {
                     return no_conn();
                 };
+                if matches!(e.slot, Slot::SidrQuery(_)) {
+                    // A SIDR exchange the client gave up (its id destroyed): its answer,
+                    // if one still comes, has no one to go to.
+                    self.conns.remove(&id);
+                    return Response::Done(kind::CM_DISCONNECT);
+                }
                 let Slot::Live { conn, qpn } = &mut e.slot else {
                     return Response::error(libc::EINVAL, "the connection is not up");
                 };

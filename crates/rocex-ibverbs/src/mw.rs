@@ -54,13 +54,18 @@ pub(crate) unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, ty: c_int) -> *mut ibv
     let p = unsafe { Pd::from_ibv(pd) };
     let g = p.ctx().lock();
     match p.pd.get(&g).alloc_mw() {
-        Ok(rkey) => Box::into_raw(Box::new(ibv_mw {
-            context: p.ibv.context,
-            pd,
-            rkey,
-            handle: rkey,
-            type_: ty,
-        })),
+        Ok(rkey) => {
+            if ty == TYPE_1 {
+                p.ctx().type1_mws.get(&g).insert(rkey);
+            }
+            Box::into_raw(Box::new(ibv_mw {
+                context: p.ibv.context,
+                pd,
+                rkey,
+                handle: rkey,
+                type_: ty,
+            }))
+        }
         Err(e) => {
             trace("ibv_alloc_mw", &e);
             null_errno(errno_of(&e))
@@ -73,9 +78,11 @@ pub(crate) unsafe extern "C" fn dealloc_mw(mw: *mut ibv_mw) -> c_int {
     // SAFETY: verbs.h passes a window of this library.
     let m = unsafe { &*mw };
     // SAFETY: a window's PD, and so its context, outlives it.
-    let g = unsafe { Pd::from_ibv(m.pd) }.ctx().lock();
+    let ctx = unsafe { Pd::from_ibv(m.pd) }.ctx();
+    let g = ctx.lock();
     match g.verbs.dealloc_mw(m.handle) {
         Ok(()) => {
+            ctx.type1_mws.get(&g).remove(&m.handle);
             drop(g);
             // SAFETY: made by Box::into_raw in alloc_mw, not used afterwards.
             drop(unsafe { Box::from_raw(mw) });
@@ -101,6 +108,9 @@ pub(crate) unsafe extern "C" fn bind_mw(
     let key = (m.rkey as u8).wrapping_add(1);
     match run_bind(q, &g, m.handle, key, true, &b.bind_info) {
         Ok(rkey) => {
+            let t1 = q.ctx().type1_mws.get(&g);
+            t1.remove(&m.handle);
+            t1.insert(rkey);
             (m.rkey, m.handle) = (rkey, rkey);
             complete(q, &g, b.wr_id, b.send_flags, WC_BIND_MW, 0);
         }
@@ -148,6 +158,11 @@ fn run_bind(
 /// Executes a LOCAL_INV or BIND_MW request of `ibv_post_send` and completes it.
 pub(crate) fn local_op(q: &Qp, g: &MutexGuard<'_, CtxState>, w: &ibv_send_wr) {
     if w.opcode == WR_LOCAL_INV {
+        // rxe `rxe_invalidate_mw`: a type-1 window is not invalidated.
+        if q.ctx().type1_mws.get(g).contains(&w.imm_data) {
+            fail(q, g, w.wr_id, WC_LOCAL_INV, WC_LOC_QP_OP_ERR);
+            return;
+        }
         match g.verbs.local_invalidate(q.qp.get(g), w.imm_data) {
             Ok(()) => complete(q, g, w.wr_id, w.send_flags, WC_LOCAL_INV, 0),
             Err(e) => {
@@ -169,6 +184,11 @@ pub(crate) fn local_op(q: &Qp, g: &MutexGuard<'_, CtxState>, w: &ibv_send_wr) {
     let rebind = m.type_ == TYPE_1;
     match run_bind(q, g, m.handle, rkey as u8, rebind, &info) {
         Ok(new) => {
+            if rebind {
+                let t1 = q.ctx().type1_mws.get(g);
+                t1.remove(&m.handle);
+                t1.insert(new);
+            }
             // rocexd names the window by its current rkey, kept in `handle`; `mw->rkey`
             // stays what the program allocated, as rxe leaves it for a BIND_MW request.
             // SAFETY: the program's window; its fields are written under the lock.

@@ -11,6 +11,7 @@
  * then fails with IBV_WC_REM_ACCESS_ERR.
  * The work-request API, on two more QPs: ibv_wr_bind_mw binds a type-2 window (reached by
  * a WRITE) and ibv_wr_local_inv frees it (then IBV_WC_REM_ACCESS_ERR).
+ * LOCAL_INV naming a type-1 window completes with IBV_WC_LOC_QP_OP_ERR, as on rxe.
  * Also: the device announces windows (IBV_DEVICE_MEM_WINDOW, _TYPE_2B, max_mw), type 3 is EINVAL, ibv_bind_mw on a type-2 window is EINVAL (verbs.h), and both
  * windows are freed at the end. Prints "ok" or the first step that went wrong. */
 #include <errno.h>
@@ -234,6 +235,18 @@ int main(void)
 		FAIL("wr API: LOCAL_INV completed with %s", ibv_wc_status_str(wc.status));
 	if (write_through(a3, base + 3584, key3, 16) != IBV_WC_REM_ACCESS_ERR)
 		FAIL("wr API: a WRITE through the invalidated window was not REM_ACCESS_ERR");
+
+	/* LOCAL_INV may not name a type-1 window (rxe_invalidate_mw): IBV_WC_LOC_QP_OP_ERR. */
+	struct ibv_qp *a4 = qp(), *b4 = qp();
+	if (!a4 || !b4 || connect_qp(a4, b4->qp_num) || connect_qp(b4, a4->qp_num))
+		FAIL("type 1 LOCAL_INV: setup failed");
+	inv.wr_id = 11;
+	inv.invalidate_rkey = mw1->rkey;
+	if (ibv_post_send(b4, &inv, &bad))
+		FAIL("type 1 LOCAL_INV: not posted");
+	wc = next();
+	if (wc.status != IBV_WC_LOC_QP_OP_ERR || wc.wr_id != 11)
+		FAIL("type 1 LOCAL_INV: completed with %s", ibv_wc_status_str(wc.status));
 
 	if (ibv_dealloc_mw(mw1) || ibv_dealloc_mw(mw2) || ibv_dealloc_mw(mw3))
 		FAIL("ibv_dealloc_mw failed");

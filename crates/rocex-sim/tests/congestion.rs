@@ -49,7 +49,7 @@ fn node(fabric: &mut Fabric, i: u8, c: Congestion) -> Node {
     let mut e = Engine::new(config);
     let pd = e.alloc_pd();
     let cq = e.create_cq(1 << 15).unwrap();
-    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
     let buf = Arc::new(VecRegion::new(BUF));
     let keys = e.reg_mr(pd, BASE, BUF as u64, access, buf).unwrap();
     let idx = fabric.add(e);
@@ -85,7 +85,7 @@ fn connect(fabric: &mut Fabric, me: &Node, qpn: u32, peer: &Node, peer_qpn: u32)
     let e = fabric.node(me.idx);
     let mut attr = QpAttr {
         qp_state: QpState::Init,
-        qp_access_flags: Access::REMOTE_WRITE,
+        qp_access_flags: Access::REMOTE_WRITE | Access::REMOTE_READ,
         port_num: 1,
         ..QpAttr::default()
     };
@@ -527,6 +527,78 @@ fn two_flows_through_a_marking_bottleneck_share_it_within_20_percent() {
         "queue {} without",
         without.late_queue
     );
+}
+
+/// Two responders answer 64 KiB READs (16 in flight each) through a bottleneck in front
+/// of the one requester node: returns each flow's bytes in the second half of `run_for`,
+/// the most bytes queued then, and the CNPs the responders handled.
+fn reads(ecn: bool, run_for: Duration) -> (Vec<u64>, usize, u64) {
+    let mut f = Fabric::new(7, Link::with_delay(Duration::from_micros(5)));
+    let rx = node(&mut f, 100, congestion(ecn));
+    let senders: Vec<Node> = (1..=2).map(|i| node(&mut f, i, congestion(ecn))).collect();
+    let qps: Vec<(u32, u32)> = senders.iter().map(|s| pair(&mut f, &rx, s)).collect();
+    f.set_bottleneck(rx.idx, marking(5e9));
+    const LEN: u32 = 64 << 10;
+    let read = |id, s: &Node| {
+        let sge = Sge {
+            addr: BASE,
+            length: LEN,
+            lkey: rx.keys.lkey,
+        };
+        let remote = Remote {
+            addr: BASE,
+            rkey: s.keys.rkey,
+        };
+        SendWr::new(id, SendOp::Read(remote), vec![sge])
+    };
+    for (s, &(q, _)) in senders.iter().zip(&qps) {
+        for i in 0..16 {
+            f.node(rx.idx)
+                .post_send(Instant::ZERO, q, read(i, s))
+                .unwrap();
+        }
+    }
+    let half = Instant::ZERO + run_for / 2;
+    let (mut late, mut queue) = (vec![0u64; 2], 0);
+    while f.now() < Instant::ZERO + run_for && f.step() {
+        let now = f.now();
+        if now >= half {
+            queue = queue.max(f.bottleneck_stats(rx.idx).map_or(0, |s| s.queued));
+        }
+        while let Some(wc) = f.node(rx.idx).poll_cq(rx.cq) {
+            assert_eq!(wc.status, WcStatus::Success);
+            let i = qps.iter().position(|&(q, _)| q == wc.qp_num).unwrap();
+            if now >= half {
+                late[i] += u64::from(LEN);
+            }
+            let (q, s) = (qps[i].0, &senders[i]);
+            f.node(rx.idx).post_send(now, q, read(wc.wr_id, s)).unwrap();
+        }
+    }
+    let cnps = senders
+        .iter()
+        .map(|s| f.node(s.idx).counters().rp_cnp_handled)
+        .sum();
+    (late, queue, cnps)
+}
+
+#[test]
+fn read_responses_are_paced_by_the_responders_rate() {
+    // The responder is the data's sender: CNPs for its CE-marked READ responses come to
+    // its QP, and its limiter paces the responses as it would requests.
+    let d = Duration::from_millis(40);
+    let (late, queue, cnps) = reads(true, d);
+    let (x, y) = (late[0] as f64, late[1] as f64);
+    eprintln!("READ flows {x} {y}, queue {queue}, {cnps} CNPs handled");
+    assert!(cnps > 0);
+    assert!((x - y).abs() / x.max(y) <= 0.2, "flows moved {x} and {y}");
+    assert!(x + y >= 0.8 * 5e9 / 8.0 * 0.020, "{x} + {y}");
+    assert!(queue <= 256 << 10, "queue {queue} with DCQCN");
+    // Without ECN the queue holds both flows' READs in flight (2 x 16 x 64 KiB).
+    let (_, unpaced, none) = reads(false, d);
+    eprintln!("without ECN: queue {unpaced}");
+    assert_eq!(none, 0);
+    assert!(unpaced >= 900 << 10, "queue {unpaced} without");
 }
 
 #[test]

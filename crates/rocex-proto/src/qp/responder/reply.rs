@@ -28,6 +28,12 @@ impl Qp {
     pub(crate) fn next_reply(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<usize> {
         let dest = self.attr.dest_qp_num;
         let mtu = self.mtu();
+        // READ responses are the responder's data: DCQCN's rate paces them as it paces
+        // requests (the peer's CNPs for them name this QP).
+        let read = matches!(self.resp.out.front(), Some(Reply::Read(_)));
+        if read && self.rate.paced_until.is_some() {
+            return None;
+        }
         let reply = self.resp.out.front_mut()?;
         let mut done = true;
         let mut fault = None;
@@ -86,6 +92,9 @@ impl Qp {
         }
         if done {
             self.resp.out.pop_front();
+        }
+        if read && let Some(n) = len {
+            self.rate.on_sent(ctx.now, n, &ctx.congestion.dcqcn);
         }
         len
     }

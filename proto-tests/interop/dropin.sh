@@ -31,6 +31,24 @@ bash "$root/proto-tests/rxe-lab/build.sh" >/dev/null
 
 pass=0 fail=0 failed=()
 host="bash $root/proto-tests/interop/dropin_host.sh $rocex"
+
+# tos_case NAME "HOST COMMAND": rxe's ucmatose serves, the drop-in's connects with
+# RDMA_OPTION_ID_TOS 184 (-t). As run_case, and tshark must find traffic class 0xb8 in the
+# REQ's primary path and IP TOS 0xb8 on every packet of the connection's QPs from both
+# ends: the kernel's rdma_cm takes the REQ's path for the passive side, as rocexd does.
+tos_case() {
+    local name=$1 cmd=$2 pcap=$out/$1.pcap ok=0 tclass others senders
+    if [[ -n $only && ! $name =~ $only ]]; then return 0; fi
+    if lab "$name" ucmatose server "" "$cmd" \
+        && "$rocex" dump --check "$pcap" >"$out/$name.check" \
+        && "$rocex" conform replay "$pcap" >"$out/$name.conform"; then
+        tclass=$(tshark -r "$pcap" -Y infiniband.cm.req -T fields -e infiniband.cm.req.prim_tfcclass | sort -u)
+        others=$(tshark -r "$pcap" -Y 'infiniband.bth.destqp != 1 && ip.dsfield != 0xb8' | wc -l)
+        senders=$(tshark -r "$pcap" -Y 'infiniband.bth.destqp != 1' -T fields -e ip.src | sort -u | wc -l)
+        [[ $tclass == 0xb8 && $others == 0 && $senders == 2 ]] && ok=1
+    fi
+    tally "$name" "$ok" "REQ traffic class ${tclass:-?}, ${others:-?} QP packets without TOS 0xb8, from ${senders:-?} ends"
+}
 for role in "${roles[@]}"; do
     # rxe plays $role; the drop-in the other side. The host program's path MTU is the lab's.
     while IFS='|' read -r name scenario lab args; do
@@ -82,6 +100,9 @@ EOF_CASES
         [[ $p == udaddy ]] && continue
         peer_case "dropin-rxe_$role-$p-loss5" "$p" "$role" "--loss 5" "$delay$host ${!p}"
     done
+    if [[ $role == server ]]; then
+        tos_case "dropin-rxe_server-ucmatose-tos" "$late$host $ucmatose -t 184"
+    fi
 done
 ((fail == 0)) || echo "failed: ${failed[*]}"
 echo "dropin-interop: $pass passed, $fail failed"

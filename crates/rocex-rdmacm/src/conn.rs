@@ -233,7 +233,8 @@ pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, param: *mut rdma_conn_
 
 /// `rdma_reject`: rocexd sends a REJ (consumer reason) with up to 148 bytes of private
 /// data (more: `EINVAL`, as `ib_send_cm_rej`), which the peer's `REJECTED` event
-/// carries.
+/// carries; on a UD id a SIDR_REP with status 2 (rejected) and up to 136 bytes, the
+/// peer's `UNREACHABLE`.
 ///
 /// # Safety
 ///
@@ -256,7 +257,12 @@ pub unsafe fn reject(
         return fail(libc::EINVAL);
     };
     let n = usize::from(private_data_len);
-    if n > channel::REJ_PRIVATE_DATA_LEN {
+    let max = if m.c.qp_type == IBV_QPT_UD {
+        channel::SIDR_REP_PRIVATE_DATA_LEN
+    } else {
+        channel::REJ_PRIVATE_DATA_LEN
+    };
+    if n > max {
         return fail(libc::EINVAL);
     }
     let data = if private_data.is_null() { 0 } else { n };

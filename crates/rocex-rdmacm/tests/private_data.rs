@@ -8,10 +8,16 @@
 //!   196; 197 bytes: `EINVAL`. The server's own `ESTABLISHED` (the RTU) carries none.
 //! * The REQ's 5 bytes reach the server's `CONNECT_REQUEST` in the REQ's 56-byte field
 //!   after rdma_cm's header, zero-filled.
+//! * Over UD (SIDR, `cma_sidr_rep_handler`): `rdma_reject` with 136 bytes is the client's
+//!   `UNREACHABLE` with status 2 (rejected) and the SIDR_REP's 136 bytes; `rdma_accept`
+//!   with 136 its `ESTABLISHED` with those bytes, the server QP's number, rdma_cm's Q_Key
+//!   and a global address vector; 137 bytes: `EINVAL`. The SIDR_REQ's 5 bytes reach the
+//!   server in its 180-byte field after rdma_cm's header.
 
 mod common;
 
-use std::process::{Child, Output};
+use std::io::Write;
+use std::process::{Child, Output, Stdio};
 
 use common::{Hosts, build_cm_prog, finish, text};
 
@@ -73,4 +79,51 @@ fn rep_and_rej_private_data_reach_the_connecting_side() {
     req.resize(56, 0);
     let q = line(&st, "event RDMA_CM_EVENT_CONNECT_REQUEST");
     assert_eq!(q[2..], ["0", "56", &hex(&req)], "{st}");
+}
+
+#[test]
+fn sidr_rep_private_data_qpn_and_qkey_reach_the_resolving_side() {
+    let Some(h) = Hosts::up(18, &[]) else { return };
+    let Some(prog) = build_cm_prog("rdmacm_private_data_ud", include_str!("private_data.c")) else {
+        return;
+    };
+    let exe = prog.exe.to_str().unwrap();
+    let sa = h.addr[1].as_str();
+    let mut s = h
+        .run(1, exe, &["udserver", sa, "7994"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let c = h.run(0, exe, &["udclient", sa, "7994"]).spawn().unwrap();
+    let (_, ct) = passed(c, "private_data udclient");
+    writeln!(s.stdin.take().unwrap(), "go").unwrap();
+    let (_, st) = passed(s, "private_data udserver");
+
+    let rej: Vec<u8> = (0..136u8)
+        .map(|i| i.wrapping_mul(7).wrapping_add(1))
+        .collect();
+    let rep: Vec<u8> = (0..136u8).map(|i| 255 - i).collect();
+    for (step, want) in [
+        ("reject_137", "-1"),
+        ("reject_136", "0"),
+        ("accept_137", "-1"),
+        ("accept_136", "0"),
+    ] {
+        assert_eq!(line(&st, step)[1], want, "{step}: {st}");
+    }
+    let r = line(&ct, "event RDMA_CM_EVENT_UNREACHABLE");
+    assert_eq!(r[2..], ["2", "136", &hex(&rej)], "{ct}");
+    let e = line(&ct, "event RDMA_CM_EVENT_ESTABLISHED");
+    assert_eq!(e[2..], ["0", "136", &hex(&rep)], "{ct}");
+    let qpn = line(&st, "qpn")[1];
+    assert_eq!(
+        line(&ct, "ud qpn"),
+        ["ud", "qpn", qpn, "qkey", "0x1234567", "global", "1"],
+        "{ct}"
+    );
+    let mut req = b"hello".to_vec();
+    req.resize(180, 0);
+    let q = line(&st, "event RDMA_CM_EVENT_CONNECT_REQUEST");
+    assert_eq!(q[2..], ["0", "180", &hex(&req)], "{st}");
 }

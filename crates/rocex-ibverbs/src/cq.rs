@@ -62,11 +62,19 @@ impl Cq {
         unsafe { &*cq.cast::<Self>() }
     }
 
+    /// Adds the completion of a local request (`mw.rs`); on an armed CQ its event is
+    /// owed at once, as for a completion from rocexd.
+    pub(crate) fn push_local(&self, g: &MutexGuard<'_, CtxState>, wc: ibv_wc) {
+        self.local(g).push_back(wc);
+        let vcq = self.cq.get(g);
+        if self.armed.load(Ordering::Acquire) && vcq.armed().unwrap_or(false) {
+            let _ = vcq.take_arm();
+            let _ = vcq.channel().signal();
+        }
+    }
+
     /// The completions of local requests waiting to be polled (`mw.rs`).
-    pub(crate) fn local<'a>(
-        &'a self,
-        g: &'a MutexGuard<'_, CtxState>,
-    ) -> &'a mut crate::mw::LocalWcs {
+    fn local<'a>(&'a self, g: &'a MutexGuard<'_, CtxState>) -> &'a mut crate::mw::LocalWcs {
         self.local.get(g)
     }
 
@@ -448,6 +456,11 @@ pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, _solicited_only: 
     let vcq = c.cq.get(&g);
     c.armed.store(true, Ordering::Release);
     match vcq.req_notify() {
+        // Local completions waiting (`mw.rs`) are owed an event as the ring's are.
+        Ok(false) if !c.local(&g).is_empty() => {
+            let _ = vcq.take_arm();
+            vcq.channel().signal().map_or(libc::EIO, |()| 0)
+        }
         Ok(false) => 0,
         Ok(true) => vcq.channel().signal().map_or(libc::EIO, |()| 0),
         Err(e) => errno_of(&e),

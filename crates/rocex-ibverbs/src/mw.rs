@@ -4,9 +4,10 @@
 //!
 //! rocexd executes a bind or an invalidation when it is posted, on the control
 //! connection, after the requests posted before it have been handed to the send ring; the
-//! library then puts its completion in the QP's send CQ itself. What differs from rxe,
-//! which executes them in the requester in send-queue order: the completion comes ahead of
-//! those of earlier requests still in flight, and raises no completion event.
+//! library then puts its completion in the QP's send CQ itself (an armed CQ's event is
+//! then owed, as for rocexd's completions). What differs from rxe, which executes them in
+//! the requester in send-queue order: the completion comes ahead of those of earlier
+//! requests still in flight.
 //!
 //! Keys follow rxe (`rxe_do_bind_mw`): a bind keeps the window's upper 24 bits and takes
 //! the binder's low byte, the one `ibv_inc_rkey` makes. `ibv_bind_mw` picks it as rxe's
@@ -213,21 +214,24 @@ fn complete(
     }
     // SAFETY: a QP's send CQ is a CQ of this library and outlives it.
     let cq = unsafe { Cq::from_ibv(q.ex.qp_base.send_cq) };
-    cq.local(g).push_back(ibv_wc {
-        wr_id,
-        status: st,
-        opcode,
-        vendor_err: 0,
-        byte_len: 0,
-        imm_data: 0,
-        qp_num: q.ex.qp_base.qp_num,
-        src_qp: 0,
-        wc_flags: 0,
-        pkey_index: 0,
-        slid: 0,
-        sl: 0,
-        dlid_path_bits: 0,
-    });
+    cq.push_local(
+        g,
+        ibv_wc {
+            wr_id,
+            status: st,
+            opcode,
+            vendor_err: 0,
+            byte_len: 0,
+            imm_data: 0,
+            qp_num: q.ex.qp_base.qp_num,
+            src_qp: 0,
+            wc_flags: 0,
+            pkey_index: 0,
+            slid: 0,
+            sl: 0,
+            dlid_path_bits: 0,
+        },
+    );
 }
 
 /// A local request that failed: its error completion (always delivered), and the QP to

@@ -12,6 +12,8 @@
  * The work-request API, on two more QPs: ibv_wr_bind_mw binds a type-2 window (reached by
  * a WRITE) and ibv_wr_local_inv frees it (then IBV_WC_REM_ACCESS_ERR).
  * LOCAL_INV naming a type-1 window completes with IBV_WC_LOC_QP_OP_ERR, as on rxe.
+ * A bind's and a LOCAL_INV's completions on a CQ with a channel raise its event, armed
+ * before or after.
  * Also: the device announces windows (IBV_DEVICE_MEM_WINDOW, _TYPE_2B, max_mw), type 3 is EINVAL, ibv_bind_mw on a type-2 window is EINVAL (verbs.h), and both
  * windows are freed at the end. Prints "ok" or the first step that went wrong. */
 #include <errno.h>
@@ -248,7 +250,41 @@ int main(void)
 	if (wc.status != IBV_WC_LOC_QP_OP_ERR || wc.wr_id != 11)
 		FAIL("type 1 LOCAL_INV: completed with %s", ibv_wc_status_str(wc.status));
 
-	if (ibv_dealloc_mw(mw1) || ibv_dealloc_mw(mw2) || ibv_dealloc_mw(mw3))
+	/* Events: a bind's completion on an armed CQ with a channel is owed its event, and so
+	 * is a LOCAL_INV's that came before the CQ was armed. */
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	struct ibv_cq *ecq = ch ? ibv_create_cq(ctx, 8, NULL, ch, 0) : NULL;
+	struct ibv_qp_init_attr ea = { .send_cq = ecq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct ibv_qp *a5 = qp(), *b5 = ecq ? ibv_create_qp(pd, &ea) : NULL;
+	if (!a5 || !b5 || connect_qp(a5, b5->qp_num) || connect_qp(b5, a5->qp_num))
+		FAIL("events: setup failed");
+	struct ibv_mw *mw5 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+	struct ibv_cq *evcq;
+	void *evctx;
+	struct ibv_send_wr bw = { .wr_id = 12, .opcode = IBV_WR_BIND_MW,
+				  .send_flags = IBV_SEND_SIGNALED };
+	bw.bind_mw.mw = mw5;
+	bw.bind_mw.rkey = ibv_inc_rkey(mw5->rkey);
+	bw.bind_mw.bind_info = info3;
+	if (!mw5 || ibv_req_notify_cq(ecq, 0) || ibv_post_send(b5, &bw, &bad))
+		FAIL("events: bind not posted");
+	if (ibv_get_cq_event(ch, &evcq, &evctx) || evcq != ecq)
+		FAIL("events: no event for the bind's completion");
+	ibv_ack_cq_events(ecq, 1);
+	if (ibv_poll_cq(ecq, 1, &wc) != 1 || wc.wr_id != 12 || wc.opcode != IBV_WC_BIND_MW)
+		FAIL("events: the bind's completion is not in its CQ");
+	inv.wr_id = 13;
+	inv.invalidate_rkey = bw.bind_mw.rkey;
+	if (ibv_post_send(b5, &inv, &bad) || ibv_req_notify_cq(ecq, 0))
+		FAIL("events: LOCAL_INV not posted");
+	if (ibv_get_cq_event(ch, &evcq, &evctx) || evcq != ecq)
+		FAIL("events: no event for a completion waiting when the CQ was armed");
+	ibv_ack_cq_events(ecq, 1);
+	if (ibv_poll_cq(ecq, 1, &wc) != 1 || wc.wr_id != 13 || wc.status != IBV_WC_SUCCESS)
+		FAIL("events: the LOCAL_INV's completion is not in its CQ");
+
+	if (ibv_dealloc_mw(mw1) || ibv_dealloc_mw(mw2) || ibv_dealloc_mw(mw3) || ibv_dealloc_mw(mw5))
 		FAIL("ibv_dealloc_mw failed");
 	printf("ok\n");
 	return 0;

@@ -340,6 +340,15 @@ impl Cq {
         }
     }
 
+    /// Takes the arm as the daemon takes it when a completion comes ([`armed`](Self::armed)
+    /// then reads false): for a completion the client made itself, whose event the
+    /// channel then owes. The caller writes the channel.
+    pub fn take_arm(&mut self) -> Result<()> {
+        let ring = ring_in(&self.map, self.off, self.spec)?;
+        ring.consumer_at(self.head).finish_sleep();
+        Ok(())
+    }
+
     /// Arms the CQ and blocks on its completion channel until a completion is there or
     /// `timeout` passes; true when one is there.
     pub fn wait(&mut self, timeout: Duration) -> Result<bool> {

@@ -16,11 +16,17 @@ struct rocex_cm_event {
 	uint16_t port, reason;
 	uint32_t private_data_len;
 	uint8_t private_data[196];
+	uint16_t ps, peer_port;
+	uint32_t qkey, remote_qpn, sq_psn, rq_psn;
+	uint8_t path_mtu, max_rd_atomic, max_dest_rd_atomic, retry_cnt, rnr_retry, timeout,
+		traffic_class;
 };
 int rocex_context_addr(struct ibv_context *, uint8_t (*)[16]);
-int rocex_cm_listen(struct ibv_context *, uint16_t);
-int rocex_cm_connect(struct ibv_qp *, uint32_t, const uint8_t (*)[16], uint16_t, const uint8_t *,
-		     size_t, uint32_t *);
+int rocex_cm_listen(struct ibv_context *, uint16_t, uint16_t);
+int rocex_cm_connect(struct ibv_qp *, uint32_t, const uint8_t (*)[16], uint16_t, uint16_t, uint8_t,
+		     const uint8_t *, size_t, uint32_t *);
+/* rdma_cm's TCP port space (RDMA_PS_TCP). */
+#define PS_TCP 0x0106
 int rocex_cm_accept(struct ibv_qp *, uint32_t, const uint8_t *, size_t);
 int rocex_cm_disconnect(struct ibv_context *, uint32_t);
 int rocex_cm_poll(struct ibv_context *, struct rocex_cm_event *);
@@ -84,7 +90,7 @@ int main(int argc, char **argv)
 		return printf("setup failed\n"), 1;
 	int fam = rocex_context_addr(a.ctx, &addr);
 	printf("addr_family %d\n", fam == AF_INET);
-	printf("listen %d\n", rocex_cm_listen(a.ctx, 7471));
+	printf("listen %d\n", rocex_cm_listen(a.ctx, PS_TCP, 7471));
 
 	struct ibv_sge rs = { (uintptr_t)a.buf, 64, a.mr->lkey };
 	struct ibv_recv_wr rw = { .wr_id = 1, .sg_list = &rs, .num_sge = 1 }, *rbad;
@@ -92,7 +98,7 @@ int main(int argc, char **argv)
 
 	uint32_t id = 0;
 	const uint8_t pdata[] = "hello";
-	printf("connect %d\n", rocex_cm_connect(b.qp, fam, &addr, 7471, pdata, sizeof pdata, &id));
+	printf("connect %d\n", rocex_cm_connect(b.qp, fam, &addr, 7471, 0, 0, pdata, sizeof pdata, &id));
 	int k = next_event(a.ctx, &ev);
 	printf("request %d %d %d\n", k, ev.port, memcmp(ev.private_data, pdata, sizeof pdata) == 0);
 	const uint8_t rep[] = "welcome";

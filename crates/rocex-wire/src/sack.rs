@@ -3,7 +3,8 @@
 //!
 //! The BTH PSN of an SR_ACKNOWLEDGE is the cumulative point: that PSN and every one before
 //! it arrived. Bit `i` of the bitmap (byte `i / 8`, most significant bit first) stands for
-//! PSN + 1 + `i`; bit 0 is always clear, as that PSN would otherwise be cumulative.
+//! PSN + 1 + `i`. A responder that knows more by the time the acknowledgement leaves than
+//! when it decided to send it sets the bits of the PSNs it has since taken in order.
 
 use core::fmt;
 

@@ -64,6 +64,14 @@ pub struct Config {
     /// Retransmit only when rxe would: after the QP's whole ACK timeout, a READ response
     /// gap left to it (off: sooner, with the same packets; `docs/wire.md`, "Recovery").
     pub rxe_recovery: bool,
+    /// Every RC QP's peer is a rocex engine with selective repeat on (rocexd's
+    /// `--selective-repeat`): RC QPs recover from loss by selective repeat, on rocex's own
+    /// opcodes, instead of go-back-N (`docs/wire.md`, "Selective repeat"). Off, and for a
+    /// QP [`Engine::set_selective_repeat`] turns off, the wire is rxe's.
+    pub selective_repeat: bool,
+    /// Under selective repeat, the packets a QP keeps in flight at most (1 to 256; 128,
+    /// rxe's window, by default).
+    pub sr_window: u32,
 }
 
 impl Config {
@@ -79,6 +87,8 @@ impl Config {
             udp_source_port: None,
             congestion: Congestion::default(),
             rxe_recovery: false,
+            selective_repeat: false,
+            sr_window: crate::qp::sr::DEFAULT_WINDOW,
         }
     }
 }

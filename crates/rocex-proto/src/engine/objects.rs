@@ -11,7 +11,7 @@ use crate::cq::{Cq, NotifyOn};
 use crate::qp::Qp;
 use crate::qp::state;
 use crate::time::Instant;
-use crate::verbs::{AttrMask, QpAttr, QpCap, WorkCompletion};
+use crate::verbs::{AttrMask, QpAttr, QpCap, QpState, QpType, WorkCompletion};
 
 impl Engine {
     /// Allocates a protection domain.
@@ -173,18 +173,39 @@ impl Engine {
 
     /// Adds a QP in RESET under `qpn`, which the caller has checked is free.
     pub(super) fn insert_qp(&mut self, qpn: u32, init: &QpInit) -> u32 {
-        self.qps.insert(
+        let mut qp = Qp::new(
             qpn,
-            Qp::new(
-                qpn,
-                init.qp_type,
-                init.pd,
-                init.send_cq,
-                init.recv_cq,
-                init.cap,
-            ),
+            init.qp_type,
+            init.pd,
+            init.send_cq,
+            init.recv_cq,
+            init.cap,
         );
+        let sr = self.config.selective_repeat && init.qp_type == QpType::Rc;
+        qp.sr = crate::qp::sr::Sr::new(sr, self.config.sr_window);
+        self.qps.insert(qpn, qp);
         qpn
+    }
+
+    /// Turns selective repeat on or off for one RC QP before it connects (in RESET or
+    /// INIT), for a caller that learns per connection whether the peer speaks it (rocex's
+    /// tools' out-of-band exchange); `Config::selective_repeat` sets every QP's default.
+    pub fn set_selective_repeat(&mut self, qpn: u32, on: bool) -> Result<(), VerbsError> {
+        let window = self.config.sr_window;
+        let qp = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        if qp.qp_type != QpType::Rc {
+            return Err(VerbsError::BadRequest("selective repeat is for RC QPs"));
+        }
+        if !matches!(qp.state, QpState::Reset | QpState::Init) {
+            return Err(VerbsError::InvalidState(qp.state));
+        }
+        qp.sr = crate::qp::sr::Sr::new(on, window);
+        Ok(())
+    }
+
+    /// Whether a QP recovers by selective repeat.
+    pub fn selective_repeat(&self, qpn: u32) -> bool {
+        self.qps.get(&qpn).is_some_and(|qp| qp.sr.on)
     }
 
     /// Creates the GSI QP: QPN 1, a UD QP, which carries the communication manager's MADs

@@ -40,6 +40,7 @@
 //! | `rxe_drain_resp_pkts` (QP in error: flush the send queue) | `Qp::enter_error` |
 
 mod rtt;
+mod selective;
 
 use rocex_mem::Access;
 use rocex_wire::{NakCode, PacketRepr, Psn, Syndrome};
@@ -129,6 +130,13 @@ impl Qp {
 
     /// Acts on what the response says: acknowledgement, NAK, READ data or atomic result.
     fn judge_response(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>) {
+        if self.sr.on {
+            return self.sr_response(ctx, pkt);
+        }
+        if pkt.opcode().is_selective() {
+            ctx.counters.drop_unexpected_response += 1;
+            return;
+        }
         let psn = pkt.bth.psn;
         let aeth = pkt.aeth;
         match aeth.map(|a| a.syndrome) {
@@ -171,6 +179,14 @@ impl Qp {
                 break;
             }
             if w.needs_response() {
+                // Selective repeat: its responses may have come already, out of order
+                // (`selective`), and the ones missing are resent as holes.
+                if self.sr.on {
+                    if progressed {
+                        self.progress(ctx);
+                    }
+                    return;
+                }
                 // Acknowledged past a READ or atomic whose response never came.
                 if progressed {
                     self.progress(ctx);
@@ -393,7 +409,7 @@ impl Qp {
     fn resend_early(&mut self, ctx: &mut Ctx<'_>) {
         self.comp.started_retry = true;
         self.comp.rtt.back_off();
-        self.go_back(self.comp.psn);
+        self.resend_from(self.comp.psn);
         self.comp.timer = self.next_deadline(ctx);
     }
 
@@ -411,7 +427,7 @@ impl Qp {
         if self.comp.retry_left != INFINITE {
             self.comp.retry_left -= 1;
         }
-        self.go_back(from);
+        self.resend_from(from);
         self.arm_timer(ctx);
     }
 

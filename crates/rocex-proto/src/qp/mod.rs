@@ -7,6 +7,7 @@ pub(crate) mod dcqcn;
 mod requester;
 mod responder;
 mod sge;
+pub(crate) mod sr;
 pub(crate) mod state;
 
 use std::collections::VecDeque;
@@ -73,6 +74,17 @@ impl SendWqe {
         self.needs_response()
     }
 
+    /// Whether the message takes a receive WQE at the responder.
+    pub(crate) fn consumes_recv(&self) -> bool {
+        matches!(
+            self.wr.op,
+            SendOp::Send
+                | SendOp::SendWithImm(_)
+                | SendOp::SendWithInv(_)
+                | SendOp::WriteWithImm(..)
+        )
+    }
+
     /// Whether `psn` lies in this message's PSNs.
     pub(crate) fn holds(&self, psn: Psn) -> bool {
         self.started && psn.in_window(self.first_psn, self.npkts.max(1))
@@ -103,6 +115,8 @@ pub(crate) struct Qp {
     pub(crate) notify: Notifier,
     /// DCQCN's reaction point: the rate CNPs received allow.
     pub(crate) rate: RateLimiter,
+    /// Selective repeat (off unless the peer speaks it).
+    pub(crate) sr: sr::Sr,
 }
 
 /// The engine's bookkeeping of one QP: whether it waits in the engine's ready queue,
@@ -141,6 +155,7 @@ impl Qp {
             counters: QpCounters::default(),
             notify: Notifier::default(),
             rate: RateLimiter::default(),
+            sr: sr::Sr::default(),
         }
     }
 
@@ -225,6 +240,7 @@ impl Qp {
         self.resp = Responder::default();
         self.notify = Notifier::default();
         self.rate = RateLimiter::default();
+        self.sr.clear();
     }
 
     /// Moves the QP to ERROR: every outstanding work request completes with WR_FLUSH_ERR.
@@ -233,6 +249,7 @@ impl Qp {
         self.comp.timer = None;
         self.comp.rnr_until = None;
         self.resp.clear_in_progress();
+        self.sr.clear();
         while let Some(wqe) = self.sq.pop_front() {
             self.push_send_completion(ctx, &wqe, WcStatus::WrFlushErr, 0);
         }
@@ -291,6 +308,9 @@ impl Qp {
         let Some(wqe) = self.sq.pop_front() else {
             return;
         };
+        if self.sr.on && wqe.consumes_recv() {
+            self.sr.send.recv_done = self.sr.send.recv_done.wrapping_add(1);
+        }
         if self.req.next == 0 {
             self.req.offset = 0;
         } else {

@@ -170,13 +170,21 @@ impl Qp {
         {
             return false;
         }
+        if self.sr_resend_pending() {
+            return true;
+        }
         let Some(wqe) = self.sq.get(self.req.next) else {
             return false;
         };
         if self.qp_type != QpType::Rc {
             return true;
         }
-        if self.req.psn.diff(self.comp.psn) >= MAX_UNACKED_PSNS as i32 {
+        let window = if self.sr.on {
+            self.sr.window
+        } else {
+            MAX_UNACKED_PSNS
+        };
+        if self.req.psn.diff(self.comp.psn) >= window as i32 {
             return false;
         }
         if self.req.offset == 0 {
@@ -193,7 +201,9 @@ impl Qp {
 
     /// Writes the next request packet (BTH to ICRC, the ICRC left to the caller) into `buf`.
     pub(crate) fn next_request(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<Outgoing> {
-        if !self.requester_ready() {
+        // Selective repeat: a resend first, then back to the frontier (`qp/sr`).
+        let resume = self.sr_begin_resend();
+        if resume.is_none() && !self.requester_ready() {
             return None;
         }
         let mtu = if self.qp_type == QpType::Ud {
@@ -234,6 +244,9 @@ impl Qp {
             self.attr.dest_qp_num,
             &mut scratch,
         );
+        if self.sr.on {
+            self.sr_shape(&mut packet, i, self.req.offset, resume.as_ref());
+        }
         if qp_type == QpType::Rc {
             self.req.noack_pkts += 1;
             if packet.bth.ack_req || self.req.noack_pkts > MAX_PKT_PER_ACK {
@@ -265,7 +278,12 @@ impl Qp {
             }
         };
         self.req.scratch = scratch;
-        let len = len?;
+        let Some(len) = len else {
+            if let Some(resume) = resume {
+                self.sr_end_resend(resume, psn);
+            }
+            return None;
+        };
         let resent = psn.is_before(self.req.high_psn);
         if resent {
             ctx.counters.retransmitted_pkts += 1;
@@ -287,6 +305,9 @@ impl Qp {
             self.req.offset = 0;
         } else {
             self.req.offset += bytes;
+        }
+        if let Some(resume) = resume {
+            self.sr_end_resend(resume, psn);
         }
         match qp_type {
             QpType::Rc => self.request_sent(ctx, psn, resent),

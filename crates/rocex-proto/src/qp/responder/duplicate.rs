@@ -32,11 +32,14 @@ impl Qp {
                     ctx.counters.drop_no_resource += 1;
                     return;
                 };
-                // The retried request must ask for the rest of the original, from its PSN.
+                // The retried request must ask for the rest of the original, from its PSN;
+                // under selective repeat, for any range of it from its PSN (`qp/sr`).
                 let skip = u64::from(psn.diff(first) as u32) * mtu;
+                let asked = u64::from(reth.dma_len) + skip;
+                let rest = u64::from(original.dma_len);
                 if reth.rkey != original.rkey
                     || reth.va != original.va.wrapping_add(skip)
-                    || u64::from(reth.dma_len) + skip != u64::from(original.dma_len)
+                    || (asked != rest && !(self.sr.on && asked < rest))
                 {
                     ctx.counters.drop_no_resource += 1;
                     return;
@@ -48,12 +51,14 @@ impl Qp {
                     Err(r) => return self.refuse(ctx, psn, r),
                 };
                 let next = psn.diff(first) as u32;
+                let end = next + super::packets(u64::from(reth.dma_len), self.mtu());
                 let msn = self.resp.msn;
                 self.resp.out.push_back(Reply::Read(ReadJob {
                     request: psn,
                     first,
                     npkts,
                     next,
+                    end: end.min(npkts),
                     target,
                     msn,
                 }));

@@ -59,6 +59,8 @@ use crate::verbs::{QpState, QpType, RecvWr, WcOpcode, WcStatus, WorkCompletion, 
 mod check;
 mod duplicate;
 mod reply;
+mod selective;
+mod uc;
 mod ud;
 
 pub use ud::{GRH_LEN, grh_source};
@@ -74,6 +76,9 @@ enum Reply {
     },
     /// Atomic acknowledge with the original value.
     AtomicAck { psn: Psn, msn: u32, orig: u64 },
+    /// Selective repeat's cumulative acknowledgement of `psn`, with the bitmap of what is
+    /// held past it when it is sent (a plain ACK if nothing is).
+    Sack { psn: Psn, msn: u32 },
     /// READ responses, from packet `next` of a READ of `npkts` packets.
     Read(ReadJob),
 }
@@ -86,6 +91,9 @@ struct ReadJob {
     first: Psn,
     npkts: u32,
     next: u32,
+    /// The packet to stop before: `npkts`, or less for a selective-repeat requester's
+    /// request for a missing range.
+    end: u32,
     /// The bytes read, from the READ's first byte.
     target: Target,
     msn: u32,
@@ -279,6 +287,12 @@ impl Qp {
 
     fn rc_request(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>, info: &OpcodeInfo) {
         let psn = pkt.bth.psn;
+        if self.sr.on {
+            return self.sr_request(ctx, pkt, info);
+        }
+        if pkt.opcode().is_selective() {
+            return self.sr_unexpected(ctx, psn);
+        }
         let d = psn.diff(self.resp.psn);
         if d > 0 {
             ctx.counters.out_of_seq_request += 1;
@@ -473,6 +487,7 @@ impl Qp {
             first: psn,
             npkts,
             next: 0,
+            end: npkts,
             target,
             msn,
         }));
@@ -577,47 +592,6 @@ impl Qp {
             ctx.complete(self.recv_cq, wc, false);
         }
         self.enter_error(ctx);
-    }
-
-    fn uc_request(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>, info: &OpcodeInfo) {
-        let psn = pkt.bth.psn;
-        if info.position.starts() {
-            // A first packet resynchronizes; a message cut short is dropped (C9-116).
-            if let Some(wr) = self.resp.take_recv() {
-                self.rq.push_front(wr);
-            }
-            self.resp.uc_resync = false;
-            self.resp.psn = psn;
-        } else if self.resp.uc_resync || psn != self.resp.psn {
-            if let Some(wr) = self.resp.take_recv() {
-                self.rq.push_front(wr);
-            }
-            self.resp.uc_resync = true;
-            ctx.counters.drop_unreliable += 1;
-            return;
-        }
-        let ok = self.check_sequence(info).is_ok()
-            && self.check_access(pkt, info).is_ok()
-            && self.check_length(pkt, info).is_ok()
-            && !((info.position.starts() || info.immediate)
-                && self.rq.is_empty()
-                && self.resp.msg.is_none());
-        let done = ok
-            && match info.operation {
-                Operation::Send => self.exec_send(ctx, pkt, info).is_ok(),
-                Operation::Write => self.exec_write(ctx, pkt, info).is_ok(),
-                _ => false,
-            };
-        if done {
-            self.resp.psn = psn.add(1);
-        } else {
-            ctx.counters.drop_unreliable += 1;
-            if let Some(wr) = self.resp.take_recv() {
-                self.rq.push_front(wr);
-            }
-            self.resp.msg = None;
-            self.resp.uc_resync = true;
-        }
     }
 
     /// The remote range a request names, checked against its rkey: a remote access error

@@ -18,6 +18,7 @@ impl Qp {
             first: psn,
             npkts: 1,
             next: 0,
+            end: 1,
             target: Target::default(),
             msn: self.resp.msn,
         };
@@ -44,6 +45,21 @@ impl Qp {
                     syndrome: *syndrome,
                     msn: *msn,
                 });
+                p.emit(buf).ok()
+            }
+            Reply::Sack { psn, msn } => {
+                let sack = self.sr.resp.sack(*psn, self.resp.psn);
+                let op = if sack.is_empty() {
+                    Opcode::RC_ACKNOWLEDGE
+                } else {
+                    Opcode::SR_ACKNOWLEDGE
+                };
+                let mut p = PacketRepr::new(BthRepr::new(op, dest, *psn));
+                p.aeth = Some(AethRepr {
+                    syndrome: Syndrome::ACK,
+                    msn: *msn,
+                });
+                p.sack = (!sack.is_empty()).then_some(sack);
                 p.emit(buf).ok()
             }
             Reply::AtomicAck { psn, msn, orig } => {
@@ -83,7 +99,7 @@ impl Qp {
                     fault = Some((job.request, job.msn));
                 }
                 job.next += 1;
-                done = job.next >= job.npkts;
+                done = job.next >= job.end;
                 emitted.map(|(_, len)| len)
             }
         };

@@ -1,0 +1,467 @@
+//! The completer and requester under selective repeat (`qp/sr`): SACKs mark what the
+//! responder holds, the holes below the highest PSN it holds are resent one packet each
+//! (a READ's missing responses asked for again as one range), READ responses are taken in
+//! any order, and completions stay in posting order. Timeouts, RNR NAKs and error NAKs
+//! keep the in-order rules: a NAK's PSN acknowledges every PSN before it, as the
+//! selective-repeat responder sends NAKs only at its expected PSN.
+
+use rocex_wire::{Opcode, PacketRepr, Psn, RethRepr, SackRepr, SrEthRepr, Syndrome};
+
+use super::scatter;
+use crate::Ctx;
+use crate::qp::Qp;
+use crate::qp::requester::packets;
+use crate::verbs::{QpState, SendOp, WcStatus};
+
+/// Where the requester stood before it went back for one resend, to return to after it.
+#[derive(Debug)]
+pub(crate) struct Resume {
+    psn: Psn,
+    next: usize,
+    offset: u64,
+    /// A READ asked for again: the bytes of its missing range.
+    read_len: Option<u64>,
+    /// PSNs the resend covers.
+    psns: u32,
+}
+
+impl Qp {
+    /// A response on a QP with selective repeat.
+    pub(super) fn sr_response(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>) {
+        let psn = pkt.bth.psn;
+        match pkt.aeth.map(|a| a.syndrome) {
+            Some(Syndrome::RnrNak { timer }) => self.on_rnr_nak(ctx, psn, timer),
+            Some(Syndrome::Nak(code)) => self.on_nak(ctx, psn, code),
+            Some(Syndrome::Reserved(_)) => ctx.counters.drop_unexpected_response += 1,
+            _ => match (pkt.opcode(), pkt.sack) {
+                (Opcode::SR_ACKNOWLEDGE, Some(sack)) => {
+                    self.sr_note_cumulative(psn);
+                    self.sr_on_sack(ctx, psn, &sack);
+                }
+                (Opcode::RC_ACKNOWLEDGE, _) => {
+                    self.sr_note_cumulative(psn);
+                    self.on_ack(ctx, psn);
+                }
+                _ => self.sr_data_response(ctx, pkt),
+            },
+        }
+        if matches!(self.state, QpState::Rts | QpState::Sqd) {
+            self.sr_advance(ctx);
+        }
+    }
+
+    /// Remembers the furthest cumulative acknowledgement: one that stopped at a READ or
+    /// atomic still waiting for its response applies again once that response came
+    /// ([`Qp::sr_advance`]), as the responder will not repeat it unasked.
+    /// Its request packets past a READ or atomic that holds the oldest unacknowledged PSN
+    /// back are held by the peer: never holes to resend.
+    fn sr_note_cumulative(&mut self, psn: Psn) {
+        if !psn.is_before(self.req.high_psn)
+            || self.sr.send.cumulative.is_some_and(|c| !psn.is_after(c))
+        {
+            return;
+        }
+        self.sr.send.cumulative = Some(psn);
+        self.sr.send.sync(self.comp.psn);
+        let mut q = self.comp.psn;
+        for w in self.sq.iter().filter(|w| w.started) {
+            if w.first_psn.is_after(psn) {
+                break;
+            }
+            if w.needs_response() {
+                continue;
+            }
+            if q.is_before(w.first_psn) {
+                q = w.first_psn;
+            }
+            while w.holds(q) && !q.is_after(psn) {
+                if let Some(m) = self.sr.send.mark(q) {
+                    m.got = true;
+                }
+                q = q.add(1);
+            }
+        }
+    }
+
+    /// A cumulative acknowledgement with the PSNs held past it.
+    fn sr_on_sack(&mut self, ctx: &mut Ctx<'_>, cumulative: Psn, sack: &SackRepr) {
+        if !cumulative.is_before(self.req.high_psn) {
+            ctx.counters.drop_ghost_ack += 1;
+            return;
+        }
+        if !cumulative.is_before(self.comp.psn) {
+            self.ack_through(ctx, cumulative);
+        }
+        if !matches!(self.state, QpState::Rts | QpState::Sqd) {
+            return;
+        }
+        let oldest = self.comp.psn;
+        self.sr.send.sync(oldest);
+        let high = self.req.high_psn;
+        let mut highest = None;
+        for q in sack.psns(cumulative) {
+            if q.is_before(oldest) || !q.is_before(high) {
+                continue;
+            }
+            // A READ's or atomic's PSNs are marked by their responses, not here.
+            if self.sq.iter().any(|w| w.holds(q) && w.needs_response()) {
+                continue;
+            }
+            if let Some(m) = self.sr.send.mark(q) {
+                m.got = true;
+            }
+            highest = Some(q);
+        }
+        let Some(highest) = highest else { return };
+        // Every packet before the highest held one and not held itself is lost (or, if
+        // resent, lost again when the highest was sent after the resend).
+        // Executed (or kept to execute) by the responder when the SACK left.
+        let held = |p: Psn| {
+            let d = p.diff(cumulative);
+            d <= 0 || sack.get((d - 1) as u32)
+        };
+        let mut holes = Vec::new();
+        for w in self.sq.iter().filter(|w| w.started) {
+            if !w.first_psn.is_before(highest) {
+                break;
+            }
+            if w.needs_response() {
+                // Not executed when the SACK left (its first PSN not held): asked again.
+                if !held(w.first_psn) && !w.first_psn.is_before(oldest) {
+                    holes.push(w.first_psn);
+                }
+                continue;
+            }
+            let mut q = if w.first_psn.is_before(oldest) {
+                oldest
+            } else {
+                w.first_psn
+            };
+            while w.holds(q) && q.is_before(highest) {
+                holes.push(q);
+                q = q.add(1);
+            }
+        }
+        for q in holes {
+            self.sr_hole(q, highest);
+        }
+    }
+
+    /// Queues `q` for resending unless the peer holds it, or its last resend may still
+    /// arrive (nothing sent after it is known to have).
+    fn sr_hole(&mut self, q: Psn, highest: Psn) {
+        let Some(m) = self.sr.send.mark(q) else {
+            return;
+        };
+        if m.got || m.resent_at.is_some_and(|at| highest.is_before(at)) {
+            return;
+        }
+        self.sr.send.queue(q, false);
+    }
+
+    /// A READ response, atomic acknowledgement or empty READ response, in any order.
+    fn sr_data_response(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>) {
+        let psn = pkt.bth.psn;
+        if psn.is_before(self.comp.psn) {
+            ctx.counters.drop_duplicate_ack += 1;
+            return;
+        }
+        if !psn.is_before(self.req.high_psn) {
+            ctx.counters.drop_ghost_ack += 1;
+            return;
+        }
+        let Some(first) = self.sq.iter().find(|w| w.holds(psn)).map(|w| w.first_psn) else {
+            ctx.counters.drop_unexpected_response += 1;
+            return;
+        };
+        // Answered: the responder executed everything before the request (in order).
+        if self.comp.psn.is_before(first) {
+            self.ack_through(ctx, first.sub(1));
+            if !matches!(self.state, QpState::Rts | QpState::Sqd) {
+                return;
+            }
+        }
+        let Some(i) = self.sq.iter().position(|w| w.holds(psn)) else {
+            return;
+        };
+        if !matches!(self.sq[i].wr.op, SendOp::Read(_))
+            || pkt.opcode() == Opcode::RC_ATOMIC_ACKNOWLEDGE
+        {
+            // One-packet answers complete as in order once they are the oldest; before
+            // that, an atomic's original value waits with its mark.
+            if i == 0 && psn == self.comp.psn {
+                return self.on_data_response(ctx, pkt);
+            }
+            let orig = match (self.sq[i].wr.op, pkt.atomic_ack_eth) {
+                (SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }, Some(a)) => a.orig,
+                (SendOp::AtomicWrite { .. } | SendOp::Flush { .. }, None)
+                    if pkt.opcode() == Opcode::RC_RDMA_READ_RESPONSE_ONLY
+                        && pkt.payload.is_empty() =>
+                {
+                    0
+                }
+                _ => {
+                    ctx.counters.drop_unexpected_response += 1;
+                    return;
+                }
+            };
+            self.sr.send.sync(self.comp.psn);
+            if self.sr.send.got(psn) {
+                ctx.counters.drop_duplicate_ack += 1;
+                return;
+            }
+            if let Some(m) = self.sr.send.mark(psn) {
+                m.got = true;
+            }
+            self.sr.send.early.push_back((psn, orig));
+            return self.sr_response_holes(psn);
+        }
+        self.sr.send.sync(self.comp.psn);
+        if self.sr.send.got(psn) {
+            ctx.counters.drop_duplicate_ack += 1;
+            return;
+        }
+        let mtu = self.mtu();
+        let w = &self.sq[i];
+        let idx = psn.diff(w.first_psn) as u32;
+        let at = u64::from(idx) * u64::from(mtu);
+        let expected = (w.len - at).min(u64::from(mtu));
+        let info = pkt
+            .bth
+            .opcode
+            .info()
+            .expect("parsed opcodes are in the table");
+        let shape_ok = info.position.starts() == (idx == 0)
+            && info.position.ends() == (idx + 1 == w.npkts)
+            && pkt.payload.len() as u64 == expected;
+        let placed = if shape_ok {
+            scatter(ctx, self.pd, &w.wr.data, at, pkt.payload)
+        } else {
+            Err(WcStatus::BadRespErr)
+        };
+        if let Err(status) = placed {
+            ctx.counters.drop_unexpected_response += 1;
+            if i == 0 {
+                self.complete_head(ctx, status);
+            }
+            return;
+        }
+        if let Some(m) = self.sr.send.mark(psn) {
+            m.got = true;
+        }
+        self.sr_response_holes(psn);
+    }
+
+    /// A response at `psn` came: the responder answers in PSN order, so every response
+    /// before it still missing (READ data, atomic results) is lost.
+    fn sr_response_holes(&mut self, psn: Psn) {
+        let oldest = self.comp.psn;
+        let mut holes = Vec::new();
+        for w in self.sq.iter().filter(|w| w.started && w.needs_response()) {
+            if !w.first_psn.is_before(psn) {
+                break;
+            }
+            let mut q = if w.first_psn.is_before(oldest) {
+                oldest
+            } else {
+                w.first_psn
+            };
+            while w.holds(q) && q.is_before(psn) {
+                holes.push(q);
+                q = q.add(1);
+            }
+        }
+        for q in holes {
+            self.sr_hole(q, psn);
+        }
+    }
+
+    /// Completes the READs at the head of the send queue whose responses have all come,
+    /// moving the oldest unacknowledged PSN over the responses received in order.
+    fn sr_advance(&mut self, ctx: &mut Ctx<'_>) {
+        let mut progressed = false;
+        while let Some(w) = self.sq.front() {
+            if !w.started || !w.needs_response() || !w.holds(self.comp.psn) {
+                break;
+            }
+            if !matches!(w.wr.op, SendOp::Read(_)) {
+                // A one-packet answer that came early.
+                let psn = self.comp.psn;
+                let Some(at) = self.sr.send.early.iter().position(|(p, _)| *p == psn) else {
+                    break;
+                };
+                let (_, orig) = self.sr.send.early.remove(at).expect("found");
+                if matches!(
+                    w.wr.op,
+                    SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
+                ) && let Err(status) = scatter(ctx, self.pd, &w.wr.data, 0, &orig.to_ne_bytes())
+                {
+                    return self.complete_head(ctx, status);
+                }
+                self.comp.psn = psn.add(1);
+                progressed = true;
+                self.complete_head(ctx, WcStatus::Success);
+                continue;
+            }
+            let last = w.last_psn();
+            while self.comp.psn.is_before(last.add(1)) && self.sr.send.got(self.comp.psn) {
+                self.comp.psn = self.comp.psn.add(1);
+                progressed = true;
+            }
+            if self.comp.psn != last.add(1) {
+                break;
+            }
+            self.complete_head(ctx, WcStatus::Success);
+        }
+        if progressed {
+            self.sr.send.sync(self.comp.psn);
+            let oldest = self.comp.psn;
+            self.sr.send.early.retain(|(p, _)| !p.is_before(oldest));
+            self.progress(ctx);
+        }
+        if let Some(c) = self.sr.send.cumulative
+            && !c.is_before(self.comp.psn)
+            && c.is_before(self.req.high_psn)
+            && matches!(self.state, QpState::Rts | QpState::Sqd)
+            && self.sq.front().is_some_and(|w| !w.needs_response())
+        {
+            self.ack_through(ctx, c);
+            if self
+                .sq
+                .front()
+                .is_some_and(|w| w.needs_response() && w.holds(self.comp.psn))
+            {
+                self.sr_advance(ctx);
+            }
+        }
+    }
+
+    /// Resends from `from`: under selective repeat that packet alone (a READ: its missing
+    /// range), else go-back-N.
+    pub(super) fn resend_from(&mut self, from: Psn) {
+        if self.sr.on {
+            self.sr.send.sync(self.comp.psn);
+            self.sr.send.queue(from, true);
+        } else {
+            self.go_back(from);
+        }
+    }
+
+    /// Whether a resend is waiting.
+    pub(crate) fn sr_resend_pending(&self) -> bool {
+        self.sr.on && !self.sr.send.resend.is_empty()
+    }
+
+    /// Points the requester at the next packet to resend, if any, and says where it
+    /// stood before.
+    pub(crate) fn sr_begin_resend(&mut self) -> Option<Resume> {
+        if !self.sr.on
+            || self.state != QpState::Rts
+            || self.comp.rnr_until.is_some()
+            || self.rate.paced_until.is_some()
+        {
+            return None;
+        }
+        self.sr.send.sync(self.comp.psn);
+        let mtu = self.mtu();
+        while let Some(q) = self.sr.send.resend.pop_front() {
+            if q.is_before(self.comp.psn) || !q.is_before(self.req.high_psn) {
+                continue;
+            }
+            let Some(m) = self.sr.send.mark(q) else {
+                continue;
+            };
+            let fresh = m.queued && !m.got;
+            m.queued = false;
+            let Some(i) = self.sq.iter().position(|w| w.holds(q)) else {
+                continue;
+            };
+            if !fresh {
+                continue;
+            }
+            let w = &self.sq[i];
+            let mut resume = Resume {
+                psn: self.req.psn,
+                next: self.req.next,
+                offset: self.req.offset,
+                read_len: None,
+                psns: 1,
+            };
+            let idx = q.diff(w.first_psn) as u32;
+            let offset = match w.wr.op {
+                SendOp::CompareSwap { .. }
+                | SendOp::FetchAdd { .. }
+                | SendOp::AtomicWrite { .. }
+                | SendOp::Flush { .. } => 0,
+                _ => u64::from(idx) * u64::from(mtu),
+            };
+            if matches!(w.wr.op, SendOp::Read(_)) {
+                // The run of missing responses from `q`, asked for as one range.
+                let mut n = 1;
+                while idx + n < w.npkts && !self.sr.send.got(q.add(n)) {
+                    n += 1;
+                }
+                let len = (w.len - offset).min(u64::from(n) * u64::from(mtu));
+                resume.read_len = Some(len);
+                resume.psns = packets(len, mtu);
+                for k in 1..n {
+                    if let Some(m) = self.sr.send.mark(q.add(k)) {
+                        m.queued = false;
+                    }
+                }
+            }
+            self.req.next = i;
+            self.req.psn = q;
+            self.req.offset = offset;
+            return Some(resume);
+        }
+        None
+    }
+
+    /// Back at the frontier after a resend that went out at the frontier `high`.
+    pub(crate) fn sr_end_resend(&mut self, resume: Resume, sent: Psn) {
+        for k in 0..resume.psns {
+            if let Some(m) = self.sr.send.mark(sent.add(k)) {
+                m.resent_at = Some(self.req.high_psn);
+            }
+        }
+        self.req.psn = resume.psn;
+        self.req.next = resume.next;
+        self.req.offset = resume.offset;
+    }
+
+    /// Gives a request packet of work request `i` its selective-repeat form: SEND and
+    /// WRITE packets their SR opcode and placement, a READ asked for again its range, a
+    /// resent packet AckReq.
+    pub(crate) fn sr_shape(
+        &self,
+        p: &mut PacketRepr<'_>,
+        i: usize,
+        offset: u64,
+        resume: Option<&Resume>,
+    ) {
+        let w = &self.sq[i];
+        if resume.is_some() {
+            p.bth.ack_req = true;
+        }
+        if let (Some(len), Some(reth)) = (resume.and_then(|r| r.read_len), p.reth.as_mut()) {
+            reth.dma_len = len as u32;
+        }
+        let Some(op) = p.bth.opcode.selective() else {
+            return;
+        };
+        let recv = self.sq.iter().take(i).filter(|w| w.consumes_recv()).count() as u32;
+        p.bth.opcode = op;
+        p.sreth = Some(SrEthRepr {
+            msg: self.sr.send.recv_done.wrapping_add(recv),
+            offset: offset as u32,
+        });
+        if let SendOp::Write(r) | SendOp::WriteWithImm(r, _) = w.wr.op {
+            p.reth = Some(RethRepr {
+                va: r.addr,
+                rkey: r.rkey,
+                dma_len: w.len as u32,
+            });
+        }
+    }
+}

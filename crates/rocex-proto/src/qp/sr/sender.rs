@@ -1,0 +1,90 @@
+//! What a selective-repeat requester knows of the packets it sent: which ones the peer
+//! holds (SACKed, or for a READ, which responses arrived), which wait to be resent, and
+//! when each was last resent.
+
+use std::collections::VecDeque;
+
+use rocex_wire::Psn;
+
+/// One PSN from the oldest unacknowledged one on.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Mark {
+    /// The peer holds it (a request packet SACKed), or its READ response arrived.
+    pub(crate) got: bool,
+    /// In the resend queue.
+    pub(crate) queued: bool,
+    /// When last resent: the PSN the requester's frontier stood at. A packet sent after
+    /// the resend (a PSN at or past it) acknowledged while this one is still missing
+    /// means the resend was lost too.
+    pub(crate) resent_at: Option<Psn>,
+}
+
+/// Selective-repeat requester state.
+#[derive(Debug, Default)]
+pub(crate) struct Sender {
+    /// The PSN of `marks[0]`; the oldest unacknowledged PSN or before it.
+    base: Psn,
+    marks: VecDeque<Mark>,
+    /// PSNs to resend, oldest first.
+    pub(crate) resend: VecDeque<Psn>,
+    /// The furthest cumulative acknowledgement received.
+    pub(crate) cumulative: Option<Psn>,
+    /// Atomic results that came before their request was the oldest: PSN, original value.
+    pub(crate) early: VecDeque<(Psn, u64)>,
+    /// Receive-consuming messages (SEND, WRITE with immediate) completed: the message
+    /// number of the first such one on the send queue.
+    pub(crate) recv_done: u32,
+}
+
+impl Sender {
+    /// Drops the marks of PSNs before `oldest` (acknowledged).
+    pub(crate) fn sync(&mut self, oldest: Psn) {
+        let d = oldest.diff(self.base);
+        if d < 0 || d as usize >= self.marks.len() {
+            self.marks.clear();
+        } else {
+            self.marks.drain(..d as usize);
+        }
+        self.base = oldest;
+    }
+
+    /// The mark of `psn` (at or past the base).
+    pub(crate) fn mark(&mut self, psn: Psn) -> Option<&mut Mark> {
+        let d = psn.diff(self.base);
+        if d < 0 {
+            return None;
+        }
+        let d = d as usize;
+        if self.marks.len() <= d {
+            self.marks.resize(d + 1, Mark::default());
+        }
+        self.marks.get_mut(d)
+    }
+
+    /// Whether `psn` is marked as held by the peer.
+    pub(crate) fn got(&self, psn: Psn) -> bool {
+        let d = psn.diff(self.base);
+        d >= 0 && self.marks.get(d as usize).is_some_and(|m| m.got)
+    }
+
+    /// Queues `psn` for resending unless it is queued already or the peer holds it;
+    /// `again` (the timer's resend) resends it whatever is known, so that the peer
+    /// answers with what it holds now.
+    pub(crate) fn queue(&mut self, psn: Psn, again: bool) {
+        let Some(m) = self.mark(psn) else { return };
+        if again {
+            m.resent_at = None;
+            m.got = false;
+        }
+        if m.queued || m.got {
+            return;
+        }
+        m.queued = true;
+        let at = self
+            .resend
+            .iter()
+            .position(|p| p.is_after(psn))
+            .unwrap_or(self.resend.len());
+        self.resend.insert(at, psn);
+    }
+}

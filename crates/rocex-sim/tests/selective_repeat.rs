@@ -1,0 +1,553 @@
+//! Selective repeat between two rocex engines (`docs/wire.md`, "Selective repeat"): mixed
+//! SEND, SEND with immediate, WRITE, WRITE with immediate, READ and atomics over links that
+//! lose, duplicate and reorder; every message arrives once, completions come in posting
+//! order, the bytes check out, and far fewer packets are resent than go-back-N resends
+//! over the same seeded link. Also: what each end does when only one speaks it, and what
+//! a responder does with hostile selective-repeat packets.
+
+mod common;
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::time::Duration;
+
+use common::*;
+use std::net::SocketAddr;
+
+use rocex_proto::verbs::{Mtu, QpState, SendOp, WcOpcode, WcStatus};
+use rocex_proto::{IcrcStatus, Instant};
+use rocex_sim::Link;
+use rocex_wire::{
+    AethRepr, BthRepr, NakCode, Opcode, PacketRepr, Psn, RethRepr, SrEthRepr, Syndrome,
+};
+
+const SLOT: u64 = 16384;
+const SLOTS: u64 = 128;
+const WINDOW: usize = 64;
+
+/// What one run did.
+#[derive(Debug, Default)]
+struct Outcome {
+    retransmitted: u64,
+    lost: u64,
+    sr_data: u64,
+    sr_acks: u64,
+    virtual_time: Duration,
+}
+
+fn len_of(i: u64) -> usize {
+    let r = pattern(i ^ 0x51, 2);
+    // Up to 12 KiB: one to twelve packets at 1 KiB.
+    (usize::from(r[0]) * 48 + usize::from(r[1])) % 12_288
+}
+
+/// Sends `messages` mixed requests from a to b and checks everything that arrives.
+fn run(seed: u64, link: Link, selective: bool, messages: u64) -> Outcome {
+    let params = Params {
+        mtu: Mtu::M1024,
+        buf_len: 8 << 20,
+        timeout: 10,
+        selective_repeat: (selective, selective),
+        ..Params::default()
+    };
+    let mut p = Pair::new(seed, link, params);
+    let (a, b) = (p.side('a'), p.side('b'));
+    let seen = Rc::new(RefCell::new((0u64, 0u64)));
+    let s = seen.clone();
+    let clock = Rc::new(std::cell::Cell::new(Instant::ZERO));
+    let c = clock.clone();
+    p.fabric.intercept(move |_f, _, bytes| {
+        let (pkt, _) = PacketRepr::parse(bytes).expect("every packet parses");
+        if std::env::var_os("ROCEX_TRACE").is_some() {
+            eprintln!("{:?} {_f} {pkt}", c.get());
+        }
+        let mut s = s.borrow_mut();
+        if pkt.opcode() == Opcode::SR_ACKNOWLEDGE {
+            s.1 += 1;
+        } else if pkt.opcode().is_selective() {
+            s.0 += 1;
+        }
+        true
+    });
+    let recv_base = 4 << 20;
+    for i in 0..256u64 {
+        p.post_recv(&b, i, recv_base + (i % SLOTS) * SLOT, SLOT as u32);
+    }
+    let mut next_recv = 256u64;
+    let counter_at = 3 << 20;
+    let read_src = pattern(77, SLOT as usize);
+    write_bytes(&b, 2 << 20, &read_src);
+
+    let (mut posted, mut done, mut received) = (0u64, 0u64, 0u64);
+    let mut outstanding: VecDeque<u64> = VecDeque::new();
+    let mut expect_recv: VecDeque<u64> = VecDeque::new();
+    let mut fetched = Vec::new();
+    let deadline = p.now() + Duration::from_secs(300);
+    while done < messages {
+        while posted < messages && outstanding.len() < WINDOW {
+            let i = posted;
+            let len = len_of(i);
+            let slot = (i % SLOTS) * SLOT;
+            let data = || pattern(i, len);
+            let (op, sges) = match i % 7 {
+                0 => {
+                    write_bytes(&a, slot, &data());
+                    expect_recv.push_back(i);
+                    (
+                        SendOp::SendWithImm(i as u32),
+                        vec![sge(&a, slot, len as u32)],
+                    )
+                }
+                1 => {
+                    write_bytes(&a, slot, &data());
+                    expect_recv.push_back(i);
+                    (SendOp::Send, vec![sge(&a, slot, len as u32)])
+                }
+                2 => {
+                    write_bytes(&a, slot, &data());
+                    (
+                        SendOp::Write(remote(&b, (1 << 20) + (i % 32) * SLOT)),
+                        vec![sge(&a, slot, len as u32)],
+                    )
+                }
+                3 => {
+                    write_bytes(&a, slot, &data());
+                    expect_recv.push_back(i);
+                    (
+                        SendOp::WriteWithImm(remote(&b, (1 << 20) + (i % 32) * SLOT), i as u32),
+                        vec![sge(&a, slot, len as u32)],
+                    )
+                }
+                4 => (
+                    SendOp::Read(remote(&b, 2 << 20)),
+                    vec![sge(&a, slot, len as u32)],
+                ),
+                5 => (
+                    SendOp::FetchAdd {
+                        remote: remote(&b, counter_at),
+                        add: 1,
+                    },
+                    vec![sge(&a, slot, 8)],
+                ),
+                _ => (
+                    // Never matches (the counter only grows past it): applied at most once,
+                    // it changes nothing, and its original value is checked.
+                    SendOp::CompareSwap {
+                        remote: remote(&b, counter_at),
+                        compare: u64::MAX,
+                        swap: 0,
+                    },
+                    vec![sge(&a, slot, 8)],
+                ),
+            };
+            p.post_send(&a, wr(i, op, sges));
+            outstanding.push_back(i);
+            posted += 1;
+        }
+        assert!(
+            p.now() < deadline,
+            "stalled at {done} of {messages}: {:?}",
+            p.fabric.node(a.node).counters()
+        );
+        p.fabric.step();
+        clock.set(p.now());
+        while let Some(wc) = p.fabric.node(a.node).poll_cq(a.cq) {
+            let i = outstanding
+                .pop_front()
+                .expect("a completion for a posted request");
+            assert_eq!(
+                (wc.wr_id, wc.status),
+                (i, WcStatus::Success),
+                "sender, in order"
+            );
+            let slot = (i % SLOTS) * SLOT;
+            match i % 7 {
+                2 => {
+                    // Everything before it is placed too; this one is, now.
+                    let at = (1 << 20) + (i % 32) * SLOT;
+                    let got = read_bytes(&b, at, len_of(i));
+                    assert_eq!(
+                        crc32fast::hash(&got),
+                        crc32fast::hash(&pattern(i, len_of(i)))
+                    );
+                }
+                4 => assert!(
+                    read_bytes(&a, slot, len_of(i)) == read_src[..len_of(i)],
+                    "READ {i}"
+                ),
+                5 => fetched.push(u64::from_ne_bytes(
+                    read_bytes(&a, slot, 8).try_into().unwrap(),
+                )),
+                6 => {
+                    let orig = u64::from_ne_bytes(read_bytes(&a, slot, 8).try_into().unwrap());
+                    assert_eq!(orig, fetched.len() as u64, "CAS {i} saw the counter so far");
+                }
+                _ => {}
+            }
+            done += 1;
+        }
+        while let Some(wc) = p.fabric.node(b.node).poll_cq(b.cq) {
+            let i = expect_recv
+                .pop_front()
+                .expect("a receive for a sent message");
+            assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+            let len = len_of(i);
+            assert_eq!(wc.byte_len as usize, len, "message {i}");
+            let data = match i % 7 {
+                0 | 1 => {
+                    assert_eq!(wc.opcode, WcOpcode::Recv);
+                    assert_eq!(
+                        wc.imm_data,
+                        (i % 7 == 0).then_some(i as u32),
+                        "in order, once"
+                    );
+                    read_bytes(&b, recv_base + (wc.wr_id % SLOTS) * SLOT, len)
+                }
+                _ => {
+                    assert_eq!(wc.opcode, WcOpcode::RecvRdmaWithImm);
+                    assert_eq!(wc.imm_data, Some(i as u32), "in order, once");
+                    read_bytes(&b, (1 << 20) + (i % 32) * SLOT, len)
+                }
+            };
+            assert_eq!(
+                crc32fast::hash(&data),
+                crc32fast::hash(&pattern(i, len)),
+                "message {i}"
+            );
+            received += 1;
+            p.post_recv(
+                &b,
+                next_recv,
+                recv_base + (next_recv % SLOTS) * SLOT,
+                SLOT as u32,
+            );
+            next_recv += 1;
+        }
+    }
+    p.settle(Duration::from_millis(20));
+    assert!(
+        expect_recv.is_empty(),
+        "{} receives missing",
+        expect_recv.len()
+    );
+    assert_eq!(
+        received,
+        (0..messages).filter(|i| matches!(i % 7, 0 | 1 | 3)).count() as u64
+    );
+    let counter = u64::from_ne_bytes(read_bytes(&b, counter_at, 8).try_into().unwrap());
+    let adds = (0..messages).filter(|i| i % 7 == 5).count() as u64;
+    assert_eq!(counter, adds, "every FETCH_ADD once");
+    fetched.sort_unstable();
+    assert_eq!(fetched, (0..adds).collect::<Vec<_>>());
+    let ca = p.fabric.node(a.node).counters().clone();
+    let cb = p.fabric.node(b.node).counters().clone();
+    let (sr_data, sr_acks) = *seen.borrow();
+    Outcome {
+        retransmitted: ca.retransmitted_pkts + cb.retransmitted_pkts,
+        lost: p.fabric.stats.lost,
+        sr_data,
+        sr_acks,
+        virtual_time: p.now().since(Instant::ZERO),
+    }
+}
+
+fn link(loss: f64, duplicate: f64, reorder: f64) -> Link {
+    Link {
+        delay: Duration::from_micros(10),
+        jitter: Duration::ZERO,
+        loss,
+        duplicate,
+        reorder,
+        reorder_by: Duration::from_micros(30),
+        corrupt: 0.0,
+    }
+}
+
+/// Both ends on, over the same link with and without selective repeat: the same messages
+/// arrive, and selective repeat resends a fraction of what go-back-N does.
+fn compare(loss: f64, messages: u64) -> (Outcome, Outcome) {
+    let l = link(loss, 0.02, 0.02);
+    let gbn = run(0x5e1ec7, l, false, messages);
+    let sr = run(0x5e1ec7, l, true, messages);
+    eprintln!("loss {loss}: go-back-N {gbn:?}\nselective repeat {sr:?}");
+    assert_eq!(gbn.sr_data + gbn.sr_acks, 0, "off: rxe's wire only");
+    assert!(
+        sr.sr_data > 0 && sr.sr_acks > 0,
+        "on: selective repeat on the wire"
+    );
+    (gbn, sr)
+}
+
+#[test]
+fn one_percent_loss_resends_about_what_was_lost() {
+    let (gbn, sr) = compare(0.01, 1500);
+    assert!(sr.virtual_time < gbn.virtual_time, "{sr:?} against {gbn:?}");
+    assert!(
+        sr.retransmitted * 4 < gbn.retransmitted,
+        "selective repeat resent {} packets, go-back-N {}",
+        sr.retransmitted,
+        gbn.retransmitted
+    );
+    assert!(
+        sr.retransmitted <= sr.lost * 3,
+        "resent {} for {} lost",
+        sr.retransmitted,
+        sr.lost
+    );
+}
+
+#[test]
+fn ten_percent_loss_resends_about_what_was_lost() {
+    let (gbn, sr) = compare(0.10, 1000);
+    assert!(sr.virtual_time < gbn.virtual_time, "{sr:?} against {gbn:?}");
+    assert!(
+        sr.retransmitted * 4 < gbn.retransmitted,
+        "selective repeat resent {} packets, go-back-N {}",
+        sr.retransmitted,
+        gbn.retransmitted
+    );
+    assert!(
+        sr.retransmitted <= sr.lost * 3,
+        "resent {} for {} lost",
+        sr.retransmitted,
+        sr.lost
+    );
+}
+
+#[test]
+fn clean_link_selective_repeat_resends_nothing() {
+    let sr = run(7, link(0.0, 0.0, 0.0), true, 500);
+    assert_eq!(sr.retransmitted, 0, "{sr:?}");
+    assert!(sr.sr_data > 0);
+}
+
+/// Only one end speaks selective repeat: the first SEND fails at once with a remote
+/// invalid request error on the sender and both QPs end in ERROR (`docs/wire.md`), never a
+/// hang or data placed by rules one end did not agree to.
+#[test]
+fn one_end_without_selective_repeat_fails_clearly() {
+    for ends in [(true, false), (false, true)] {
+        let params = Params {
+            selective_repeat: ends,
+            ..Params::default()
+        };
+        let mut p = Pair::new(11, link(0.0, 0.0, 0.0), params);
+        let (a, b) = (p.side('a'), p.side('b'));
+        assert_eq!(p.fabric.node(a.node).selective_repeat(a.qpn), ends.0);
+        p.post_recv(&b, 1, 0, 4096);
+        write_bytes(&a, 0, &pattern(1, 3000));
+        p.post_send(&a, wr(7, SendOp::Send, vec![sge(&a, 0, 3000)]));
+        let wcs = p.completions(&a, 1, Duration::from_millis(50));
+        assert_eq!(wcs.len(), 1, "{ends:?}: the SEND completes");
+        assert_eq!(
+            (wcs[0].wr_id, wcs[0].status),
+            (7, WcStatus::RemInvReqErr),
+            "{ends:?}"
+        );
+        assert_eq!(p.qp_state(&a), QpState::Err);
+        assert_eq!(p.qp_state(&b), QpState::Err);
+        let recv = p.completions(&b, 1, Duration::from_millis(1));
+        assert_eq!(recv[0].status, WcStatus::WrFlushErr, "nothing received");
+        assert_eq!(p.fabric.node(b.node).counters().nak_invalid_request, 1);
+    }
+}
+
+/// Both ends on: a READ and a WRITE between them over a clean link use rocex's opcodes
+/// (WRITE) and rxe's (READ), and complete.
+#[test]
+fn both_ends_on_write_and_read() {
+    let params = Params {
+        selective_repeat: (true, true),
+        ..Params::default()
+    };
+    let mut p = Pair::new(12, link(0.0, 0.0, 0.0), params);
+    let (a, b) = (p.side('a'), p.side('b'));
+    let ops = Rc::new(RefCell::new(Vec::new()));
+    let o = ops.clone();
+    p.fabric.intercept(move |_, _, bytes| {
+        o.borrow_mut()
+            .push(PacketRepr::parse(bytes).unwrap().0.opcode());
+        true
+    });
+    write_bytes(&a, 0, &pattern(2, 5000));
+    write_bytes(&b, 8192, &pattern(3, 3000));
+    p.post_send(
+        &a,
+        wr(1, SendOp::Write(remote(&b, 0)), vec![sge(&a, 0, 5000)]),
+    );
+    p.post_send(
+        &a,
+        wr(2, SendOp::Read(remote(&b, 8192)), vec![sge(&a, 8192, 3000)]),
+    );
+    let wcs = p.completions(&a, 2, Duration::from_millis(10));
+    assert_ok(&wcs);
+    assert_eq!(read_bytes(&b, 0, 5000), pattern(2, 5000));
+    assert_eq!(read_bytes(&a, 8192, 3000), pattern(3, 3000));
+    let ops = ops.borrow();
+    assert!(ops.contains(&Opcode::SR_RDMA_WRITE_FIRST));
+    assert!(ops.contains(&Opcode::SR_RDMA_WRITE_LAST));
+    assert!(ops.contains(&Opcode::RC_RDMA_READ_REQUEST));
+    assert!(!ops.contains(&Opcode::RC_RDMA_WRITE_FIRST));
+}
+
+/// What b sent: opcode, PSN, AETH syndrome.
+type Answer = (Opcode, Psn, Option<Syndrome>);
+
+/// A pair with selective repeat on both ends, for packets made by hand to b's QP.
+struct Hostile {
+    p: Pair,
+    a: Side,
+    b: Side,
+    answers: Rc<RefCell<Vec<Answer>>>,
+}
+
+impl Hostile {
+    fn new() -> Self {
+        let params = Params {
+            selective_repeat: (true, true),
+            ..Params::default()
+        };
+        let mut p = Pair::new(13, link(0.0, 0.0, 0.0), params);
+        let (a, b) = (p.side('a'), p.side('b'));
+        let answers = Rc::new(RefCell::new(Vec::new()));
+        let got = answers.clone();
+        p.fabric.intercept(move |from, _, bytes| {
+            let pkt = PacketRepr::parse(bytes).unwrap().0;
+            if from == 1 {
+                got.borrow_mut().push((
+                    pkt.opcode(),
+                    pkt.bth.psn,
+                    pkt.aeth.map(|a: AethRepr| a.syndrome),
+                ));
+            }
+            true
+        });
+        Self { p, a, b, answers }
+    }
+
+    /// b's expected PSN plus `ahead`.
+    fn psn(&mut self, ahead: u32) -> Psn {
+        let st = self
+            .p
+            .fabric
+            .node(self.b.node)
+            .qp_status(self.b.qpn)
+            .unwrap();
+        Psn::new(st.rq_psn).add(ahead)
+    }
+
+    /// Delivers an SR WRITE packet to b as if from a.
+    fn write(&mut self, op: Opcode, psn: Psn, reth: RethRepr, offset: u32, payload: &[u8]) {
+        let mut bth = BthRepr::new(op, self.b.qpn, psn);
+        bth.ack_req = true;
+        bth.pad = rocex_wire::packet::pad_for(payload.len());
+        let mut pkt = PacketRepr::new(bth);
+        pkt.reth = Some(reth);
+        pkt.sreth = Some(SrEthRepr { msg: 0, offset });
+        pkt.payload = payload;
+        let mut buf = vec![0; pkt.buffer_len()];
+        pkt.emit(&mut buf).unwrap();
+        let now = self.p.now();
+        let src = SocketAddr::new(self.a.addr, 49152);
+        self.p.fabric.node(self.b.node).handle_packet(
+            now,
+            src,
+            self.b.addr,
+            &buf,
+            IcrcStatus::Valid,
+        );
+        self.p.settle(Duration::from_micros(100));
+    }
+
+    fn reth(&self, rkey_off: u32, len: u32) -> RethRepr {
+        RethRepr {
+            va: self.b.base,
+            rkey: self.b.keys.rkey ^ rkey_off,
+            dma_len: len,
+        }
+    }
+}
+
+/// Hostile selective-repeat packets: a bad rkey, an offset that is not where a packet of
+/// the message can start, a PSN past the window. Each gets the NAK the in-order responder
+/// gives, is counted, and nothing is placed; a refusal past a hole waits for the hole.
+#[test]
+fn hostile_packets_get_naks() {
+    let page = vec![0xee; 1024];
+    // Bad rkey at the expected PSN: remote access error, QP to ERROR.
+    let mut h = Hostile::new();
+    let psn = h.psn(0);
+    let reth = h.reth(0x55, 4096);
+    h.write(Opcode::SR_RDMA_WRITE_MIDDLE, psn, reth, 1024, &page);
+    assert_eq!(
+        h.answers.borrow().last().copied(),
+        Some((
+            Opcode::RC_ACKNOWLEDGE,
+            psn,
+            Some(Syndrome::Nak(NakCode::RemoteAccessError))
+        ))
+    );
+    assert_eq!(h.p.fabric.node(h.b.node).counters().nak_remote_access, 1);
+    assert_eq!(h.p.qp_state(&h.b), QpState::Err);
+    assert_eq!(
+        read_bytes(&h.b, 1024, 1024),
+        vec![0; 1024],
+        "nothing placed"
+    );
+
+    // An offset inside a packet, past a hole: held until the hole fills, then refused
+    // (invalid request) with its own PSN, so that the NAK acknowledges what came before.
+    let mut h = Hostile::new();
+    let psn = h.psn(0);
+    let reth = h.reth(0, 4096);
+    h.write(Opcode::SR_RDMA_WRITE_MIDDLE, psn.add(1), reth, 1000, &page);
+    assert!(
+        !h.answers
+            .borrow()
+            .iter()
+            .any(|a| matches!(a.2, Some(Syndrome::Nak(_)))),
+        "no NAK before the hole fills: {:?}",
+        h.answers.borrow()
+    );
+    assert_eq!(h.p.qp_state(&h.b), QpState::Rts);
+    h.write(Opcode::SR_RDMA_WRITE_FIRST, psn, reth, 0, &page);
+    assert_eq!(
+        h.answers.borrow().last().copied(),
+        Some((
+            Opcode::RC_ACKNOWLEDGE,
+            psn.add(1),
+            Some(Syndrome::Nak(NakCode::InvalidRequest))
+        ))
+    );
+    assert_eq!(h.p.fabric.node(h.b.node).counters().nak_invalid_request, 1);
+    assert_eq!(h.p.qp_state(&h.b), QpState::Err);
+
+    // Past the window: one PSN sequence NAK naming the expected PSN, the QP lives on.
+    let mut h = Hostile::new();
+    let psn = h.psn(0);
+    let reth = h.reth(0, 1024);
+    h.write(Opcode::SR_RDMA_WRITE_ONLY, psn.add(1000), reth, 0, &page);
+    h.write(Opcode::SR_RDMA_WRITE_ONLY, psn.add(2000), reth, 0, &page);
+    let naks: Vec<_> = h.answers.borrow().clone();
+    assert_eq!(
+        naks,
+        [(
+            Opcode::RC_ACKNOWLEDGE,
+            psn,
+            Some(Syndrome::Nak(NakCode::PsnSequenceError))
+        )]
+    );
+    let c = h.p.fabric.node(h.b.node).counters().clone();
+    assert_eq!((c.nak_psn_sequence, c.out_of_seq_request), (1, 2));
+    assert_eq!(h.p.qp_state(&h.b), QpState::Rts);
+    // The QP still works: a's WRITE goes through.
+    write_bytes(&h.a, 0, &pattern(5, 2000));
+    let (a, b) = (h.a.clone(), h.b.clone());
+    h.p.post_send(
+        &a,
+        wr(1, SendOp::Write(remote(&b, 8192)), vec![sge(&a, 0, 2000)]),
+    );
+    assert_ok(&h.p.completions(&a, 1, Duration::from_millis(10)));
+    assert_eq!(read_bytes(&b, 8192, 2000), pattern(5, 2000));
+}

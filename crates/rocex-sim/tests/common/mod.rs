@@ -51,6 +51,8 @@ pub struct Params {
     pub depth: u32,
     /// Retransmit only when rxe would (`Config::rxe_recovery`).
     pub rxe_recovery: bool,
+    /// Selective repeat on side a and on side b (`Config::selective_repeat`).
+    pub selective_repeat: (bool, bool),
 }
 
 impl Default for Params {
@@ -73,6 +75,7 @@ impl Default for Params {
             qp_access: Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC,
             depth: 1024,
             rxe_recovery: false,
+            selective_repeat: (false, false),
         }
     }
 }
@@ -85,6 +88,11 @@ fn side(fabric: &mut Fabric, i: u8, p: &Params, base: u64) -> Side {
     let mut config = Config::new(addr, [i; 32]);
     config.port_mtu = Mtu::M4096;
     config.rxe_recovery = p.rxe_recovery;
+    config.selective_repeat = if i == 1 {
+        p.selective_repeat.0
+    } else {
+        p.selective_repeat.1
+    };
     let mut e = Engine::new(config);
     let pd = e.alloc_pd();
     let cq = e.create_cq(1 << 15).unwrap();

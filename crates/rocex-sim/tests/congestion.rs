@@ -1,6 +1,7 @@
 //! DCQCN on virtual time: CE marks to CNPs at most one per interval per QP, the reaction
-//! point's rate against the paper's equations worked by hand, two flows through one
-//! marking bottleneck, and nothing changed where nothing is marked.
+//! point's rate against the paper's equations worked by hand, two WRITE flows and two
+//! READ flows (paced at their responders) through one marking bottleneck, and nothing
+//! changed where nothing is marked.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;

@@ -1,4 +1,6 @@
-//! The early retransmit deadline against a jittery responder and against loss.
+//! The early retransmit deadline against a responder that answers late now and then (other
+//! traffic queued ahead, answers held back) and against loss, beside rxe's timing on the
+//! same seeded link: the late answers cost few resends, the losses no more time.
 
 mod common;
 

@@ -14,10 +14,9 @@
 mod common;
 
 use std::process::Command;
-use std::time::Duration;
 
 use common::netns::{Net, Pair};
-use common::{bins, finish, ready, text};
+use common::{bins, finish, listening, ready, text};
 
 static PINGPONG: Pair = Pair {
     ns: ["ribmA", "ribmB"],
@@ -31,10 +30,11 @@ static PERF: Pair = Pair {
     addr: ["198.18.212.1", "198.18.212.2"],
 };
 
-/// Starts `server`, then `client`; both must exit 0. Returns (server, client) output.
+/// Starts `server`, then, once it listens, `client`; both must exit 0. Returns (server,
+/// client) output.
 fn run(what: &str, mut server: Command, mut client: Command) -> (String, String) {
-    let s = server.spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    let mut s = server.spawn().unwrap();
+    listening(&mut s, &format!("{what} server"));
     let c = finish(client.spawn().unwrap(), &format!("{what} client"));
     let s = finish(s, &format!("{what} server"));
     let (st, ct) = (text(&s), text(&c));
@@ -135,7 +135,7 @@ fn perftest_against_rocex_perf() {
         let mut pargs = vec!["perf"];
         pargs.extend_from_slice(op);
         pargs.extend(["-n", "300", "-p", "19541", "--socket"]);
-        let sock = d[1].sock().to_str().unwrap();
+        let sock = d[1].sock.to_str().unwrap();
         pargs.push(sock);
         for dropin_serves in [true, false] {
             let what = format!("{prog} against rocex perf, drop-in serving: {dropin_serves}");

@@ -9,113 +9,38 @@
 mod common;
 
 use std::net::Ipv6Addr;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
-use common::{LIMIT, bins, finish, ready, text};
+use common::{LIMIT, bins, finish, listening, ready, text};
+use rocex_testkit::rocexd::{Daemon, Rocexd};
+use rocex_testkit::veth::{Layout, VethPair, ip};
 
-const NS: [&str; 2] = ["ribA", "ribB"];
-const VETH: [&str; 2] = ["ribv0", "ribv1"];
-const ADDR: [&str; 2] = ["198.18.210.1", "198.18.210.2"];
-
-fn ip(args: &[&str]) -> Output {
-    let o = Command::new("ip").args(args).output().expect("run ip");
-    assert!(o.status.success(), "ip {args:?}: {}", text(&o));
-    o
-}
-
-/// The namespaces and the veth pair, removed on drop.
-struct Net;
-
-impl Net {
-    fn up() -> Option<Self> {
-        rocex_testkit::require_root("the namespace test")?;
-        rocex_testkit::require_tool("the namespace test", "ip")?;
-        Self::down();
-        for ns in NS {
-            ip(&["netns", "add", ns]);
-            ip(&["-n", ns, "link", "set", "lo", "up"]);
-        }
-        ip(&[
-            "link", "add", VETH[0], "netns", NS[0], "type", "veth", "peer", "name", VETH[1],
-            "netns", NS[1],
-        ]);
-        for i in 0..2 {
-            ip(&[
-                "-n",
-                NS[i],
-                "addr",
-                "add",
-                &format!("{}/24", ADDR[i]),
-                "dev",
-                VETH[i],
-            ]);
-            ip(&["-n", NS[i], "link", "set", VETH[i], "mtu", "9000", "up"]);
-        }
-        Some(Self)
-    }
-
-    fn down() {
-        for ns in NS {
-            let _ = Command::new("ip")
-                .args(["netns", "del", ns])
-                .stderr(Stdio::null())
-                .status();
-        }
-    }
-}
-
-impl Drop for Net {
-    fn drop(&mut self) {
-        Self::down();
-    }
-}
+const LAYOUT: Layout = Layout {
+    ns: ["ribA", "ribB"],
+    veth: ["ribv0", "ribv1"],
+    addr: ["198.18.210.1", "198.18.210.2"],
+};
+const NS: [&str; 2] = LAYOUT.ns;
+const VETH: [&str; 2] = LAYOUT.veth;
+const ADDR: [&str; 2] = LAYOUT.addr;
 
 /// rocexd in namespace `i`, killed on drop.
-struct NsDaemon(std::process::Child, std::path::PathBuf);
-
-impl NsDaemon {
-    fn start(i: usize) -> Self {
-        let dir = std::env::temp_dir().join(format!("rocex-ibv-ns{i}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let sock = dir.join("d.sock");
-        let child = Command::new("ip")
-            .args(["netns", "exec", NS[i]])
-            .arg(&bins().1)
-            .args(["--addr", ADDR[i], "--socket"])
-            .arg(&sock)
-            .args(["--spin-limit", "200"])
-            .env("RUST_LOG", "warn")
-            .spawn()
-            .unwrap();
-        let end = Instant::now() + Duration::from_secs(10);
-        while std::os::unix::net::UnixStream::connect(&sock).is_err() {
-            assert!(Instant::now() < end, "rocexd in {} did not start", NS[i]);
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Self(child, sock)
-    }
-}
-
-impl Drop for NsDaemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-        if let Some(d) = self.1.parent() {
-            let _ = std::fs::remove_dir_all(d);
-        }
-    }
+fn daemon(i: usize) -> Daemon {
+    Rocexd::new(ADDR[i])
+        .bin(&bins().1)
+        .netns(NS[i])
+        .tag(&format!("ibv-ns{i}"))
+        .start()
 }
 
 /// `ip netns exec NS rocex run --socket S -- PROGRAM ARGS`.
-fn in_ns(i: usize, d: &NsDaemon, program: &str, args: &[&str]) -> Command {
+fn in_ns(i: usize, d: &Daemon, program: &str, args: &[&str]) -> Command {
     let mut c = Command::new("ip");
     c.args(["netns", "exec", NS[i]])
         .arg(&bins().0)
         .arg("run")
         .arg("--socket")
-        .arg(&d.1)
+        .arg(&d.sock)
         .arg("--")
         .arg(program)
         .args(args)
@@ -125,9 +50,9 @@ fn in_ns(i: usize, d: &NsDaemon, program: &str, args: &[&str]) -> Command {
 }
 
 /// Server in namespace 1, client in namespace 0 connecting to it; both must succeed.
-fn across(d: &[NsDaemon; 2], program: &str, args: &[&str]) -> String {
-    let server = in_ns(1, &d[1], program, args).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+fn across(d: &[Daemon; 2], program: &str, args: &[&str]) -> String {
+    let mut server = in_ns(1, &d[1], program, args).spawn().unwrap();
+    listening(&mut server, &format!("{program} server"));
     let mut cargs = args.to_vec();
     cargs.push(ADDR[1]);
     let c = finish(in_ns(0, &d[0], program, &cargs).spawn().unwrap(), program);
@@ -151,8 +76,10 @@ fn two_hosts_on_a_veth_pair() {
     ]) {
         return;
     }
-    let Some(_net) = Net::up() else { return };
-    let d = [NsDaemon::start(0), NsDaemon::start(1)];
+    let Some(_net) = VethPair::up("two_hosts_on_a_veth_pair", LAYOUT, 9000) else {
+        return;
+    };
+    let d = [daemon(0), daemon(1)];
 
     // GID 0 is fe80::EUI-64 of the veth's MAC and the node GUID that EUI-64, as with rxe:
     // both read off the link-local address the kernel itself made from the MAC (its

@@ -133,10 +133,10 @@ fn a_dead_daemon_ends_the_program_with_an_error() {
     }
     let mut d = pair(36);
     let args = ["-D", "30", "-p", "19536"];
-    let server = common::under_rocex(&d[1].sock, "ib_write_bw", &args)
+    let mut server = common::under_rocex(&d[1].sock, "ib_write_bw", &args)
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    common::listening(&mut server, "ib_write_bw server");
     let mut cargs = args.to_vec();
     cargs.push("127.0.36.2");
     let client = common::under_rocex(&d[0].sock, "ib_write_bw", &cargs)

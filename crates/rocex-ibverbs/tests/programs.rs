@@ -141,14 +141,14 @@ fn ibv_rc_pingpong_against_rocex_pingpong() {
     }
     let d = Daemon::start("127.0.23.1");
     let args = ["-n", "100", "-s", "4096", "-m", "1024", "-p", "19523"];
-    let server = std::process::Command::new(&common::bins().0)
+    let mut server = std::process::Command::new(&common::bins().0)
         .arg("pingpong")
         .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    common::listening(&mut server, "rocex pingpong server");
     let mut cargs = vec!["-g", "1"];
     cargs.extend_from_slice(&args);
     cargs.push("127.0.23.2");

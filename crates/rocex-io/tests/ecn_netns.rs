@@ -44,15 +44,7 @@ fn err(e: impl std::fmt::Display) -> io::Error {
 }
 
 fn have_nft() -> bool {
-    let ok = Command::new("nft")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        rocex_testkit::cannot_run("ECN namespace test", "`nft` (nftables)");
-    }
-    ok
+    rocex_testkit::require_tool(&rocex_testkit::this_test(), "nft").is_some()
 }
 
 /// Marks CE every RoCE packet to `dst` beyond 5 MB/s (after a 256 KiB burst), on the way

@@ -1,7 +1,8 @@
 //! What rocex's tests share: the rule below, bounded runs of programs, the workspace's
 //! binaries a test runs ([`bins`]), a `rocexd` fixture ([`rocexd`]), readiness of a server a
-//! test starts ([`listen`]), and the checks of a drop-in library against C headers
-//! ([`layout`]) and Debian's binaries ([`symbols`]).
+//! test starts ([`listen`]), two hosts in network namespaces on a veth pair ([`veth`]), and
+//! the checks of a drop-in library against C headers ([`layout`]) and Debian's binaries
+//! ([`symbols`]).
 //!
 //! A test that needs something this machine lacks (root, a network namespace, a tool from
 //! Debian's packages) calls [`cannot_run`]. In CI (`CI` set to anything but empty or
@@ -17,6 +18,7 @@ pub mod layout;
 pub mod listen;
 pub mod rocexd;
 pub mod symbols;
+pub mod veth;
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -50,6 +52,15 @@ pub fn cannot_run(test: &str, what: &str) {
             eprintln!("cannot record the skip in {}: {e}", path.display());
         }
     }
+}
+
+/// The running test's name, for [`cannot_run`]'s notice: libtest names each test's thread
+/// after the test.
+pub fn this_test() -> String {
+    std::thread::current()
+        .name()
+        .unwrap_or("a test outside libtest")
+        .to_owned()
 }
 
 /// Whether this process runs as root (namespaces, taps, raw sockets).

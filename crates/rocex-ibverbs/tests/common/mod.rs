@@ -14,58 +14,35 @@ pub(crate) mod netns;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long one program may run.
 pub(crate) const LIMIT: Duration = Duration::from_secs(60);
-
-/// The target directory of this test binary's profile (`target/debug`).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().and_then(Path::parent).unwrap().to_owned()
-}
 
 /// `rocex` and `rocexd`, with the drop-in libraries beside them, built once.
 pub(crate) fn bins() -> &'static (PathBuf, PathBuf) {
     static B: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
     B.get_or_init(|| {
-        let dir = profile_dir();
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut b = Command::new(cargo);
-        b.args(["build", "-q"]);
-        for p in [
+        let dir = rocex_testkit::bins::cargo_build(&[
+            "-p",
             "rocex-cli",
+            "-p",
             "rocex-daemon",
+            "-p",
             "rocex-ibverbs",
+            "-p",
             "rocex-dv-mlx5",
+            "-p",
             "rocex-dv-efa",
-        ] {
-            b.args(["-p", p]);
-        }
-        if dir.ends_with("release") {
-            b.arg("--release");
-        }
-        let st = b.status().expect("run cargo build");
-        assert!(
-            st.success(),
-            "cargo build of the binaries and libraries failed"
-        );
+        ]);
         (dir.join("rocex"), dir.join("rocexd"))
     })
-}
-
-/// The running test's name (libtest names each test's thread after it), for the skip notice.
-fn test_name() -> String {
-    std::thread::current()
-        .name()
-        .unwrap_or("rocex-ibverbs test")
-        .to_owned()
 }
 
 /// Whether the test can run: the programs exist and rocexd may reach this user's memory.
 /// Records the skip (or fails under `CI`) when not.
 pub(crate) fn ready(programs: &[&str]) -> bool {
-    let test = test_name();
+    let test = rocex_testkit::this_test();
     if !programs
         .iter()
         .all(|p| rocex_testkit::require_tool(&test, p).is_some())
@@ -96,7 +73,7 @@ pub(crate) struct CProgram {
 /// failing the test with cc's diagnostics; `None` after recording the skip (or failing
 /// under `CI`) when `cc` or the header is missing.
 pub(crate) fn build_c(name: &str, source: &str, args: &[&str]) -> Option<CProgram> {
-    let test = test_name();
+    let test = rocex_testkit::this_test();
     rocex_testkit::require_tool(&test, "cc")?;
     if !Path::new("/usr/include/infiniband/verbs.h").exists() {
         rocex_testkit::cannot_run(&test, "<infiniband/verbs.h> (Debian: libibverbs-dev)");
@@ -127,52 +104,31 @@ impl Drop for CProgram {
     }
 }
 
-/// A daemon, killed on drop with its socket's directory.
-pub(crate) struct Daemon {
-    child: Child,
-    /// Its control socket.
-    pub(crate) sock: PathBuf,
-}
+/// A `rocexd` of [`bins`] (`rocex_testkit::rocexd`), killed on drop with its socket's
+/// directory; derefs to the fixture's daemon (`sock`, `kill`).
+pub(crate) struct Daemon(rocex_testkit::rocexd::Daemon);
 
 impl Daemon {
     /// `rocexd --addr addr` on a socket of its own, once the socket answers.
     pub(crate) fn start(addr: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("rocex-ibv-{addr}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let sock = dir.join("d.sock");
-        let child = Command::new(&bins().1)
-            .args(["--addr", addr, "--socket"])
-            .arg(&sock)
-            .args(["--spin-limit", "200"])
-            .env("RUST_LOG", "warn")
-            .spawn()
-            .expect("start rocexd");
-        let d = Self { child, sock };
-        let end = Instant::now() + Duration::from_secs(10);
-        while std::os::unix::net::UnixStream::connect(&d.sock).is_err() {
-            assert!(Instant::now() < end, "rocexd on {addr} did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        d
+        Self(
+            rocex_testkit::rocexd::Rocexd::new(addr)
+                .bin(&bins().1)
+                .start(),
+        )
     }
 }
 
-impl Daemon {
-    /// SIGKILL: the daemon dies as in a crash.
-    pub(crate) fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl std::ops::Deref for Daemon {
+    type Target = rocex_testkit::rocexd::Daemon;
+    fn deref(&self) -> &Self::Target {
+        &self.0
     }
 }
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if let Some(d) = self.sock.parent() {
-            let _ = std::fs::remove_dir_all(d);
-        }
+impl std::ops::DerefMut for Daemon {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
     }
 }
 
@@ -195,6 +151,12 @@ pub(crate) fn finish(child: Child, who: &str) -> Output {
     rocex_testkit::finish(child, LIMIT, who)
 }
 
+/// Waits until `server` (a program under `rocex run`, which execs it) listens on its
+/// out-of-band TCP port, failing the test with what it said if it exits first.
+pub(crate) fn listening(server: &mut Child, who: &str) {
+    rocex_testkit::listen::wait_bound(server, rocex_testkit::listen::Proto::Tcp, LIMIT, who);
+}
+
 /// Both outputs as text.
 pub(crate) fn text(o: &Output) -> String {
     format!(
@@ -212,8 +174,9 @@ pub(crate) fn pair(n: u8) -> [Daemon; 2] {
     ]
 }
 
-/// A client/server program run: the server under `rocex run` on daemon 1, then the
-/// client on daemon 0, which connects to the server's out-of-band port on `127.0.N.2`.
+/// A client/server program run: the server under `rocex run` on daemon 1, then, once it
+/// listens, the client on daemon 0, which connects to the server's out-of-band port on
+/// `127.0.N.2`.
 /// Both must exit 0; returns (client, server) output.
 pub(crate) fn client_server(
     d: &[Daemon; 2],
@@ -222,10 +185,10 @@ pub(crate) fn client_server(
     server_args: &[&str],
     client_args: &[&str],
 ) -> (String, String) {
-    let server = under_rocex(&d[1].sock, program, server_args)
+    let mut server = under_rocex(&d[1].sock, program, server_args)
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    listening(&mut server, &format!("{program} server"));
     let peer = format!("127.0.{n}.2");
     let mut cargs: Vec<&str> = client_args.to_vec();
     cargs.push(&peer);

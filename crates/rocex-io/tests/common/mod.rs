@@ -8,16 +8,12 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Whether the test can make namespaces (`rocex_testkit::cannot_run` when it cannot).
+/// Whether the test can make namespaces: root and `ip` (`rocex_testkit::cannot_run` when
+/// it cannot).
 pub(crate) fn have_root() -> bool {
-    if rocex_testkit::require_root("namespace test").is_none() {
-        return false;
-    }
-    if Command::new("ip").arg("-V").output().is_err() {
-        rocex_testkit::cannot_run("namespace test", "`ip` (iproute2)");
-        return false;
-    }
-    true
+    let test = rocex_testkit::this_test();
+    rocex_testkit::require_root(&test).is_some()
+        && rocex_testkit::require_tool(&test, "ip").is_some()
 }
 
 fn ip(args: &[&str]) -> io::Result<()> {

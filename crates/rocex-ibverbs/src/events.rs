@@ -5,6 +5,10 @@
 //!   limit once a receive has taken a request, and the limit is disarmed (rxe
 //!   `get_srq_wqe`). SRQs are the library's (`srq.rs`), so the event is raised when the
 //!   program polls the receive completion that took the SRQ below the limit.
+//! - `IBV_EVENT_QP_LAST_WQE_REACHED`: a QP whose receives come from an SRQ goes to error
+//!   (rxe `flush_recv_queue`), once until it is reset. The library sees that when the
+//!   program moves the QP to error or polls an error completion of the QP; a QP moved to
+//!   error without one (a request of the peer's refused by its responder) goes unnoticed.
 //! - `IBV_EVENT_DEVICE_FATAL`: the device goes away (rocexd's control connection hangs
 //!   up; rxe's netdev is unregistered), once.
 //!
@@ -34,6 +38,8 @@ pub mod kind {
     pub const DEVICE_FATAL: c_int = 8;
     /// `IBV_EVENT_SRQ_LIMIT_REACHED`.
     pub const SRQ_LIMIT_REACHED: c_int = 15;
+    /// `IBV_EVENT_QP_LAST_WQE_REACHED`.
+    pub const QP_LAST_WQE_REACHED: c_int = 16;
 }
 
 /// The events of one context.

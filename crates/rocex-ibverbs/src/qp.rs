@@ -297,7 +297,9 @@ pub unsafe extern "C" fn ibv_modify_qp(
                 unsafe { (*qp).state = a.qp_state };
                 if let Some(&srq) = g.srq_of.get(&q.ex.qp_base.qp_num) {
                     // SAFETY: a QP's SRQ outlives it.
-                    unsafe { Srq::from_ibv(srq) }.refill(&g);
+                    let s = unsafe { Srq::from_ibv(srq) };
+                    s.qp_state(&g, q, a.qp_state);
+                    s.refill(&g);
                 }
             }
             0

@@ -34,6 +34,8 @@ pub struct Srq {
 struct Member {
     qp: *const Qp,
     posted: VecDeque<RecvWr>,
+    /// `IBV_EVENT_QP_LAST_WQE_REACHED` was raised since the QP last went to error.
+    last_wqe: bool,
 }
 
 struct SrqState {
@@ -75,6 +77,7 @@ impl Srq {
         self.st.get(g).members.push(Member {
             qp,
             posted: VecDeque::new(),
+            last_wqe: false,
         });
     }
 
@@ -86,6 +89,27 @@ impl Srq {
             st.pool.extend(m.posted);
         }
         refill(st, g);
+    }
+
+    /// A QP of this SRQ moved to `state` (`enum ibv_qp_state`): entering error raises
+    /// `IBV_EVENT_QP_LAST_WQE_REACHED` once, as rxe's `flush_recv_queue` does for a QP
+    /// whose receives come from an SRQ; a reset rearms it.
+    pub fn qp_state(&self, g: &std::sync::MutexGuard<'_, CtxState>, qp: *const Qp, state: c_int) {
+        let st = self.st.get(g);
+        let Some(m) = st.members.iter_mut().find(|m| core::ptr::eq(m.qp, qp)) else {
+            return;
+        };
+        match state {
+            0 => m.last_wqe = false,
+            6 if !m.last_wqe => {
+                m.last_wqe = true;
+                self.ctx().events.raise(
+                    qp.cast_mut().cast(),
+                    crate::events::kind::QP_LAST_WQE_REACHED,
+                );
+            }
+            _ => {}
+        }
     }
 
     /// Hands out what the pool holds (after a QP reached INIT).
@@ -128,11 +152,21 @@ pub(crate) fn on_completion(
     w: &WorkCompletion,
     g: &std::sync::MutexGuard<'_, CtxState>,
 ) -> bool {
+    // SAFETY: a QP's SRQ outlives it.
+    let s = unsafe { Srq::from_ibv(srq) };
+    if w.status != WcStatus::Success {
+        // An error completion: the QP has gone to error.
+        let qp = s.st.get(g).members.iter().map(|m| m.qp).find(|&q| {
+            // SAFETY: members are live QPs.
+            unsafe { &*q }.ex.qp_base.qp_num == w.qp_num
+        });
+        if let Some(qp) = qp {
+            s.qp_state(g, qp, 6);
+        }
+    }
     if !matches!(w.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm) {
         return true;
     }
-    // SAFETY: a QP's SRQ outlives it.
-    let s = unsafe { Srq::from_ibv(srq) };
     let st = s.st.get(g);
     let Some(m) = st.members.iter_mut().find(|m| {
         // SAFETY: members are live QPs.

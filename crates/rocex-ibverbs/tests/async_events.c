@@ -7,9 +7,10 @@
  * 2. An SRQ of 4 requests armed with limit 3 (a limit beyond its size is EINVAL): the first
  *    SEND leaves 3 (no event), the second 2, below the limit: IBV_EVENT_SRQ_LIMIT_REACHED
  *    naming the SRQ, once; the limit reads 0 afterwards and a third SEND raises nothing.
- * 3. A WRITE to a QP that grants no remote access is NAKed (IBV_WC_REM_INV_REQ_ERR, as
- *    rxe's responder answers it) and moves both QPs to error, which rxe reports by
- *    completions only: no event.
+ * 3. A WRITE from the SRQ's QP to one that grants no remote access is NAKed
+ *    (IBV_WC_REM_INV_REQ_ERR, as rxe's responder answers it) and moves both QPs to error:
+ *    rxe raises no QP_FATAL for either, only IBV_EVENT_QP_LAST_WQE_REACHED for the QP of
+ *    the SRQ (flush_recv_queue), once.
  * 4. Prints "armed" and waits in poll(2) for the test to kill rocexd: then
  *    IBV_EVENT_DEVICE_FATAL, once.
  * Prints "ok" at the end, or the first step that went wrong. */
@@ -122,10 +123,17 @@ int main(void)
 				 .send_flags = IBV_SEND_SIGNALED,
 				 .wr.rdma = { (uintptr_t)buf, mr->rkey } }, *bad;
 	enum ibv_wc_status st = IBV_WC_SUCCESS;
-	if (ibv_post_send(a, &w, &bad) || complete(cq, 1, &st) != 1 || st != IBV_WC_REM_INV_REQ_ERR)
+	if (ibv_post_send(b, &w, &bad) || complete(cq, 1, &st) != 1 || st != IBV_WC_REM_INV_REQ_ERR)
 		FAIL("step 3: a WRITE without remote access completed with %s", ibv_wc_status_str(st));
+	struct ibv_async_event qe;
+	if (!readable(0) || ibv_get_async_event(ctx, &qe))
+		FAIL("step 3: no event for the SRQ's QP in error");
+	if (qe.event_type != IBV_EVENT_QP_LAST_WQE_REACHED || qe.element.qp != b)
+		FAIL("step 3: event %d (%s), not QP_LAST_WQE_REACHED on the SRQ's QP",
+		     qe.event_type, ibv_event_type_str(qe.event_type));
+	ibv_ack_async_event(&qe);
 	if (!quiet())
-		FAIL("step 3: an event after REM_INV_REQ_ERR");
+		FAIL("step 3: a second event after REM_INV_REQ_ERR");
 
 	printf("armed\n");
 	fflush(stdout);

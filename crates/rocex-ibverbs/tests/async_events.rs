@@ -1,7 +1,8 @@
 //! Asynchronous events (`async_events.c`, built against the system's verbs.h with
 //! `-libverbs` and run under `rocex run`): async_fd polled non-blocking as event loops
-//! do, an SRQ's limit event raised once as rxe raises it (`get_srq_wqe`), no event for
-//! QPs a NAK moved to error (rxe reports that by completions only), and
+//! do, an SRQ's limit event raised once as rxe raises it (`get_srq_wqe`), for QPs a NAK
+//! moved to error no QP_FATAL but `IBV_EVENT_QP_LAST_WQE_REACHED` for the SRQ's QP
+//! (`flush_recv_queue`), and
 //! `IBV_EVENT_DEVICE_FATAL` once when rocexd is killed.
 
 mod common;

@@ -9,7 +9,8 @@
 # the same measurements twice, pinned as above and with nothing pinned, as users run: 8 B
 # WRITE round trips and 64 B SEND rate through two rocexd against the engine in the perf
 # process, 64 KiB WRITE through two rocexd against iperf3, and an idle daemon's CPU and an
-# idle client's context switches over 10 s. --path-only runs just that table.
+# idle client's context switches over 10 s. --path-only runs just that table; side_by_side.sh
+# runs it for two builds in alternation.
 #
 # References: iperf3 and `rocex baseline` (the kernel's own UDP path, native: one datagram
 # per call, busy-poll ping-pong). Prints a table of medians and ratios and writes it into
@@ -424,6 +425,8 @@ echo "done in $((SECONDS - T0)) s" >&2
 COND="kernel $(uname -r); $(nproc) vCPU ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')); veth between two namespaces, MTU 9000; senders/clients on cpu0, receivers/servers on cpu1; $RUNS runs, medians (min-max); rocex $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?') ($(date -u +%Y-%m-%dT%H:%MZ))"
 PCOND="kernel $(uname -r); $(nproc) vCPU; veth between two namespaces, MTU 9000; rocexd on the UDP backend; pinned: A's daemon and client on cpu0, B's on cpu1; unpinned: nothing pinned; $RUNS runs, medians (min-max); rocex $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?') ($(date -u +%Y-%m-%dT%H:%MZ))"
 "$PY" "$HERE/path_report.py" "$RES" "$PCOND" "$RUNS" >"$WORK/path.md"
+# side_by_side.sh gathers the raw rows of each run
+[ -n "${RESULTS_TSV:-}" ] && cp "$RES" "$RESULTS_TSV"
 cat "$WORK/path.md"
 if [ "$WRITE_DOC" = 1 ]; then
   "$PY" "$HERE/report.py" --splice "$OUT" "$WORK/path.md" "compare.sh (data path)"

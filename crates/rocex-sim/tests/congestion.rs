@@ -3,20 +3,21 @@
 //! READ flows (paced at their responders) through one marking bottleneck, and nothing
 //! changed where nothing is marked.
 
+mod common;
+
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rocex_proto::verbs::{
-    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, Remote, SendOp, SendWr, Sge,
-    WcStatus,
-};
+use rocex_proto::verbs::{Mtu, QpCap, QpType, Remote, SendOp, SendWr, Sge, WcStatus};
 use rocex_proto::{
     Access, Config, Congestion, DcqcnParams, Ecn, Engine, IcrcStatus, Instant, Keys, QpInit,
     RateState, VecRegion,
 };
 use rocex_sim::{Bottleneck, Fabric, Link};
 use rocex_wire::{Opcode, PacketRepr};
+
+use common::{Params, connect_qp};
 
 const BUF: usize = 1 << 20;
 const BASE: u64 = 0x7f00_0000_0000;
@@ -81,45 +82,17 @@ fn qp(fabric: &mut Fabric, n: &Node) -> u32 {
     fabric.node(n.idx).create_qp(init).unwrap()
 }
 
-/// Brings `me.qpn` to RTS towards `peer`'s `peer_qpn`.
+/// Brings `qpn` of `me` to RTS towards `peer`'s `peer_qpn`: path MTU 4096, WRITE and READ
+/// access, PSNs from 0, the sim tests' timers and retries.
 fn connect(fabric: &mut Fabric, me: &Node, qpn: u32, peer: &Node, peer_qpn: u32) {
-    let e = fabric.node(me.idx);
-    let mut attr = QpAttr {
-        qp_state: QpState::Init,
-        qp_access_flags: Access::REMOTE_WRITE | Access::REMOTE_READ,
-        port_num: 1,
-        ..QpAttr::default()
+    let p = Params {
+        mtu: Mtu::M4096,
+        qp_access: Access::REMOTE_WRITE | Access::REMOTE_READ,
+        psn_a: 0,
+        psn_b: 0,
+        ..Params::default()
     };
-    let mask = AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS;
-    e.modify_qp(qpn, &attr, mask).unwrap();
-    attr.qp_state = QpState::Rtr;
-    attr.ah_attr = Some(AddressVector { dest: peer.addr });
-    attr.path_mtu = Mtu::M4096;
-    attr.dest_qp_num = peer_qpn;
-    attr.rq_psn = 0;
-    attr.max_dest_rd_atomic = 16;
-    attr.min_rnr_timer = 1;
-    let mask = AttrMask::STATE
-        | AttrMask::AV
-        | AttrMask::PATH_MTU
-        | AttrMask::DEST_QPN
-        | AttrMask::RQ_PSN
-        | AttrMask::MAX_DEST_RD_ATOMIC
-        | AttrMask::MIN_RNR_TIMER;
-    e.modify_qp(qpn, &attr, mask).unwrap();
-    attr.qp_state = QpState::Rts;
-    attr.sq_psn = 0;
-    attr.timeout = 14;
-    attr.retry_cnt = 7;
-    attr.rnr_retry = 7;
-    attr.max_rd_atomic = 16;
-    let mask = AttrMask::STATE
-        | AttrMask::SQ_PSN
-        | AttrMask::TIMEOUT
-        | AttrMask::RETRY_CNT
-        | AttrMask::RNR_RETRY
-        | AttrMask::MAX_QP_RD_ATOMIC;
-    e.modify_qp(qpn, &attr, mask).unwrap();
+    connect_qp(fabric.node(me.idx), qpn, (peer.addr, peer_qpn, 0), 0, &p);
 }
 
 /// A connected QP pair: `(sender's QPN, receiver's QPN)`.

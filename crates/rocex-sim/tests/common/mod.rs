@@ -135,48 +135,39 @@ fn side(fabric: &mut Fabric, i: u8, p: &Params, base: u64) -> Side {
     }
 }
 
-fn connect(fabric: &mut Fabric, me: &Side, peer: &Side, p: &Params, my_psn: u32, peer_psn: u32) {
-    let e = fabric.node(me.node);
-    let mut attr = QpAttr {
-        qp_state: QpState::Init,
+/// RESET -> INIT -> RTR -> RTS for `qpn` on `e` towards `peer` (its address, QPN and
+/// first send PSN), sending from `my_psn`, with `p`'s access, path MTU, timers and retries
+/// (`QpAttr::rc_steps`).
+pub fn connect_qp(e: &mut Engine, qpn: u32, peer: (IpAddr, u32, u32), my_psn: u32, p: &Params) {
+    let attr = QpAttr {
         qp_access_flags: p.qp_access,
         port_num: 1,
+        ah_attr: Some(AddressVector { dest: peer.0 }),
+        path_mtu: p.mtu,
+        dest_qp_num: peer.1,
+        rq_psn: peer.2,
+        max_dest_rd_atomic: 16,
+        min_rnr_timer: p.min_rnr_timer,
+        sq_psn: my_psn,
+        timeout: p.timeout,
+        retry_cnt: p.retry_cnt,
+        rnr_retry: p.rnr_retry,
+        max_rd_atomic: p.max_rd_atomic,
         ..QpAttr::default()
     };
-    e.modify_qp(
-        me.qpn,
-        &attr,
-        AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
-    )
-    .unwrap();
-    attr.qp_state = QpState::Rtr;
-    attr.ah_attr = Some(AddressVector { dest: peer.addr });
-    attr.path_mtu = p.mtu;
-    attr.dest_qp_num = peer.qpn;
-    attr.rq_psn = peer_psn;
-    attr.max_dest_rd_atomic = 16;
-    attr.min_rnr_timer = p.min_rnr_timer;
-    let mut mask =
-        AttrMask::STATE | AttrMask::AV | AttrMask::PATH_MTU | AttrMask::DEST_QPN | AttrMask::RQ_PSN;
-    if p.qp_type == QpType::Rc {
-        mask = mask | AttrMask::MAX_DEST_RD_ATOMIC | AttrMask::MIN_RNR_TIMER;
+    // A UC QP's RTR and RTS masks: the peer and the PSNs, without RC's resources,
+    // timers and retries.
+    let uc = [
+        AttrMask::STATE | AttrMask::AV | AttrMask::PATH_MTU | AttrMask::DEST_QPN | AttrMask::RQ_PSN,
+        AttrMask::STATE | AttrMask::SQ_PSN,
+    ];
+    for (i, (step, rc_mask)) in attr.rc_steps().into_iter().enumerate() {
+        let mask = match (p.qp_type, i) {
+            (QpType::Rc, _) | (_, 0) => rc_mask,
+            (_, i) => uc[i - 1],
+        };
+        e.modify_qp(qpn, &step, mask).unwrap();
     }
-    e.modify_qp(me.qpn, &attr, mask).unwrap();
-    attr.qp_state = QpState::Rts;
-    attr.sq_psn = my_psn;
-    attr.timeout = p.timeout;
-    attr.retry_cnt = p.retry_cnt;
-    attr.rnr_retry = p.rnr_retry;
-    attr.max_rd_atomic = p.max_rd_atomic;
-    let mut mask = AttrMask::STATE | AttrMask::SQ_PSN;
-    if p.qp_type == QpType::Rc {
-        mask = mask
-            | AttrMask::TIMEOUT
-            | AttrMask::RETRY_CNT
-            | AttrMask::RNR_RETRY
-            | AttrMask::MAX_QP_RD_ATOMIC;
-    }
-    e.modify_qp(me.qpn, &attr, mask).unwrap();
 }
 
 impl Pair {
@@ -184,8 +175,21 @@ impl Pair {
         let mut fabric = Fabric::new(seed, link);
         let a = side(&mut fabric, 1, &p, BASE_A);
         let b = side(&mut fabric, 2, &p, BASE_B);
-        connect(&mut fabric, &a, &b, &p, p.psn_a, p.psn_b);
-        connect(&mut fabric, &b, &a, &p, p.psn_b, p.psn_a);
+        let (na, nb) = (a.node, b.node);
+        connect_qp(
+            fabric.node(na),
+            a.qpn,
+            (b.addr, b.qpn, p.psn_b),
+            p.psn_a,
+            &p,
+        );
+        connect_qp(
+            fabric.node(nb),
+            b.qpn,
+            (a.addr, a.qpn, p.psn_a),
+            p.psn_b,
+            &p,
+        );
         Self { fabric, a, b }
     }
 

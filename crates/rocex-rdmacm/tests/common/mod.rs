@@ -16,6 +16,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use rocex_testkit::rocexd::{Daemon, Rocexd};
+
 #[allow(unused_imports)]
 pub(crate) use ibv::{LIMIT, build_c, finish, ready, text};
 
@@ -44,17 +46,7 @@ pub(crate) fn build_cm_prog(name: &str, source: &str) -> Option<ibv::CProgram> {
 pub(crate) fn bins() -> &'static (PathBuf, PathBuf) {
     static RDMACM: OnceLock<()> = OnceLock::new();
     RDMACM.get_or_init(|| {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut b = Command::new(cargo);
-        b.args(["build", "-q", "-p", "rocex-rdmacm"]);
-        let exe = std::env::current_exe().unwrap();
-        if exe.ancestors().any(|d| d.ends_with("release")) {
-            b.arg("--release");
-        }
-        assert!(
-            b.status().expect("run cargo build").success(),
-            "cargo build -p rocex-rdmacm failed"
-        );
+        rocex_testkit::bins::cargo_build(&["-p", "rocex-rdmacm"]);
     });
     ibv::bins()
 }
@@ -78,7 +70,7 @@ pub(crate) struct Hosts {
     veth: [String; 2],
     /// The hosts' addresses.
     pub(crate) addr: [String; 2],
-    daemons: Vec<(Child, PathBuf)>,
+    daemons: Vec<Daemon>,
 }
 
 impl Hosts {
@@ -121,30 +113,12 @@ impl Hosts {
         Some(h)
     }
 
-    fn start_daemon(&self, n: u8, i: usize) -> (Child, PathBuf) {
-        let dir = std::env::temp_dir().join(format!("rocex-rcm{n}-{i}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let sock = dir.join("d.sock");
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.ns[i]])
-            .arg(&bins().1)
-            .args(["--addr", &self.addr[i], "--socket"])
-            .arg(&sock)
-            .args(["--spin-limit", "200"])
-            .env("RUST_LOG", "warn")
-            .spawn()
-            .expect("start rocexd");
-        let end = Instant::now() + Duration::from_secs(10);
-        while std::os::unix::net::UnixStream::connect(&sock).is_err() {
-            assert!(
-                Instant::now() < end,
-                "rocexd in {} did not start",
-                self.ns[i]
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        (child, sock)
+    fn start_daemon(&self, n: u8, i: usize) -> Daemon {
+        Rocexd::new(&self.addr[i])
+            .bin(&bins().1)
+            .netns(&self.ns[i])
+            .tag(&format!("rcm{n}-{i}"))
+            .start()
     }
 
     /// `ip netns exec NS rocex run --socket S -- PROGRAM ARGS` on host `i`, not started.
@@ -154,7 +128,7 @@ impl Hosts {
             .arg(&bins().0)
             .arg("run")
             .arg("--socket")
-            .arg(&self.daemons[i].1)
+            .arg(&self.daemons[i].sock)
             .arg("--")
             .arg(program)
             .args(args)
@@ -223,13 +197,12 @@ impl Hosts {
 
     /// Host `i`'s rocexd control socket.
     pub(crate) fn socket(&self, i: usize) -> &std::path::Path {
-        &self.daemons[i].1
+        &self.daemons[i].sock
     }
 
     /// SIGKILL to host `i`'s rocexd: it dies as in a crash.
     pub(crate) fn kill_daemon(&mut self, i: usize) {
-        let _ = self.daemons[i].0.kill();
-        let _ = self.daemons[i].0.wait();
+        self.daemons[i].kill();
     }
 
     fn remove(&self) {
@@ -275,13 +248,7 @@ pub(crate) fn tshark(file: &std::path::Path, filter: &str, fields: &[&str]) -> V
 
 impl Drop for Hosts {
     fn drop(&mut self) {
-        for (c, sock) in &mut self.daemons {
-            let _ = c.kill();
-            let _ = c.wait();
-            if let Some(d) = sock.parent() {
-                let _ = std::fs::remove_dir_all(d);
-            }
-        }
+        self.daemons.clear();
         self.remove();
     }
 }

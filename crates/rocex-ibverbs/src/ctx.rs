@@ -73,9 +73,6 @@ pub struct Ctx {
     pub gids: [[u8; 16]; 2],
     /// The asynchronous events (`ibv_context.async_fd`).
     pub events: AsyncEvents,
-    /// The current rkeys of the context's type-1 memory windows, which LOCAL_INV may not
-    /// name (`mw.rs`).
-    pub type1_mws: Guarded<std::collections::HashSet<u32>>,
 }
 
 // SAFETY: the raw pointers name the process-lifetime device and C-owned memory; the

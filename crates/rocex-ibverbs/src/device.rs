@@ -12,7 +12,7 @@ use std::sync::{Mutex, OnceLock};
 use rocex_verbs::{Context, DeviceAttributes};
 
 use crate::abi::*;
-use crate::ctx::{Ctx, CtxState, Guarded, zeroed};
+use crate::ctx::{Ctx, CtxState, zeroed};
 use crate::events::AsyncEvents;
 use crate::gid::{GID_TBL_LEN, eui64, gid_addr, gid_table, mac_for};
 use crate::{cq, mw, null_errno, qp, srq, symver, trace};
@@ -230,7 +230,6 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
         addr,
         gids: gid_table(addr, mac),
         events,
-        type1_mws: Guarded::new(Default::default()),
     });
     let ctx = Box::leak(ctx);
     ctx.vctx.context.async_fd = async_fd;

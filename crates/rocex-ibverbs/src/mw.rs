@@ -54,19 +54,14 @@ pub(crate) unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, ty: c_int) -> *mut ibv
     // SAFETY: verbs.h passes a PD of this library.
     let p = unsafe { Pd::from_ibv(pd) };
     let g = p.ctx().lock();
-    match p.pd.get(&g).alloc_mw() {
-        Ok(rkey) => {
-            if ty == TYPE_1 {
-                p.ctx().type1_mws.get(&g).insert(rkey);
-            }
-            Box::into_raw(Box::new(ibv_mw {
-                context: p.ibv.context,
-                pd,
-                rkey,
-                handle: rkey,
-                type_: ty,
-            }))
-        }
+    match p.pd.get(&g).alloc_mw(ty == TYPE_1) {
+        Ok(rkey) => Box::into_raw(Box::new(ibv_mw {
+            context: p.ibv.context,
+            pd,
+            rkey,
+            handle: rkey,
+            type_: ty,
+        })),
         Err(e) => {
             trace("ibv_alloc_mw", &e);
             null_errno(errno_of(&e))
@@ -79,11 +74,9 @@ pub(crate) unsafe extern "C" fn dealloc_mw(mw: *mut ibv_mw) -> c_int {
     // SAFETY: verbs.h passes a window of this library.
     let m = unsafe { &*mw };
     // SAFETY: a window's PD, and so its context, outlives it.
-    let ctx = unsafe { Pd::from_ibv(m.pd) }.ctx();
-    let g = ctx.lock();
+    let g = unsafe { Pd::from_ibv(m.pd) }.ctx().lock();
     match g.verbs.dealloc_mw(m.handle) {
         Ok(()) => {
-            ctx.type1_mws.get(&g).remove(&m.handle);
             drop(g);
             // SAFETY: made by Box::into_raw in alloc_mw, not used afterwards.
             drop(unsafe { Box::from_raw(mw) });
@@ -107,11 +100,8 @@ pub(crate) unsafe extern "C" fn bind_mw(
     }
     let g = q.ctx().lock();
     let key = (m.rkey as u8).wrapping_add(1);
-    match run_bind(q, &g, m.handle, key, true, &b.bind_info) {
+    match run_bind(q, &g, m.handle, key, &b.bind_info) {
         Ok(rkey) => {
-            let t1 = q.ctx().type1_mws.get(&g);
-            t1.remove(&m.handle);
-            t1.insert(rkey);
             (m.rkey, m.handle) = (rkey, rkey);
             complete(q, &g, b.wr_id, b.send_flags, WC_BIND_MW, 0);
         }
@@ -132,7 +122,6 @@ fn run_bind(
     g: &MutexGuard<'_, CtxState>,
     mw_rkey: u32,
     key: u8,
-    rebind: bool,
     info: &ibv_mw_bind_info,
 ) -> Result<u32, c_int> {
     let access = access_of(info).ok_or(libc::EINVAL)?;
@@ -148,22 +137,15 @@ fn run_bind(
         len: info.length,
         access,
     };
-    g.verbs
-        .bind_mw(q.qp.get(g), mw_rkey, key, rebind, to)
-        .map_err(|e| {
-            trace("bind_mw", &e);
-            errno_of(&e)
-        })
+    g.verbs.bind_mw(q.qp.get(g), mw_rkey, key, to).map_err(|e| {
+        trace("bind_mw", &e);
+        errno_of(&e)
+    })
 }
 
 /// Executes a LOCAL_INV or BIND_MW request of `ibv_post_send` and completes it.
 pub(crate) fn local_op(q: &Qp, g: &MutexGuard<'_, CtxState>, w: &ibv_send_wr) {
     if w.opcode == WR_LOCAL_INV {
-        // rxe `rxe_invalidate_mw`: a type-1 window is not invalidated.
-        if q.ctx().type1_mws.get(g).contains(&w.imm_data) {
-            fail(q, g, w.wr_id, WC_LOCAL_INV, WC_LOC_QP_OP_ERR);
-            return;
-        }
         match g.verbs.local_invalidate(q.qp.get(g), w.imm_data) {
             Ok(()) => complete(q, g, w.wr_id, w.send_flags, WC_LOCAL_INV, 0),
             Err(e) => {
@@ -182,14 +164,8 @@ pub(crate) fn local_op(q: &Qp, g: &MutexGuard<'_, CtxState>, w: &ibv_send_wr) {
     };
     // SAFETY: a BIND_MW request names a window of this library.
     let m = unsafe { &*(mw as usize as *const ibv_mw) };
-    let rebind = m.type_ == TYPE_1;
-    match run_bind(q, g, m.handle, rkey as u8, rebind, &info) {
+    match run_bind(q, g, m.handle, rkey as u8, &info) {
         Ok(new) => {
-            if rebind {
-                let t1 = q.ctx().type1_mws.get(g);
-                t1.remove(&m.handle);
-                t1.insert(new);
-            }
             // rocexd names the window by its current rkey, kept in `handle`; `mw->rkey`
             // stays what the program allocated, as rxe leaves it for a BIND_MW request.
             // SAFETY: the program's window; its fields are written under the lock.

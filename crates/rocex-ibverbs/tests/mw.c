@@ -11,7 +11,8 @@
  * then fails with IBV_WC_REM_ACCESS_ERR.
  * The work-request API, on two more QPs: ibv_wr_bind_mw binds a type-2 window (reached by
  * a WRITE) and ibv_wr_local_inv frees it (then IBV_WC_REM_ACCESS_ERR).
- * LOCAL_INV naming a type-1 window completes with IBV_WC_LOC_QP_OP_ERR, as on rxe.
+ * LOCAL_INV naming a type-1 window completes with IBV_WC_LOC_QP_OP_ERR, and a peer's
+ * SEND_WITH_INV naming it with IBV_WC_REM_INV_REQ_ERR on the receive, as on rxe.
  * A bind's and a LOCAL_INV's completions on a CQ with a channel raise its event, armed
  * before or after.
  * Also: the device announces windows (IBV_DEVICE_MEM_WINDOW, _TYPE_2B, max_mw), type 3 is EINVAL, ibv_bind_mw on a type-2 window is EINVAL (verbs.h), and both
@@ -249,6 +250,25 @@ int main(void)
 	wc = next();
 	if (wc.status != IBV_WC_LOC_QP_OP_ERR || wc.wr_id != 11)
 		FAIL("type 1 LOCAL_INV: completed with %s", ibv_wc_status_str(wc.status));
+
+	/* A peer's SEND_WITH_INV naming a type-1 window: the receive completes with
+	 * IBV_WC_REM_INV_REQ_ERR (rxe's class J error) and the window stays bound. */
+	struct ibv_qp *a6 = qp(), *b6 = qp();
+	if (!a6 || !b6 || connect_qp(a6, b6->qp_num) || connect_qp(b6, a6->qp_num))
+		FAIL("type 1 SEND_WITH_INV: setup failed");
+	rw.wr_id = 14;
+	sw.wr_id = 15;
+	sw.invalidate_rkey = mw1->rkey;
+	if (ibv_post_recv(b6, &rw, &rbad) || ibv_post_send(a6, &sw, &bad))
+		FAIL("type 1 SEND_WITH_INV: not posted");
+	int refused = 0;
+	for (int i = 0; i < 2; i++) {
+		wc = next();
+		if (wc.wr_id == 14 && wc.status == IBV_WC_REM_INV_REQ_ERR)
+			refused = 1;
+	}
+	if (!refused)
+		FAIL("type 1 SEND_WITH_INV: the receive did not complete with REM_INV_REQ_ERR");
 
 	/* Events: a bind's completion on an armed CQ with a channel is owed its event, and so
 	 * is a LOCAL_INV's that came before the CQ was armed. */

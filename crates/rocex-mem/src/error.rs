@@ -45,7 +45,8 @@ pub enum MemError {
     Busy,
     /// The access flags are not a valid combination for the operation.
     InvalidAccess(&'static str),
-    /// The rkey names a memory region, which SEND_WITH_INV and LOCAL_INV cannot invalidate.
+    /// The rkey names a memory region or a type-1 memory window, which SEND_WITH_INV and
+    /// LOCAL_INV cannot invalidate.
     NotInvalidatable,
     /// The rkey names a type-2 memory window that is not bound (never bound, or invalidated).
     Invalidated,
@@ -87,9 +88,9 @@ impl fmt::Display for MemError {
             Self::Overflow => f.write_str("The address plus the length overflows 64 bits."),
             Self::Busy => f.write_str("The object is still referenced and cannot be freed."),
             Self::InvalidAccess(why) => write!(f, "The access flags are invalid: {why}."),
-            Self::NotInvalidatable => {
-                f.write_str("The key names a memory region, which cannot be invalidated remotely.")
-            }
+            Self::NotInvalidatable => f.write_str(
+                "The key names a memory region or a type-1 window, which cannot be invalidated.",
+            ),
             Self::Invalidated => f.write_str("The memory window is not bound or was invalidated."),
             Self::MwBound => f.write_str(
                 "The type-2 memory window is still bound and must be invalidated first.",

@@ -748,3 +748,36 @@ fn a_window_bound_with_a_chosen_key_byte_answers_only_to_the_new_key() {
     assert!(t.bind_mw_with_key(pd, 0x1234_5602, 0x03, to).is_err());
     assert_eq!(t.mw(other).map(|m| m.rkey), Some(other));
 }
+
+#[test]
+fn a_type1_window_binds_again_while_bound_and_is_never_invalidated() {
+    let (mut t, pd, k, _r) = with_mr(ALL_REMOTE);
+    let mw = t.alloc_mw_type1(pd).unwrap();
+    let to = |addr| MwBinding {
+        mr_lkey: k.lkey,
+        addr,
+        len: 16,
+        access: Access::REMOTE_WRITE,
+    };
+    let first = t
+        .bind_mw_with_key(pd, mw, (mw as u8).wrapping_add(1), to(IOVA))
+        .unwrap();
+    // Bound again elsewhere while bound: the old range is out of reach, the new one in.
+    let second = t
+        .bind_mw_with_key(pd, first, (first as u8).wrapping_add(1), to(IOVA + 32))
+        .unwrap();
+    assert!(
+        t.check_rkey(pd, second, IOVA + 32, 8, Access::REMOTE_WRITE)
+            .is_ok()
+    );
+    assert!(
+        t.check_rkey(pd, second, IOVA, 8, Access::REMOTE_WRITE)
+            .is_err()
+    );
+    // rxe_invalidate_mw refuses a type-1 window; it stays bound.
+    assert_eq!(t.invalidate(pd, second), Err(MemError::NotInvalidatable));
+    assert!(
+        t.check_rkey(pd, second, IOVA + 32, 8, Access::REMOTE_WRITE)
+            .is_ok()
+    );
+}

@@ -21,9 +21,11 @@ pub struct MwBind {
 }
 
 impl Pd {
-    /// A new, unbound memory window in this PD (`ibv_alloc_mw`); returns its rkey.
-    pub fn alloc_mw(&self) -> Result<u32> {
-        match self.ctx.ch.call(&Request::AllocMw { pd: self.pd }, &[])?.0 {
+    /// A new, unbound memory window in this PD (`ibv_alloc_mw`), of type 1 (bound again
+    /// while bound, never invalidated) or type 2; returns its rkey.
+    pub fn alloc_mw(&self, type1: bool) -> Result<u32> {
+        let req = Request::AllocMw { pd: self.pd, type1 };
+        match self.ctx.ch.call(&req, &[])?.0 {
             Response::AllocMw { rkey } => Ok(rkey),
             r => Err(Error::Protocol(format!("unexpected {r:?}"))),
         }
@@ -37,14 +39,13 @@ impl Context {
     }
 
     /// Binds the window `mw_rkey` through `qp` (a BIND_MW work request): returns its new
-    /// rkey, the old one's upper 24 bits with `key` as the low byte. `rebind` lets a bound
-    /// window (type 1) be bound again; a bound type-2 window must be invalidated first.
-    pub fn bind_mw(&self, qp: &Qp, mw_rkey: u32, key: u8, rebind: bool, to: MwBind) -> Result<u32> {
+    /// rkey, the old one's upper 24 bits with `key` as the low byte. A bound type-2 window
+    /// must be invalidated first; a type-1 window is bound again while bound.
+    pub fn bind_mw(&self, qp: &Qp, mw_rkey: u32, key: u8, to: MwBind) -> Result<u32> {
         let req = Request::BindMw {
             qpn: qp.qpn(),
             mw_rkey,
             key,
-            rebind,
             mr_lkey: to.mr_lkey,
             addr: to.addr,
             len: to.len,

@@ -10,15 +10,21 @@ use rocex_shm::control::{Response, kind};
 use super::{Reply, verbs_error};
 use crate::client::{Client, MAX_PER_CLIENT};
 
-/// A window in one of the client's PDs.
-pub(super) fn alloc(engine: &mut Engine, c: &mut Client, pd: u32) -> Reply {
+/// A window (type 1 or 2) in one of the client's PDs.
+pub(super) fn alloc(engine: &mut Engine, c: &mut Client, pd: u32, type1: bool) -> Reply {
     if !c.pds.contains(&pd) {
         return Reply::err(libc::ENOENT, "no such PD");
     }
     if c.mws.len() >= MAX_PER_CLIENT {
         return Reply::err(libc::ENOMEM, "too many memory windows");
     }
-    match engine.alloc_mw(PdId::from_raw(pd)) {
+    let pd = PdId::from_raw(pd);
+    let made = if type1 {
+        engine.alloc_mw_type1(pd)
+    } else {
+        engine.alloc_mw(pd)
+    };
+    match made {
         Ok(rkey) => {
             c.mws.insert(rkey);
             Reply::ok(Response::AllocMw { rkey })
@@ -46,7 +52,6 @@ pub(super) struct Bind {
     pub(super) qpn: u32,
     pub(super) mw_rkey: u32,
     pub(super) key: u8,
-    pub(super) rebind: bool,
     pub(super) mr_lkey: u32,
     pub(super) addr: u64,
     pub(super) len: u64,
@@ -70,7 +75,7 @@ pub(super) fn bind(engine: &mut Engine, c: &mut Client, b: Bind) -> Reply {
         len: b.len,
         access,
     };
-    match engine.bind_mw_on_qp(b.qpn, b.mw_rkey, b.key, to, b.rebind) {
+    match engine.bind_mw_on_qp(b.qpn, b.mw_rkey, b.key, to) {
         Ok(rkey) => {
             c.mws.remove(&b.mw_rkey);
             c.mws.insert(rkey);

@@ -114,6 +114,8 @@ struct Mw {
     pd: PdId,
     rkey: u32,
     binding: Option<MwBinding>,
+    /// A type-1 window: bound again while bound, never invalidated.
+    type1: bool,
 }
 
 /// The role a live key plays.

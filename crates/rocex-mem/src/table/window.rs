@@ -10,6 +10,19 @@ impl MemTable {
         self.insert_mw(pd, rkey)
     }
 
+    /// A new, unbound type-1 memory window; returns its rkey. Unlike a type-2 window it is
+    /// bound again while bound ([`MemTable::bind_mw_with_key`] releases the old binding),
+    /// and SEND_WITH_INV or LOCAL_INV naming it is refused (rxe `rxe_invalidate_mw`).
+    pub fn alloc_mw_type1(&mut self, pd: PdId) -> Result<u32, MemError> {
+        let rkey = self.alloc_mw(pd)?;
+        if let Ok((id, _)) = self.mw_by_rkey(rkey)
+            && let Some(mw) = self.mws.get_mut(&id)
+        {
+            mw.type1 = true;
+        }
+        Ok(rkey)
+    }
+
     /// Records a new unbound window under `rkey`, which the caller has drawn or checked.
     fn insert_mw(&mut self, pd: PdId, rkey: u32) -> Result<u32, MemError> {
         let id = self.next_mw;
@@ -20,6 +33,7 @@ impl MemTable {
                 pd,
                 rkey,
                 binding: None,
+                type1: false,
             },
         );
         self.index.insert(rkey, KeyRef::Mw(id));
@@ -88,6 +102,10 @@ impl MemTable {
         let new_rkey = (mw_rkey & !0xff) | u32::from(key);
         if new_rkey != mw_rkey && self.index.contains_key(&new_rkey) {
             return Err(MemError::InvalidAccess("the chosen key is in use"));
+        }
+        let (id, mw) = self.mw_by_rkey(mw_rkey)?;
+        if mw.type1 && mw.pd == pd {
+            self.unbind(id);
         }
         self.bind(pd, mw_rkey, to, true)?;
         if new_rkey != mw_rkey {
@@ -211,7 +229,8 @@ impl MemTable {
     /// The window becomes free: accesses through `rkey` fail with
     /// [`MemError::Invalidated`] until it is bound again, which gives it a new rkey.
     /// Invalidating a window that is already free succeeds, as in rxe. Naming a region's key
-    /// is [`MemError::NotInvalidatable`], after which rxe moves the responder QP to error.
+    /// or a type-1 window's (rxe `rxe_invalidate_mw`) is [`MemError::NotInvalidatable`],
+    /// after which rxe moves the responder QP to error.
     pub fn invalidate(&mut self, pd: PdId, rkey: u32) -> Result<(), MemError> {
         let id = match self.index.get(&rkey) {
             None => return Err(MemError::UnknownKey { key: rkey }),
@@ -223,6 +242,7 @@ impl MemTable {
         match self.mws.get(&id) {
             None => return Err(MemError::UnknownKey { key: rkey }),
             Some(mw) if mw.pd != pd => return Err(MemError::WrongPd),
+            Some(mw) if mw.type1 => return Err(MemError::NotInvalidatable),
             Some(_) => {}
         }
         self.unbind(id);

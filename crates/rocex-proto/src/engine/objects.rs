@@ -62,27 +62,28 @@ impl Engine {
         Ok(self.mem.bind_mw(pd, mw_rkey, mr_lkey, addr, len, access)?)
     }
 
+    /// Allocates a type-1 memory window, which binds again while bound and is never
+    /// invalidated.
+    pub fn alloc_mw_type1(&mut self, pd: PdId) -> Result<u32, VerbsError> {
+        Ok(self.mem.alloc_mw_type1(pd)?)
+    }
+
     /// Binds a window through QP `qpn`, as rxe executes a BIND_MW work request
     /// (`rxe_bind_mw`): the window and the region must be in the QP's PD, and the new rkey
-    /// keeps the window's upper 24 bits with the binder's `key` byte. `rebind` releases a
-    /// bound window first: a type-1 window binds again while bound.
+    /// keeps the window's upper 24 bits with the binder's `key` byte.
     pub fn bind_mw_on_qp(
         &mut self,
         qpn: u32,
         mw_rkey: u32,
         key: u8,
         to: MwBinding,
-        rebind: bool,
     ) -> Result<u32, VerbsError> {
         let pd = self.qps.get(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?.pd;
-        if rebind && self.mem.mw(mw_rkey).is_some_and(|m| m.binding.is_some()) {
-            self.mem.invalidate(pd, mw_rkey)?;
-        }
         Ok(self.mem.bind_mw_with_key(pd, mw_rkey, key, to)?)
     }
 
     /// LOCAL_INV through QP `qpn`: the window `rkey` of the QP's PD is free again (rxe
-    /// `rxe_invalidate_mw`); a region's key is refused.
+    /// `rxe_invalidate_mw`); a region's key or a type-1 window's is refused.
     pub fn invalidate_mw_on_qp(&mut self, qpn: u32, rkey: u32) -> Result<(), VerbsError> {
         let pd = self.qps.get(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?.pd;
         Ok(self.mem.invalidate(pd, rkey)?)

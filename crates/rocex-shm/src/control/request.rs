@@ -76,11 +76,12 @@ pub enum Request {
         /// CQ handle.
         cq: u32,
     },
-    /// Allocate a memory window in PD `pd` (`ibv_alloc_mw`, type 1 or 2: rocexd keeps one
-    /// kind, the client knows which it asked for).
+    /// Allocate a memory window in PD `pd` (`ibv_alloc_mw`).
     AllocMw {
         /// PD handle.
         pd: u32,
+        /// A type-1 window (bound again while bound, never invalidated), else type 2.
+        type1: bool,
     },
     /// Free the memory window whose rkey is `rkey`.
     DeallocMw {
@@ -96,8 +97,6 @@ pub enum Request {
         mw_rkey: u32,
         /// The new rkey's low byte.
         key: u8,
-        /// Release a bound window first (a type-1 window binds again while bound).
-        rebind: bool,
         /// The region's lkey.
         mr_lkey: u32,
         /// First byte of the window.
@@ -300,8 +299,8 @@ impl Request {
             Self::ResizeCq { cq, cqe } => {
                 p.u32(*cq).u32(*cqe);
             }
-            Self::AllocMw { pd } => {
-                p.u32(*pd);
+            Self::AllocMw { pd, type1 } => {
+                p.u32(*pd).u8(u8::from(*type1));
             }
             Self::DeallocMw { rkey } => {
                 p.u32(*rkey);
@@ -310,7 +309,6 @@ impl Request {
                 qpn,
                 mw_rkey,
                 key,
-                rebind,
                 mr_lkey,
                 addr,
                 len,
@@ -319,7 +317,6 @@ impl Request {
                 p.u32(*qpn)
                     .u32(*mw_rkey)
                     .u8(*key)
-                    .u8(u8::from(*rebind))
                     .u32(*mr_lkey)
                     .u64(*addr)
                     .u64(*len)
@@ -422,7 +419,15 @@ impl Request {
                 cq: g.u32("cq")?,
                 cqe: g.u32("cqe")?,
             },
-            kind::ALLOC_MW => Self::AllocMw { pd: g.u32("pd")? },
+            kind::ALLOC_MW => {
+                let pd = g.u32("pd")?;
+                let type1 = match g.u8("type1")? {
+                    0 => false,
+                    1 => true,
+                    v => return Err(g.bad("type1", v.into())),
+                };
+                Self::AllocMw { pd, type1 }
+            }
             kind::DEALLOC_MW => Self::DeallocMw {
                 rkey: g.u32("rkey")?,
             },
@@ -430,16 +435,10 @@ impl Request {
                 let qpn = g.u32("qpn")?;
                 let mw_rkey = g.u32("mw_rkey")?;
                 let key = g.u8("key")?;
-                let rebind = match g.u8("rebind")? {
-                    0 => false,
-                    1 => true,
-                    v => return Err(g.bad("rebind", v.into())),
-                };
                 Self::BindMw {
                     qpn,
                     mw_rkey,
                     key,
-                    rebind,
                     mr_lkey: g.u32("mr_lkey")?,
                     addr: g.u64("addr")?,
                     len: g.u64("len")?,

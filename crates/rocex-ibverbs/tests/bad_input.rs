@@ -71,10 +71,10 @@ fn bad_input_gets_rdma_cores_answers() {
         ("modify_no_grh", &[EINVAL]),
         ("post_send_too_many_sges", &[EINVAL]),
         ("post_send_bind_mw", &[EINVAL]), // no window named
-        ("write_ok", &[0]),            // IBV_WC_SUCCESS
-        ("write_bad_lkey", &[4]),      // IBV_WC_LOC_PROT_ERR
-        ("write_sge_out_of_mr", &[4]), // IBV_WC_LOC_PROT_ERR
-        ("write_bad_rkey", &[10]),     // IBV_WC_REM_ACCESS_ERR
+        ("write_ok", &[0]),               // IBV_WC_SUCCESS
+        ("write_bad_lkey", &[4]),         // IBV_WC_LOC_PROT_ERR
+        ("write_sge_out_of_mr", &[4]),    // IBV_WC_LOC_PROT_ERR
+        ("write_bad_rkey", &[10]),        // IBV_WC_REM_ACCESS_ERR
         // Overlapping MRs over malloc'd memory: the first moved into a memfd, the second
         // (partly overlapping it) left in place, the third inside the first's pages.
         ("overlap_reg", &[1]),

@@ -63,6 +63,13 @@ pub fn this_test() -> String {
         .to_owned()
 }
 
+/// One test of this binary at a time, for tests that share fixed addresses (their daemons
+/// bind RoCE's port on them); a test that failed holding it does not stop the others.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Whether this process runs as root (namespaces, taps, raw sockets).
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()

@@ -3,19 +3,13 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::sync::{Mutex, MutexGuard};
-
 pub use rocex_testkit::rocexd::Daemon;
+/// The tests take the addresses in turn.
+pub use rocex_testkit::serial;
 
 /// `rocexd` on `addr` at path MTU 1024, once its socket answers.
 pub fn daemon(addr: &str) -> Daemon {
     rocex_testkit::rocexd::Rocexd::new(addr)
         .args(["--mtu", "1024"])
         .start()
-}
-
-/// The tests take the two addresses in turn.
-pub fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -5,6 +5,7 @@
 # has no netem). A GSO burst crosses the veth as one skb, so one drop can take a burst.
 #
 #   proto-tests/bench/loss.sh [--runs N] [--out FILE] [--no-doc] [--lab]
+#                             [--selective-repeat | --only-selective-repeat]
 #
 # --lab instead runs 64 KiB WRITEs (50, MTU 4096) with 5% loss both ways in the rxe lab:
 # rxe <-> rxe in two guests (netem on each guest's egress), and `rocex perf` on the host
@@ -15,7 +16,9 @@
 # $SECS s (`rocex perf ... bw --duration`, MTU 4096) at 0, 0.1, 1, 5 and 10% loss, and the
 # goodput at each loss relative to the same mode's lossless stream in that run. The modes
 # are rocex's recovery and rxe's (`rocexd --rxe-recovery`: retransmit only when kernel rxe
-# would; docs/wire.md, "Recovery"), side by side in each run. Prints the medians over the
+# would; docs/wire.md, "Recovery"), side by side in each run; --selective-repeat adds a
+# third, rocex's selective repeat between the two rocexd (`rocexd --selective-repeat`;
+# docs/wire.md, "Selective repeat"), and --only-selective-repeat measures it alone. Prints the medians over the
 # runs and writes them into docs/performance.md between the LOSS markers, and the chart
 # docs/perf/loss.svg (rocex-plot). Needs root and nft. LOSS_RESULTS=FILE (a results.tsv
 # kept with KEEP_WORK=1) reports on an earlier run's measurements instead, REV=COMMIT
@@ -30,8 +33,16 @@ WRITE_DOC=1
 SECS="${SECS:-3}"
 LOSSES=(0 0.1 1 5 10)
 LAB=0
+MODES=(rocex rxe)
 ARGS=()
-for a in "$@"; do [ "$a" = --lab ] && LAB=1 || ARGS+=("$a"); done
+for a in "$@"; do
+  case "$a" in
+    --lab) LAB=1 ;;
+    --selective-repeat) MODES=(rocex rxe sr) ;;
+    --only-selective-repeat) MODES=(sr) ;;
+    *) ARGS+=("$a") ;;
+  esac
+done
 source "$HERE/args.sh"
 bench_args "${ARGS[@]}"
 [ "$LAB" = 1 ] && exec "$HERE/loss_lab.sh" "${ARGS[@]}"
@@ -100,10 +111,12 @@ EOF
   done
 }
 
-# daemons_up MODE: rocexd in each namespace, with --rxe-recovery for MODE=rxe
+# daemons_up MODE: rocexd in each namespace, with --rxe-recovery for MODE=rxe and
+# --selective-repeat for MODE=sr
 daemons_up() {
   local extra=()
   [ "$1" = rxe ] && extra=(--rxe-recovery)
+  [ "$1" = sr ] && extra=(--selective-repeat)
   SA="$WORK/A.sock" SB="$WORK/B.sock"
   rm -f "$SA" "$SB"
   ip netns exec "$NA" "$ROCEXD" --addr "$IPA" --socket "$SA" "${extra[@]}" >"$WORK/A.log" 2>&1 &
@@ -142,7 +155,7 @@ except Exception: print("nan")' "$j"
 T0=$SECONDS
 for run in $(seq 1 "$RUNS"); do
   [ "$MEASURE" = 1 ] || break
-  for mode in rocex rxe; do
+  for mode in "${MODES[@]}"; do
     daemons_up "$mode"
     for spec in write:65536 read:16384; do
       op="${spec%%:*}"; size="${spec#*:}"
@@ -172,7 +185,10 @@ med = lambda xs: statistics.median(xs) if xs else math.nan
 data = {"runs": int(runs), "secs": float(secs), "rev": rev, "series": []}
 lines = []
 for op, size in (("write", "64 KiB WRITE"), ("read", "16 KiB READ")):
-    for mode, name in (("rocex", "rocex recovery"), ("rxe", "rxe's recovery (--rxe-recovery)")):
+    for mode, name in (("rocex", "rocex recovery"), ("rxe", "rxe's recovery (--rxe-recovery)"),
+                       ("sr", "selective repeat (--selective-repeat)")):
+        if not any(k[1] == mode for k in g):
+            continue
         base = [g[k] for k in g if k[1:3] == (mode, op) and k[3] == 0 and not math.isnan(g[k])]
         rel, abs_ = [], []
         for loss in losses:

@@ -28,6 +28,10 @@ pub(crate) struct Args {
     /// Fault injection on both engines' packets: `loss=P,dup=P,reorder=P,corrupt=P,delay=D,seed=N`.
     #[arg(long, value_name = "SPEC")]
     inject: Option<rocex_io::Faults>,
+    /// Both engines recover from loss by selective repeat (docs/wire.md, "Selective
+    /// repeat") instead of go-back-N.
+    #[arg(long)]
+    selective_repeat: bool,
 }
 
 const BUF: usize = 4 << 20;
@@ -46,11 +50,17 @@ fn err(e: rocex_proto::VerbsError) -> io::Error {
     io::Error::other(e.to_string())
 }
 
-fn side(ip: [u8; 4], seed: u8, inject: Option<rocex_io::Faults>) -> io::Result<Side> {
+fn side(
+    ip: [u8; 4],
+    seed: u8,
+    inject: Option<rocex_io::Faults>,
+    selective_repeat: bool,
+) -> io::Result<Side> {
     let ip = IpAddr::from(ip);
     // Fixed seeds: the demo's QPNs and keys are the same on every run.
     let mut e = Engine::new(Config {
         rng_seed: [seed; 32],
+        selective_repeat,
         ..crate::device::config(ip)
     });
     let pd = e.alloc_pd();
@@ -295,8 +305,8 @@ pub(crate) fn run(a: &Args) -> ExitCode {
 }
 
 fn demo(a: &Args) -> io::Result<()> {
-    let mut x = side([127, 0, 0, 1], 1, a.inject)?;
-    let mut y = side([127, 0, 0, 2], 2, a.inject)?;
+    let mut x = side([127, 0, 0, 1], 1, a.inject, a.selective_repeat)?;
+    let mut y = side([127, 0, 0, 2], 2, a.inject, a.selective_repeat)?;
     let (px, py) = (x.driver.engine.random_psn(), y.driver.engine.random_psn());
     connect(&mut x, (IpAddr::from([127, 0, 0, 2]), y.qpn, py), px)?;
     connect(&mut y, (IpAddr::from([127, 0, 0, 1]), x.qpn, px), py)?;

@@ -86,6 +86,11 @@ pub(crate) struct PortArgs {
     /// as with a kernel rxe peer).
     #[arg(long)]
     no_gso: bool,
+    /// Selective repeat towards the peer, which must be rocex with it on too (rocexd's
+    /// `--selective-repeat`; docs/wire.md, "Selective repeat"): with only one end on, the
+    /// first SEND or WRITE fails with a remote invalid request error.
+    #[arg(long)]
+    selective_repeat: bool,
 }
 
 /// A fresh engine for `local` on the backend `port` asks for, with `inject`'s faults.
@@ -102,6 +107,7 @@ pub(crate) fn open_driver(
     let backend = rocex_io::open(port.backend, local, opts)?;
     let mut cfg = config(local);
     cfg.udp_source_port = backend.fixed_source_port();
+    cfg.selective_repeat = port.selective_repeat;
     Ok(injected(
         Driver::with_backend(Engine::new(cfg), backend),
         inject,

@@ -79,6 +79,11 @@ pub(crate) struct Args {
     /// at the end.
     #[arg(long, value_name = "SPEC")]
     inject: Option<rocex_io::Faults>,
+    /// Selective repeat towards the peer, which must be rocex with it on too (rocexd's
+    /// `--selective-repeat`; docs/wire.md, "Selective repeat"): with only one end on, the
+    /// first SEND or WRITE fails with a remote invalid request error.
+    #[arg(long)]
+    selective_repeat: bool,
 }
 
 /// RC's largest message (the IB limit, 2^31 bytes, which rxe keeps).
@@ -120,7 +125,10 @@ struct Ctx {
 
 /// A device on `local` with one RC QP in INIT and `rx_depth` receives posted.
 fn open(local: IpAddr, a: &Args) -> io::Result<Ctx> {
-    let mut e = Engine::new(device::config(local));
+    let mut e = Engine::new(rocex_proto::Config {
+        selective_repeat: a.selective_repeat,
+        ..device::config(local)
+    });
     let err = |e: rocex_proto::VerbsError| io::Error::other(e.to_string());
     let pd = e.alloc_pd();
     let grh = if a.ud { GRH_LEN as u32 } else { 0 };

@@ -36,6 +36,11 @@ pub(crate) struct Args {
     /// missing response left to it (docs/wire.md, "Recovery").
     #[arg(long)]
     pub(crate) rxe_recovery: bool,
+    /// Every RC peer is a rocex engine with selective repeat on: recover from loss by
+    /// selective repeat on rocex's own opcodes, not go-back-N (docs/wire.md, "Selective
+    /// repeat"). Never towards kernel rxe or hardware, which drop those opcodes.
+    #[arg(long)]
+    pub(crate) selective_repeat: bool,
     /// Send RC and UC packets ECT(0), so that a marking switch marks them CE rather than
     /// dropping them; DCQCN answers the marks with CNPs and slows the QP a CNP names
     /// (docs/congestion.md). Off: TOS 0, as kernel rxe sends.
@@ -51,7 +56,8 @@ pub(crate) struct Args {
     #[arg(long, value_name = "KEY=VALUE,...")]
     pub(crate) dcqcn: Option<String>,
     /// A TOML file with the same keys (addr, socket, mtu, backend, gso, peers_are_rocex,
-    /// rxe_recovery, ecn, dscp, pcap, spin_limit, inject, metrics, [limits], [dcqcn]).
+    /// rxe_recovery, selective_repeat, ecn, dscp, pcap, spin_limit, inject, metrics,
+    /// [limits], [dcqcn]).
     #[arg(long)]
     pub(crate) config: Option<PathBuf>,
     /// Write every frame sent and received to this pcap file.
@@ -85,6 +91,7 @@ struct FileConfig {
     gso: Option<bool>,
     peers_are_rocex: Option<bool>,
     rxe_recovery: Option<bool>,
+    selective_repeat: Option<bool>,
     ecn: Option<bool>,
     dscp: Option<u8>,
     pcap: Option<PathBuf>,
@@ -112,6 +119,8 @@ pub(crate) struct Settings {
     pub(crate) peers_are_rocex: bool,
     /// Retransmit only when rxe would (`Config::rxe_recovery`).
     pub(crate) rxe_recovery: bool,
+    /// Selective repeat towards every RC peer (`Config::selective_repeat`).
+    pub(crate) selective_repeat: bool,
     /// ECN and DCQCN (`Congestion::ecn`).
     pub(crate) ecn: bool,
     /// The DSCP of packets whose QP has no traffic class.
@@ -223,6 +232,7 @@ impl Args {
             gso: !self.no_gso && file.gso.unwrap_or(true),
             peers_are_rocex: self.peers_are_rocex || file.peers_are_rocex.unwrap_or(false),
             rxe_recovery: self.rxe_recovery || file.rxe_recovery.unwrap_or(false),
+            selective_repeat: self.selective_repeat || file.selective_repeat.unwrap_or(false),
             ecn: self.ecn || file.ecn.unwrap_or(false),
             dscp,
             congestion,
@@ -290,7 +300,7 @@ mod tests {
         assert!(matches!(a.settings(), Err(ConfigError::NoAddr)));
         std::fs::write(
             &f,
-            "addr = \"10.0.0.1\"\nbackend = \"uring\"\ngso = false\npeers_are_rocex = true\nrxe_recovery = true\n",
+            "addr = \"10.0.0.1\"\nbackend = \"uring\"\ngso = false\npeers_are_rocex = true\nrxe_recovery = true\nselective_repeat = true\n",
         )
         .unwrap();
         let a = Args::parse_from(["rocexd", "--config", f.to_str().unwrap()]);
@@ -298,6 +308,7 @@ mod tests {
         assert_eq!((s.backend, s.gso), (rocex_io::BackendKind::Uring, false));
         assert!(s.peers_are_rocex);
         assert!(s.rxe_recovery);
+        assert!(s.selective_repeat);
         let a = Args::parse_from([
             "rocexd",
             "--config",

@@ -1,8 +1,8 @@
 //! What rocex's tests share: the rule below, bounded runs of programs, the workspace's
 //! binaries a test runs ([`bins`]), a `rocexd` fixture ([`rocexd`]), readiness of a server a
-//! test starts ([`listen`]), two hosts in network namespaces on a veth pair ([`veth`]), and
-//! the checks of a drop-in library against C headers ([`layout`]) and Debian's binaries
-//! ([`symbols`]).
+//! test starts ([`listen`]), two hosts in network namespaces on a veth pair ([`veth`]) and
+//! tcpdump on one of them ([`capture`]), and the checks of a drop-in library against C
+//! headers ([`layout`]) and Debian's binaries ([`symbols`]).
 //!
 //! A test that needs something this machine lacks (root, a network namespace, a tool from
 //! Debian's packages) calls [`cannot_run`]. In CI (`CI` set to anything but empty or
@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bins;
+pub mod capture;
 pub mod layout;
 pub mod listen;
 pub mod rocexd;

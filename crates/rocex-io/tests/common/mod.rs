@@ -5,8 +5,9 @@ use std::io;
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+
+use rocex_testkit::capture::{self, Capture};
 
 /// Whether the test can make namespaces: root and `ip` (`rocex_testkit::cannot_run` when
 /// it cannot).
@@ -112,35 +113,7 @@ impl VethPair {
 
     /// Starts tcpdump on side `side`'s veth, writing `file`; returns once it listens.
     pub(crate) fn capture(&self, side: usize, file: &Path) -> io::Result<Capture> {
-        let log = file.with_extension("log");
-        let mut child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.ns(side),
-                "tcpdump",
-                "-i",
-                &self.dev(side),
-            ])
-            .args(["--immediate-mode", "-B", "131072", "-s", "0", "-U", "-w"])
-            .arg(file)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log)?)
-            .spawn()?;
-        let end = Instant::now() + Duration::from_secs(10);
-        loop {
-            let said = std::fs::read_to_string(&log)?;
-            if said.contains("listening on") {
-                let _ = std::fs::remove_file(&log);
-                return Ok(Capture { child });
-            }
-            if Instant::now() > end || child.try_wait()?.is_some() {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(io::Error::other(format!("tcpdump did not start: {said}")));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        capture::start(&self.ns(side), &self.dev(side), file, &["-B", "131072"])
     }
 }
 
@@ -149,23 +122,6 @@ impl Drop for VethPair {
         for side in 0..2 {
             let _ = ip(&["netns", "del", &self.ns(side)]);
         }
-    }
-}
-
-/// A running tcpdump.
-#[derive(Debug)]
-pub(crate) struct Capture {
-    child: Child,
-}
-
-impl Capture {
-    /// Lets the tail reach the file, then stops tcpdump (SIGINT, as a user would).
-    pub(crate) fn stop(mut self) -> io::Result<()> {
-        std::thread::sleep(Duration::from_millis(500));
-        // SAFETY: signals our own child by its pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-        self.child.wait()?;
-        Ok(())
     }
 }
 

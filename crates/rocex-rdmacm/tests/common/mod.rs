@@ -12,10 +12,11 @@
 mod ibv;
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use rocex_testkit::capture;
 use rocex_testkit::rocexd::{Daemon, Rocexd};
 
 #[allow(unused_imports)]
@@ -171,28 +172,8 @@ impl Hosts {
         let test = std::thread::current().name().unwrap_or("rdmacm").to_owned();
         rocex_testkit::require_tool(&test, "tcpdump")?;
         rocex_testkit::require_tool(&test, "tshark")?;
-        let log = file.with_extension("log");
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &self.ns[i], "tcpdump", "-i", &self.veth[i]])
-            .args(["--immediate-mode", "-s", "0", "-U", "-w"])
-            .arg(file)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start tcpdump");
-        let end = Instant::now() + Duration::from_secs(10);
-        loop {
-            let said = std::fs::read_to_string(&log).unwrap();
-            if said.contains("listening on") {
-                let _ = std::fs::remove_file(&log);
-                return Some(Capture { child });
-            }
-            assert!(
-                Instant::now() < end && child.try_wait().unwrap().is_none(),
-                "tcpdump did not start: {said}"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let cap = capture::start(&self.ns[i], &self.veth[i], file, &[]);
+        Some(Capture(cap.expect("tcpdump")))
     }
 
     /// Host `i`'s rocexd control socket.
@@ -216,17 +197,12 @@ impl Hosts {
 }
 
 /// A running tcpdump ([`Hosts::capture`]).
-pub(crate) struct Capture {
-    child: Child,
-}
+pub(crate) struct Capture(capture::Capture);
 
 impl Capture {
-    /// Lets the tail reach the file, then stops tcpdump (SIGINT, as a user would).
-    pub(crate) fn stop(mut self) {
-        std::thread::sleep(Duration::from_millis(500));
-        // SAFETY: signals our own child (ip netns exec runs tcpdump in its place) by pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-        let _ = self.child.wait();
+    /// Stops tcpdump once the last packets reached the file.
+    pub(crate) fn stop(self) {
+        self.0.stop().expect("tcpdump stops");
     }
 }
 

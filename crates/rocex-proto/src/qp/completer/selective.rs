@@ -336,14 +336,29 @@ impl Qp {
         }
     }
 
-    /// Resends from `from`: under selective repeat that packet alone (a READ: its missing
-    /// range), else go-back-N.
+    /// Resends from `from` (the retransmit timer, a sequence NAK): under selective repeat
+    /// `from` again whatever is known of it, and every later packet the peer is not known
+    /// to hold (a READ: its missing ranges), else go-back-N. The timer runs from the last
+    /// packet sent or response received, so when it runs out the responder has had time
+    /// to acknowledge, with a SACK, anything it got past a hole: what it has not
+    /// acknowledged is lost. Resending only the oldest cost a timeout per packet when a
+    /// burst took the end of a window (a GSO burst dropped whole: 0.03 of lossless
+    /// goodput at 10% loss in bench-loss).
     pub(super) fn resend_from(&mut self, from: Psn) {
-        if self.sr.on {
-            self.sr.send.sync(self.comp.psn);
-            self.sr.send.queue(from, true);
-        } else {
-            self.go_back(from);
+        if !self.sr.on {
+            return self.go_back(from);
+        }
+        self.sr.send.sync(self.comp.psn);
+        self.sr.send.queue(from, true);
+        let mut q = from.add(1);
+        while q.is_before(self.req.high_psn) {
+            if let Some(m) = self.sr.send.mark(q)
+                && !m.got
+            {
+                m.resent_at = None;
+                self.sr.send.queue(q, false);
+            }
+            q = q.add(1);
         }
     }
 

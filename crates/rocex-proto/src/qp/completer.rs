@@ -38,6 +38,9 @@
 //! | `COMPST_EXIT` (`mod_timer` while PSNs are unacknowledged) | `kick_timer` |
 //! | `retransmit_timer` | `handle_timer` (and, before the timeout, `resend_early`) |
 //! | `rxe_drain_resp_pkts` (QP in error: flush the send queue) | `Qp::enter_error` |
+//!
+//! Selective repeat (rocex's own) has no rxe counterpart: SACKs and the holes they show are
+//! `selective.rs`'s, and `retry` resends through `resend_from`, which is go-back-N without it.
 
 mod rtt;
 mod selective;

@@ -14,7 +14,7 @@
 //! | `wait_psn`: `req.psn` past `comp.psn + RXE_MAX_UNACKED_PSNS` | `requester_ready`: [`MAX_UNACKED_PSNS`] |
 //! | `rxe_wqe_is_fenced` (a fenced WQE waits for READs and atomics) | `requester_ready`: `fence` while `rd_atomic_outstanding` |
 //! | `check_init_depth` (`max_rd_atomic`) | `requester_ready`: `rd_atomic_outstanding` against `max_rd_atomic` |
-//! | `need_retry`, `req_retry` (back to `comp.psn`) | `Qp::go_back` (the completer's), which points `req.next` and `req.offset` at the first PSN to resend |
+//! | `need_retry`, `req_retry` (back to `comp.psn`) | `Qp::resend_from` (the completer's): `Qp::go_back` points `req.next` and `req.offset` at the first PSN to resend |
 //! | `next_opcode`, `next_opcode_rc`, `next_opcode_uc` | `opcode`, by operation and `Position` |
 //! | `get_mtu` (path MTU; the port's for UD) | `Qp::mtu`; `ctx.port_mtu` for UD in `Qp::next_request` |
 //! | `init_req_packet` (headers; AckReq at a message's end or past `RXE_MAX_PKT_PER_ACK`) | `build`; the `noack_pkts` count in `next_request` |
@@ -24,6 +24,9 @@
 //! | UC and UD: a WQE done once its last packet is out | `next_request`: `complete_head` |
 //! | a failed `copy_data` (`wqe->status`, QP to error) | `Qp::fail_from` |
 //! | `rxe_xmit_packet` | the engine's `poll_transmit` sends what `next_request` wrote |
+//!
+//! Selective repeat (rocex's own, between two rocex engines that both enable it) has no rxe
+//! counterpart: `sr_begin_resend`, `sr_shape` and `sr_end_resend` (`completer/selective.rs`).
 
 use core::net::IpAddr;
 
@@ -280,7 +283,7 @@ impl Qp {
         self.req.scratch = scratch;
         let Some(len) = len else {
             if let Some(resume) = resume {
-                self.sr_end_resend(resume, psn);
+                self.sr_end_resend(resume, psn, ctx.now);
             }
             return None;
         };
@@ -307,7 +310,7 @@ impl Qp {
             self.req.offset += bytes;
         }
         if let Some(resume) = resume {
-            self.sr_end_resend(resume, psn);
+            self.sr_end_resend(resume, psn, ctx.now);
         }
         match qp_type {
             QpType::Rc => self.request_sent(ctx, psn, resent),

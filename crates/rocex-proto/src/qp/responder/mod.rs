@@ -21,7 +21,7 @@
 //! | rxe (`rxe_resp.c`) | rocex |
 //! |---|---|
 //! | `RESPST_GET_REQ` (`get_req`) | the engine hands each request to `Qp::handle_request`, which drops it unless the QP is in RTR, RTS or SQD |
-//! | `RESPST_CHK_PSN` (`check_psn`) | `rc_request`: the PSN against `resp.psn`; UC: `uc_request` |
+//! | `RESPST_CHK_PSN` (`check_psn`) | `rc_request`: the PSN against `resp.psn`; UC: `uc_request` (`uc.rs`) |
 //! | `RESPST_ERR_PSN_OUT_OF_SEQ` (one NAK per gap, `sent_psn_nak`) | `rc_request`: `sent_psn_nak` and a PSN-sequence NAK |
 //! | `RESPST_DUPLICATE_REQUEST` (`duplicate_request`, `find_resource`) | `duplicate` (`duplicate.rs`) |
 //! | `RESPST_CHK_OP_SEQ` (`check_op_seq`) | `check_sequence` (`check.rs`) |
@@ -43,6 +43,9 @@
 //! | `RESPST_ERR_MISSING_OPCODE_LAST_D1E` (UC: drop the message) | `uc_request`: `uc_resync` |
 //! | `RESPST_ERR_CQ_OVERFLOW` | `Ctx::complete` raises `Event::CqOverrun` |
 //! | `RESPST_ERROR` (`rxe_qp_error`) | `Qp::enter_error` |
+//!
+//! Selective repeat (rocex's own) has no rxe counterpart: `selective.rs` places its packets in
+//! any order and answers with SACKs.
 
 use core::net::IpAddr;
 use std::collections::VecDeque;

@@ -68,6 +68,9 @@ mod ud;
 
 pub use ud::{GRH_LEN, grh_source};
 
+/// The MSN's bits in the AETH.
+const MSN_MASK: u32 = 0x00ff_ffff;
+
 /// What the responder has to send.
 #[derive(Debug)]
 enum Reply {
@@ -211,6 +214,11 @@ impl Responder {
         );
         self.ack_waited = positive && request_ready && !self.ack_waited;
         self.ack_waited
+    }
+
+    /// Counts a message completed: the MSN goes on, modulo its 24 bits on the wire.
+    fn count_message(&mut self) {
+        self.msn = (self.msn + 1) & MSN_MASK;
     }
 
     fn save(&mut self, limit: u8, r: Resource) {
@@ -412,7 +420,7 @@ impl Qp {
             }
             wc.invalidated_rkey = Some(ieth.rkey);
         }
-        self.resp.msn = (self.resp.msn + 1) & Psn::MASK;
+        self.resp.count_message();
         ctx.counters.rdma_recvs += 1;
         ctx.complete(self.recv_cq, wc, pkt.bth.solicited);
         Ok(())
@@ -450,7 +458,7 @@ impl Qp {
         if offset != target.len() {
             return Err(INVALID);
         }
-        self.resp.msn = (self.resp.msn + 1) & Psn::MASK;
+        self.resp.count_message();
         if let Some(imm) = pkt.immdt {
             let wr = self.rq.pop_front().expect("checked before");
             let mut wc = self.recv_wc(wr.wr_id, WcOpcode::RecvRdmaWithImm, offset);
@@ -483,7 +491,7 @@ impl Qp {
                 kind,
             },
         );
-        self.resp.msn = (self.resp.msn + 1) & Psn::MASK;
+        self.resp.count_message();
         let msn = self.resp.msn;
         self.resp.out.push_back(Reply::Read(ReadJob {
             request: psn,
@@ -576,7 +584,7 @@ impl Qp {
                 kind,
             },
         );
-        self.resp.msn = (self.resp.msn + 1) & Psn::MASK;
+        self.resp.count_message();
         self.resp.psn = psn.add(1);
     }
 

@@ -289,7 +289,7 @@ impl Qp {
     fn sr_complete(&mut self, ctx: &mut Ctx<'_>, psn: Psn, end: MsgEnd) -> bool {
         let opcode = match end.kind {
             EndKind::Write => {
-                self.resp.msn = (self.resp.msn + 1) & Psn::MASK;
+                self.resp.count_message();
                 return true;
             }
             EndKind::Send => WcOpcode::Recv,
@@ -313,7 +313,7 @@ impl Qp {
             }
             wc.invalidated_rkey = Some(rkey);
         }
-        self.resp.msn = (self.resp.msn + 1) & Psn::MASK;
+        self.resp.count_message();
         if end.kind == EndKind::Send {
             ctx.counters.rdma_recvs += 1;
         }

@@ -11,6 +11,7 @@ use super::scatter;
 use crate::Ctx;
 use crate::qp::Qp;
 use crate::qp::requester::packets;
+use crate::time::Instant;
 use crate::verbs::{QpState, SendOp, WcStatus};
 
 /// Where the requester stood before it went back for one resend, to return to after it.
@@ -143,17 +144,23 @@ impl Qp {
             }
         }
         for q in holes {
-            self.sr_hole(q, highest);
+            self.sr_hole(q, highest, ctx.now);
         }
     }
 
     /// Queues `q` for resending unless the peer holds it, or its last resend may still
-    /// arrive (nothing sent after it is known to have).
-    fn sr_hole(&mut self, q: Psn, highest: Psn) {
+    /// be answered: nothing sent after it is known to have arrived, and less than a
+    /// retransmit timeout has passed since (a READ's range asked again is answered after
+    /// whatever the responder had queued, which no later PSN reveals).
+    fn sr_hole(&mut self, q: Psn, highest: Psn, now: Instant) {
+        let rto = self.comp.rtt.deadline(now).map(|d| d.since(now));
         let Some(m) = self.sr.send.mark(q) else {
             return;
         };
-        if m.got || m.resent_at.is_some_and(|at| highest.is_before(at)) {
+        let overdue = m
+            .resent_time
+            .is_some_and(|t| rto.is_some_and(|r| now >= t + r));
+        if m.got || (m.resent_at.is_some_and(|at| highest.is_before(at)) && !overdue) {
             return;
         }
         self.sr.send.queue(q, false);
@@ -214,7 +221,7 @@ impl Qp {
                 m.got = true;
             }
             self.sr.send.early.push_back((psn, orig));
-            return self.sr_response_holes(psn);
+            return self.sr_response_holes(psn, ctx.now);
         }
         self.sr.send.sync(self.comp.psn);
         if self.sr.send.got(psn) {
@@ -249,12 +256,12 @@ impl Qp {
         if let Some(m) = self.sr.send.mark(psn) {
             m.got = true;
         }
-        self.sr_response_holes(psn);
+        self.sr_response_holes(psn, ctx.now);
     }
 
     /// A response at `psn` came: the responder answers in PSN order, so every response
     /// before it still missing (READ data, atomic results) is lost.
-    fn sr_response_holes(&mut self, psn: Psn) {
+    fn sr_response_holes(&mut self, psn: Psn, now: Instant) {
         let oldest = self.comp.psn;
         let mut holes = Vec::new();
         for w in self.sq.iter().filter(|w| w.started && w.needs_response()) {
@@ -272,7 +279,7 @@ impl Qp {
             }
         }
         for q in holes {
-            self.sr_hole(q, psn);
+            self.sr_hole(q, psn, now);
         }
     }
 
@@ -434,10 +441,12 @@ impl Qp {
     }
 
     /// Back at the frontier after a resend that went out at the frontier `high`.
-    pub(crate) fn sr_end_resend(&mut self, resume: Resume, sent: Psn) {
+    pub(crate) fn sr_end_resend(&mut self, resume: Resume, sent: Psn, now: Instant) {
         for k in 0..resume.psns {
+            let high = self.req.high_psn;
             if let Some(m) = self.sr.send.mark(sent.add(k)) {
-                m.resent_at = Some(self.req.high_psn);
+                m.resent_at = Some(high);
+                m.resent_time = Some(now);
             }
         }
         self.req.psn = resume.psn;

@@ -6,6 +6,8 @@ use std::collections::VecDeque;
 
 use rocex_wire::Psn;
 
+use crate::time::Instant;
+
 /// One PSN from the oldest unacknowledged one on.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Mark {
@@ -17,6 +19,8 @@ pub(crate) struct Mark {
     /// the resend (a PSN at or past it) acknowledged while this one is still missing
     /// means the resend was lost too.
     pub(crate) resent_at: Option<Psn>,
+    /// When last resent.
+    pub(crate) resent_time: Option<Instant>,
 }
 
 /// Selective-repeat requester state.
@@ -74,6 +78,7 @@ impl Sender {
         let Some(m) = self.mark(psn) else { return };
         if again {
             m.resent_at = None;
+            m.resent_time = None;
             m.got = false;
         }
         if m.queued || m.got {

@@ -9,8 +9,10 @@
 
 mod context;
 mod device;
+mod private;
 mod qp;
 
 pub use context::*;
 pub use device::*;
+pub use private::*;
 pub use qp::*;

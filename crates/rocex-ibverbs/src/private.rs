@@ -14,53 +14,7 @@ use crate::ctx::Ctx;
 use crate::qp::Qp;
 use crate::{errno_of, symver};
 
-/// A CM event as `rocex_cm_poll` returns it.
-#[repr(C)]
-pub struct rocex_cm_event {
-    /// 1 connect request, 2 established, 3 rejected, 4 unreachable, 5 disconnected.
-    pub kind: u32,
-    /// The connection's id.
-    pub id: u32,
-    /// The peer's address family (`AF_INET` or `AF_INET6`).
-    pub family: u32,
-    /// The peer's address (IPv4 in the first 4 bytes).
-    pub addr: [u8; 16],
-    /// The listening port of a request.
-    pub port: u16,
-    /// A rejection's reason.
-    pub reason: u16,
-    /// Bytes of private data.
-    pub private_data_len: u32,
-    /// The private data of the peer's REQ (56 bytes), REP (196) or REJ (148), SIDR_REQ
-    /// (180) or SIDR_REP (136).
-    pub private_data: [u8; CM_REP_PRIVATE_DATA_LEN],
-    /// The port space: 0x0106 (TCP: REQ and REP) or 0x0111 (UDP: SIDR).
-    pub ps: u16,
-    /// The peer's rdma_cm port (a request's), or 0.
-    pub peer_port: u16,
-    /// The peer's Q_Key (a SIDR_REP's), or 0.
-    pub qkey: u32,
-    /// The peer's QPN.
-    pub remote_qpn: u32,
-    /// The local QP's first send PSN.
-    pub sq_psn: u32,
-    /// The local QP's expected PSN.
-    pub rq_psn: u32,
-    /// Path MTU (`ibv_mtu`).
-    pub path_mtu: u8,
-    /// Initiator depth.
-    pub max_rd_atomic: u8,
-    /// Responder resources.
-    pub max_dest_rd_atomic: u8,
-    /// Transport retries.
-    pub retry_cnt: u8,
-    /// RNR retries.
-    pub rnr_retry: u8,
-    /// Local ACK timeout exponent.
-    pub timeout: u8,
-    /// The path's traffic class.
-    pub traffic_class: u8,
-}
+const _: () = assert!(CM_REP_PRIVATE_DATA_LEN == ROCEX_CM_PRIVATE_DATA_LEN);
 
 fn addr_of(family: u32, raw: &[u8; 16]) -> Option<IpAddr> {
     match family as c_int {

@@ -11,9 +11,10 @@ use core::ffi::{c_int, c_uint, c_void};
 use libc::{sockaddr, sockaddr_storage, socklen_t};
 
 pub use rocex_ibverbs_abi::{
-    ibv_ah_attr, ibv_comp_channel, ibv_context, ibv_cq, ibv_device, ibv_gid, ibv_global_route,
-    ibv_pd, ibv_port_attr, ibv_qp, ibv_qp_attr, ibv_qp_cap, ibv_qp_init_attr, ibv_qp_init_attr_ex,
-    ibv_srq, ibv_srq_attr, ibv_srq_init_attr, verbs_context,
+    ROCEX_CM_PRIVATE_DATA_LEN, ibv_ah_attr, ibv_comp_channel, ibv_context, ibv_cq, ibv_device,
+    ibv_gid, ibv_global_route, ibv_pd, ibv_port_attr, ibv_qp, ibv_qp_attr, ibv_qp_cap,
+    ibv_qp_init_attr, ibv_qp_init_attr_ex, ibv_srq, ibv_srq_attr, ibv_srq_init_attr,
+    rocex_cm_event, verbs_context,
 };
 
 /// A verbs object rocex's libibverbs does not have, which this library only passes along.

@@ -12,7 +12,7 @@ use crate::{fail, null_errno, symver};
 
 /// Most bytes of private data an event carries: a REP's (196). A REQ's after rdma_cm's
 /// header are 56, a REJ's 148.
-pub const PRIVATE_DATA_LEN: usize = 196;
+pub const PRIVATE_DATA_LEN: usize = crate::abi::ROCEX_CM_PRIVATE_DATA_LEN;
 /// Most bytes of private data `rdma_connect` sends: a REQ's 92 less rdma_cm's header.
 pub const REQ_PRIVATE_DATA_LEN: usize = 56;
 /// Most bytes of private data `rdma_accept` sends: a REP's.

@@ -13,7 +13,7 @@ use crate::id::{Id, State, new_id};
 use crate::qp;
 use crate::registry::{Guard, lock};
 use crate::sockaddr;
-use crate::verbs::{RocexCmEvent, Verbs, verbs};
+use crate::verbs::{Verbs, verbs};
 
 const MIN_NAP: Duration = Duration::from_micros(100);
 const MAX_NAP: Duration = Duration::from_millis(5);
@@ -69,7 +69,7 @@ fn run() {
         let mut got = false;
         for (i, ctx) in devs {
             loop {
-                let mut e = RocexCmEvent::default();
+                let mut e = rocex_cm_event::default();
                 // SAFETY: an open context of the bound libibverbs; `e` is writable.
                 let r = unsafe { (v.rocex_cm_poll)(ctx as *mut ibv_context, &mut e) };
                 if r < 0 {
@@ -116,7 +116,7 @@ fn removed(g: &mut Guard, i: usize) {
 }
 
 /// The peer address of a daemon event.
-fn peer(e: &RocexCmEvent) -> IpAddr {
+fn peer(e: &rocex_cm_event) -> IpAddr {
     if e.family == libc::AF_INET as u32 {
         IpAddr::from([e.addr[0], e.addr[1], e.addr[2], e.addr[3]])
     } else {
@@ -125,7 +125,7 @@ fn peer(e: &RocexCmEvent) -> IpAddr {
 }
 
 /// Hands the daemon's event `e` on device `i` to its id.
-fn dispatch(v: &Verbs, g: &mut Guard, i: usize, e: &RocexCmEvent) {
+fn dispatch(v: &Verbs, g: &mut Guard, i: usize, e: &rocex_cm_event) {
     if e.kind == REQUEST {
         return request(v, g, i, e);
     }
@@ -178,7 +178,7 @@ fn dispatch(v: &Verbs, g: &mut Guard, i: usize, e: &RocexCmEvent) {
 /// the REQ's initiator depth and responder resources as the passive side's (swapped,
 /// as `cma_set_req_event_data` gives them). A request for a port no id listens on any
 /// more is rejected.
-fn request(v: &Verbs, g: &mut Guard, i: usize, e: &RocexCmEvent) {
+fn request(v: &Verbs, g: &mut Guard, i: usize, e: &rocex_cm_event) {
     let ctx = g.dev(i).ctx;
     let Some(&l) = g.listeners.get(&(i, e.ps, e.port)) else {
         // SAFETY: the device's open context.

@@ -94,7 +94,7 @@ pub struct Settled {
 
 impl Settled {
     /// The attributes of daemon event `e` from `peer`.
-    pub fn of(e: &crate::verbs::RocexCmEvent, peer: std::net::IpAddr) -> Self {
+    pub fn of(e: &rocex_cm_event, peer: std::net::IpAddr) -> Self {
         Self {
             peer,
             remote_qpn: e.remote_qpn,

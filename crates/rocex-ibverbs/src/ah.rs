@@ -69,7 +69,7 @@ pub unsafe extern "C" fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int {
 /// The sender of a UD receive, from the 40 bytes before its payload: an IPv6 header, or
 /// for IPv4 20 zero bytes and the IPv4 header (rxe's layout).
 fn grh_source(grh: &[u8; 40]) -> IpAddr {
-    rocex_proto::grh_source(grh)
+    rocex_verbs_types::grh_source(grh)
 }
 
 /// `ibv_init_ah_from_wc`: the address of a UD receive's sender (its GRH).

@@ -14,8 +14,8 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
-use rocex_proto::verbs::{QpType, WcOpcode, WcStatus, WorkCompletion};
 use rocex_verbs::{CompChannel, Cq as VCq};
+use rocex_verbs_types::{QpType, WcOpcode, WcStatus, WorkCompletion};
 
 use crate::abi::*;
 use crate::ctx::{Ctx, CtxState, Guarded, zeroed};

@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Mutex, MutexGuard};
 
-use rocex_proto::verbs::QpType;
 use rocex_verbs::Context;
+use rocex_verbs_types::QpType;
 
 use crate::abi::*;
 use crate::device::Device;

@@ -21,8 +21,8 @@ use core::ffi::c_int;
 use std::collections::VecDeque;
 use std::sync::MutexGuard;
 
-use rocex_proto::verbs::{AttrMask, QpAttr, QpState};
 use rocex_verbs::{Access, MwBind};
+use rocex_verbs_types::{AttrMask, QpAttr, QpState};
 
 use crate::abi::*;
 use crate::cq::Cq;

@@ -11,12 +11,12 @@ use core::ffi::{c_int, c_uint};
 use std::sync::MutexGuard;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use rocex_proto::verbs::{
+use rocex_shm::control::{qp_state_from_wire, qp_type_from_wire};
+use rocex_verbs::{Access, Qp as VQp, QpInitAttr};
+use rocex_verbs_types::{
     AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpType, RecvWr, Remote, SendData, SendFlags,
     SendOp, SendWr, Sge, SgeList, UdDest,
 };
-use rocex_shm::control::{qp_state_from_wire, qp_type_from_wire};
-use rocex_verbs::{Access, Qp as VQp, QpInitAttr};
 
 use crate::abi::*;
 use crate::ah::Ah;

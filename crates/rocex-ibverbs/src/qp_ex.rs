@@ -8,7 +8,7 @@
 
 use core::ffi::{c_int, c_void};
 
-use rocex_proto::verbs::{Remote, SendData, SendOp, SendWr, Sge, UdDest};
+use rocex_verbs_types::{Remote, SendData, SendOp, SendWr, Sge, UdDest};
 
 use crate::abi::*;
 use crate::ah::Ah;
@@ -111,7 +111,7 @@ unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> c_int {
             SendData::Inline(d) => d.len() > inline_max,
             SendData::Sges(s) => s.len() > sge_max,
         };
-        if bad || (q.ty == rocex_proto::verbs::QpType::Ud) != w.ud.is_some() {
+        if bad || (q.ty == rocex_verbs_types::QpType::Ud) != w.ud.is_some() {
             return libc::EINVAL;
         }
     }
@@ -182,7 +182,7 @@ unsafe extern "C" fn wr_atomic_write(qp: *mut ibv_qp_ex, rkey: u32, addr: u64, v
 unsafe fn begin_local(qp: *mut ibv_qp_ex, opcode: c_int, fill: impl FnOnce(&mut ibv_send_wr)) {
     // SAFETY: per the callers' contract.
     let (q, b) = unsafe { parts(qp) };
-    if q.ty == rocex_proto::verbs::QpType::Ud {
+    if q.ty == rocex_verbs_types::QpType::Ud {
         b.err.get_or_insert(libc::EINVAL);
     }
     // SAFETY: ibv_send_wr is pointers and integers, for which all-zero is valid.

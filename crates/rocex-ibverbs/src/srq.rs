@@ -14,7 +14,7 @@
 use core::ffi::c_int;
 use std::collections::VecDeque;
 
-use rocex_proto::verbs::{RecvWr, WcOpcode, WcStatus, WorkCompletion};
+use rocex_verbs_types::{RecvWr, WcOpcode, WcStatus, WorkCompletion};
 
 use crate::abi::*;
 use crate::ctx::{Ctx, CtxState, Guarded, zeroed};

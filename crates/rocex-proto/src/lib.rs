@@ -27,11 +27,11 @@ pub use engine::{
 };
 pub use qp::state::TransitionError;
 pub use qp::{
-    Congestion, DcqcnParamError, DcqcnParams, GRH_LEN, MAX_PKT_PER_ACK, MAX_UNACKED_PSNS,
-    RateState, grh_source,
+    Congestion, DcqcnParamError, DcqcnParams, MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, RateState,
 };
 pub use rocex_mem::{Access, Keys, MemError, MwBinding, PdId, Region, SubRegion, VecRegion};
 pub use rocex_wire::Ecn;
 pub use time::Instant;
+pub use verbs::{GRH_LEN, grh_source};
 
 pub(crate) use engine::{Ctx, Outgoing};

@@ -11,12 +11,14 @@ needs, the modify sequence from RESET to RTS); it does no I/O and has no `unsafe
 
 mod access;
 mod check;
+mod grh;
 mod qp;
 mod wc;
 mod wr;
 
 pub use access::Access;
 pub use check::{MAX_MESSAGE, WrError, check_data, check_op, message_len};
+pub use grh::{GRH_LEN, grh_source};
 pub use qp::{AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType};
 pub use wc::{WcOpcode, WcStatus, WorkCompletion};
 pub use wr::{

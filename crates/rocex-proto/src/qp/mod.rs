@@ -28,7 +28,6 @@ pub use dcqcn::{Congestion, DcqcnParamError, DcqcnParams, RateState};
 use dcqcn::{Notifier, RateLimiter};
 pub(crate) use requester::Requester;
 pub(crate) use responder::Responder;
-pub use responder::{GRH_LEN, grh_source};
 
 /// The most PSNs a requester sends beyond the oldest unacknowledged one (rxe
 /// `RXE_MAX_UNACKED_PSNS`).

@@ -66,8 +66,6 @@ mod selective;
 mod uc;
 mod ud;
 
-pub use ud::{GRH_LEN, grh_source};
-
 /// The MSN's bits in the AETH.
 const MSN_MASK: u32 = 0x00ff_ffff;
 

@@ -9,10 +9,7 @@ use rocex_wire::{PacketRepr, bth, deth};
 use super::place;
 use crate::Ctx;
 use crate::qp::Qp;
-use crate::verbs::WcOpcode;
-
-/// Bytes of the GRH that UD receive buffers start with (rxe writes the IP header there).
-pub const GRH_LEN: usize = 40;
+use crate::verbs::{GRH_LEN, WcOpcode};
 
 /// The IPv4 header's first byte: version 4, five 32-bit words (no options).
 const IPV4_VERSION_IHL: u8 = 0x45;
@@ -64,19 +61,6 @@ impl Qp {
     }
 }
 
-/// The sender's address in the 40 bytes a UD receive buffer starts with (the counterpart
-/// of what the responder writes there): an IPv6 header's source, or the IPv4 header's in
-/// the last 20 bytes.
-pub fn grh_source(grh: &[u8; GRH_LEN]) -> IpAddr {
-    if grh[0] >> 4 == 6 {
-        let mut s = [0u8; 16];
-        s.copy_from_slice(&grh[8..24]);
-        IpAddr::from(s)
-    } else {
-        IpAddr::from([grh[32], grh[33], grh[34], grh[35]])
-    }
-}
-
 /// The 40 bytes a UD receive buffer starts with: for IPv4, 20 bytes of zero and the IPv4
 /// header; for IPv6, the IPv6 header (rxe `rxe_resp.c: execute`).
 fn grh(src: IpAddr, dst: IpAddr, payload: usize) -> [u8; GRH_LEN] {
@@ -107,7 +91,8 @@ fn grh(src: IpAddr, dst: IpAddr, payload: usize) -> [u8; GRH_LEN] {
 
 #[cfg(test)]
 mod grh_tests {
-    use super::{grh, grh_source};
+    use super::grh;
+    use crate::verbs::grh_source;
     use std::net::IpAddr;
 
     #[test]

@@ -294,6 +294,22 @@ impl Qp {
         }
     }
 
+    /// A request past the expected PSN: one PSN sequence NAK with the expected PSN per gap,
+    /// the rest of the gap's packets dropped (rxe `check_psn`, `sent_psn_nak`).
+    fn sequence_gap(&mut self, ctx: &mut Ctx<'_>) {
+        ctx.counters.out_of_seq_request += 1;
+        if self.resp.sent_psn_nak {
+            ctx.counters.drop_out_of_seq += 1;
+            return;
+        }
+        self.resp.sent_psn_nak = true;
+        ctx.counters.nak_psn_sequence += 1;
+        self.counters.nak_psn_sequence += 1;
+        let expected = self.resp.psn;
+        self.resp
+            .queue_ack(expected, Syndrome::Nak(NakCode::PsnSequenceError), false);
+    }
+
     fn rc_request(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>, info: &OpcodeInfo) {
         let psn = pkt.bth.psn;
         if self.sr.on {
@@ -304,18 +320,7 @@ impl Qp {
         }
         let d = psn.diff(self.resp.psn);
         if d > 0 {
-            ctx.counters.out_of_seq_request += 1;
-            if self.resp.sent_psn_nak {
-                ctx.counters.drop_out_of_seq += 1;
-            } else {
-                self.resp.sent_psn_nak = true;
-                ctx.counters.nak_psn_sequence += 1;
-                self.counters.nak_psn_sequence += 1;
-                let expected = self.resp.psn;
-                self.resp
-                    .queue_ack(expected, Syndrome::Nak(NakCode::PsnSequenceError), false);
-            }
-            return;
+            return self.sequence_gap(ctx);
         }
         if d < 0 {
             ctx.counters.duplicate_request += 1;

@@ -12,7 +12,7 @@
 
 use rocex_mem::{Access, MemError};
 use rocex_wire::opcode::{Operation, Position};
-use rocex_wire::{NakCode, OpcodeInfo, PacketRepr, Psn, Syndrome};
+use rocex_wire::{OpcodeInfo, PacketRepr, Psn, Syndrome};
 
 use super::{ACCESS, INVALID, LENGTH, Refusal, Reply, Stop, place};
 use crate::Ctx;
@@ -68,18 +68,7 @@ impl Qp {
         }
         let d = d as u32;
         if d >= SPAN {
-            ctx.counters.out_of_seq_request += 1;
-            if self.resp.sent_psn_nak {
-                ctx.counters.drop_out_of_seq += 1;
-            } else {
-                self.resp.sent_psn_nak = true;
-                ctx.counters.nak_psn_sequence += 1;
-                self.counters.nak_psn_sequence += 1;
-                let expected = self.resp.psn;
-                self.resp
-                    .queue_ack(expected, Syndrome::Nak(NakCode::PsnSequenceError), false);
-            }
-            return;
+            return self.sequence_gap(ctx);
         }
         if !matches!(self.sr.resp.get(d), Slot::Missing) {
             ctx.counters.duplicate_request += 1;

@@ -26,46 +26,19 @@
 
 #define FAIL(...) do { printf(__VA_ARGS__); printf("\n"); return 1; } while (0)
 
-static struct ibv_pd *pd;
 static struct ibv_cq *cq;
-static union ibv_gid gid;
 static char *buf;
 static struct ibv_mr *mr;
 
-static struct ibv_qp *qp(void)
+/* rc_loopback.h's QPs, eight requests deep, the peer granted WRITE and READ. */
+static struct ibv_qp *mw_qp(void)
 {
-	struct ibv_qp_init_attr a = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1 } };
-	return ibv_create_qp(pd, &a);
+	return qp_depth(cq, 8);
 }
 
 static int connect_qp(struct ibv_qp *q, uint32_t dest)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ };
-	if (ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		return 1;
-	memset(&a, 0, sizeof a);
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = dest;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 1;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = gid;
-	a.ah_attr.grh.sgid_index = 1;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		return 1;
-	memset(&a, 0, sizeof a);
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
-	return ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+	return connect_with(q, dest, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, 1);
 }
 
 /* The next completion. */
@@ -117,7 +90,7 @@ int main(void)
 	buf = calloc(1, 4096);
 	mr = pd ? ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 			     IBV_ACCESS_MW_BIND) : NULL;
-	struct ibv_qp *a = cq ? qp() : NULL, *b = cq ? qp() : NULL;
+	struct ibv_qp *a = cq ? mw_qp() : NULL, *b = cq ? mw_qp() : NULL;
 	if (!mr || !a || !b || connect_qp(a, b->qp_num) || connect_qp(b, a->qp_num))
 		FAIL("setup failed");
 	uint64_t base = (uintptr_t)buf;
@@ -178,7 +151,7 @@ int main(void)
 	if (write_through(a, base + 1024, key, 16) != IBV_WC_REM_ACCESS_ERR)
 		FAIL("type 2: a WRITE through the invalidated window was not REM_ACCESS_ERR");
 
-	struct ibv_qp *a1 = qp(), *b1 = qp();
+	struct ibv_qp *a1 = mw_qp(), *b1 = mw_qp();
 	if (!a1 || !b1 || connect_qp(a1, b1->qp_num) || connect_qp(b1, a1->qp_num))
 		FAIL("type 1: setup failed");
 	/* a's and b's flushed work (none posted) leaves nothing in the CQ. */
@@ -207,7 +180,7 @@ int main(void)
 		FAIL("type 1: a WRITE at the range the window left was not REM_ACCESS_ERR");
 
 	/* The work-request API: ibv_wr_bind_mw and ibv_wr_local_inv on two more QPs. */
-	struct ibv_qp *a3 = qp(), *b3 = qp();
+	struct ibv_qp *a3 = mw_qp(), *b3 = mw_qp();
 	if (!a3 || !b3 || connect_qp(a3, b3->qp_num) || connect_qp(b3, a3->qp_num))
 		FAIL("wr API: setup failed");
 	struct ibv_mw *mw3 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
@@ -240,7 +213,7 @@ int main(void)
 		FAIL("wr API: a WRITE through the invalidated window was not REM_ACCESS_ERR");
 
 	/* LOCAL_INV may not name a type-1 window (rxe_invalidate_mw): IBV_WC_LOC_QP_OP_ERR. */
-	struct ibv_qp *a4 = qp(), *b4 = qp();
+	struct ibv_qp *a4 = mw_qp(), *b4 = mw_qp();
 	if (!a4 || !b4 || connect_qp(a4, b4->qp_num) || connect_qp(b4, a4->qp_num))
 		FAIL("type 1 LOCAL_INV: setup failed");
 	inv.wr_id = 11;
@@ -253,7 +226,7 @@ int main(void)
 
 	/* A peer's SEND_WITH_INV naming a type-1 window: the receive completes with
 	 * IBV_WC_REM_INV_REQ_ERR (rxe's class J error) and the window stays bound. */
-	struct ibv_qp *a6 = qp(), *b6 = qp();
+	struct ibv_qp *a6 = mw_qp(), *b6 = mw_qp();
 	if (!a6 || !b6 || connect_qp(a6, b6->qp_num) || connect_qp(b6, a6->qp_num))
 		FAIL("type 1 SEND_WITH_INV: setup failed");
 	rw.wr_id = 14;
@@ -276,7 +249,7 @@ int main(void)
 	struct ibv_cq *ecq = ch ? ibv_create_cq(ctx, 8, NULL, ch, 0) : NULL;
 	struct ibv_qp_init_attr ea = { .send_cq = ecq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
 		.cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1 } };
-	struct ibv_qp *a5 = qp(), *b5 = ecq ? ibv_create_qp(pd, &ea) : NULL;
+	struct ibv_qp *a5 = mw_qp(), *b5 = ecq ? ibv_create_qp(pd, &ea) : NULL;
 	if (!a5 || !b5 || connect_qp(a5, b5->qp_num) || connect_qp(b5, a5->qp_num))
 		FAIL("events: setup failed");
 	struct ibv_mw *mw5 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);

@@ -13,7 +13,11 @@ fn windows_of_both_types_are_bound_reached_and_invalidated() {
     if !ready(&[]) {
         return;
     }
-    let Some(prog) = build_c("mw", include_str!("mw.c"), &["-O1", "-libverbs"]) else {
+    let Some(prog) = build_c(
+        "mw",
+        concat!(include_str!("rc_loopback.h"), include_str!("mw.c")),
+        &["-O1", "-libverbs"],
+    ) else {
         return;
     };
     let d = Daemon::start("127.0.46.1");

@@ -7,10 +7,9 @@ use rocex_wire::{
     RethRepr,
 };
 
-/// scapy's RoCE test (test/contrib/roce.uts): a UC SEND_ONLY that scapy builds and whose
-/// IPv4 checksum (0xb4d5), UDP checksum (0xaca2) and ICRC (wire bytes 78 f3 53 f3) it asserts.
-#[test]
-fn scapy_uc_send_only() {
+/// The frame of scapy's RoCE test (test/contrib/roce.uts), as scapy builds it before
+/// its IPv4 fields are set.
+fn scapy_frame() -> FrameRepr<'static> {
     let payload = b"F0\x81\x8b\xe2\x895\xd9\x0e\x9a\x95PT\x01\xbe\x88^P";
     let mut bth = BthRepr::new(Opcode::UC_SEND_ONLY, 211, Psn::new(13_571_856));
     bth.mig_req = true;
@@ -18,7 +17,14 @@ fn scapy_uc_send_only() {
     packet.payload = payload;
     let mac = [0x24, 0x8a, 0x07, 0xa8, 0xfa, 0x22];
     let addr = [192, 168, 0, 7];
-    let mut f = FrameRepr::ipv4((mac, mac), (addr, addr), 49152, packet).unwrap();
+    FrameRepr::ipv4((mac, mac), (addr, addr), 49152, packet).unwrap()
+}
+
+/// scapy's RoCE test (test/contrib/roce.uts): a UC SEND_ONLY that scapy builds and whose
+/// IPv4 checksum (0xb4d5), UDP checksum (0xaca2) and ICRC (wire bytes 78 f3 53 f3) it asserts.
+#[test]
+fn scapy_uc_send_only() {
+    let mut f = scapy_frame();
     let IpRepr::V4(ip) = &mut f.ip else {
         unreachable!()
     };
@@ -169,14 +175,7 @@ fn flush_request() -> Vec<u8> {
 /// leave the ICRC valid (the ICRC masks the byte).
 #[test]
 fn set_tos_gives_scapys_checksum_and_keeps_the_icrc() {
-    let payload = b"F0\x81\x8b\xe2\x895\xd9\x0e\x9a\x95PT\x01\xbe\x88^P";
-    let mut bth = BthRepr::new(Opcode::UC_SEND_ONLY, 211, Psn::new(13_571_856));
-    bth.mig_req = true;
-    let mut packet = PacketRepr::new(bth);
-    packet.payload = payload;
-    let mac = [0x24, 0x8a, 0x07, 0xa8, 0xfa, 0x22];
-    let addr = [192, 168, 0, 7];
-    let mut f = FrameRepr::ipv4((mac, mac), (addr, addr), 49152, packet).unwrap();
+    let mut f = scapy_frame();
     let IpRepr::V4(ip) = &mut f.ip else {
         unreachable!()
     };

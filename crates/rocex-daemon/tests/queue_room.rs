@@ -8,25 +8,11 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{ACCESS, T, daemon, end_with, ok, pair, pattern, read_back};
-use rocex_verbs::verbs::{AddressVector, Mtu, QpAttr, QpCap, SendOp, SendWr, WcOpcode};
+use rocex_verbs::verbs::{Mtu, QpAttr, QpCap, SendOp, SendWr, WcOpcode};
 
 /// The attributes `common::connect` takes a QP through, towards `peer` (address, QPN, PSN).
 fn towards(my_psn: u32, peer: (IpAddr, u32, u32)) -> QpAttr {
-    QpAttr {
-        qp_access_flags: ACCESS,
-        ah_attr: Some(AddressVector { dest: peer.0 }),
-        path_mtu: Mtu::M1024,
-        dest_qp_num: peer.1,
-        rq_psn: peer.2,
-        max_dest_rd_atomic: 16,
-        min_rnr_timer: 1,
-        sq_psn: my_psn,
-        timeout: 10,
-        retry_cnt: 7,
-        rnr_retry: 7,
-        max_rd_atomic: 16,
-        ..QpAttr::default()
-    }
+    common::rc_attrs(my_psn, peer, Mtu::M1024, ACCESS)
 }
 
 #[test]

@@ -10,26 +10,15 @@ use std::net::IpAddr;
 mod common;
 
 use common::{End, daemon, end, ok};
-use rocex_verbs::verbs::{AddressVector, Mtu, QpAttr, SendOp, SendWr, WcOpcode};
+use rocex_verbs::verbs::{Mtu, QpAttr, SendOp, SendWr, WcOpcode};
 use rocex_wire::frame::{Frame, FrameHeaders};
 
 /// RESET → RTS towards `peer`, with the address vector's traffic class `tclass`.
 fn connect(me: &End, peer: &End, tclass: u8) {
+    let peer_at = (peer.ctx.gid_addr(), peer.qp.qpn(), 0);
     let to_rts = QpAttr {
-        qp_access_flags: common::ACCESS,
-        ah_attr: Some(AddressVector {
-            dest: peer.ctx.gid_addr(),
-        }),
         traffic_class: tclass,
-        path_mtu: Mtu::M1024,
-        dest_qp_num: peer.qp.qpn(),
-        max_dest_rd_atomic: 16,
-        min_rnr_timer: 1,
-        timeout: 10,
-        retry_cnt: 7,
-        rnr_retry: 7,
-        max_rd_atomic: 16,
-        ..QpAttr::default()
+        ..common::rc_attrs(0, peer_at, Mtu::M1024, common::ACCESS)
     };
     for (a, mask) in to_rts.rc_steps() {
         me.qp.modify(&a, mask).unwrap();

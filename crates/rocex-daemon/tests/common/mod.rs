@@ -106,7 +106,14 @@ pub(crate) fn connect_with(
     mtu: Mtu,
     access: Access,
 ) {
-    let to_rts = QpAttr {
+    for (a, mask) in rc_attrs(my_psn, peer, mtu, access).rc_steps() {
+        qp.modify(&a, mask).unwrap();
+    }
+}
+
+/// The attributes `connect_with` takes a QP through to RTS.
+pub(crate) fn rc_attrs(my_psn: u32, peer: (IpAddr, u32, u32), mtu: Mtu, access: Access) -> QpAttr {
+    QpAttr {
         qp_access_flags: access,
         ah_attr: Some(AddressVector { dest: peer.0 }),
         path_mtu: mtu,
@@ -120,9 +127,6 @@ pub(crate) fn connect_with(
         rnr_retry: 7,
         max_rd_atomic: 16,
         ..QpAttr::default()
-    };
-    for (a, mask) in to_rts.rc_steps() {
-        qp.modify(&a, mask).unwrap();
     }
 }
 

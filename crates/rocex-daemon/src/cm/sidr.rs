@@ -75,11 +75,8 @@ impl Cm {
         qpn: u32,
         private_data: &[u8],
     ) -> Response {
-        if private_data.len() > CM_SIDR_REP_PRIVATE_DATA_LEN {
-            return Response::error(
-                libc::EINVAL,
-                format!("private data over {CM_SIDR_REP_PRIVATE_DATA_LEN} bytes"),
-            );
+        if let Some(refused) = over_rep_private_data(private_data) {
+            return refused;
         }
         let ud = engine.qp_status(qpn).is_ok_and(|s| s.qp_type == QpType::Ud);
         let qkey = engine.query_qp(qpn).map(|(a, _)| a.qkey);
@@ -99,11 +96,8 @@ impl Cm {
         id: u32,
         private_data: &[u8],
     ) -> Response {
-        if private_data.len() > CM_SIDR_REP_PRIVATE_DATA_LEN {
-            return Response::error(
-                libc::EINVAL,
-                format!("private data over {CM_SIDR_REP_PRIVATE_DATA_LEN} bytes"),
-            );
+        if let Some(refused) = over_rep_private_data(private_data) {
+            return refused;
         }
         self.answer(engine, now, id, sidr::STATUS_REJECT, 0, 0, private_data);
         Response::Done(kind::CM_REJECT)
@@ -256,4 +250,14 @@ impl Cm {
             }
         }
     }
+}
+
+/// The refusal of more private data than a SIDR_REP carries.
+fn over_rep_private_data(private_data: &[u8]) -> Option<Response> {
+    (private_data.len() > CM_SIDR_REP_PRIVATE_DATA_LEN).then(|| {
+        Response::error(
+            libc::EINVAL,
+            format!("private data over {CM_SIDR_REP_PRIVATE_DATA_LEN} bytes"),
+        )
+    })
 }

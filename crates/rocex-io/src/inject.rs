@@ -1,5 +1,5 @@
 //! Fault injection on the way out, so that applications can test themselves against a bad
-//! network with nothing but a flag (`loss=0.05,dup=0.01,seed=7`): rocex-sim's fault model
+//! network with nothing but a flag (`loss=0.05,dup=0.01,seed=7`): rocex-faults' model
 //! ([`Link`], the one the simulated fabric uses), applied by its [`Injector`] to every
 //! packet sent. `docs/faults.md` describes the model and the syntax.
 //!
@@ -17,8 +17,8 @@ use std::os::fd::BorrowedFd;
 use std::str::FromStr;
 use std::time::Duration;
 
+use rocex_faults::{FaultCounters, Injector, Link};
 use rocex_proto::Instant;
-use rocex_sim::{FaultCounters, Injector, Link};
 
 use crate::{Backend, BackendCounters, BackendKind, RxMeta};
 
@@ -282,7 +282,7 @@ mod tests {
     }
 
     /// `--inject` is the model and nothing else: on the times its caller tells it, the
-    /// backend sends exactly what rocex-sim's injector (the fabric's model) lets through,
+    /// backend sends exactly what rocex-faults' injector (the fabric's model) lets through,
     /// in the same order, and waits for the same due times.
     #[test]
     fn injects_what_the_model_decides_on_the_callers_time() {

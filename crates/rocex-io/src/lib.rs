@@ -24,7 +24,7 @@ pub use backend::{
 };
 pub use driver::{Driver, Hooks};
 pub use inject::{Faults, FaultsError, Injected, To};
-pub use rocex_sim::FaultCounters;
+pub use rocex_faults::FaultCounters;
 pub use udp::UdpPort;
 pub use uring::UringPort;
 

@@ -16,12 +16,12 @@ use std::net::{IpAddr, SocketAddr};
 use rocex_proto::{Ecn, Engine, Instant};
 
 mod bottleneck;
-pub mod faults;
 
 use bottleneck::Port;
 pub use bottleneck::{Bottleneck, BottleneckStats};
-use faults::Dice;
-pub use faults::{FaultCounters, Injector, Link};
+pub use rocex_faults as faults;
+use rocex_faults::Dice;
+pub use rocex_faults::{FaultCounters, Injector, Link};
 
 /// Bytes below the UDP payload on the wire (Ethernet, IPv4, UDP), which a bottleneck
 /// carries too.

@@ -1,10 +1,14 @@
 //! The one fault model: what a bad network does to a packet (loss, duplication, corruption,
 //! delay, jitter, reordering), drawn from a seeded generator on the time the caller gives.
 //!
-//! The simulated fabric applies a [`Link`] to every packet it carries on virtual time;
-//! `--inject` (rocex-io's `Injected`) applies the same [`Link`] through an [`Injector`] to
-//! every packet a real engine sends. Neither reads a clock: a run with the same seed and the
-//! same times does the same. `docs/faults.md` has the model and the `--inject` syntax.
+//! The simulated fabric (rocex-sim) applies a [`Link`] to every packet it carries on
+//! virtual time; `--inject` (rocex-io's `Injected`) applies the same [`Link`] through an
+//! [`Injector`] to every packet a real engine sends. Neither reads a clock: a run with the
+//! same seed and the same times does the same. A crate of its own, so that the I/O layer
+//! shares the model without linking the simulator. `docs/faults.md` has the model and the
+//! `--inject` syntax.
+
+#![forbid(unsafe_code)]
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;

@@ -9,21 +9,11 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read};
 
-use common::{Daemon, build_c, finish, ready, under_rocex};
+use common::{Daemon, finish, loopback_program, under_rocex};
 
 #[test]
 fn srq_limit_and_device_fatal_arrive_on_a_pollable_async_fd() {
-    if !ready(&[]) {
-        return;
-    }
-    let Some(prog) = build_c(
-        "async_events",
-        concat!(
-            include_str!("rc_loopback.h"),
-            include_str!("async_events.c")
-        ),
-        &["-O1", "-libverbs"],
-    ) else {
+    let Some(prog) = loopback_program("async_events", include_str!("async_events.c"), &[]) else {
         return;
     };
     let mut d = Daemon::start("127.0.43.1");

@@ -13,7 +13,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{Daemon, build_c, finish, ready, text, under_rocex};
+use common::{text, verbs_program};
 
 const EOPNOTSUPP: i32 = 95;
 const EINVAL: i32 = 22;
@@ -21,24 +21,14 @@ const ENOMEM: i32 = 12;
 
 #[test]
 fn bad_input_gets_rdma_cores_answers() {
-    if !ready(&[]) {
-        return;
-    }
-    let Some(prog) = build_c(
+    let Some(prog) = verbs_program(
         "bad_input",
         include_str!("bad_input.c"),
         &["-O1", "-libverbs"],
     ) else {
         return;
     };
-    let d = Daemon::start("127.0.40.1");
-    let o = finish(
-        under_rocex(&d.sock, prog.exe.to_str().unwrap(), &[])
-            .env("ROCEX_DEBUG", "1")
-            .spawn()
-            .unwrap(),
-        "bad_input",
-    );
+    let o = prog.run_on("127.0.40.1", &[("ROCEX_DEBUG", "1")]);
     let t = text(&o);
     assert!(o.status.success(), "{t}");
     let got: BTreeMap<&str, Vec<i32>> = t

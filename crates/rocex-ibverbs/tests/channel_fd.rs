@@ -5,28 +5,13 @@
 
 mod common;
 
-use common::{Daemon, build_c, finish, ready, text, under_rocex};
+use common::loopback_program;
 
 #[test]
 fn channel_fd_is_ready_only_while_an_event_is_owed() {
-    if !ready(&[]) {
-        return;
-    }
-    let Some(prog) = build_c(
-        "channel_fd",
-        concat!(include_str!("rc_loopback.h"), include_str!("channel_fd.c")),
-        &["-O1", "-libverbs"],
-    ) else {
+    let Some(prog) = loopback_program("channel_fd", include_str!("channel_fd.c"), &[]) else {
         return;
     };
-    let d = Daemon::start("127.0.41.2");
-    let o = finish(
-        under_rocex(&d.sock, prog.exe.to_str().unwrap(), &[])
-            .spawn()
-            .unwrap(),
-        "channel_fd",
-    );
-    let t = text(&o);
-    assert!(o.status.success(), "{t}");
+    let t = prog.run_ok("127.0.41.2");
     assert_eq!(t.trim(), "ok 50", "{t}");
 }

@@ -5,25 +5,14 @@
 
 mod common;
 
-use common::{Daemon, build_c, finish, ready, text, under_rocex};
+use common::verbs_program;
 
 #[test]
 fn gid_table_and_gid_ex_agree_with_query_gid() {
-    if !ready(&[]) {
-        return;
-    }
-    let Some(prog) = build_c("gid_table", include_str!("gid_table.c"), &["-libverbs"]) else {
+    let Some(prog) = verbs_program("gid_table", include_str!("gid_table.c"), &["-libverbs"]) else {
         return;
     };
-    let d = Daemon::start("127.0.45.1");
-    let o = finish(
-        under_rocex(&d.sock, prog.exe.to_str().unwrap(), &[])
-            .spawn()
-            .unwrap(),
-        "gid_table",
-    );
-    let t = text(&o);
-    assert!(o.status.success(), "{t}");
+    let t = prog.run_ok("127.0.45.1");
     // 127.0.45.1 is no interface's address here: the MAC is 02:00 and the address, whose
     // EUI-64 (universal/local bit flipped, ff:fe inserted) makes GID 0.
     assert_eq!(

@@ -6,28 +6,13 @@
 
 mod common;
 
-use common::{Daemon, build_c, finish, ready, text, under_rocex};
+use common::loopback_program;
 
 #[test]
 fn windows_of_both_types_are_bound_reached_and_invalidated() {
-    if !ready(&[]) {
-        return;
-    }
-    let Some(prog) = build_c(
-        "mw",
-        concat!(include_str!("rc_loopback.h"), include_str!("mw.c")),
-        &["-O1", "-libverbs"],
-    ) else {
+    let Some(prog) = loopback_program("mw", include_str!("mw.c"), &[]) else {
         return;
     };
-    let d = Daemon::start("127.0.46.1");
-    let o = finish(
-        under_rocex(&d.sock, prog.exe.to_str().unwrap(), &[])
-            .spawn()
-            .unwrap(),
-        "mw",
-    );
-    let t = text(&o);
-    assert!(o.status.success(), "{t}");
+    let t = prog.run_ok("127.0.46.1");
     assert_eq!(t.trim(), "ok", "{t}");
 }

@@ -5,28 +5,13 @@
 
 mod common;
 
-use common::{Daemon, build_c, finish, ready, text, under_rocex};
+use common::loopback_program;
 
 #[test]
 fn resize_cq_keeps_waiting_completions_and_grows() {
-    if !ready(&[]) {
-        return;
-    }
-    let Some(prog) = build_c(
-        "resize_cq",
-        concat!(include_str!("rc_loopback.h"), include_str!("resize_cq.c")),
-        &["-O1", "-libverbs"],
-    ) else {
+    let Some(prog) = loopback_program("resize_cq", include_str!("resize_cq.c"), &[]) else {
         return;
     };
-    let d = Daemon::start("127.0.44.1");
-    let o = finish(
-        under_rocex(&d.sock, prog.exe.to_str().unwrap(), &[])
-            .spawn()
-            .unwrap(),
-        "resize_cq",
-    );
-    let t = text(&o);
-    assert!(o.status.success(), "{t}");
+    let t = prog.run_ok("127.0.44.1");
     assert_eq!(t.trim(), "ok", "{t}");
 }

@@ -98,6 +98,43 @@ pub(crate) fn build_c(name: &str, source: &str, args: &[&str]) -> Option<CProgra
     Some(CProgram { dir, exe })
 }
 
+/// A test's own verbs program, once the test can run ([`ready`], then [`build_c`]).
+pub(crate) fn verbs_program(name: &str, source: &str, cc_args: &[&str]) -> Option<CProgram> {
+    if !ready(&[]) {
+        return None;
+    }
+    build_c(name, source, cc_args)
+}
+
+/// [`verbs_program`] for a program built on `rc_loopback.h` (put ahead of `source`),
+/// with `-O1 -libverbs` and `libs`.
+pub(crate) fn loopback_program(name: &str, source: &str, libs: &[&str]) -> Option<CProgram> {
+    let source = format!("{}{source}", include_str!("../rc_loopback.h"));
+    verbs_program(name, &source, &[&["-O1", "-libverbs"], libs].concat())
+}
+
+impl CProgram {
+    /// The program under `rocex run`, with `env`, on a `rocexd` of its own at `addr`,
+    /// waited for with [`finish`].
+    pub(crate) fn run_on(&self, addr: &str, env: &[(&str, &str)]) -> Output {
+        let d = Daemon::start(addr);
+        let name = self.exe.file_name().unwrap().to_string_lossy();
+        let child = under_rocex(&d.sock, self.exe.to_str().unwrap(), &[])
+            .envs(env.iter().copied())
+            .spawn()
+            .unwrap();
+        finish(child, &name)
+    }
+
+    /// [`CProgram::run_on`] with no `env`, which must exit 0: both outputs as text.
+    pub(crate) fn run_ok(&self, addr: &str) -> String {
+        let o = self.run_on(addr, &[]);
+        let t = text(&o);
+        assert!(o.status.success(), "{t}");
+        t
+    }
+}
+
 impl Drop for CProgram {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);

@@ -14,6 +14,7 @@ mod afpacket;
 mod backend;
 mod driver;
 mod inject;
+mod poll;
 mod sockopt;
 mod udp;
 mod uring;

@@ -127,21 +127,7 @@ impl UdpPort {
 
     /// Binds `ip:4791` with `opts`.
     pub fn open(ip: IpAddr, opts: BackendOptions) -> io::Result<Self> {
-        let domain = if ip.is_ipv4() {
-            Domain::IPV4
-        } else {
-            Domain::IPV6
-        };
-        let s = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))?;
-        // Large buffers: a burst of a 128-packet window must not be dropped by the kernel.
-        let _ = s.set_recv_buffer_size(8 << 20);
-        let _ = s.set_send_buffer_size(8 << 20);
-        set_pmtudisc_do(&s, ip.is_ipv4())?;
-        set_tos(&s, ip.is_ipv4(), opts)?;
-        if ip.is_ipv6() {
-            accept_zero_checksums(&s)?;
-        }
-        bind_roce_port(&s, ip)?;
+        let s = roce_socket(ip, opts)?;
         s.set_nonblocking(true)?;
         let sock: UdpSocket = s.into();
         // A kernel without UDP GRO delivers datagrams one by one, which is also correct.
@@ -407,6 +393,27 @@ impl Backend for UdpPort {
     }
 }
 
+/// A blocking UDP socket bound to `local:4791` as the UDP and uring backends use it: DF
+/// with identification 0, 8 MiB buffers, the options' DSCP and ECN, and over IPv6 zero
+/// checksums accepted.
+pub(crate) fn roce_socket(local: IpAddr, opts: BackendOptions) -> io::Result<Socket> {
+    let s = Socket::new(
+        Domain::for_address(SocketAddr::new(local, 0)),
+        Type::DGRAM,
+        Some(Protocol::UDP),
+    )?;
+    // Large buffers: a burst of a 128-packet window must not be dropped by the kernel.
+    let _ = s.set_recv_buffer_size(8 << 20);
+    let _ = s.set_send_buffer_size(8 << 20);
+    set_pmtudisc_do(&s, local.is_ipv4())?;
+    set_tos(&s, local.is_ipv4(), opts)?;
+    if local.is_ipv6() {
+        accept_zero_checksums(&s)?;
+    }
+    bind_roce_port(&s, local)?;
+    Ok(s)
+}
+
 /// Sends datagrams with the options' DSCP and ECN (`IP_TOS`/`IPV6_TCLASS`) unless their
 /// message says otherwise.
 fn set_tos(s: &Socket, v4: bool, opts: BackendOptions) -> io::Result<()> {
@@ -461,29 +468,17 @@ pub(crate) fn accept_zero_checksums(s: &impl std::os::fd::AsRawFd) -> io::Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ids::sealed_packet;
     use rocex_proto::Ecn;
     use rocex_proto::IcrcStatus;
-    use rocex_wire::icrc::{self, IcrcForm};
+
+    const MIDDLE: rocex_wire::Opcode = rocex_wire::Opcode::RC_RDMA_WRITE_MIDDLE;
 
     /// `n` packets of `len` bytes from `src` to `dst`, each with its ID-0 ICRC.
     fn packets(src: IpAddr, dst: IpAddr, n: usize, len: usize) -> Vec<Vec<u8>> {
+        let from = SocketAddr::new(src, ROCE_V2_PORT);
         (0..n)
-            .map(|i| {
-                let mut p: Vec<u8> = (0..len).map(|j| (i * 31 + j) as u8).collect();
-                p[0] = rocex_wire::Opcode::RC_RDMA_WRITE_MIDDLE.0;
-                let body = len - 4;
-                let c = icrc::compute_for(
-                    src,
-                    dst,
-                    ROCE_V2_PORT,
-                    ROCE_V2_PORT,
-                    &p[..body],
-                    IcrcForm::Spec,
-                )
-                .unwrap();
-                p[body..].copy_from_slice(&icrc::to_wire(c));
-                p
-            })
+            .map(|i| sealed_packet(MIDDLE, len, |j| (i * 31 + j) as u8, from, dst))
             .collect()
     }
 
@@ -625,10 +620,7 @@ mod tests {
         let tx = UdpSocket::bind(SocketAddr::new(a, 0)).unwrap();
         sys::set_int_opt(tx.as_fd(), libc::IPPROTO_UDP, libc::UDP_NO_CHECK6_TX, 1).unwrap();
         let port = tx.local_addr().unwrap().port();
-        let mut p: Vec<u8> = (0..1040).map(|j| (j * 7) as u8).collect();
-        p[0] = rocex_wire::Opcode::RC_RDMA_WRITE_MIDDLE.0;
-        let c = icrc::compute_for(a, b, port, ROCE_V2_PORT, &p[..1036], IcrcForm::Spec).unwrap();
-        p[1036..].copy_from_slice(&icrc::to_wire(c));
+        let p = sealed_packet(MIDDLE, 1040, |j| (j * 7) as u8, SocketAddr::new(a, port), b);
         let mut bad = p.clone();
         bad[600] ^= 0x20;
         for q in [&p, &bad] {

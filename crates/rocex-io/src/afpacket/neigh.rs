@@ -4,6 +4,7 @@
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use etherparse::{
@@ -16,6 +17,7 @@ use foldhash::{HashMap, HashMapExt};
 
 use super::link::Link;
 use super::sys;
+use crate::poll::wait_readable;
 
 /// How long a resolved address is trusted before it is looked up again.
 const KNOWN_FOR: Duration = Duration::from_secs(60);
@@ -197,7 +199,7 @@ impl Neighbours {
             let end = Instant::now() + Duration::from_millis(WAIT_MS as u64);
             loop {
                 let left = end.saturating_duration_since(Instant::now());
-                if left.is_zero() || !sys::wait_readable(&s, left.as_millis().max(1) as i32)? {
+                if left.is_zero() || !wait_readable(s.as_fd(), left)? {
                     break;
                 }
                 while let Some(n) = sys::try_recv(&s, &mut buf)? {

@@ -154,26 +154,6 @@ pub(super) fn try_recv(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>
     }
 }
 
-/// Waits up to `ms` milliseconds for `fd` to become readable.
-pub(super) fn wait_readable(fd: &OwnedFd, ms: i32) -> io::Result<bool> {
-    let mut p = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd for the duration of the call.
-    let n = unsafe { libc::poll(&mut p, 1, ms) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted {
-            Ok(false)
-        } else {
-            Err(e)
-        };
-    }
-    Ok(n > 0)
-}
-
 /// One entry of getifaddrs(3): an interface and one of its addresses.
 #[derive(Debug)]
 pub(super) struct IfAddr {

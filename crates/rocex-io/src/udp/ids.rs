@@ -80,6 +80,32 @@ fn form_of(packet: &[u8]) -> IcrcForm {
     IcrcForm::for_opcode(Opcode(packet.first().copied().unwrap_or(0)))
 }
 
+/// A `len`-byte packet of `opcode` filled by `fill` (of each byte's position), ending in
+/// the ICRC rocex's engine gives it from `src` to `dst` (for ID 0).
+#[cfg(test)]
+pub(crate) fn sealed_packet(
+    opcode: Opcode,
+    len: usize,
+    fill: impl Fn(usize) -> u8,
+    src: SocketAddr,
+    dst: IpAddr,
+) -> Vec<u8> {
+    let mut p: Vec<u8> = (0..len).map(fill).collect();
+    p[0] = opcode.0;
+    let body = len - ICRC_LEN;
+    let c = icrc::compute_for(
+        src.ip(),
+        dst,
+        src.port(),
+        rocex_wire::ROCE_V2_PORT,
+        &p[..body],
+        IcrcForm::Spec,
+    )
+    .unwrap();
+    p[body..].copy_from_slice(&icrc::to_wire(c));
+    p
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,20 +119,8 @@ mod tests {
 
     /// A packet with the ICRC rocex's engine gives it (for ID 0).
     fn packet(len: usize) -> Vec<u8> {
-        let mut p: Vec<u8> = (0..len).map(|i| (i * 13 + 5) as u8).collect();
-        p[0] = Opcode::RC_RDMA_WRITE_ONLY.0;
-        let body = len - ICRC_LEN;
-        let c = icrc::compute_for(
-            SRC.ip(),
-            DST,
-            ROCE_V2_PORT,
-            ROCE_V2_PORT,
-            &p[..body],
-            IcrcForm::Spec,
-        )
-        .unwrap();
-        p[body..].copy_from_slice(&icrc::to_wire(c));
-        p
+        let fill = |i| (i * 13 + 5) as u8;
+        sealed_packet(Opcode::RC_RDMA_WRITE_ONLY, len, fill, SRC, DST)
     }
 
     fn status(ids: &mut IdDeltas, p: &[u8], strict: bool) -> (IcrcStatus, u64) {

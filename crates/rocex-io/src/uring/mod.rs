@@ -94,7 +94,9 @@ impl std::fmt::Debug for UringPort {
 impl UringPort {
     /// Binds `local:4791` and sets up the ring.
     pub fn open(local: IpAddr, opts: BackendOptions) -> io::Result<Self> {
-        let sock = sys::udp_socket(local, &opts)?;
+        // Blocking: io_uring waits for readiness itself, whereas on a non-blocking socket it
+        // completes a receive with EAGAIN at once and a send into a full buffer with EAGAIN.
+        let sock: UdpSocket = crate::udp::roce_socket(local, opts)?.into();
         let ring = IoUring::new(RING_ENTRIES).map_err(|e| {
             io::Error::new(
                 e.kind(),

@@ -177,15 +177,7 @@ impl Side {
 
 /// Bytes of WRITE `i`.
 fn pattern(i: u64) -> Vec<u8> {
-    let mut x = (i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..MSG)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    rocex_testkit::pattern(i + 1, MSG as usize)
 }
 
 /// What a run did: the sender's and the receiver's counters, whether the sender was ever

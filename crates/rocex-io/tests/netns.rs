@@ -87,15 +87,7 @@ fn area(plan: usize, op: u64) -> u64 {
 
 /// Bytes of message `i` of operation `op` in `plan`: different everywhere.
 fn pattern(plan: usize, op: u64, i: u64, len: u32) -> Vec<u8> {
-    let mut x = ((plan as u64) << 40 | op << 32 | i).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    rocex_testkit::pattern((plan as u64) << 40 | op << 32 | i, len as usize)
 }
 
 impl Side {

@@ -98,15 +98,7 @@ fn connect(s: &mut Side, peer: IpAddr, peer_qpn: u32, peer_psn: u32, my_psn: u32
 }
 
 fn pattern(i: usize) -> Vec<u8> {
-    let mut x = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..MSG)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    rocex_testkit::pattern(i as u64, MSG)
 }
 
 /// Writes `MESSAGES` 64 KiB messages from `ips.0` into `ips.1`, verifies them, and

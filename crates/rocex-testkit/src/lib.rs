@@ -2,7 +2,7 @@
 //! binaries a test runs ([`bins`]), a `rocexd` fixture ([`rocexd`]), readiness of a server a
 //! test starts ([`listen`]), two hosts in network namespaces on a veth pair ([`veth`]) and
 //! tcpdump on one of them ([`capture`]), and the checks of a drop-in library against C
-//! headers ([`layout`]) and Debian's binaries ([`symbols`]).
+//! headers ([`layout`]) and Debian's binaries ([`symbols`]), and test data ([`pattern`]).
 //!
 //! A test that needs something this machine lacks (root, a network namespace, a tool from
 //! Debian's packages) calls [`cannot_run`]. In CI (`CI` set to anything but empty or
@@ -124,4 +124,19 @@ pub fn finish(child: Child, limit: Duration, who: &str) -> Output {
             String::from_utf8_lossy(&out.stderr)
         )
     })
+}
+
+/// `len` bytes of test data that differ for every `seed`: xorshift64 from the seed
+/// scrambled by the golden ratio (odd, so that no seed starts it at zero), its low byte
+/// per step. A test names its messages by seed and checks what arrived against them.
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
 }

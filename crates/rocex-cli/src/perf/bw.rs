@@ -169,6 +169,33 @@ pub(crate) fn run(
     }
 }
 
+/// Every size in turn: its start, `one` run of it and, with `-a`, its row and its end.
+/// Returns the last size's result and what `one` brought back with it.
+fn each_size<R>(
+    ctx: &mut Ctx,
+    p: &Params,
+    oob: &mut Oob,
+    mine: &[KeyMsg],
+    progress: &mut Progress,
+    row: &mut dyn FnMut(&Params, &Outcome),
+    mut one: impl FnMut(&mut Ctx, &Params, &mut Progress) -> io::Result<(Outcome, R)>,
+) -> io::Result<(Outcome, R)> {
+    let mut last = None;
+    for size in p.sizes() {
+        let q = p.with_size(size);
+        progress.resize(size);
+        start_size(ctx, &q, oob, mine)?;
+        let (out, with) = one(ctx, &q, progress)?;
+        if p.all {
+            progress.finish();
+            row(&q, &out);
+            end_size(ctx, &q, oob, mine)?;
+        }
+        last = Some((out, with));
+    }
+    last.ok_or_else(|| io::Error::other("no size to run"))
+}
+
 /// Every size in turn, then perftest's end of the run: a handshake and, for the one-sided
 /// tests, the last size's report and a last handshake (`-a` changes only the client's
 /// side of the exchange).
@@ -180,20 +207,7 @@ fn client(
     progress: &mut Progress,
     row: &mut dyn FnMut(&Params, &Outcome),
 ) -> io::Result<Outcome> {
-    let mut last = None;
-    for size in p.sizes() {
-        let q = p.with_size(size);
-        progress.resize(size);
-        start_size(ctx, &q, oob, mine)?;
-        let (out, report) = measure(ctx, &q, progress)?;
-        if p.all {
-            progress.finish();
-            row(&q, &out);
-            end_size(ctx, &q, oob, mine)?;
-        }
-        last = Some((out, report));
-    }
-    let (out, report) = last.ok_or_else(|| io::Error::other("no size to run"))?;
+    let (out, report) = each_size(ctx, p, oob, mine, progress, row, measure)?;
     {
         let c = &mut *ctx;
         oob.handshake(mine, &mut || c.pump())?;
@@ -455,22 +469,12 @@ fn send_server(
     progress: &mut Progress,
     row: &mut dyn FnMut(&Params, &Outcome),
 ) -> io::Result<Outcome> {
-    let mut last = None;
-    for size in p.sizes() {
-        let q = p.with_size(size);
-        progress.resize(size);
-        start_size(ctx, &q, oob, mine)?;
-        let out = receive(ctx, &q, progress)?;
-        if p.all {
-            progress.finish();
-            row(&q, &out);
-            end_size(ctx, &q, oob, mine)?;
-        }
-        last = Some(out);
-    }
+    let (out, ()) = each_size(ctx, p, oob, mine, progress, row, |c, q, progress| {
+        Ok((receive(c, q, progress)?, ()))
+    })?;
     let c = &mut *ctx;
     oob.handshake(mine, &mut || c.pump())?;
-    last.ok_or_else(|| io::Error::other("no size to run"))
+    Ok(out)
 }
 
 /// `iters` messages per QP, each checked and its slot reposted.

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant as WallClock};
 
 use rocex_io::{BackendOptions, Driver, UdpPort};
 use rocex_proto::verbs::{
-    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, Remote, SendOp, SendWr,
-    Sge, WcStatus, WorkCompletion,
+    AddressVector, Mtu, QpAttr, QpCap, QpType, RecvWr, Remote, SendOp, SendWr, Sge, WcStatus,
+    WorkCompletion,
 };
 use rocex_proto::{Access, Config, Engine, Keys, QpInit, Region, VecRegion};
 
@@ -106,46 +106,25 @@ fn side(
 
 fn connect(s: &mut Side, peer: (IpAddr, u32, u32), my_psn: u32) -> io::Result<()> {
     let e = &mut s.driver.engine;
-    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
-    let mut a = QpAttr {
-        qp_state: QpState::Init,
-        qp_access_flags: access,
+    let to_rts = QpAttr {
+        qp_access_flags: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+        ah_attr: Some(AddressVector { dest: peer.0 }),
+        path_mtu: Mtu::M4096,
+        dest_qp_num: peer.1,
+        rq_psn: peer.2,
+        max_dest_rd_atomic: 16,
+        min_rnr_timer: 1,
+        sq_psn: my_psn,
+        timeout: 12,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        max_rd_atomic: 16,
         ..QpAttr::default()
     };
-    e.modify_qp(
-        s.qpn,
-        &a,
-        AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
-    )
-    .map_err(err)?;
-    a.qp_state = QpState::Rtr;
-    a.ah_attr = Some(AddressVector { dest: peer.0 });
-    a.path_mtu = Mtu::M4096;
-    a.dest_qp_num = peer.1;
-    a.rq_psn = peer.2;
-    a.max_dest_rd_atomic = 16;
-    a.min_rnr_timer = 1;
-    let rtr =
-        AttrMask::STATE | AttrMask::AV | AttrMask::PATH_MTU | AttrMask::DEST_QPN | AttrMask::RQ_PSN;
-    e.modify_qp(
-        s.qpn,
-        &a,
-        rtr | AttrMask::MAX_DEST_RD_ATOMIC | AttrMask::MIN_RNR_TIMER,
-    )
-    .map_err(err)?;
-    a.qp_state = QpState::Rts;
-    a.sq_psn = my_psn;
-    a.timeout = 12;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 16;
-    let rts = AttrMask::STATE
-        | AttrMask::SQ_PSN
-        | AttrMask::TIMEOUT
-        | AttrMask::RETRY_CNT
-        | AttrMask::RNR_RETRY;
-    e.modify_qp(s.qpn, &a, rts | AttrMask::MAX_QP_RD_ATOMIC)
-        .map_err(err)
+    for (a, mask) in to_rts.rc_steps() {
+        e.modify_qp(s.qpn, &a, mask).map_err(err)?;
+    }
+    Ok(())
 }
 
 impl Side {

@@ -251,8 +251,7 @@ impl Ctx {
             });
             return Ok(());
         }
-        let mut a = QpAttr {
-            qp_state: QpState::Rtr,
+        let to_rts = QpAttr {
             path_mtu: mtu,
             dest_qp_num: peer.qpn,
             rq_psn: peer.psn,
@@ -261,29 +260,19 @@ impl Ctx {
             ah_attr: Some(AddressVector {
                 dest: oob::ip_of(peer.gid),
             }),
+            sq_psn: me.psn,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            max_rd_atomic: 1,
             ..QpAttr::default()
         };
-        let rtr = AttrMask::STATE
-            | AttrMask::AV
-            | AttrMask::PATH_MTU
-            | AttrMask::DEST_QPN
-            | AttrMask::RQ_PSN
-            | AttrMask::MAX_DEST_RD_ATOMIC
-            | AttrMask::MIN_RNR_TIMER;
-        e.modify_qp(self.qpn, &a, rtr).map_err(err)?;
-        a.qp_state = QpState::Rts;
-        a.timeout = 14;
-        a.retry_cnt = 7;
-        a.rnr_retry = 7;
-        a.sq_psn = me.psn;
-        a.max_rd_atomic = 1;
-        let rts = AttrMask::STATE
-            | AttrMask::TIMEOUT
-            | AttrMask::RETRY_CNT
-            | AttrMask::RNR_RETRY
-            | AttrMask::SQ_PSN
-            | AttrMask::MAX_QP_RD_ATOMIC;
-        e.modify_qp(self.qpn, &a, rts).map_err(err)
+        // The QP is in INIT since `open`.
+        let [_init, rtr, rts] = to_rts.rc_steps();
+        for (a, mask) in [rtr, rts] {
+            e.modify_qp(self.qpn, &a, mask).map_err(err)?;
+        }
+        Ok(())
     }
 }
 

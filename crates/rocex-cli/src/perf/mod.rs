@@ -292,8 +292,7 @@ fn connect(ctx: &mut Ctx, mtu: Mtu) -> io::Result<()> {
         let peer = q
             .peer
             .ok_or_else(|| io::Error::other("no key message for a QP"))?;
-        let mut a = QpAttr {
-            qp_state: QpState::Rtr,
+        let to_rts = QpAttr {
             path_mtu: mtu,
             dest_qp_num: peer.qpn,
             rq_psn: peer.psn,
@@ -302,30 +301,18 @@ fn connect(ctx: &mut Ctx, mtu: Mtu) -> io::Result<()> {
             ah_attr: Some(AddressVector {
                 dest: oob::ip_of(peer.gid),
             }),
+            sq_psn: q.psn,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            max_rd_atomic: peer.out_reads.clamp(1, 128) as u8,
             ..QpAttr::default()
         };
-        let rtr = AttrMask::STATE
-            | AttrMask::AV
-            | AttrMask::PATH_MTU
-            | AttrMask::DEST_QPN
-            | AttrMask::RQ_PSN
-            | AttrMask::MAX_DEST_RD_ATOMIC
-            | AttrMask::MIN_RNR_TIMER;
-        let psn = q.psn;
-        ctx.nic.modify_qp(i, &a, rtr)?;
-        a.qp_state = QpState::Rts;
-        a.timeout = 14;
-        a.retry_cnt = 7;
-        a.rnr_retry = 7;
-        a.sq_psn = psn;
-        a.max_rd_atomic = peer.out_reads.clamp(1, 128) as u8;
-        let rts = AttrMask::STATE
-            | AttrMask::TIMEOUT
-            | AttrMask::RETRY_CNT
-            | AttrMask::RNR_RETRY
-            | AttrMask::SQ_PSN
-            | AttrMask::MAX_QP_RD_ATOMIC;
-        ctx.nic.modify_qp(i, &a, rts)?;
+        // The QP is in INIT since `open`.
+        let [_init, rtr, rts] = to_rts.rc_steps();
+        for (a, mask) in [rtr, rts] {
+            ctx.nic.modify_qp(i, &a, mask)?;
+        }
     }
     Ok(())
 }

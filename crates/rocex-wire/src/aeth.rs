@@ -4,36 +4,15 @@
 use core::fmt;
 
 use crate::Layer;
-use crate::field::{Field, header_view, set_u24, u24_at};
-
-mod field {
-    use super::Field;
-    pub(super) const SYNDROME: usize = 0;
-    pub(super) const MSN: Field = 1..4;
-}
+use crate::field::{fields, header_view};
 
 header_view!("A zero-copy view of an AETH.", Layer::Aeth, 4);
 
-impl<T: AsRef<[u8]>> Header<T> {
+fields! {
     /// Raw syndrome byte.
-    pub fn syndrome(&self) -> u8 {
-        self.buffer.as_ref()[field::SYNDROME]
-    }
+    syndrome / set_syndrome: u8 = 0..1;
     /// Message sequence number (24 bits).
-    pub fn msn(&self) -> u32 {
-        u24_at(self.buffer.as_ref(), field::MSN)
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
-    /// Sets the raw syndrome byte.
-    pub fn set_syndrome(&mut self, v: u8) {
-        self.buffer.as_mut()[field::SYNDROME] = v;
-    }
-    /// Sets the MSN (low 24 bits).
-    pub fn set_msn(&mut self, v: u32) {
-        set_u24(self.buffer.as_mut(), field::MSN, v);
-    }
+    msn / set_msn: u32 = 1..4;
 }
 
 /// NAK codes (IBTA Vol. 1 table 45; rxe `enum aeth_syndrome`).

@@ -2,16 +2,14 @@
 
 use core::fmt;
 
-use crate::field::{Field, header_view, set_u16, set_u24, u16_at, u24_at};
+use crate::field::{Field, fields, get, header_view, set};
 use crate::{Error, Layer, Opcode, Psn, Result};
 
 mod field {
     use super::Field;
     pub(super) const OPCODE: usize = 0;
     pub(super) const FLAGS: usize = 1;
-    pub(super) const PKEY: Field = 2..4;
     pub(super) const ECN: usize = 4;
-    pub(super) const DEST_QP: Field = 5..8;
     pub(super) const ACK_REQ: usize = 8;
     pub(super) const PSN: Field = 9..12;
 }
@@ -34,6 +32,13 @@ pub const QPN_MASK: u32 = 0x00ff_ffff;
 
 header_view!("A zero-copy view of a BTH.", Layer::Bth, 12);
 
+fields! {
+    /// Partition key.
+    pkey / set_pkey: u16 = 2..4;
+    /// Destination queue pair number (24 bits).
+    dest_qp / set_dest_qp: u32 = 5..8;
+}
+
 impl<T: AsRef<[u8]>> Header<T> {
     /// Opcode.
     pub fn opcode(&self) -> Opcode {
@@ -55,10 +60,6 @@ impl<T: AsRef<[u8]>> Header<T> {
     pub fn tver(&self) -> u8 {
         self.buffer.as_ref()[field::FLAGS] & TVER_MASK
     }
-    /// Partition key.
-    pub fn pkey(&self) -> u16 {
-        u16_at(self.buffer.as_ref(), field::PKEY)
-    }
     /// Forward explicit congestion notification.
     pub fn fecn(&self) -> bool {
         self.buffer.as_ref()[field::ECN] & FECN != 0
@@ -71,10 +72,6 @@ impl<T: AsRef<[u8]>> Header<T> {
     pub fn reserved6(&self) -> u8 {
         self.buffer.as_ref()[field::ECN] & RESV6A_MASK
     }
-    /// Destination queue pair number (24 bits).
-    pub fn dest_qp(&self) -> u32 {
-        u24_at(self.buffer.as_ref(), field::DEST_QP)
-    }
     /// Acknowledge request.
     pub fn ack_req(&self) -> bool {
         self.buffer.as_ref()[field::ACK_REQ] & ACK_REQ != 0
@@ -85,7 +82,7 @@ impl<T: AsRef<[u8]>> Header<T> {
     }
     /// Packet sequence number.
     pub fn psn(&self) -> Psn {
-        Psn::new(u24_at(self.buffer.as_ref(), field::PSN))
+        Psn::new(get(self.buffer.as_ref(), field::PSN))
     }
 }
 
@@ -101,19 +98,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
             | ((pad << 4) & PAD_MASK)
             | (tver & TVER_MASK);
     }
-    /// Sets the partition key.
-    pub fn set_pkey(&mut self, pkey: u16) {
-        set_u16(self.buffer.as_mut(), field::PKEY, pkey);
-    }
     /// Sets FECN, BECN and the six reserved bits.
     pub fn set_ecn(&mut self, fecn: bool, becn: bool, reserved6: u8) {
         self.buffer.as_mut()[field::ECN] = (if fecn { FECN } else { 0 })
             | (if becn { BECN } else { 0 })
             | (reserved6 & RESV6A_MASK);
-    }
-    /// Sets the destination QP number (low 24 bits).
-    pub fn set_dest_qp(&mut self, qpn: u32) {
-        set_u24(self.buffer.as_mut(), field::DEST_QP, qpn);
     }
     /// Sets AckReq and the seven reserved bits.
     pub fn set_ack_req(&mut self, ack_req: bool, reserved7: u8) {
@@ -122,7 +111,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
     }
     /// Sets the PSN.
     pub fn set_psn(&mut self, psn: Psn) {
-        set_u24(self.buffer.as_mut(), field::PSN, psn.value());
+        set(self.buffer.as_mut(), field::PSN, psn.value());
     }
 }
 

@@ -3,49 +3,21 @@
 
 use core::fmt;
 
-use crate::field::{Field, header_view, set_u24, set_u32, u24_at, u32_at};
+use crate::field::{fields, header_view};
 use crate::{Error, ErrorKind, Layer};
-
-mod field {
-    use super::Field;
-    pub(super) const QKEY: Field = 0..4;
-    pub(super) const RESERVED: usize = 4;
-    pub(super) const SRC_QP: Field = 5..8;
-}
 
 /// The Q_Key that QP1 (the GSI, carrying CM MADs) uses.
 pub const GSI_QKEY: u32 = 0x8001_0000;
 
 header_view!("A zero-copy view of a DETH.", Layer::Deth, 8);
 
-impl<T: AsRef<[u8]>> Header<T> {
+fields! {
     /// Queue key.
-    pub fn qkey(&self) -> u32 {
-        u32_at(self.buffer.as_ref(), field::QKEY)
-    }
+    qkey / set_qkey: u32 = 0..4;
     /// The reserved byte.
-    pub fn reserved(&self) -> u8 {
-        self.buffer.as_ref()[field::RESERVED]
-    }
+    reserved / set_reserved: u8 = 4..5;
     /// Source QP number (24 bits).
-    pub fn src_qp(&self) -> u32 {
-        u24_at(self.buffer.as_ref(), field::SRC_QP)
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
-    /// Sets the queue key.
-    pub fn set_qkey(&mut self, v: u32) {
-        set_u32(self.buffer.as_mut(), field::QKEY, v);
-    }
-    /// Sets the reserved byte.
-    pub fn set_reserved(&mut self, v: u8) {
-        self.buffer.as_mut()[field::RESERVED] = v;
-    }
-    /// Sets the source QP (low 24 bits).
-    pub fn set_src_qp(&mut self, v: u32) {
-        set_u24(self.buffer.as_mut(), field::SRC_QP, v);
-    }
+    src_qp / set_src_qp: u32 = 5..8;
 }
 
 /// A DETH's fields.

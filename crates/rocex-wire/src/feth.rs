@@ -4,9 +4,8 @@
 use core::fmt;
 
 use crate::Layer;
-use crate::field::{Field, header_view, set_u32, u32_at};
+use crate::field::{fields, header_view};
 
-const WORD: Field = 0..4;
 const PLT_MASK: u32 = 0x0f;
 const SEL_MASK: u32 = 0x30;
 const SEL_SHIFT: u32 = 4;
@@ -22,11 +21,12 @@ pub const SEL_MEMORY_REGION: u8 = 1;
 
 header_view!("A zero-copy view of a FETH.", Layer::Feth, 4);
 
-impl<T: AsRef<[u8]>> Header<T> {
+fields! {
     /// The whole 32-bit word.
-    pub fn word(&self) -> u32 {
-        u32_at(self.buffer.as_ref(), WORD)
-    }
+    word / set_word: u32 = 0..4;
+}
+
+impl<T: AsRef<[u8]>> Header<T> {
     /// Placement type (bits 3-0).
     pub fn placement(&self) -> u8 {
         (self.word() & PLT_MASK) as u8
@@ -34,13 +34,6 @@ impl<T: AsRef<[u8]>> Header<T> {
     /// Selectivity level (bits 5-4).
     pub fn selectivity(&self) -> u8 {
         ((self.word() & SEL_MASK) >> SEL_SHIFT) as u8
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
-    /// Sets the whole 32-bit word.
-    pub fn set_word(&mut self, v: u32) {
-        set_u32(self.buffer.as_mut(), WORD, v);
     }
 }
 

@@ -4,78 +4,16 @@
 use core::fmt;
 
 use crate::Layer;
-use crate::field::{Field, header_view, set_u32, set_u64, u32_at, u64_at};
+use crate::field::plain_header;
 
-mod field {
-    use super::Field;
-    pub(super) const VA: Field = 0..8;
-    pub(super) const RKEY: Field = 8..12;
-    pub(super) const DMA_LEN: Field = 12..16;
-}
-
-header_view!("A zero-copy view of a RETH.", Layer::Reth, 16);
-
-impl<T: AsRef<[u8]>> Header<T> {
+plain_header!("a RETH", Layer::Reth, 16, {
     /// Virtual address.
-    pub fn va(&self) -> u64 {
-        u64_at(self.buffer.as_ref(), field::VA)
-    }
+    va / set_va: u64 = 0..8;
     /// Remote key.
-    pub fn rkey(&self) -> u32 {
-        u32_at(self.buffer.as_ref(), field::RKEY)
-    }
+    rkey / set_rkey: u32 = 8..12;
     /// DMA length: the whole message's length.
-    pub fn dma_len(&self) -> u32 {
-        u32_at(self.buffer.as_ref(), field::DMA_LEN)
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
-    /// Sets the virtual address.
-    pub fn set_va(&mut self, v: u64) {
-        set_u64(self.buffer.as_mut(), field::VA, v);
-    }
-    /// Sets the remote key.
-    pub fn set_rkey(&mut self, v: u32) {
-        set_u32(self.buffer.as_mut(), field::RKEY, v);
-    }
-    /// Sets the DMA length.
-    pub fn set_dma_len(&mut self, v: u32) {
-        set_u32(self.buffer.as_mut(), field::DMA_LEN, v);
-    }
-}
-
-/// A RETH's fields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Repr {
-    /// Virtual address.
-    pub va: u64,
-    /// Remote key.
-    pub rkey: u32,
-    /// DMA length.
-    pub dma_len: u32,
-}
-
-impl Repr {
-    /// Reads a RETH.
-    pub fn parse<T: AsRef<[u8]>>(h: &Header<T>) -> crate::Result<Self> {
-        h.check_len()?;
-        Ok(Self {
-            va: h.va(),
-            rkey: h.rkey(),
-            dma_len: h.dma_len(),
-        })
-    }
-
-    /// Writes the RETH.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, h: &mut Header<T>) -> crate::Result<()> {
-        h.check_len()?;
-        h.set_va(self.va);
-        h.set_rkey(self.rkey);
-        h.set_dma_len(self.dma_len);
-        Ok(())
-    }
-}
+    dma_len / set_dma_len: u32 = 12..16;
+});
 
 impl fmt::Display for Repr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

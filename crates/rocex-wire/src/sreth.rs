@@ -9,69 +9,14 @@
 use core::fmt;
 
 use crate::Layer;
-use crate::field::{Field, header_view, set_u32, u32_at};
+use crate::field::plain_header;
 
-mod field {
-    use super::Field;
-    pub(super) const MSG: Field = 0..4;
-    pub(super) const OFFSET: Field = 4..8;
-}
-
-header_view!(
-    "A zero-copy view of a selective-repeat ETH.",
-    Layer::SrEth,
-    8
-);
-
-impl<T: AsRef<[u8]>> Header<T> {
-    /// Receive message number.
-    pub fn msg(&self) -> u32 {
-        u32_at(self.buffer.as_ref(), field::MSG)
-    }
-    /// Byte offset of the payload in its message.
-    pub fn offset(&self) -> u32 {
-        u32_at(self.buffer.as_ref(), field::OFFSET)
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
-    /// Sets the receive message number.
-    pub fn set_msg(&mut self, v: u32) {
-        set_u32(self.buffer.as_mut(), field::MSG, v);
-    }
-    /// Sets the byte offset.
-    pub fn set_offset(&mut self, v: u32) {
-        set_u32(self.buffer.as_mut(), field::OFFSET, v);
-    }
-}
-
-/// A selective-repeat ETH's fields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Repr {
+plain_header!("a selective-repeat ETH", Layer::SrEth, 8, {
     /// Receive message number (SEND and WRITE with immediate, counted from 0 on the QP).
-    pub msg: u32,
+    msg / set_msg: u32 = 0..4;
     /// Byte offset of the payload in its message.
-    pub offset: u32,
-}
-
-impl Repr {
-    /// Reads a selective-repeat ETH.
-    pub fn parse<T: AsRef<[u8]>>(h: &Header<T>) -> crate::Result<Self> {
-        h.check_len()?;
-        Ok(Self {
-            msg: h.msg(),
-            offset: h.offset(),
-        })
-    }
-
-    /// Writes the selective-repeat ETH.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, h: &mut Header<T>) -> crate::Result<()> {
-        h.check_len()?;
-        h.set_msg(self.msg);
-        h.set_offset(self.offset);
-        Ok(())
-    }
-}
+    offset / set_offset: u32 = 4..8;
+});
 
 impl fmt::Display for Repr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

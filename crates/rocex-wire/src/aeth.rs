@@ -173,25 +173,17 @@ mod tests {
 
     #[test]
     fn syndromes_seen_from_rxe() {
-        assert_eq!(Syndrome::from_byte(0x1f), Syndrome::ACK);
-        assert_eq!(Syndrome::from_byte(0x2c), Syndrome::RnrNak { timer: 12 });
-        assert_eq!(
-            Syndrome::from_byte(0x60),
-            Syndrome::Nak(NakCode::PsnSequenceError)
-        );
-        assert_eq!(
-            Syndrome::from_byte(0x61),
-            Syndrome::Nak(NakCode::InvalidRequest)
-        );
-        assert_eq!(
-            Syndrome::from_byte(0x62),
-            Syndrome::Nak(NakCode::RemoteAccessError)
-        );
-        assert_eq!(
-            Syndrome::from_byte(0x63),
-            Syndrome::Nak(NakCode::RemoteOperationalError)
-        );
-        assert_eq!(Syndrome::from_byte(0x40), Syndrome::Reserved(0x40));
+        for (byte, syndrome) in [
+            (0x1f, Syndrome::ACK),
+            (0x2c, Syndrome::RnrNak { timer: 12 }),
+            (0x60, Syndrome::Nak(NakCode::PsnSequenceError)),
+            (0x61, Syndrome::Nak(NakCode::InvalidRequest)),
+            (0x62, Syndrome::Nak(NakCode::RemoteAccessError)),
+            (0x63, Syndrome::Nak(NakCode::RemoteOperationalError)),
+            (0x40, Syndrome::Reserved(0x40)),
+        ] {
+            assert_eq!(Syndrome::from_byte(byte), syndrome, "{byte:#x}");
+        }
     }
 
     #[test]

@@ -154,6 +154,22 @@ impl Error {
         )
     }
 
+    /// Checks that an output buffer of `available` bytes takes the `required` bytes of a
+    /// write that starts with `layer`.
+    pub(crate) fn check_room(layer: Layer, required: usize, available: usize) -> Result<(), Self> {
+        if available < required {
+            return Err(Self::new(
+                layer,
+                0,
+                ErrorKind::BufferTooSmall {
+                    required,
+                    available,
+                },
+            ));
+        }
+        Ok(())
+    }
+
     /// The same error, moved `by` bytes further into an enclosing buffer.
     #[must_use]
     pub(crate) fn shifted(mut self, by: usize) -> Self {

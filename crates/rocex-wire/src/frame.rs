@@ -630,16 +630,7 @@ impl<'a> FrameRepr<'a> {
     /// checksums are written as the representation holds them (see [`Self::finalize`]).
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
         let len = self.buffer_len();
-        if buf.len() < len {
-            return Err(Error::new(
-                Layer::Ethernet,
-                0,
-                ErrorKind::BufferTooSmall {
-                    required: len,
-                    available: buf.len(),
-                },
-            ));
-        }
+        Error::check_room(Layer::Ethernet, len, buf.len())?;
         let mut at = 0;
         let mut put = |bytes: &[u8], at: &mut usize| {
             buf[*at..*at + bytes.len()].copy_from_slice(bytes);

@@ -239,16 +239,7 @@ impl<'a> PacketRepr<'a> {
         // The headers are the opcode's (checked): their length needs no second look.
         let at = bth::LEN + info.exts.header_len();
         let len = at + payload_len + usize::from(self.bth.pad) + ICRC_LEN;
-        if buf.len() < len {
-            return Err(Error::new(
-                Layer::Bth,
-                0,
-                ErrorKind::BufferTooSmall {
-                    required: len,
-                    available: buf.len(),
-                },
-            ));
-        }
+        Error::check_room(Layer::Bth, len, buf.len())?;
         self.bth
             .emit(&mut bth::Header::new_unchecked(&mut buf[..]))?;
         let mut ext_at = bth::LEN;

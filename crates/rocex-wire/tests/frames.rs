@@ -400,3 +400,33 @@ fn headers_only_parse_refuses_a_datagram_shorter_than_bth_and_icrc() {
     assert_eq!((e.layer, e.offset), (Layer::Icrc, 54));
     assert!(FrameHeaders::parse(&frame(&[0; 16])).is_ok());
 }
+
+#[test]
+fn a_short_output_buffer_is_an_error_that_says_how_much_is_needed() {
+    let f = scapy_frame();
+    let len = f.buffer_len();
+    let mut buf = vec![0; len - 1];
+    let e = f.emit(&mut buf).unwrap_err();
+    assert_eq!(
+        (e.layer, e.kind),
+        (
+            Layer::Ethernet,
+            ErrorKind::BufferTooSmall {
+                required: len,
+                available: len - 1
+            }
+        )
+    );
+    // The packet alone: BTH, 18 bytes of payload, 2 of pad, ICRC.
+    let e = f.packet.emit_around(&mut buf[..35], 18).unwrap_err();
+    assert_eq!(
+        (e.layer, e.kind),
+        (
+            Layer::Bth,
+            ErrorKind::BufferTooSmall {
+                required: 36,
+                available: 35
+            }
+        )
+    );
+}

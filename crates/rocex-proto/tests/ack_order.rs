@@ -3,35 +3,18 @@
 //! than one request packet; and ACKs queued back to back coalesce into the last, which
 //! covers their PSNs.
 
-use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::net::SocketAddr;
 
-use rocex_proto::verbs::{
-    AddressVector, Mtu, QpAttr, QpCap, QpType, Remote, SendOp, SendWr, Sge, WcStatus,
-};
-use rocex_proto::{Access, Config, Engine, IcrcStatus, Instant, Keys, QpInit, Region, VecRegion};
+use rocex_proto::verbs::{Mtu, QpAttr, QpCap, Remote, SendOp, SendWr, Sge, WcStatus};
+use rocex_proto::{Config, IcrcStatus, Instant, Region};
 use rocex_wire::{Opcode, PacketRepr, Syndrome};
+
+mod common;
+use common::{Node, Spec, rc_attr};
 
 const LEN: usize = 4096;
 
-struct Node {
-    e: Engine,
-    addr: IpAddr,
-    cq: u32,
-    qpn: u32,
-    keys: Keys,
-}
-
 fn node(i: u8) -> Node {
-    let addr: IpAddr = [198, 18, 209, i].into();
-    let mut e = Engine::new(Config::new(addr, [i; 32]));
-    e.requests_before_acks(true);
-    let pd = e.alloc_pd();
-    let cq = e.create_cq(64).unwrap();
-    let mem = Arc::new(VecRegion::new(LEN));
-    mem.write(0, &[i; 8]);
-    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
-    let keys = e.reg_mr(pd, 0, LEN as u64, access, mem).unwrap();
     let cap = QpCap {
         max_send_wr: 16,
         max_recv_wr: 1,
@@ -39,39 +22,25 @@ fn node(i: u8) -> Node {
         max_recv_sge: 1,
         max_inline_data: 0,
     };
-    let init = QpInit {
-        qp_type: QpType::Rc,
-        pd,
-        send_cq: cq,
-        recv_cq: cq,
+    let spec = Spec {
         cap,
+        len: LEN,
+        ..Spec::default()
     };
-    let qpn = e.create_qp(init).unwrap();
-    Node {
-        e,
-        addr,
-        cq,
-        qpn,
-        keys,
-    }
+    let mut n = Node::new(Config::new([198, 18, 209, i].into(), [i; 32]), spec);
+    n.e.requests_before_acks(true);
+    n.mem.write(0, &[i; 8]);
+    n
 }
 
 /// `x`'s QP to RTS against `peer`'s, both starting at PSN 100.
 fn connect(x: &mut Node, peer: &Node) {
     let to_rts = QpAttr {
-        qp_access_flags: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-        ah_attr: Some(AddressVector { dest: peer.addr }),
-        path_mtu: Mtu::M1024,
-        dest_qp_num: peer.qpn,
         rq_psn: 100,
         sq_psn: 100,
-        timeout: 14,
-        retry_cnt: 7,
-        ..QpAttr::default()
+        ..rc_attr(peer.addr, peer.qpn, Mtu::M1024)
     };
-    for (a, mask) in to_rts.rc_steps() {
-        x.e.modify_qp(x.qpn, &a, mask).unwrap();
-    }
+    x.bring_up(x.qpn, &to_rts);
 }
 
 fn pair() -> (Node, Node) {

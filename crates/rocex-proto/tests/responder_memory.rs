@@ -6,21 +6,21 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
-use std::net::{IpAddr, SocketAddr};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rocex_mem::{AccessFault, FlushError};
-use rocex_proto::verbs::{
-    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, Sge, WcStatus,
-};
-use rocex_proto::{Access, Config, Engine, IcrcStatus, Instant, Keys, QpInit, Region, VecRegion};
+use rocex_proto::verbs::{AddressVector, Mtu, QpAttr, QpCap, QpState, RecvWr, Sge, WcStatus};
+use rocex_proto::{Access, Config, Engine, Instant, Keys, Region, VecRegion};
 use rocex_wire::feth::{PLT_GLOBAL_VISIBILITY, PLT_PERSISTENCE, SEL_MEMORY_REGION};
 use rocex_wire::{
     BthRepr, FethRepr, IethRepr, NakCode, Opcode, PacketRepr, Psn, RethRepr, Syndrome,
 };
+
+mod common;
+use common::{LOCAL, inject, peer, rc_qp};
 
 const PEER_QPN: u32 = 0x11;
 const PSN0: u32 = 0x2000;
@@ -143,54 +143,33 @@ struct Resp {
     cq: u32,
     pd: rocex_proto::PdId,
     psn: u32,
-    peer: SocketAddr,
-    local: IpAddr,
 }
 
 impl Resp {
     fn new() -> Self {
-        let local: IpAddr = [198, 18, 0, 1].into();
-        let peer = SocketAddr::new([198, 18, 0, 2].into(), 49458);
-        let mut e = Engine::new(Config::new(local, [3; 32]));
+        let mut e = Engine::new(Config::new(LOCAL.into(), [3; 32]));
         let pd = e.alloc_pd();
         let cq = e.create_cq(64).unwrap();
-        let init = QpInit {
-            qp_type: QpType::Rc,
-            pd,
-            send_cq: cq,
-            recv_cq: cq,
-            cap: QpCap::default(),
-        };
-        let qpn = e.create_qp(init).unwrap();
-        let mut a = QpAttr {
-            qp_state: QpState::Init,
+        let qpn = rc_qp(&mut e, pd, cq, QpCap::default());
+        let attr = QpAttr {
             qp_access_flags: Access::REMOTE,
+            ah_attr: Some(AddressVector { dest: peer().ip() }),
+            path_mtu: Mtu::M1024,
+            dest_qp_num: PEER_QPN,
+            rq_psn: PSN0,
+            max_dest_rd_atomic: 4,
             ..QpAttr::default()
         };
-        let m = AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS;
-        e.modify_qp(qpn, &a, m).unwrap();
-        a.qp_state = QpState::Rtr;
-        a.ah_attr = Some(AddressVector { dest: peer.ip() });
-        a.path_mtu = Mtu::M1024;
-        a.dest_qp_num = PEER_QPN;
-        a.rq_psn = PSN0;
-        a.max_dest_rd_atomic = 4;
-        let m = AttrMask::STATE
-            | AttrMask::AV
-            | AttrMask::PATH_MTU
-            | AttrMask::DEST_QPN
-            | AttrMask::RQ_PSN
-            | AttrMask::MAX_DEST_RD_ATOMIC
-            | AttrMask::MIN_RNR_TIMER;
-        e.modify_qp(qpn, &a, m).unwrap();
+        // To RTR: a responder only.
+        for (a, mask) in &attr.rc_steps()[..2] {
+            e.modify_qp(qpn, a, *mask).unwrap();
+        }
         Self {
             e,
             qpn,
             cq,
             pd,
             psn: PSN0,
-            peer,
-            local,
         }
     }
 
@@ -226,12 +205,7 @@ impl Resp {
 
     fn send(&mut self, mut p: PacketRepr<'_>) {
         p.bth.ack_req = true;
-        let p = p.with_canonical_pad();
-        let mut buf = vec![0u8; p.buffer_len()];
-        p.emit(&mut buf).unwrap();
-        let now = Instant::ZERO;
-        self.e
-            .handle_packet(now, self.peer, self.local, &buf, IcrcStatus::Valid);
+        inject(&mut self.e, Instant::ZERO, p);
         self.psn += 1;
     }
 
@@ -265,6 +239,15 @@ impl Resp {
 
     fn state(&self) -> QpState {
         self.e.query_qp(self.qpn).unwrap().0.qp_state
+    }
+
+    /// The next packet is a NAK for an rkey violation at `psn` with `msn`, and the QP is
+    /// in error.
+    #[track_caller]
+    fn assert_nak_access(&mut self, psn: u32, msn: u32) {
+        let nak = (Opcode::RC_ACKNOWLEDGE, psn, Some((NAK_ACCESS, msn)));
+        assert_eq!(self.next_head(), Some(nak));
+        assert_eq!(self.state(), QpState::Err);
     }
 }
 
@@ -302,12 +285,8 @@ fn a_read_whose_memory_vanishes_mid_response_ends_in_nak_remote_access() {
     mem.gone.store(true, Ordering::Relaxed);
     // rxe `read_reply`: the failed copy is an rkey violation, NAKed with the READ's PSN
     // and the MSN the READ already advanced; no zeros go out as data.
-    assert_eq!(
-        r.next_head(),
-        Some((Opcode::RC_ACKNOWLEDGE, PSN0, Some((NAK_ACCESS, 1))))
-    );
+    r.assert_nak_access(PSN0, 1);
     assert!(r.next().is_none());
-    assert_eq!(r.state(), QpState::Err);
     assert_eq!(r.e.counters().nak_remote_access, 1);
 }
 
@@ -330,12 +309,8 @@ fn a_read_whose_memory_vanishes_before_its_only_response_sends_no_data() {
     };
     r.request(Opcode::RC_RDMA_WRITE_ONLY, reth, None, &[]);
     mem.gone.store(true, Ordering::Relaxed);
-    assert_eq!(
-        r.next_head(),
-        Some((Opcode::RC_ACKNOWLEDGE, PSN0, Some((NAK_ACCESS, 1))))
-    );
+    r.assert_nak_access(PSN0, 1);
     assert!(r.next().is_none());
-    assert_eq!(r.state(), QpState::Err);
 }
 
 #[test]
@@ -361,11 +336,7 @@ fn a_whole_region_flush_checks_the_rkey_rights_first() {
     let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::FLUSH_GLOBAL;
     let keys = r.reg(access, Arc::new(VecRegion::new(LEN as usize)));
     r.flush(keys.rkey, PLT_PERSISTENCE, SEL_MEMORY_REGION, 0, 0);
-    assert_eq!(
-        r.next_head(),
-        Some((Opcode::RC_ACKNOWLEDGE, PSN0, Some((NAK_ACCESS, 0))))
-    );
-    assert_eq!(r.state(), QpState::Err);
+    r.assert_nak_access(PSN0, 0);
 }
 
 #[test]
@@ -493,11 +464,7 @@ fn a_duplicate_read_whose_key_is_gone_is_a_remote_access_error() {
     r.e.dereg_mr(keys.lkey).unwrap();
     r.psn = PSN0;
     r.request(Opcode::RC_RDMA_READ_REQUEST, reth, None, &[]);
-    assert_eq!(
-        r.next_head(),
-        Some((Opcode::RC_ACKNOWLEDGE, PSN0, Some((NAK_ACCESS, 1))))
-    );
-    assert_eq!(r.state(), QpState::Err);
+    r.assert_nak_access(PSN0, 1);
 }
 
 #[test]
@@ -526,11 +493,7 @@ fn send_with_invalidate_frees_a_window_and_errs_on_a_region() {
         dma_len: 8,
     };
     r.request(Opcode::RC_RDMA_WRITE_ONLY, reth, None, &[1; 8]);
-    assert_eq!(
-        r.next_head(),
-        Some((Opcode::RC_ACKNOWLEDGE, PSN0 + 1, Some((NAK_ACCESS, 1))))
-    );
-    assert_eq!(r.state(), QpState::Err);
+    r.assert_nak_access(PSN0 + 1, 1);
 
     let mut r = Resp::new();
     let keys = r.reg(access, Arc::new(VecRegion::new(LEN as usize)));

@@ -4,14 +4,12 @@
 //! Found by `rocex conform replay --requester` on `pcaps/atomic_bw_faa-loss5.pcap`, where
 //! rxe resent FETCH_ADD 401 0.1 ms after an ATOMIC_ACK for 406 arrived with 401's lost.
 
-use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
-
-use rocex_proto::verbs::{
-    AddressVector, Mtu, QpAttr, QpCap, QpState, QpType, Remote, SendOp, SendWr, Sge,
-};
-use rocex_proto::{Access, Config, Engine, IcrcStatus, Instant, QpInit, VecRegion};
+use rocex_proto::verbs::{AddressVector, Mtu, QpAttr, QpState, Remote, SendOp, SendWr, Sge};
+use rocex_proto::{Access, Config, Engine, Instant};
 use rocex_wire::{AethRepr, AtomicAckEthRepr, BthRepr, Opcode, PacketRepr, Psn, Syndrome};
+
+mod common;
+use common::{LOCAL, Node, Spec, inject, peer};
 
 const SQ_PSN: u32 = 0x100;
 
@@ -19,8 +17,6 @@ struct Peer {
     e: Engine,
     qpn: u32,
     lkey: u32,
-    from: SocketAddr,
-    local: IpAddr,
 }
 
 fn setup() -> Peer {
@@ -29,29 +25,19 @@ fn setup() -> Peer {
 
 /// `rxe_recovery`: retransmit only when rxe would (`Config::rxe_recovery`).
 fn setup_with(rxe_recovery: bool) -> Peer {
-    let local: IpAddr = [198, 18, 0, 1].into();
-    let from = SocketAddr::new([198, 18, 0, 2].into(), 49458);
-    let mut e = Engine::new(Config {
+    let config = Config {
         rxe_recovery,
-        ..Config::new(local, [3; 32])
-    });
-    let pd = e.alloc_pd();
-    let cq = e.create_cq(64).unwrap();
-    let init = QpInit {
-        qp_type: QpType::Rc,
-        pd,
-        send_cq: cq,
-        recv_cq: cq,
-        cap: QpCap::default(),
+        ..Config::new(LOCAL.into(), [3; 32])
     };
-    let qpn = e.create_qp(init).unwrap();
-    let mem = Arc::new(VecRegion::new(4096));
-    let keys = e
-        .reg_mr(pd, 0x1000, 4096, Access::LOCAL_WRITE, mem)
-        .unwrap();
+    let spec = Spec {
+        iova: 0x1000,
+        access: Access::LOCAL_WRITE,
+        ..Spec::default()
+    };
+    let mut n = Node::new(config, spec);
     let attr = QpAttr {
         qp_state: QpState::Rts,
-        ah_attr: Some(AddressVector { dest: from.ip() }),
+        ah_attr: Some(AddressVector { dest: peer().ip() }),
         path_mtu: Mtu::M1024,
         dest_qp_num: 0x11,
         sq_psn: SQ_PSN,
@@ -63,15 +49,11 @@ fn setup_with(rxe_recovery: bool) -> Peer {
         port_num: 1,
         ..QpAttr::default()
     };
-    for (a, mask) in attr.rc_steps() {
-        e.modify_qp(qpn, &a, mask).unwrap();
-    }
+    n.bring_up(n.qpn, &attr);
     Peer {
-        e,
-        qpn,
-        lkey: keys.lkey,
-        from,
-        local,
+        e: n.e,
+        qpn: n.qpn,
+        lkey: n.keys.lkey,
     }
 }
 
@@ -97,16 +79,8 @@ impl Peer {
         out
     }
 
-    fn inject(&mut self, p: &PacketRepr<'_>) {
-        let mut buf = vec![0u8; p.buffer_len()];
-        let n = p.emit(&mut buf).unwrap();
-        self.e.handle_packet(
-            Instant::ZERO,
-            self.from,
-            self.local,
-            &buf[..n],
-            IcrcStatus::Valid,
-        );
+    fn inject(&mut self, p: PacketRepr<'_>) {
+        inject(&mut self.e, Instant::ZERO, p);
     }
 }
 
@@ -147,7 +121,7 @@ fn an_atomic_ack_past_an_unanswered_atomic_resends_it_at_once() {
         ]
     );
     // The first ACK is lost; the second says so.
-    p.inject(&atomic_ack(p.qpn, SQ_PSN + 1));
+    p.inject(atomic_ack(p.qpn, SQ_PSN + 1));
     assert_eq!(
         p.sent(),
         [
@@ -157,7 +131,7 @@ fn an_atomic_ack_past_an_unanswered_atomic_resends_it_at_once() {
     );
     assert_eq!(p.e.counters().completer_retry_err, 1);
     // Further signs of the same loss start no second retry (rxe `started_retry`).
-    p.inject(&atomic_ack(p.qpn, SQ_PSN + 1));
+    p.inject(atomic_ack(p.qpn, SQ_PSN + 1));
     assert!(p.sent().is_empty());
     assert_eq!(p.e.counters().completer_retry_err, 1);
 }
@@ -210,5 +184,5 @@ fn read_again_last(p: &mut Peer) {
         msn: 1,
     });
     last.payload = &data;
-    p.inject(&last);
+    p.inject(last);
 }

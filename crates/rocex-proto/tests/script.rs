@@ -2,19 +2,22 @@
 //! packet, as smoltcp tests its TCP: the error paths datenlord/roce-sim tests and rxe's
 //! responder behaviour (docs/rxe-behaviour.md).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rocex_proto::verbs::{
-    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, Remote, SendOp, SendWr,
-    Sge, WcOpcode, WcStatus, WorkCompletion,
+    AddressVector, Mtu, QpAttr, QpState, RecvWr, Remote, SendOp, SendWr, Sge, WcOpcode, WcStatus,
+    WorkCompletion,
 };
-use rocex_proto::{Access, Config, Engine, IcrcStatus, Instant, Keys, QpInit, Region, VecRegion};
+use rocex_proto::{Access, Config, Engine, IcrcStatus, Instant, Keys, Region, VecRegion};
 use rocex_wire::{
     AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, NakCode, Opcode, PacketRepr, Psn, RethRepr,
     Syndrome,
 };
+
+mod common;
+use common::{LOCAL, Node, Spec, inject, peer};
 
 const PEER_QPN: u32 = 0x11;
 const PEER_PSN: u32 = 0x00_1000;
@@ -47,8 +50,6 @@ struct Script {
     keys: Keys,
     mem: Arc<VecRegion>,
     sq_psn: u32,
-    peer: SocketAddr,
-    local: IpAddr,
 }
 
 struct Setup {
@@ -71,79 +72,43 @@ impl Default for Setup {
 
 impl Script {
     fn new(s: Setup) -> Self {
-        let local: IpAddr = [198, 18, 0, 1].into();
-        let peer = SocketAddr::new([198, 18, 0, 2].into(), 49458);
-        let mut e = Engine::new(Config::new(local, [9; 32]));
-        let pd = e.alloc_pd();
-        let cq = e.create_cq(256).unwrap();
-        let qpn = e
-            .create_qp(QpInit {
-                qp_type: QpType::Rc,
-                pd,
-                send_cq: cq,
-                recv_cq: cq,
-                cap: QpCap::default(),
-            })
-            .unwrap();
-        let mem = Arc::new(VecRegion::new(1 << 20));
         let access = Access::LOCAL_WRITE
             | Access::REMOTE_WRITE
             | Access::REMOTE_READ
             | Access::REMOTE_ATOMIC;
-        let keys = e.reg_mr(pd, BASE, 1 << 20, access, mem.clone()).unwrap();
+        let spec = Spec {
+            cqes: 256,
+            iova: BASE,
+            len: 1 << 20,
+            access,
+            ..Spec::default()
+        };
+        let mut n = Node::new(Config::new(LOCAL.into(), [9; 32]), spec);
         let sq_psn = 0x00_0100;
-        let mut a = QpAttr {
-            qp_state: QpState::Init,
+        let attr = QpAttr {
             qp_access_flags: access,
+            ah_attr: Some(AddressVector { dest: peer().ip() }),
+            path_mtu: Mtu::M1024,
+            dest_qp_num: PEER_QPN,
+            rq_psn: PEER_PSN,
+            max_dest_rd_atomic: 4,
+            min_rnr_timer: s.min_rnr_timer,
+            sq_psn,
+            timeout: s.timeout,
+            retry_cnt: s.retry_cnt,
+            rnr_retry: s.rnr_retry,
+            max_rd_atomic: 4,
             ..QpAttr::default()
         };
-        e.modify_qp(
-            qpn,
-            &a,
-            AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
-        )
-        .unwrap();
-        a.qp_state = QpState::Rtr;
-        a.ah_attr = Some(AddressVector { dest: peer.ip() });
-        a.path_mtu = Mtu::M1024;
-        a.dest_qp_num = PEER_QPN;
-        a.rq_psn = PEER_PSN;
-        a.max_dest_rd_atomic = 4;
-        a.min_rnr_timer = s.min_rnr_timer;
-        let m = AttrMask::STATE
-            | AttrMask::AV
-            | AttrMask::PATH_MTU
-            | AttrMask::DEST_QPN
-            | AttrMask::RQ_PSN;
-        e.modify_qp(
-            qpn,
-            &a,
-            m | AttrMask::MAX_DEST_RD_ATOMIC | AttrMask::MIN_RNR_TIMER,
-        )
-        .unwrap();
-        a.qp_state = QpState::Rts;
-        a.sq_psn = sq_psn;
-        a.timeout = s.timeout;
-        a.retry_cnt = s.retry_cnt;
-        a.rnr_retry = s.rnr_retry;
-        a.max_rd_atomic = 4;
-        let m = AttrMask::STATE
-            | AttrMask::SQ_PSN
-            | AttrMask::TIMEOUT
-            | AttrMask::RETRY_CNT
-            | AttrMask::RNR_RETRY;
-        e.modify_qp(qpn, &a, m | AttrMask::MAX_QP_RD_ATOMIC)
-            .unwrap();
+        n.bring_up(n.qpn, &attr);
         Self {
-            e,
+            e: n.e,
             now: Instant::ZERO,
-            qpn,
-            cq,
-            keys,
-            mem,
+            qpn: n.qpn,
+            cq: n.cq,
+            keys: n.keys,
+            mem: n.mem,
             sq_psn,
-            peer,
-            local,
         }
     }
 
@@ -174,20 +139,29 @@ impl Script {
         let mut out = Vec::new();
         let mut buf = [0u8; 9000];
         while let Some(t) = self.e.poll_transmit(self.now, &mut buf) {
-            assert_eq!(t.dest, self.peer.ip());
+            assert_eq!(t.dest, peer().ip());
             out.push(Sent(buf[..t.len].to_vec()));
         }
         out
     }
 
     /// Sends the engine a packet from the peer (the ICRC is taken as checked).
-    fn inject(&mut self, p: PacketRepr<'_>) {
-        let mut p = p.with_canonical_pad();
+    fn inject(&mut self, mut p: PacketRepr<'_>) {
         p.bth.dest_qp = self.qpn;
-        let mut buf = vec![0u8; p.buffer_len()];
-        p.emit(&mut buf).unwrap();
-        self.e
-            .handle_packet(self.now, self.peer, self.local, &buf, IcrcStatus::Valid);
+        inject(&mut self.e, self.now, p);
+    }
+
+    /// A READ response from the peer; FIRST, LAST and ONLY carry an AETH, MIDDLE does not.
+    fn read_response(&mut self, op: Opcode, psn: u32, data: &[u8]) {
+        let mut p = PacketRepr::new(BthRepr::new(op, 0, Psn::new(psn)));
+        if op != Opcode::RC_RDMA_READ_RESPONSE_MIDDLE {
+            p.aeth = Some(AethRepr {
+                syndrome: Syndrome::ACK,
+                msn: 1,
+            });
+        }
+        p.payload = data;
+        self.inject(p);
     }
 
     fn ack(&mut self, psn: u32, syndrome: Syndrome) {
@@ -381,18 +355,6 @@ fn partial_retry_of_a_write_resumes_at_the_nakked_packet() {
     assert_eq!(s.completions()[0].status, WcStatus::Success);
 }
 
-fn read_response(op: Opcode, psn: u32, data: &[u8], aeth: bool) -> PacketRepr<'_> {
-    let mut p = PacketRepr::new(BthRepr::new(op, 0, Psn::new(psn)));
-    if aeth {
-        p.aeth = Some(AethRepr {
-            syndrome: Syndrome::ACK,
-            msn: 1,
-        });
-    }
-    p.payload = data;
-    p
-}
-
 #[test]
 fn partial_retry_of_a_read_asks_for_the_rest() {
     let mut s = Script::new(Setup::default());
@@ -405,27 +367,16 @@ fn partial_retry_of_a_read_asks_for_the_rest() {
     );
     let data: Vec<u8> = (0..4000u32).map(|i| i as u8).collect();
     let p0 = s.sq_psn;
-    s.inject(read_response(
-        Opcode::RC_RDMA_READ_RESPONSE_FIRST,
-        p0,
-        &data[..1024],
-        true,
-    ));
-    s.inject(read_response(
+    s.read_response(Opcode::RC_RDMA_READ_RESPONSE_FIRST, p0, &data[..1024]);
+    s.read_response(
         Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
         p0 + 1,
         &data[1024..2048],
-        false,
-    ));
+    );
     // The second MIDDLE is lost; the LAST after the gap is dropped, and the READ is asked
     // again at once from the first missing response (what rxe's timer would send later;
     // `Config::rxe_recovery`).
-    s.inject(read_response(
-        Opcode::RC_RDMA_READ_RESPONSE_LAST,
-        p0 + 3,
-        &data[3072..],
-        true,
-    ));
+    s.read_response(Opcode::RC_RDMA_READ_RESPONSE_LAST, p0 + 3, &data[3072..]);
     let retry = s.sent();
     assert_eq!(retry.len(), 1);
     let r = retry[0].pkt();
@@ -438,18 +389,12 @@ fn partial_retry_of_a_read_asks_for_the_rest() {
         (reth.va + 2048, 4000 - 2048)
     );
     // rxe replays from the middle: MIDDLE, LAST.
-    s.inject(read_response(
+    s.read_response(
         Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
         p0 + 2,
         &data[2048..3072],
-        false,
-    ));
-    s.inject(read_response(
-        Opcode::RC_RDMA_READ_RESPONSE_LAST,
-        p0 + 3,
-        &data[3072..],
-        true,
-    ));
+    );
+    s.read_response(Opcode::RC_RDMA_READ_RESPONSE_LAST, p0 + 3, &data[3072..]);
     let wc = s.completions();
     assert_eq!((wc[0].status, wc[0].byte_len), (WcStatus::Success, 4000));
     let mut got = vec![0; 4000];
@@ -546,23 +491,24 @@ fn each_nak_code_completes_with_its_status() {
 
 // ---- The engine as responder ----
 
-fn request(op: Opcode, psn: u32, ack: bool) -> PacketRepr<'static> {
+fn request(op: Opcode, psn: u32, ack: bool, payload: &[u8]) -> PacketRepr<'_> {
     let mut b = BthRepr::new(op, 0, Psn::new(psn));
     b.ack_req = ack;
-    PacketRepr::new(b)
+    let mut p = PacketRepr::new(b);
+    p.payload = payload;
+    p
 }
 
 #[test]
 fn rkey_violation_naks_and_errs_the_responder() {
     let mut s = Script::new(Setup::default());
     s.post_recv(9);
-    let mut p = request(Opcode::RC_RDMA_WRITE_ONLY, PEER_PSN, true);
+    let mut p = request(Opcode::RC_RDMA_WRITE_ONLY, PEER_PSN, true, b"abcd");
     p.reth = Some(RethRepr {
         va: BASE,
         rkey: s.keys.rkey ^ 1,
         dma_len: 4,
     });
-    p.payload = b"abcd";
     s.inject(p);
     let out = s.sent();
     assert_eq!(
@@ -585,13 +531,12 @@ fn rkey_violation_naks_and_errs_the_responder() {
 #[test]
 fn out_of_bounds_write_is_a_remote_access_error() {
     let mut s = Script::new(Setup::default());
-    let mut p = request(Opcode::RC_RDMA_WRITE_ONLY, PEER_PSN, true);
+    let mut p = request(Opcode::RC_RDMA_WRITE_ONLY, PEER_PSN, true, b"abcd");
     p.reth = Some(RethRepr {
         va: BASE + (1 << 20) - 2,
         rkey: s.keys.rkey,
         dma_len: 4,
     });
-    p.payload = b"abcd";
     s.inject(p);
     assert_eq!(
         s.sent()[0].aeth().0,
@@ -603,9 +548,7 @@ fn out_of_bounds_write_is_a_remote_access_error() {
 fn missing_first_is_an_invalid_request() {
     let mut s = Script::new(Setup::default());
     s.post_recv(1);
-    let mut p = request(Opcode::RC_SEND_MIDDLE, PEER_PSN, true);
-    p.payload = &[0; 1024];
-    s.inject(p);
+    s.inject(request(Opcode::RC_SEND_MIDDLE, PEER_PSN, true, &[0; 1024]));
     assert_eq!(s.sent()[0].aeth().0, Syndrome::Nak(NakCode::InvalidRequest));
     assert_eq!(s.state(), QpState::Err);
 }
@@ -616,16 +559,15 @@ fn acks_follow_ackreq_and_count_messages() {
     for i in 0..3 {
         s.post_recv(i);
     }
-    let mut p = request(Opcode::RC_SEND_ONLY, PEER_PSN, false);
-    p.payload = b"x";
-    s.inject(p);
+    s.inject(request(Opcode::RC_SEND_ONLY, PEER_PSN, false, b"x"));
     assert!(s.sent().is_empty(), "no AckReq, no ACK");
-    let mut p = request(Opcode::RC_SEND_FIRST, PEER_PSN + 1, false);
-    p.payload = &[1; 1024];
-    s.inject(p);
-    let mut p = request(Opcode::RC_SEND_LAST, PEER_PSN + 2, true);
-    p.payload = b"yz";
-    s.inject(p);
+    s.inject(request(
+        Opcode::RC_SEND_FIRST,
+        PEER_PSN + 1,
+        false,
+        &[1; 1024],
+    ));
+    s.inject(request(Opcode::RC_SEND_LAST, PEER_PSN + 2, true, b"yz"));
     let out = s.sent();
     assert_eq!(
         (out.len(), out[0].psn(), out[0].aeth()),
@@ -640,9 +582,7 @@ fn one_nak_per_gap_then_silence() {
     let mut s = Script::new(Setup::default());
     s.post_recv(1);
     for psn in [PEER_PSN + 1, PEER_PSN + 2, PEER_PSN + 3] {
-        let mut p = request(Opcode::RC_SEND_ONLY, psn, true);
-        p.payload = b"x";
-        s.inject(p);
+        s.inject(request(Opcode::RC_SEND_ONLY, psn, true, b"x"));
     }
     let out = s.sent();
     assert_eq!(out.len(), 1);
@@ -651,9 +591,7 @@ fn one_nak_per_gap_then_silence() {
         (PEER_PSN, Syndrome::Nak(NakCode::PsnSequenceError))
     );
     assert_eq!(s.e.counters().out_of_seq_request, 3);
-    let mut p = request(Opcode::RC_SEND_ONLY, PEER_PSN, true);
-    p.payload = b"x";
-    s.inject(p);
+    s.inject(request(Opcode::RC_SEND_ONLY, PEER_PSN, true, b"x"));
     assert_eq!(s.sent()[0].aeth(), (Syndrome::ACK, 1));
 }
 
@@ -663,13 +601,9 @@ fn duplicate_send_is_acked_with_the_last_psn_accepted() {
     s.post_recv(1);
     s.post_recv(2);
     for psn in [PEER_PSN, PEER_PSN + 1] {
-        let mut p = request(Opcode::RC_SEND_ONLY, psn, false);
-        p.payload = b"x";
-        s.inject(p);
+        s.inject(request(Opcode::RC_SEND_ONLY, psn, false, b"x"));
     }
-    let mut dup = request(Opcode::RC_SEND_ONLY, PEER_PSN, false);
-    dup.payload = b"x";
-    s.inject(dup);
+    s.inject(request(Opcode::RC_SEND_ONLY, PEER_PSN, false, b"x"));
     let out = s.sent();
     assert_eq!(
         (out.len(), out[0].psn(), out[0].aeth()),
@@ -681,8 +615,7 @@ fn duplicate_send_is_acked_with_the_last_psn_accepted() {
 #[test]
 fn rnr_nak_carries_the_psn_and_does_not_advance() {
     let mut s = Script::new(Setup::default());
-    let mut p = request(Opcode::RC_SEND_ONLY, PEER_PSN, true);
-    p.payload = b"x";
+    let p = request(Opcode::RC_SEND_ONLY, PEER_PSN, true, b"x");
     s.inject(p);
     let out = s.sent();
     assert_eq!(
@@ -703,7 +636,7 @@ fn duplicate_read_is_replayed_from_its_psn_with_the_current_msn() {
     let mut s = Script::new(Setup::default());
     let data: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
     s.mem.write(0, &data);
-    let mut p = request(Opcode::RC_RDMA_READ_REQUEST, PEER_PSN, true);
+    let mut p = request(Opcode::RC_RDMA_READ_REQUEST, PEER_PSN, true, &[]);
     p.reth = Some(RethRepr {
         va: BASE,
         rkey: s.keys.rkey,
@@ -720,12 +653,10 @@ fn duplicate_read_is_replayed_from_its_psn_with_the_current_msn() {
         ]
     );
     s.post_recv(1);
-    let mut send = request(Opcode::RC_SEND_ONLY, PEER_PSN + 3, true);
-    send.payload = b"z";
-    s.inject(send);
+    s.inject(request(Opcode::RC_SEND_ONLY, PEER_PSN + 3, true, b"z"));
     assert_eq!(s.sent()[0].aeth(), (Syndrome::ACK, 2));
     // The requester lost the last two responses and asks again from the middle.
-    let mut again = request(Opcode::RC_RDMA_READ_REQUEST, PEER_PSN + 1, true);
+    let mut again = request(Opcode::RC_RDMA_READ_REQUEST, PEER_PSN + 1, true, &[]);
     again.reth = Some(RethRepr {
         va: BASE + 1024,
         rkey: s.keys.rkey,
@@ -748,7 +679,7 @@ fn duplicate_read_is_replayed_from_its_psn_with_the_current_msn() {
 fn duplicate_atomic_returns_the_saved_value_without_executing() {
     let mut s = Script::new(Setup::default());
     s.mem.write(64, &10u64.to_ne_bytes());
-    let mut p = request(Opcode::RC_FETCH_ADD, PEER_PSN, true);
+    let mut p = request(Opcode::RC_FETCH_ADD, PEER_PSN, true, &[]);
     p.atomic_eth = Some(AtomicEthRepr {
         va: BASE + 64,
         rkey: s.keys.rkey,
@@ -773,7 +704,7 @@ fn duplicate_atomic_returns_the_saved_value_without_executing() {
 #[test]
 fn misaligned_atomic_is_an_invalid_request() {
     let mut s = Script::new(Setup::default());
-    let mut p = request(Opcode::RC_COMPARE_SWAP, PEER_PSN, true);
+    let mut p = request(Opcode::RC_COMPARE_SWAP, PEER_PSN, true, &[]);
     p.atomic_eth = Some(AtomicEthRepr {
         va: BASE + 4,
         rkey: s.keys.rkey,
@@ -788,14 +719,13 @@ fn misaligned_atomic_is_an_invalid_request() {
 fn packets_from_another_address_are_dropped() {
     let mut s = Script::new(Setup::default());
     s.post_recv(1);
-    let mut p = request(Opcode::RC_SEND_ONLY, PEER_PSN, true);
-    p.payload = b"x";
+    let mut p = request(Opcode::RC_SEND_ONLY, PEER_PSN, true, b"x");
     p.bth.dest_qp = s.qpn;
     let p = p.with_canonical_pad();
     let mut buf = vec![0u8; p.buffer_len()];
     p.emit(&mut buf).unwrap();
     let intruder = SocketAddr::new([198, 18, 0, 66].into(), 49458);
-    s.e.handle_packet(s.now, intruder, s.local, &buf, IcrcStatus::Valid);
+    s.e.handle_packet(s.now, intruder, LOCAL.into(), &buf, IcrcStatus::Valid);
     assert!(s.sent().is_empty());
     assert_eq!(s.e.counters().drop_wrong_source, 1);
     assert!(s.completions().is_empty());
@@ -860,12 +790,7 @@ fn max_rd_atomic_bounds_outstanding_reads() {
     // Setup gives max_rd_atomic = 4.
     let first = s.sent();
     assert_eq!(first.len(), 4);
-    s.inject(read_response(
-        Opcode::RC_RDMA_READ_RESPONSE_ONLY,
-        s.sq_psn,
-        &[0; 8],
-        true,
-    ));
+    s.read_response(Opcode::RC_RDMA_READ_RESPONSE_ONLY, s.sq_psn, &[0; 8]);
     let more = s.sent();
     assert_eq!(
         (more.len(), more[0].psn()),

@@ -7,15 +7,12 @@
 
 mod common;
 
-use std::net::IpAddr;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::daemon;
-use rocex_verbs::verbs::{
-    AddressVector, Mtu, QpAttr, QpCap, QpType, RecvWr, SendOp, SendWr, WcOpcode, WcStatus,
-};
+use common::{connect, daemon, rc_attrs};
+use rocex_verbs::verbs::{QpCap, QpType, RecvWr, SendOp, SendWr, WcOpcode, WcStatus};
 use rocex_verbs::{Access, Context, Cq, Mr, Pd, Qp, QpInitAttr};
 use serde_json::Value;
 
@@ -52,33 +49,17 @@ fn end(sock: &Path) -> End {
     }
 }
 
-/// RESET → INIT → RTR → RTS towards `peer` (address, QPN, its send PSN), MTU 1024.
-fn connect(qp: &Qp, my_psn: u32, peer: (IpAddr, u32, u32)) {
-    let to_rts = QpAttr {
-        qp_access_flags: ACCESS,
-        ah_attr: Some(AddressVector { dest: peer.0 }),
-        path_mtu: Mtu::M1024,
-        dest_qp_num: peer.1,
-        rq_psn: peer.2,
-        max_dest_rd_atomic: 1,
-        min_rnr_timer: 1,
-        sq_psn: my_psn,
-        timeout: 14,
-        retry_cnt: 7,
-        rnr_retry: 7,
-        max_rd_atomic: 1,
-        ..QpAttr::default()
-    };
-    for (a, mask) in to_rts.rc_steps() {
-        qp.modify(&a, mask).unwrap();
-    }
-}
-
 /// Two connected endpoints on one daemon: x sends from PSN 0x1234, y from 0xabcde.
 fn loopback(sock: &Path) -> (End, End) {
     let (x, y) = (end(sock), end(sock));
-    connect(&x.qp, 0x1234, (y.ctx.gid_addr(), y.qp.qpn(), 0xabcde));
-    connect(&y.qp, 0xabcde, (x.ctx.gid_addr(), x.qp.qpn(), 0x1234));
+    connect(
+        &x.qp,
+        &rc_attrs(0x1234, (y.ctx.gid_addr(), y.qp.qpn(), 0xabcde), ACCESS),
+    );
+    connect(
+        &y.qp,
+        &rc_attrs(0xabcde, (x.ctx.gid_addr(), x.qp.qpn(), 0x1234), ACCESS),
+    );
     (x, y)
 }
 

@@ -13,9 +13,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::daemon;
-use rocex_verbs::verbs::{
-    AddressVector, Mtu, QpAttr, QpCap, QpType, RecvWr, SendOp, SendWr, WcStatus,
-};
+use rocex_verbs::verbs::{QpAttr, QpCap, QpType, RecvWr, SendOp, SendWr, WcStatus};
 use rocex_verbs::{Access, Context, Qp, QpInitAttr};
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -23,21 +21,11 @@ const LIMIT: Duration = Duration::from_secs(30);
 /// RESET → INIT → RTR → RTS towards `peer` (address, QPN), retry counts 6 and 5.
 fn connect(qp: &Qp, peer: (IpAddr, u32)) {
     let to_rts = QpAttr {
-        qp_access_flags: Access::LOCAL_WRITE,
-        ah_attr: Some(AddressVector { dest: peer.0 }),
-        path_mtu: Mtu::M1024,
-        dest_qp_num: peer.1,
-        max_dest_rd_atomic: 1,
-        min_rnr_timer: 1,
-        timeout: 14,
         retry_cnt: 6,
         rnr_retry: 5,
-        max_rd_atomic: 1,
-        ..QpAttr::default()
+        ..common::rc_attrs(0, (peer.0, peer.1, 0), Access::LOCAL_WRITE)
     };
-    for (a, mask) in to_rts.rc_steps() {
-        qp.modify(&a, mask).unwrap();
-    }
+    common::connect(qp, &to_rts);
 }
 
 /// The QP lines of a view, by QPN as `top` prints it: TYPE STATE TX RX INFLIGHT SQ RQ

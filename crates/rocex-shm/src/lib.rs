@@ -54,6 +54,6 @@ pub use mem::{HeapMem, MemError, ShmView};
 pub use region::SharedRegion;
 pub use ring::{Consumer, Producer, Ring, RingError, SleepCheck, Slot};
 pub use validate::{
-    CqReader, CqWriter, DescError, PostError, ReadError, RqLimits, RqReader, SqLimits, SqReader,
-    WqWriter,
+    CqReader, CqWriter, DescError, PostError, QueueLimits, QueueReader, ReadError, RqLimits,
+    RqReader, SqLimits, SqReader, WqWriter,
 };

@@ -20,8 +20,8 @@ use rocex_proto::{Engine, Instant, VerbsError};
 use rocex_shm::control::QpCreated;
 use rocex_shm::layout::RING_ALIGN;
 use rocex_shm::{
-    Consumer, EventFd, ReadError, RegionHeader, Ring, RingSpec, RqLimits, RqReader, SharedRegion,
-    SleepCheck, SqLimits, SqReader,
+    EventFd, QueueLimits, QueueReader, ReadError, RegionHeader, Ring, RingSpec, RqLimits, RqReader,
+    SharedRegion, SleepCheck, SqLimits, SqReader,
 };
 use zerocopy::IntoBytes;
 
@@ -329,7 +329,7 @@ impl<W: Pumped> WorkQueue<W> {
             return pass;
         }
         let take = (ready as usize).min(room);
-        let mut reader = W::reader(consumer, self.limits);
+        let mut reader = QueueReader::new(consumer, self.limits);
         while (pass.consumed as usize) < take {
             match W::next(&mut reader) {
                 Ok(None) => break,
@@ -356,7 +356,7 @@ impl<W: Pumped> WorkQueue<W> {
                 }
             }
         }
-        W::release(&mut reader);
+        reader.ring().release();
         self.head = self.head.wrapping_add(pass.consumed);
         self.blocked = !pass.broken && (ready as usize) > take;
         pass
@@ -367,9 +367,7 @@ impl<W: Pumped> WorkQueue<W> {
 /// ring is read, and how the engine takes it.
 trait Pumped: Sized + std::fmt::Debug {
     /// The QP's limits its descriptors are checked against.
-    type Limits: Copy + std::fmt::Debug;
-    /// The validating reader of its ring.
-    type Reader<'m>;
+    type Limits: QueueLimits + std::fmt::Debug;
     /// The queue's name, for logs.
     const QUEUE: &'static str;
     /// True for sends: refusals complete on the send CQ.
@@ -379,11 +377,8 @@ trait Pumped: Sized + std::fmt::Debug {
     fn queue(pump: &mut QpPump) -> (&SharedRegion, &mut WorkQueue<Self>);
     /// How many the engine's queue of `qpn` takes now.
     fn room(engine: &Engine, qpn: u32) -> usize;
-    fn reader(ring: Consumer<'_>, limits: Self::Limits) -> Self::Reader<'_>;
     /// The next request on the ring, validated; `Ok(None)` when the ring is empty.
-    fn next(reader: &mut Self::Reader<'_>) -> Result<Option<Self>, ReadError>;
-    /// Hands what `reader` read back to the client.
-    fn release(reader: &mut Self::Reader<'_>);
+    fn next(reader: &mut QueueReader<'_, Self::Limits>) -> Result<Option<Self>, ReadError>;
     fn wr_id(&self) -> u64;
     /// Hands the request to the engine; a refused one comes back with the reason.
     fn post(self, engine: &mut Engine, now: Instant, qpn: u32) -> Result<(), (Self, VerbsError)>;
@@ -391,7 +386,6 @@ trait Pumped: Sized + std::fmt::Debug {
 
 impl Pumped for SendWr {
     type Limits = SqLimits;
-    type Reader<'m> = SqReader<'m>;
     const QUEUE: &'static str = "SQ";
     const SEND: bool = true;
 
@@ -401,14 +395,8 @@ impl Pumped for SendWr {
     fn room(engine: &Engine, qpn: u32) -> usize {
         engine.send_room(qpn)
     }
-    fn reader(ring: Consumer<'_>, limits: SqLimits) -> SqReader<'_> {
-        SqReader::new(ring, limits)
-    }
     fn next(reader: &mut SqReader<'_>) -> Result<Option<Self>, ReadError> {
         reader.read_send()
-    }
-    fn release(reader: &mut SqReader<'_>) {
-        reader.ring().release();
     }
     fn wr_id(&self) -> u64 {
         self.wr_id
@@ -420,7 +408,6 @@ impl Pumped for SendWr {
 
 impl Pumped for RecvWr {
     type Limits = RqLimits;
-    type Reader<'m> = RqReader<'m>;
     const QUEUE: &'static str = "RQ";
     const SEND: bool = false;
 
@@ -430,14 +417,8 @@ impl Pumped for RecvWr {
     fn room(engine: &Engine, qpn: u32) -> usize {
         engine.recv_room(qpn)
     }
-    fn reader(ring: Consumer<'_>, limits: RqLimits) -> RqReader<'_> {
-        RqReader::new(ring, limits)
-    }
     fn next(reader: &mut RqReader<'_>) -> Result<Option<Self>, ReadError> {
         reader.read_recv()
-    }
-    fn release(reader: &mut RqReader<'_>) {
-        reader.ring().release();
     }
     fn wr_id(&self) -> u64 {
         self.wr_id

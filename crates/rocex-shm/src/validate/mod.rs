@@ -19,10 +19,12 @@ mod writer;
 pub use cq::{CqReader, CqWriter, check_cqe};
 pub use descriptor::{Payload, build_send, check_recv_header, check_send_header, validate_send};
 pub use error::{DescError, ReadError};
-pub use reader::{RqReader, SqReader};
+pub use reader::{QueueReader, RqReader, SqReader};
 pub use writer::{PostError, WqWriter};
 
 use rocex_verbs_types::QpType;
+
+use crate::layout::RingKind;
 
 pub use rocex_verbs_types::MAX_MESSAGE;
 /// What the daemon allows on one send queue: the QP's type and caps, from its own records.
@@ -41,4 +43,18 @@ pub struct SqLimits {
 pub struct RqLimits {
     /// `max_recv_sge`.
     pub max_sge: u32,
+}
+
+/// The limits of one kind of queue, which its [`QueueReader`] checks descriptors against.
+pub trait QueueLimits: Copy {
+    /// The kind of ring the queue is.
+    const KIND: RingKind;
+}
+
+impl QueueLimits for SqLimits {
+    const KIND: RingKind = RingKind::Sq;
+}
+
+impl QueueLimits for RqLimits {
+    const KIND: RingKind = RingKind::Rq;
 }

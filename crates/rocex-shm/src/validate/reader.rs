@@ -2,27 +2,32 @@
 //! the bytes its header asks for.
 
 use crate::desc::{RecvDesc, SendDesc, SgeDesc};
-use crate::layout::RingKind;
 use crate::ring::{Consumer, Slot};
 use core::mem::size_of;
 use rocex_verbs_types::{RecvWr, SendData, SendWr};
 use zerocopy::{FromBytes, IntoBytes};
 
 use super::descriptor::{Payload, check_recv_header, check_send_header, send_wr, sges_from};
-use super::{ReadError, RqLimits, SqLimits};
+use super::{QueueLimits, ReadError, RqLimits, SqLimits};
 
-/// The daemon's reader of one send queue.
+/// The daemon's reader of one send or receive queue ([`SqReader`], [`RqReader`]).
 #[derive(Debug)]
-pub struct SqReader<'m> {
+pub struct QueueReader<'m, L> {
     ring: Consumer<'m>,
-    limits: SqLimits,
+    limits: L,
     buf: Vec<u8>,
 }
 
-impl<'m> SqReader<'m> {
-    /// A reader over an SQ ring consumer with the QP's limits.
-    pub fn new(ring: Consumer<'m>, limits: SqLimits) -> Self {
-        debug_assert_eq!(ring.spec().kind(), RingKind::Sq);
+/// The daemon's reader of one send queue.
+pub type SqReader<'m> = QueueReader<'m, SqLimits>;
+
+/// The daemon's reader of one receive queue.
+pub type RqReader<'m> = QueueReader<'m, RqLimits>;
+
+impl<'m, L: QueueLimits> QueueReader<'m, L> {
+    /// A reader over a ring consumer of `L`'s queue with the QP's limits.
+    pub fn new(ring: Consumer<'m>, limits: L) -> Self {
+        debug_assert_eq!(ring.spec().kind(), L::KIND);
         Self {
             // Grown to what descriptors need: a reader is made per pass that finds work,
             // and most read one small descriptor.
@@ -36,7 +41,9 @@ impl<'m> SqReader<'m> {
     pub fn ring(&mut self) -> &mut Consumer<'m> {
         &mut self.ring
     }
+}
 
+impl SqReader<'_> {
     /// The next send request, validated; `Ok(None)` when the ring is empty. Each shared
     /// byte is read once: the 128-byte header, then exactly the payload the private copy
     /// of the header describes.
@@ -70,30 +77,7 @@ impl<'m> SqReader<'m> {
     }
 }
 
-/// The daemon's reader of one receive queue.
-#[derive(Debug)]
-pub struct RqReader<'m> {
-    ring: Consumer<'m>,
-    limits: RqLimits,
-    buf: Vec<u8>,
-}
-
-impl<'m> RqReader<'m> {
-    /// A reader over an RQ ring consumer with the QP's limits.
-    pub fn new(ring: Consumer<'m>, limits: RqLimits) -> Self {
-        debug_assert_eq!(ring.spec().kind(), RingKind::Rq);
-        Self {
-            buf: Vec::new(),
-            ring,
-            limits,
-        }
-    }
-
-    /// The underlying consumer.
-    pub fn ring(&mut self) -> &mut Consumer<'m> {
-        &mut self.ring
-    }
-
+impl RqReader<'_> {
     /// The next receive request, validated; `Ok(None)` when the ring is empty.
     pub fn read_recv(&mut self) -> Result<Option<RecvWr>, ReadError> {
         let Some(slot) = self.ring.next_slot()? else {

@@ -10,7 +10,7 @@ use std::time::Duration;
 mod common;
 
 use common::{T, daemon, end, every_op, loopback, ok, pair, pattern, post_garbage_slots};
-use common::{post_undefined_opcode, send_recv};
+use common::{post_undefined_opcode, send_recv, write_burst};
 use rocex_verbs::verbs::{QpState, SendOp, SendWr, WcOpcode, WcStatus};
 
 #[test]
@@ -77,21 +77,7 @@ fn child_client_entry() {
     println!("running");
     let mut id = 0u64;
     loop {
-        let wrs: Vec<SendWr> = (0..16)
-            .map(|i| {
-                id += 1;
-                SendWr::new(
-                    id,
-                    SendOp::Write(y.mr.remote(i * 65536)),
-                    vec![x.mr.sge(i * 65536, 65536)],
-                )
-            })
-            .collect();
-        if x.qp.post_send(&wrs).is_ok() {
-            for _ in 0..16 {
-                let _ = x.cq.poll_wait(T);
-            }
-        }
+        let _ = write_burst(&mut x, &y, &mut id);
     }
 }
 

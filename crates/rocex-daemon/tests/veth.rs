@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use common::netns::{Layout, Net};
 use common::perf::perf;
 use common::{Daemon, End, T, end, every_op, ok, pair_at, pattern, post_garbage_slots};
-use common::{post_undefined_opcode, read_back, send_recv};
+use common::{post_undefined_opcode, read_back, send_recv, write_burst};
 use rocex_verbs::Context;
 use rocex_verbs::verbs::{Mtu, SendOp, SendWr, WcOpcode};
 
@@ -202,23 +202,8 @@ fn child_client_entry() {
     println!("{CHILD_MARK} {} {}", a.qp.qpn(), b.qp.qpn());
     let mut id = 0u64;
     loop {
-        let wrs: Vec<SendWr> = (0..16)
-            .map(|i| {
-                id += 1;
-                SendWr::new(
-                    id,
-                    SendOp::Write(b.mr.remote(i * 65_536)),
-                    vec![a.mr.sge(i * 65_536, 65_536)],
-                )
-            })
-            .collect();
-        match a.qp.post_send(&wrs) {
-            Ok(()) => {
-                for _ in 0..16 {
-                    let _ = a.cq.poll_wait(T);
-                }
-            }
-            Err(rocex_verbs::Error::QueueFull) => {}
+        match write_burst(&mut a, &b, &mut id) {
+            Ok(()) | Err(rocex_verbs::Error::QueueFull) => {}
             Err(_) => return,
         }
     }

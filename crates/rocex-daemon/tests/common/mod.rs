@@ -215,6 +215,27 @@ fn send_checked(x: &mut End, y: &mut End, id: u64, msg: &[u8], room: u32) {
     assert_eq!(got, msg);
 }
 
+/// Posts 16 WRITEs of 64 KiB from `a` into `b` (work request IDs after `*id`) and, once
+/// they are taken, waits for their 16 completions whatever their status: a child
+/// client's load until it is killed.
+pub(crate) fn write_burst(a: &mut End, b: &End, id: &mut u64) -> rocex_verbs::Result<()> {
+    let wrs: Vec<SendWr> = (0..16)
+        .map(|i| {
+            *id += 1;
+            SendWr::new(
+                *id,
+                SendOp::Write(b.mr.remote(i * 65_536)),
+                vec![a.mr.sge(i * 65_536, 65_536)],
+            )
+        })
+        .collect();
+    a.qp.post_send(&wrs)?;
+    for _ in 0..16 {
+        let _ = a.cq.poll_wait(T);
+    }
+    Ok(())
+}
+
 /// Posts a slot whose opcode (200) is undefined: it completes with LOC_QP_OP_ERR and
 /// moves `e`'s QP to the error state.
 pub(crate) fn post_undefined_opcode(e: &mut End) {

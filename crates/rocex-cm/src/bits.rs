@@ -32,6 +32,13 @@ pub(crate) fn set(b: &mut [u8], (byte, bit, width): Field, v: u64) {
     }
 }
 
+/// Copies out the `N` bytes at `at`.
+pub(crate) fn block<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
+    let mut out = [0u8; N];
+    out.copy_from_slice(&b[at..at + N]);
+    out
+}
+
 const fn mask(width: u32) -> u128 {
     (1u128 << width) - 1
 }
@@ -58,6 +65,30 @@ macro_rules! fields {
     };
 }
 pub(crate) use fields;
+
+/// Declares getters and setters for a view's byte blocks (GIDs, ARI, private data), each
+/// `N` bytes from a byte offset: the getter copies the block out, the setter copies one in.
+macro_rules! blocks {
+    ($view:ident { $( $(#[$doc:meta])* $get:ident / $set:ident : [u8; $len:expr] = $at:expr; )* }) => {
+        impl<T: AsRef<[u8]>> $view<T> {
+            $(
+                $(#[$doc])*
+                pub fn $get(&self) -> [u8; $len] {
+                    $crate::bits::block(self.buffer.as_ref(), $at)
+                }
+            )*
+        }
+        impl<T: AsRef<[u8]> + AsMut<[u8]>> $view<T> {
+            $(
+                #[doc = concat!("Sets `", stringify!($get), "`.")]
+                pub fn $set(&mut self, v: &[u8; $len]) {
+                    self.buffer.as_mut()[$at..$at + $len].copy_from_slice(v);
+                }
+            )*
+        }
+    };
+}
+pub(crate) use blocks;
 
 /// Declares a fixed-length view `$view<T>` with the smoltcp-style constructors.
 ///

@@ -3,8 +3,8 @@
 //! 0x0016; table 113): the two communication IDs, DREQ's the peer's QPN, and
 //! private data.
 
-use crate::bits::{fields, view};
-use crate::{Part, check_width};
+use crate::bits::{blocks, fields, view};
+use crate::{Part, check_widths};
 
 /// Bytes of an RTU's or DREP's private data.
 pub const PRIVATE_DATA_LEN: usize = 224;
@@ -25,6 +25,11 @@ fields!(Ids {
     remote_comm_id / set_remote_comm_id: u32 = (4, 0, 32);
 });
 
+blocks!(Ids {
+    /// The private data.
+    private_data / set_private_data: [u8; PRIVATE_DATA_LEN] = 8;
+});
+
 view!(
     /// A zero-copy view of a DREQ (the MAD's data, after the common header).
     Dreq,
@@ -39,6 +44,11 @@ fields!(Dreq {
     remote_comm_id / set_remote_comm_id: u32 = (4, 0, 32);
     /// The receiver's QPN (24 bits).
     remote_qpn / set_remote_qpn: u32 = (8, 0, 24);
+});
+
+blocks!(Dreq {
+    /// The private data.
+    private_data / set_private_data: [u8; DREQ_PRIVATE_DATA_LEN] = 12;
 });
 
 /// An RTU's or DREP's fields.
@@ -65,12 +75,10 @@ impl IdsRepr {
     /// Reads an RTU or DREP.
     pub fn parse<T: AsRef<[u8]>>(m: &Ids<T>) -> crate::Result<Self> {
         m.check_len()?;
-        let mut private_data = [0u8; PRIVATE_DATA_LEN];
-        private_data.copy_from_slice(&m.buffer.as_ref()[8..8 + PRIVATE_DATA_LEN]);
         Ok(Self {
             local_comm_id: m.local_comm_id(),
             remote_comm_id: m.remote_comm_id(),
-            private_data,
+            private_data: m.private_data(),
         })
     }
 
@@ -79,7 +87,7 @@ impl IdsRepr {
         m.check_len()?;
         m.set_local_comm_id(self.local_comm_id);
         m.set_remote_comm_id(self.remote_comm_id);
-        m.buffer.as_mut()[8..8 + PRIVATE_DATA_LEN].copy_from_slice(&self.private_data);
+        m.set_private_data(&self.private_data);
         Ok(())
     }
 }
@@ -111,25 +119,23 @@ impl DreqRepr {
     /// Reads a DREQ.
     pub fn parse<T: AsRef<[u8]>>(m: &Dreq<T>) -> crate::Result<Self> {
         m.check_len()?;
-        let mut private_data = [0u8; DREQ_PRIVATE_DATA_LEN];
-        private_data.copy_from_slice(&m.buffer.as_ref()[12..12 + DREQ_PRIVATE_DATA_LEN]);
         Ok(Self {
             local_comm_id: m.local_comm_id(),
             remote_comm_id: m.remote_comm_id(),
             remote_qpn: m.remote_qpn(),
-            private_data,
+            private_data: m.private_data(),
         })
     }
 
     /// Writes a DREQ (its reserved bits zero).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, m: &mut Dreq<T>) -> crate::Result<()> {
         m.check_len()?;
-        check_width(Part::Dreq, 8, self.remote_qpn.into(), 24, "remote QPN")?;
+        check_widths(Part::Dreq, &[(8, self.remote_qpn.into(), 24, "remote QPN")])?;
         m.buffer.as_mut()[..12].fill(0);
         m.set_local_comm_id(self.local_comm_id);
         m.set_remote_comm_id(self.remote_comm_id);
         m.set_remote_qpn(self.remote_qpn);
-        m.buffer.as_mut()[12..12 + DREQ_PRIVATE_DATA_LEN].copy_from_slice(&self.private_data);
+        m.set_private_data(&self.private_data);
         Ok(())
     }
 }

@@ -266,16 +266,13 @@ impl fmt::Display for Mad {
     }
 }
 
-/// Refuses a value wider than its field.
-pub(crate) fn check_width(
-    part: Part,
-    offset: usize,
-    v: u64,
-    width: u32,
-    what: &'static str,
-) -> Result<()> {
-    if v >> width != 0 {
-        return Err(Error::new(part, offset, ErrorKind::BadValue(what)));
+/// Refuses a value wider than its field: each check is `(byte offset, value, width in
+/// bits, what)`. A setter would cut the value silently; the error names the field instead.
+pub(crate) fn check_widths(part: Part, checks: &[(usize, u64, u32, &'static str)]) -> Result<()> {
+    for &(offset, v, width, what) in checks {
+        if v >> width != 0 {
+            return Err(Error::new(part, offset, ErrorKind::BadValue(what)));
+        }
     }
     Ok(())
 }

@@ -1,9 +1,9 @@
 //! MessageReceiptAcknowledgement (MRA, attribute 0x0011; IBTA Vol. 1 §12.6, table 107):
 //! "I have your message; give me this long to answer it".
 
-use crate::bits::{fields, view};
+use crate::bits::{blocks, fields, view};
 use crate::rej::MsgKind;
-use crate::{Part, check_width};
+use crate::{Part, check_widths};
 
 /// Bytes of an MRA's private data.
 pub const PRIVATE_DATA_LEN: usize = 222;
@@ -25,6 +25,11 @@ fields!(Mra {
     message_mraed / set_message_mraed: u8 = (8, 0, 2);
     /// How long the sender needs (exponent, 5 bits).
     service_timeout / set_service_timeout: u8 = (9, 0, 5);
+});
+
+blocks!(Mra {
+    /// The private data.
+    private_data / set_private_data: [u8; PRIVATE_DATA_LEN] = PRIVATE;
 });
 
 /// An MRA's fields.
@@ -51,33 +56,28 @@ impl Repr {
             8,
             crate::ErrorKind::BadValue("message MRAed 3 is reserved"),
         ))?;
-        let mut private_data = [0u8; PRIVATE_DATA_LEN];
-        private_data.copy_from_slice(&m.buffer.as_ref()[PRIVATE..PRIVATE + PRIVATE_DATA_LEN]);
         Ok(Self {
             local_comm_id: m.local_comm_id(),
             remote_comm_id: m.remote_comm_id(),
             message_mraed,
             service_timeout: m.service_timeout(),
-            private_data,
+            private_data: m.private_data(),
         })
     }
 
     /// Writes an MRA (its reserved bits zero).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, m: &mut Mra<T>) -> crate::Result<()> {
         m.check_len()?;
-        check_width(
+        check_widths(
             Part::Mra,
-            9,
-            self.service_timeout.into(),
-            5,
-            "service timeout",
+            &[(9, self.service_timeout.into(), 5, "service timeout")],
         )?;
         m.buffer.as_mut()[..PRIVATE].fill(0);
         m.set_local_comm_id(self.local_comm_id);
         m.set_remote_comm_id(self.remote_comm_id);
         m.set_message_mraed(self.message_mraed as u8);
         m.set_service_timeout(self.service_timeout);
-        m.buffer.as_mut()[PRIVATE..PRIVATE + PRIVATE_DATA_LEN].copy_from_slice(&self.private_data);
+        m.set_private_data(&self.private_data);
         Ok(())
     }
 }

@@ -4,8 +4,8 @@
 
 use core::net::{IpAddr, Ipv6Addr};
 
-use crate::Part;
-use crate::bits::{fields, view};
+use crate::bits::{blocks, fields, view};
+use crate::{Part, check_widths};
 
 view!(
     /// A zero-copy view of a REQ's path.
@@ -35,33 +35,12 @@ fields!(Path {
     local_ack_timeout / set_local_ack_timeout: u8 = (43, 0, 5);
 });
 
-impl<T: AsRef<[u8]>> Path<T> {
+blocks!(Path {
     /// Local port GID.
-    pub fn local_gid(&self) -> [u8; 16] {
-        gid_at(self.buffer.as_ref(), 4)
-    }
+    local_gid / set_local_gid: [u8; 16] = 4;
     /// Remote port GID.
-    pub fn remote_gid(&self) -> [u8; 16] {
-        gid_at(self.buffer.as_ref(), 20)
-    }
-}
-
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Path<T> {
-    /// Sets the local port GID.
-    pub fn set_local_gid(&mut self, g: [u8; 16]) {
-        self.buffer.as_mut()[4..20].copy_from_slice(&g);
-    }
-    /// Sets the remote port GID.
-    pub fn set_remote_gid(&mut self, g: [u8; 16]) {
-        self.buffer.as_mut()[20..36].copy_from_slice(&g);
-    }
-}
-
-fn gid_at(b: &[u8], at: usize) -> [u8; 16] {
-    let mut g = [0u8; 16];
-    g.copy_from_slice(&b[at..at + 16]);
-    g
-}
+    remote_gid / set_remote_gid: [u8; 16] = 20;
+});
 
 /// The RoCE v2 GID of an IP address: IPv4 addresses are IPv4-mapped (`::ffff:a.b.c.d`).
 pub fn gid_of(ip: IpAddr) -> [u8; 16] {
@@ -126,21 +105,20 @@ impl Repr {
     /// Writes a path (its reserved bits zero).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut Path<T>) -> crate::Result<()> {
         p.check_len()?;
-        crate::check_width(Part::Req, 36, u64::from(self.flow_label), 20, "flow label")?;
-        crate::check_width(Part::Req, 39, u64::from(self.packet_rate), 6, "packet rate")?;
-        crate::check_width(Part::Req, 42, u64::from(self.sl), 4, "SL")?;
-        crate::check_width(
+        check_widths(
             Part::Req,
-            43,
-            u64::from(self.local_ack_timeout),
-            5,
-            "ACK timeout",
+            &[
+                (36, self.flow_label.into(), 20, "flow label"),
+                (39, self.packet_rate.into(), 6, "packet rate"),
+                (42, self.sl.into(), 4, "SL"),
+                (43, self.local_ack_timeout.into(), 5, "ACK timeout"),
+            ],
         )?;
         p.buffer.as_mut()[..44].fill(0);
         p.set_local_lid(self.local_lid);
         p.set_remote_lid(self.remote_lid);
-        p.set_local_gid(self.local_gid);
-        p.set_remote_gid(self.remote_gid);
+        p.set_local_gid(&self.local_gid);
+        p.set_remote_gid(&self.remote_gid);
         p.set_flow_label(self.flow_label);
         p.set_packet_rate(self.packet_rate);
         p.set_traffic_class(self.traffic_class);

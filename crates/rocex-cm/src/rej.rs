@@ -1,8 +1,8 @@
 //! ConnectReject (REJ, attribute 0x0012; IBTA Vol. 1 §12.6, table 108) and the
 //! reason codes rdma_cm meets.
 
-use crate::bits::{fields, view};
-use crate::{Part, check_width};
+use crate::bits::{blocks, fields, view};
+use crate::{Part, check_widths};
 
 /// Bytes of the additional reject information.
 pub const ARI_LEN: usize = 72;
@@ -65,16 +65,12 @@ fields!(Rej {
     reason / set_reason: u16 = (10, 0, 16);
 });
 
-impl<T: AsRef<[u8]>> Rej<T> {
+blocks!(Rej {
     /// Additional reject information.
-    pub fn ari(&self) -> &[u8] {
-        &self.buffer.as_ref()[ARI..PRIVATE]
-    }
+    ari / set_ari: [u8; ARI_LEN] = ARI;
     /// The private data.
-    pub fn private_data(&self) -> &[u8] {
-        &self.buffer.as_ref()[PRIVATE..PRIVATE + PRIVATE_DATA_LEN]
-    }
-}
+    private_data / set_private_data: [u8; PRIVATE_DATA_LEN] = PRIVATE;
+});
 
 /// A REJ's fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -118,30 +114,23 @@ impl Repr {
                 8,
                 crate::ErrorKind::BadValue("message rejected 3 is reserved"),
             ))?;
-        let mut ari = [0u8; ARI_LEN];
-        ari.copy_from_slice(r.ari());
-        let mut private_data = [0u8; PRIVATE_DATA_LEN];
-        private_data.copy_from_slice(r.private_data());
         Ok(Self {
             local_comm_id: r.local_comm_id(),
             remote_comm_id: r.remote_comm_id(),
             message_rejected,
             reject_info_length: r.reject_info_length(),
             reason: r.reason(),
-            ari,
-            private_data,
+            ari: r.ari(),
+            private_data: r.private_data(),
         })
     }
 
     /// Writes a REJ (its reserved bits zero).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, r: &mut Rej<T>) -> crate::Result<()> {
         r.check_len()?;
-        check_width(
+        check_widths(
             Part::Rej,
-            9,
-            self.reject_info_length.into(),
-            7,
-            "reject info length",
+            &[(9, self.reject_info_length.into(), 7, "reject info length")],
         )?;
         r.buffer.as_mut()[..ARI].fill(0);
         r.set_local_comm_id(self.local_comm_id);
@@ -149,9 +138,8 @@ impl Repr {
         r.set_message_rejected(self.message_rejected as u8);
         r.set_reject_info_length(self.reject_info_length);
         r.set_reason(self.reason);
-        let b = r.buffer.as_mut();
-        b[ARI..PRIVATE].copy_from_slice(&self.ari);
-        b[PRIVATE..PRIVATE + PRIVATE_DATA_LEN].copy_from_slice(&self.private_data);
+        r.set_ari(&self.ari);
+        r.set_private_data(&self.private_data);
         Ok(())
     }
 }

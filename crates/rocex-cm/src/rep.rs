@@ -1,8 +1,8 @@
 //! ConnectReply (REP, attribute 0x0013; IBTA Vol. 1 §12.6, table 110): the passive
 //! side's QP, starting PSN and limits.
 
-use crate::bits::{fields, view};
-use crate::{Part, check_width};
+use crate::bits::{blocks, fields, view};
+use crate::{Part, check_widths};
 
 /// Bytes of a REP's private data.
 pub const PRIVATE_DATA_LEN: usize = 196;
@@ -52,12 +52,10 @@ fields!(Rep {
     local_ca_guid / set_local_ca_guid: u64 = (28, 0, 64);
 });
 
-impl<T: AsRef<[u8]>> Rep<T> {
+blocks!(Rep {
     /// The private data.
-    pub fn private_data(&self) -> &[u8] {
-        &self.buffer.as_ref()[PRIVATE..PRIVATE + PRIVATE_DATA_LEN]
-    }
-}
+    private_data / set_private_data: [u8; PRIVATE_DATA_LEN] = PRIVATE;
+});
 
 /// A REP's fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -100,8 +98,6 @@ impl Repr {
     /// Reads a REP.
     pub fn parse<T: AsRef<[u8]>>(r: &Rep<T>) -> crate::Result<Self> {
         r.check_len()?;
-        let mut private_data = [0u8; PRIVATE_DATA_LEN];
-        private_data.copy_from_slice(r.private_data());
         Ok(Self {
             local_comm_id: r.local_comm_id(),
             remote_comm_id: r.remote_comm_id(),
@@ -120,21 +116,25 @@ impl Repr {
             rnr_retry_count: r.rnr_retry_count(),
             srq: r.srq() != 0,
             local_ca_guid: r.local_ca_guid(),
-            private_data,
+            private_data: r.private_data(),
         })
     }
 
     /// Writes a REP (its reserved bits zero).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, r: &mut Rep<T>) -> crate::Result<()> {
         r.check_len()?;
-        let p = Part::Rep;
-        check_width(p, 12, self.local_qpn.into(), 24, "local QPN")?;
-        check_width(p, 15, self.vendor_id.into(), 24, "vendor ID")?;
-        check_width(p, 16, self.local_eecn.into(), 24, "local EECN")?;
-        check_width(p, 20, self.starting_psn.into(), 24, "starting PSN")?;
-        check_width(p, 26, self.target_ack_delay.into(), 5, "target ACK delay")?;
-        check_width(p, 26, self.failover_accepted.into(), 2, "failover accepted")?;
-        check_width(p, 27, self.rnr_retry_count.into(), 3, "RNR retry count")?;
+        check_widths(
+            Part::Rep,
+            &[
+                (12, self.local_qpn.into(), 24, "local QPN"),
+                (15, self.vendor_id.into(), 24, "vendor ID"),
+                (16, self.local_eecn.into(), 24, "local EECN"),
+                (20, self.starting_psn.into(), 24, "starting PSN"),
+                (26, self.target_ack_delay.into(), 5, "target ACK delay"),
+                (26, self.failover_accepted.into(), 2, "failover accepted"),
+                (27, self.rnr_retry_count.into(), 3, "RNR retry count"),
+            ],
+        )?;
         r.buffer.as_mut()[..PRIVATE].fill(0);
         r.set_local_comm_id(self.local_comm_id);
         r.set_remote_comm_id(self.remote_comm_id);
@@ -153,7 +153,7 @@ impl Repr {
         r.set_rnr_retry_count(self.rnr_retry_count);
         r.set_srq(u8::from(self.srq));
         r.set_local_ca_guid(self.local_ca_guid);
-        r.buffer.as_mut()[PRIVATE..PRIVATE + PRIVATE_DATA_LEN].copy_from_slice(&self.private_data);
+        r.set_private_data(&self.private_data);
         Ok(())
     }
 }

@@ -2,9 +2,9 @@
 //! side's QP, starting PSN, limits and path, and the private data rdma_cm fills with its
 //! addressing header ([`crate::cma`]).
 
-use crate::bits::{fields, view};
+use crate::bits::{blocks, fields, view};
 use crate::path::{self, Path};
-use crate::{Part, check_width};
+use crate::{Part, check_widths};
 
 /// Bytes of a REQ's private data.
 pub const PRIVATE_DATA_LEN: usize = 92;
@@ -79,19 +79,16 @@ impl<T: AsRef<[u8]>> Req<T> {
     pub fn alternate_path(&self) -> Path<&[u8]> {
         Path::new_unchecked(&self.buffer.as_ref()[ALTERNATE..PRIVATE])
     }
-    /// The private data.
-    pub fn private_data(&self) -> &[u8] {
-        &self.buffer.as_ref()[PRIVATE..PRIVATE + PRIVATE_DATA_LEN]
-    }
 }
+
+blocks!(Req {
+    /// The private data.
+    private_data / set_private_data: [u8; PRIVATE_DATA_LEN] = PRIVATE;
+});
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Req<T> {
     fn path_mut(&mut self, at: usize) -> Path<&mut [u8]> {
         Path::new_unchecked(&mut self.buffer.as_mut()[at..at + 44])
-    }
-    /// The private data, writable.
-    pub fn private_data_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[PRIVATE..PRIVATE + PRIVATE_DATA_LEN]
     }
 }
 
@@ -158,8 +155,6 @@ impl Repr {
     /// Reads a REQ.
     pub fn parse<T: AsRef<[u8]>>(r: &Req<T>) -> crate::Result<Self> {
         r.check_len()?;
-        let mut private_data = [0u8; PRIVATE_DATA_LEN];
-        private_data.copy_from_slice(r.private_data());
         Ok(Self {
             local_comm_id: r.local_comm_id(),
             vendor_id: r.vendor_id(),
@@ -187,50 +182,50 @@ impl Repr {
             primary_path: path::Repr::parse(&r.primary_path())?,
             alternate_path: path::Repr::parse(&r.alternate_path())?,
             sap_supported: r.sap_supported() != 0,
-            private_data,
+            private_data: r.private_data(),
         })
     }
 
     /// Writes a REQ (its reserved bits zero).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, r: &mut Req<T>) -> crate::Result<()> {
         r.check_len()?;
-        let p = Part::Req;
-        check_width(p, 5, self.vendor_id.into(), 24, "vendor ID")?;
-        check_width(p, 32, self.local_qpn.into(), 24, "local QPN")?;
-        check_width(p, 36, self.local_eecn.into(), 24, "local EECN")?;
-        check_width(p, 40, self.remote_eecn.into(), 24, "remote EECN")?;
-        check_width(
-            p,
-            43,
-            self.remote_cm_response_timeout.into(),
-            5,
-            "remote CM response timeout",
-        )?;
-        check_width(
-            p,
-            43,
-            self.transport_service_type.into(),
-            2,
-            "transport service type",
-        )?;
-        check_width(p, 44, self.starting_psn.into(), 24, "starting PSN")?;
-        check_width(
-            p,
-            47,
-            self.local_cm_response_timeout.into(),
-            5,
-            "local CM response timeout",
-        )?;
-        check_width(p, 47, self.retry_count.into(), 3, "retry count")?;
-        check_width(p, 50, self.path_mtu.into(), 4, "path MTU")?;
-        check_width(p, 50, self.rnr_retry_count.into(), 3, "RNR retry count")?;
-        check_width(p, 51, self.max_cm_retries.into(), 4, "max CM retries")?;
-        check_width(
-            p,
-            51,
-            self.extended_transport_type.into(),
-            3,
-            "extended transport type",
+        check_widths(
+            Part::Req,
+            &[
+                (5, self.vendor_id.into(), 24, "vendor ID"),
+                (32, self.local_qpn.into(), 24, "local QPN"),
+                (36, self.local_eecn.into(), 24, "local EECN"),
+                (40, self.remote_eecn.into(), 24, "remote EECN"),
+                (
+                    43,
+                    self.remote_cm_response_timeout.into(),
+                    5,
+                    "remote CM response timeout",
+                ),
+                (
+                    43,
+                    self.transport_service_type.into(),
+                    2,
+                    "transport service type",
+                ),
+                (44, self.starting_psn.into(), 24, "starting PSN"),
+                (
+                    47,
+                    self.local_cm_response_timeout.into(),
+                    5,
+                    "local CM response timeout",
+                ),
+                (47, self.retry_count.into(), 3, "retry count"),
+                (50, self.path_mtu.into(), 4, "path MTU"),
+                (50, self.rnr_retry_count.into(), 3, "RNR retry count"),
+                (51, self.max_cm_retries.into(), 4, "max CM retries"),
+                (
+                    51,
+                    self.extended_transport_type.into(),
+                    3,
+                    "extended transport type",
+                ),
+            ],
         )?;
         self.primary_path
             .emit(&mut r.path_mut(PRIMARY))
@@ -263,7 +258,7 @@ impl Repr {
         r.set_srq(u8::from(self.srq));
         r.set_extended_transport_type(self.extended_transport_type);
         r.set_sap_supported(u8::from(self.sap_supported));
-        r.private_data_mut().copy_from_slice(&self.private_data);
+        r.set_private_data(&self.private_data);
         Ok(())
     }
 }

@@ -5,8 +5,8 @@
 //! QPN and Q_Key, or a status saying why not. No connection follows: each side keeps its
 //! UD QP and addresses the other with an address handle.
 
-use crate::bits::{fields, view};
-use crate::{Error, ErrorKind, Part, check_width};
+use crate::bits::{blocks, fields, view};
+use crate::{Error, ErrorKind, Part, check_widths};
 
 /// Bytes of a SIDR_REQ's private data.
 pub const REQ_PRIVATE_DATA_LEN: usize = 216;
@@ -43,12 +43,10 @@ fields!(SidrReq {
     service_id / set_service_id: u64 = (8, 0, 64);
 });
 
-impl<T: AsRef<[u8]>> SidrReq<T> {
+blocks!(SidrReq {
     /// The private data.
-    pub fn private_data(&self) -> &[u8] {
-        &self.buffer.as_ref()[REQ_PRIVATE..REQ_PRIVATE + REQ_PRIVATE_DATA_LEN]
-    }
-}
+    private_data / set_private_data: [u8; REQ_PRIVATE_DATA_LEN] = REQ_PRIVATE;
+});
 
 /// A SIDR_REQ's fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -67,13 +65,11 @@ impl ReqRepr {
     /// Reads a SIDR_REQ.
     pub fn parse<T: AsRef<[u8]>>(r: &SidrReq<T>) -> crate::Result<Self> {
         r.check_len()?;
-        let mut private_data = [0u8; REQ_PRIVATE_DATA_LEN];
-        private_data.copy_from_slice(r.private_data());
         Ok(Self {
             request_id: r.request_id(),
             partition_key: r.partition_key(),
             service_id: r.service_id(),
-            private_data,
+            private_data: r.private_data(),
         })
     }
 
@@ -84,8 +80,7 @@ impl ReqRepr {
         r.set_request_id(self.request_id);
         r.set_partition_key(self.partition_key);
         r.set_service_id(self.service_id);
-        r.buffer.as_mut()[REQ_PRIVATE..REQ_PRIVATE + REQ_PRIVATE_DATA_LEN]
-            .copy_from_slice(&self.private_data);
+        r.set_private_data(&self.private_data);
         Ok(())
     }
 }
@@ -112,16 +107,12 @@ fields!(SidrRep {
     qkey / set_qkey: u32 = (20, 0, 32);
 });
 
-impl<T: AsRef<[u8]>> SidrRep<T> {
+blocks!(SidrRep {
     /// ClassPortInfo (redirection; zero unless the status is a redirect).
-    pub fn class_port_info(&self) -> &[u8] {
-        &self.buffer.as_ref()[REP_INFO..REP_PRIVATE]
-    }
+    class_port_info / set_class_port_info: [u8; CLASS_PORT_INFO_LEN] = REP_INFO;
     /// The private data.
-    pub fn private_data(&self) -> &[u8] {
-        &self.buffer.as_ref()[REP_PRIVATE..REP_PRIVATE + REP_PRIVATE_DATA_LEN]
-    }
-}
+    private_data / set_private_data: [u8; REP_PRIVATE_DATA_LEN] = REP_PRIVATE;
+});
 
 /// A SIDR_REP's fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -162,10 +153,6 @@ impl RepRepr {
     /// Reads a SIDR_REP.
     pub fn parse<T: AsRef<[u8]>>(r: &SidrRep<T>) -> crate::Result<Self> {
         r.check_len()?;
-        let mut class_port_info = [0u8; CLASS_PORT_INFO_LEN];
-        class_port_info.copy_from_slice(r.class_port_info());
-        let mut private_data = [0u8; REP_PRIVATE_DATA_LEN];
-        private_data.copy_from_slice(r.private_data());
         if usize::from(r.additional_info_length()) > CLASS_PORT_INFO_LEN {
             return Err(Error::new(
                 Part::SidrRep,
@@ -180,15 +167,15 @@ impl RepRepr {
             qpn: r.qpn(),
             service_id: r.service_id(),
             qkey: r.qkey(),
-            class_port_info,
-            private_data,
+            class_port_info: r.class_port_info(),
+            private_data: r.private_data(),
         })
     }
 
     /// Writes a SIDR_REP (its reserved bits zero).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, r: &mut SidrRep<T>) -> crate::Result<()> {
         r.check_len()?;
-        check_width(Part::SidrRep, 8, self.qpn.into(), 24, "QPN")?;
+        check_widths(Part::SidrRep, &[(8, self.qpn.into(), 24, "QPN")])?;
         r.buffer.as_mut()[..REP_INFO].fill(0);
         r.set_request_id(self.request_id);
         r.set_status(self.status);
@@ -196,9 +183,8 @@ impl RepRepr {
         r.set_qpn(self.qpn);
         r.set_service_id(self.service_id);
         r.set_qkey(self.qkey);
-        let b = r.buffer.as_mut();
-        b[REP_INFO..REP_PRIVATE].copy_from_slice(&self.class_port_info);
-        b[REP_PRIVATE..REP_PRIVATE + REP_PRIVATE_DATA_LEN].copy_from_slice(&self.private_data);
+        r.set_class_port_info(&self.class_port_info);
+        r.set_private_data(&self.private_data);
         Ok(())
     }
 }

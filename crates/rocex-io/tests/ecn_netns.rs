@@ -17,16 +17,17 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Duration;
 
 use common::VethPair;
+use common::rc::{Path, connect_qp, err, exchange};
 use rocex_io::{AfPacketPort, Backend, BackendOptions, Driver, UdpPort};
-use rocex_proto::verbs::{
-    AddressVector, Mtu, QpAttr, QpCap, QpType, Remote, SendOp, SendWr, Sge, WcStatus,
-};
+use rocex_proto::verbs::{Mtu, QpCap, QpType, Remote, SendOp, SendWr, Sge, WcStatus};
 use rocex_proto::{
     Access, Config, Congestion, Counters, DcqcnParams, Engine, QpInit, Region, VecRegion,
 };
 
 const BUF: usize = 4 << 20;
 const BASE: u64 = 0x4000_0000;
+/// What the MR and the QP allow the peer: WRITE.
+const ACCESS: Access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
 const MSG: u32 = 64 << 10;
 const MSGS: u64 = 128;
 
@@ -37,10 +38,6 @@ struct Info {
     qpn: u32,
     psn: u32,
     rkey: u32,
-}
-
-fn err(e: impl std::fmt::Display) -> io::Error {
-    io::Error::other(e.to_string())
 }
 
 fn have_nft() -> bool {
@@ -112,9 +109,8 @@ impl Side {
         let mut e = Engine::new(config);
         let pd = e.alloc_pd();
         let buf = Arc::new(VecRegion::new(BUF));
-        let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
         let keys = e
-            .reg_mr(pd, BASE, BUF as u64, access, buf.clone())
+            .reg_mr(pd, BASE, BUF as u64, ACCESS, buf.clone())
             .map_err(err)?;
         let cq = e.create_cq(4096).map_err(err)?;
         let cap = QpCap {
@@ -149,28 +145,15 @@ impl Side {
             psn,
             rkey: self.rkey,
         };
-        to_peer.send(mine).map_err(err)?;
-        let peer = from_peer
-            .recv_timeout(Duration::from_secs(10))
-            .map_err(err)?;
-        let to_rts = QpAttr {
-            qp_access_flags: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-            ah_attr: Some(AddressVector { dest: peer.addr }),
-            path_mtu: Mtu::M4096,
-            dest_qp_num: peer.qpn,
+        let peer = exchange(mine, to_peer, from_peer)?;
+        let path = Path {
+            mtu: Mtu::M4096,
+            dest: peer.addr,
+            dest_qpn: peer.qpn,
             rq_psn: peer.psn,
-            max_dest_rd_atomic: 16,
-            min_rnr_timer: 1,
             sq_psn: psn,
-            timeout: 14,
-            retry_cnt: 7,
-            rnr_retry: 7,
-            max_rd_atomic: 16,
-            ..QpAttr::default()
         };
-        for (a, mask) in to_rts.rc_steps() {
-            e.modify_qp(self.qpn, &a, mask).map_err(err)?;
-        }
+        connect_qp(e, self.qpn, path, ACCESS)?;
         Ok(peer)
     }
 }

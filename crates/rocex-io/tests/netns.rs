@@ -12,12 +12,12 @@ use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::time::Duration;
 
 use common::VethPair;
+use common::rc::{Path, connect_qp, err, exchange};
 use rocex_io::{
     AfPacketPort, Backend, BackendCounters, BackendOptions, Driver, UdpPort, UringPort,
 };
 use rocex_proto::verbs::{
-    AddressVector, Mtu, QpAttr, QpCap, QpType, RecvWr, Remote, SendOp, SendWr, Sge, WcOpcode,
-    WcStatus,
+    Mtu, QpCap, QpType, RecvWr, Remote, SendOp, SendWr, Sge, WcOpcode, WcStatus,
 };
 use rocex_proto::{Access, Config, Counters, Engine, QpInit, Region, VecRegion};
 
@@ -50,6 +50,10 @@ const PLANS: [(Mtu, u32, u64); 2] = [(Mtu::M4096, 64 << 10, 16), (Mtu::M1024, 1 
 const AREA: u64 = 1 << 20;
 const BUF: usize = 6 << 20;
 const BASE: u64 = 0x4000_0000;
+/// What the MRs and the QPs allow the peer: WRITE and READ.
+const ACCESS: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_READ);
 
 /// What one side tells the other.
 #[derive(Debug, Clone, Copy)]
@@ -77,10 +81,6 @@ struct Outcome {
     backend: BackendCounters,
 }
 
-fn err(e: impl std::fmt::Display) -> io::Error {
-    io::Error::other(e.to_string())
-}
-
 fn area(plan: usize, op: u64) -> u64 {
     (plan as u64 * 3 + op) * AREA
 }
@@ -100,9 +100,8 @@ impl Side {
         });
         let pd = e.alloc_pd();
         let buf = Arc::new(VecRegion::new(BUF));
-        let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
         let keys = e
-            .reg_mr(pd, BASE, BUF as u64, access, buf.clone())
+            .reg_mr(pd, BASE, BUF as u64, ACCESS, buf.clone())
             .map_err(err)?;
         let cq = e.create_cq(4096).map_err(err)?;
         let mut qpns = [0; 2];
@@ -141,10 +140,7 @@ impl Side {
             psns,
             rkey: self.rkey,
         };
-        to_peer.send(mine).map_err(err)?;
-        let peer = from_peer
-            .recv_timeout(Duration::from_secs(10))
-            .map_err(err)?;
+        let peer = exchange(mine, to_peer, from_peer)?;
         for (q, (mtu, _, _)) in PLANS.iter().enumerate() {
             let path = Path {
                 mtu: *mtu,
@@ -153,7 +149,7 @@ impl Side {
                 rq_psn: peer.psns[q],
                 sq_psn: psns[q],
             };
-            connect_qp(e, self.qpns[q], path)?;
+            connect_qp(e, self.qpns[q], path, ACCESS)?;
         }
         Ok(peer)
     }
@@ -195,39 +191,6 @@ impl Side {
             backend: self.driver.backend_counters(),
         }
     }
-}
-
-/// Where a QP sends and from what it accepts.
-#[derive(Debug, Clone, Copy)]
-struct Path {
-    mtu: Mtu,
-    dest: IpAddr,
-    dest_qpn: u32,
-    rq_psn: u32,
-    sq_psn: u32,
-}
-
-/// Takes `qpn` through INIT and RTR to RTS on `path`.
-fn connect_qp(e: &mut Engine, qpn: u32, path: Path) -> io::Result<()> {
-    let to_rts = QpAttr {
-        qp_access_flags: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
-        ah_attr: Some(AddressVector { dest: path.dest }),
-        path_mtu: path.mtu,
-        dest_qp_num: path.dest_qpn,
-        rq_psn: path.rq_psn,
-        max_dest_rd_atomic: 16,
-        min_rnr_timer: 1,
-        sq_psn: path.sq_psn,
-        timeout: 14,
-        retry_cnt: 7,
-        rnr_retry: 7,
-        max_rd_atomic: 16,
-        ..QpAttr::default()
-    };
-    for (a, mask) in to_rts.rc_steps() {
-        e.modify_qp(qpn, &a, mask).map_err(err)?;
-    }
-    Ok(())
 }
 
 /// The responder: fills its READ areas, posts a receive per SEND, reports each, and keeps
@@ -535,7 +498,7 @@ fn afpacket_drops_a_frame_with_a_bad_icrc() {
             rq_psn: PSN,
             sq_psn: 0,
         };
-        connect_qp(&mut s.driver.engine, s.qpns[0], path)?;
+        connect_qp(&mut s.driver.engine, s.qpns[0], path, ACCESS)?;
         s.post_recv(s.qpns[0], 1, 0, 64)?;
         qpn_tx.send(s.qpns[0]).map_err(err)?;
         let wc = s.next()?;

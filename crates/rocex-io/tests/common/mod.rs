@@ -1,5 +1,8 @@
 //! Two network namespaces joined by a veth pair, made by a test and removed when it ends,
-//! and the means to run code inside one of them.
+//! and the means to run code inside one of them; connecting the RC QPs of the engines in
+//! them (`rc`).
+
+pub(crate) mod rc;
 
 use std::io;
 use std::net::IpAddr;

@@ -1,0 +1,55 @@
+//! Connecting RC QPs of engines that run on threads of their own: what the two sides
+//! hand each other, and the attributes that take a QP to RTS.
+
+use std::io;
+use std::net::IpAddr;
+use std::sync::mpsc::{Receiver, Sender};
+use std::time::Duration;
+
+use rocex_proto::verbs::{AddressVector, Mtu, QpAttr};
+use rocex_proto::{Access, Engine};
+
+/// Any error of the set-up as an I/O error, which the tests' threads return.
+pub(crate) fn err(e: impl std::fmt::Display) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+/// Hands `mine` to the peer's thread and waits up to 10 s for the peer's.
+pub(crate) fn exchange<T>(mine: T, to_peer: &Sender<T>, from_peer: &Receiver<T>) -> io::Result<T> {
+    to_peer.send(mine).map_err(err)?;
+    from_peer.recv_timeout(Duration::from_secs(10)).map_err(err)
+}
+
+/// Where a QP sends and from what it accepts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Path {
+    pub(crate) mtu: Mtu,
+    pub(crate) dest: IpAddr,
+    pub(crate) dest_qpn: u32,
+    pub(crate) rq_psn: u32,
+    pub(crate) sq_psn: u32,
+}
+
+/// Takes `qpn` through INIT and RTR to RTS on `path`, the peer allowed `access`, with 16
+/// reads or atomics outstanding each way, RNR timer code 1, timeout 14 and 7 retries.
+pub(crate) fn connect_qp(e: &mut Engine, qpn: u32, path: Path, access: Access) -> io::Result<()> {
+    let to_rts = QpAttr {
+        qp_access_flags: access,
+        ah_attr: Some(AddressVector { dest: path.dest }),
+        path_mtu: path.mtu,
+        dest_qp_num: path.dest_qpn,
+        rq_psn: path.rq_psn,
+        max_dest_rd_atomic: 16,
+        min_rnr_timer: 1,
+        sq_psn: path.sq_psn,
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        max_rd_atomic: 16,
+        ..QpAttr::default()
+    };
+    for (a, mask) in to_rts.rc_steps() {
+        e.modify_qp(qpn, &a, mask).map_err(err)?;
+    }
+    Ok(())
+}

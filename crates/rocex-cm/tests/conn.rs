@@ -4,12 +4,12 @@
 use core::net::IpAddr;
 use core::time::Duration;
 
-use rocex_cm::conn::{
-    self, AcceptParams, Conn, ConnectParams, Event, Local, QpParams, Role, State,
-};
+use rocex_cm::conn::{self, AcceptParams, Conn, Event, Local, QpParams, Role, State};
 use rocex_cm::{Mad, Message, MraRepr, MsgKind, cma, rej};
 use rocex_proto::Instant;
 use rocex_proto::verbs::Mtu;
+
+mod common;
 
 const A: [u8; 4] = [198, 18, 0, 1];
 const B: [u8; 4] = [198, 18, 0, 2];
@@ -21,27 +21,16 @@ fn local(ip: [u8; 4]) -> Local {
     }
 }
 
-fn connect_params() -> ConnectParams {
-    let mut private_data = [0u8; 92];
-    cma::Repr {
+/// A's connect to B from QP 0x11 at PSN 0xae0b81, transaction `tid`, communication ID
+/// `comm_id`.
+fn connect(tid: u64, comm_id: u32) -> Conn {
+    let hdr = cma::Repr {
         src_port: 0xae22,
         src: A.into(),
         dst: B.into(),
-    }
-    .emit(&mut cma::Hdr::new_unchecked(&mut private_data[..]))
-    .unwrap();
-    ConnectParams {
-        qpn: 0x11,
-        starting_psn: 0xae0b81,
-        service_id: cma::service_id(cma::PS_TCP, 7174),
-        responder_resources: 1,
-        initiator_depth: 1,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        path_mtu: Mtu::M1024,
-        traffic_class: 0,
-        private_data,
-    }
+    };
+    let p = common::connect_params(0x11, 0xae0b81, &hdr);
+    Conn::connect(Instant::ZERO, local(A), B.into(), &p, tid, comm_id)
 }
 
 fn accept_params() -> AcceptParams {
@@ -87,10 +76,18 @@ fn accept(now: Instant, m: &Mad) -> Conn {
     Conn::accept(now, local(B), A.into(), m.tid, &req, &accept_params(), 0xb2).unwrap()
 }
 
+/// A's connect (transaction 1, ID 0xa1) with its REQ sent, and B's acceptance of that REQ.
+fn connect_and_accept() -> (Conn, Conn) {
+    let mut a = connect(1, 0xa1);
+    let req = drain(&mut a);
+    let b = accept(Instant::ZERO, &req[0]);
+    (a, b)
+}
+
 #[test]
 fn handshake_settles_both_qps_and_disconnect_ends_both() {
     let t0 = Instant::ZERO;
-    let mut a = Conn::connect(t0, local(A), B.into(), &connect_params(), 0x2d59786b9, 0xa1);
+    let mut a = connect(0x2d59786b9, 0xa1);
     let req = drain(&mut a);
     assert_eq!(req.len(), 1);
     let mut b = accept(t0, &req[0]);
@@ -170,7 +167,7 @@ fn handshake_settles_both_qps_and_disconnect_ends_both() {
 #[test]
 fn a_lost_req_is_resent_after_the_response_timeout_then_gives_up_with_a_rej() {
     let t0 = Instant::ZERO;
-    let mut a = Conn::connect(t0, local(A), B.into(), &connect_params(), 1, 0xa1);
+    let mut a = connect(1, 0xa1);
     let first = drain(&mut a);
     let t1 = a.poll_timeout().unwrap();
     // rdma_cm's wait: 4.096 us x 2^20 plus two packet lifetimes of 4.096 us x 2^16.
@@ -207,10 +204,7 @@ fn a_lost_req_is_resent_after_the_response_timeout_then_gives_up_with_a_rej() {
 
 #[test]
 fn a_lost_rep_is_answered_again_on_the_repeated_req_and_by_its_own_timer() {
-    let t0 = Instant::ZERO;
-    let mut a = Conn::connect(t0, local(A), B.into(), &connect_params(), 1, 0xa1);
-    let req = drain(&mut a);
-    let mut b = accept(t0, &req[0]);
+    let (mut a, mut b) = connect_and_accept();
     let rep = drain(&mut b); // lost
     let t1 = a.poll_timeout().unwrap();
     a.handle_timeout(t1);
@@ -238,9 +232,7 @@ fn a_lost_rep_is_answered_again_on_the_repeated_req_and_by_its_own_timer() {
 #[test]
 fn a_lost_rtu_is_covered_by_traffic_on_the_qp() {
     let t0 = Instant::ZERO;
-    let mut a = Conn::connect(t0, local(A), B.into(), &connect_params(), 1, 0xa1);
-    let req = drain(&mut a);
-    let mut b = accept(t0, &req[0]);
+    let (mut a, mut b) = connect_and_accept();
     let rep = drain(&mut b);
     a.handle(t0, &rep[0]);
     a.establish();
@@ -253,7 +245,7 @@ fn a_lost_rtu_is_covered_by_traffic_on_the_qp() {
 #[test]
 fn an_mra_stretches_the_wait_for_the_rep() {
     let t0 = Instant::ZERO;
-    let mut a = Conn::connect(t0, local(A), B.into(), &connect_params(), 1, 0xa1);
+    let mut a = connect(1, 0xa1);
     let _ = drain(&mut a);
     let mra = Mad {
         tid: 1,
@@ -280,7 +272,7 @@ fn an_mra_stretches_the_wait_for_the_rep() {
 #[test]
 fn a_rej_refuses_and_unknown_services_are_rejected_without_a_connection() {
     let t0 = Instant::ZERO;
-    let mut a = Conn::connect(t0, local(A), B.into(), &connect_params(), 7, 0xa1);
+    let mut a = connect(7, 0xa1);
     let req = drain(&mut a);
     let rej = conn::reject(req[0].tid, &req_of(&req[0]), rej::REASON_INVALID_SERVICE_ID);
     let Message::Rej(r) = rej.msg else {
@@ -297,9 +289,7 @@ fn a_rej_refuses_and_unknown_services_are_rejected_without_a_connection() {
 #[test]
 fn a_lost_dreq_is_resent_and_an_unanswered_one_still_disconnects() {
     let t0 = Instant::ZERO;
-    let mut a = Conn::connect(t0, local(A), B.into(), &connect_params(), 1, 0xa1);
-    let req = drain(&mut a);
-    let mut b = accept(t0, &req[0]);
+    let (mut a, mut b) = connect_and_accept();
     a.handle(t0, &drain(&mut b)[0]);
     a.establish();
     b.handle(t0, &drain(&mut a)[0]);
@@ -333,7 +323,7 @@ fn a_lost_dreq_is_resent_and_an_unanswered_one_still_disconnects() {
 #[test]
 fn an_invalid_path_mtu_in_a_req_is_refused() {
     let t0 = Instant::ZERO;
-    let mut a = Conn::connect(t0, local(A), B.into(), &connect_params(), 1, 0xa1);
+    let mut a = connect(1, 0xa1);
     let mut req = req_of(&drain(&mut a)[0]);
     req.path_mtu = 9;
     assert!(QpParams::for_passive(A.into(), &req, &accept_params()).is_none());
@@ -346,7 +336,7 @@ fn an_invalid_path_mtu_in_a_req_is_refused() {
 #[test]
 fn rep_and_rej_private_data_reach_the_active_side() {
     let t0 = Instant::ZERO;
-    let mut a = Conn::connect(t0, local(A), B.into(), &connect_params(), 0x51, 0xa3);
+    let mut a = connect(0x51, 0xa3);
     let req = drain(&mut a);
     let mut p = accept_params();
     p.private_data[..3].copy_from_slice(b"rep");
@@ -365,7 +355,7 @@ fn rep_and_rej_private_data_reach_the_active_side() {
     a.handle(t0, &drain(&mut b)[0]);
     assert_eq!(a.peer_private_data(), &p.private_data[..]);
 
-    let mut a = Conn::connect(t0, local(A), B.into(), &connect_params(), 0x52, 0xa4);
+    let mut a = connect(0x52, 0xa4);
     let req = drain(&mut a);
     let rej = conn::reject_with(req[0].tid, &req_of(&req[0]), rej::REASON_CONSUMER, b"no");
     let mut b = [0u8; 256];

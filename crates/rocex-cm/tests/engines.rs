@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rocex_cm::conn::{self, AcceptParams, Conn, ConnectParams, Event, Local, State};
+use rocex_cm::conn::{self, AcceptParams, Conn, Event, Local, State};
 use rocex_cm::{MAD_LEN, Mad, Message, cma};
 use rocex_proto::verbs::{
     AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendData, SendOp, SendWr, Sge, UdDest,
@@ -16,6 +16,8 @@ use rocex_proto::verbs::{
 use rocex_proto::{
     Access, Config, Engine, GRH_LEN, GSI_QPN, IcrcStatus, Instant, QpInit, Region, VecRegion,
 };
+
+mod common;
 
 const GSI_QKEY: u32 = 0x8001_0000;
 const SLOT: u64 = (GRH_LEN + MAD_LEN) as u64;
@@ -250,26 +252,12 @@ fn run(seed: u64, loss_per_mille: u64) -> u64 {
         buf: vec![0u8; 4096 + 80],
     };
     let (a_ip, b_ip) = (net.nodes[0].ip, net.nodes[1].ip);
-    let mut private_data = [0u8; 92];
-    cma::Repr {
+    let hdr = cma::Repr {
         src_port: 0xc123,
         src: a_ip,
         dst: b_ip,
-    }
-    .emit(&mut cma::Hdr::new_unchecked(&mut private_data[..]))
-    .unwrap();
-    let p = ConnectParams {
-        qpn: net.nodes[0].rc_qp,
-        starting_psn: net.nodes[0].e.random_psn(),
-        service_id: cma::service_id(cma::PS_TCP, 7174),
-        responder_resources: 1,
-        initiator_depth: 1,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        path_mtu: Mtu::M1024,
-        traffic_class: 0,
-        private_data,
     };
+    let p = common::connect_params(net.nodes[0].rc_qp, net.nodes[0].e.random_psn(), &hdr);
     let local = |ip| Local {
         addr: ip,
         ca_guid: 1,

@@ -2,7 +2,7 @@
 
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use super::codec::{BodyError, Get, Put};
+use super::codec::{BodyError, Get, Put, read_fields};
 
 /// Most private-data bytes a `CmConnect` carries: a REQ's 92 less rdma_cm's 36-byte
 /// address header.
@@ -117,18 +117,21 @@ impl CmConn {
     }
 
     pub(super) fn get(g: &mut Get<'_>) -> Result<Self, BodyError> {
-        Ok(Self {
-            remote_qpn: g.u32("remote_qpn")?,
-            sq_psn: g.u32("sq_psn")?,
-            rq_psn: g.u32("rq_psn")?,
-            path_mtu: g.u8("path_mtu")?,
-            max_rd_atomic: g.u8("max_rd_atomic")?,
-            max_dest_rd_atomic: g.u8("max_dest_rd_atomic")?,
-            retry_cnt: g.u8("retry_cnt")?,
-            rnr_retry: g.u8("rnr_retry")?,
-            timeout: g.u8("timeout")?,
-            traffic_class: g.u8("traffic_class")?,
-        })
+        Ok(read_fields!(
+            g,
+            Self {
+                remote_qpn: u32,
+                sq_psn: u32,
+                rq_psn: u32,
+                path_mtu: u8,
+                max_rd_atomic: u8,
+                max_dest_rd_atomic: u8,
+                retry_cnt: u8,
+                rnr_retry: u8,
+                timeout: u8,
+                traffic_class: u8,
+            }
+        ))
     }
 }
 

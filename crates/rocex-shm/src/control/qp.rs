@@ -7,7 +7,7 @@ use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use rocex_verbs_types::AttrMask;
 use rocex_verbs_types::{Access, AddressVector, Mtu, QpAttr, QpCap, QpState, QpType};
 
-use super::codec::{BodyError, Get, Put};
+use super::codec::{BodyError, Get, Put, read_fields};
 
 /// `enum ibv_qp_type` numbers on the wire: RC 2, UC 3, UD 4.
 pub const fn qp_type_to_wire(t: QpType) -> u8 {
@@ -54,13 +54,16 @@ pub(super) fn put_cap(p: &mut Put, c: &QpCap) {
 }
 
 pub(super) fn get_cap(g: &mut Get<'_>) -> Result<QpCap, BodyError> {
-    Ok(QpCap {
-        max_send_wr: g.u32("max_send_wr")?,
-        max_recv_wr: g.u32("max_recv_wr")?,
-        max_send_sge: g.u32("max_send_sge")?,
-        max_recv_sge: g.u32("max_recv_sge")?,
-        max_inline_data: g.u32("max_inline_data")?,
-    })
+    Ok(read_fields!(
+        g,
+        QpCap {
+            max_send_wr: u32,
+            max_recv_wr: u32,
+            max_send_sge: u32,
+            max_recv_sge: u32,
+            max_inline_data: u32,
+        }
+    ))
 }
 
 /// Bytes of a [`QpAttr`] in its fixed form.

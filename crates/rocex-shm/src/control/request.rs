@@ -8,7 +8,7 @@ use rocex_verbs_types::{AttrMask, QpAttr, QpCap, QpType};
 use super::cm::{CM_PRIVATE_DATA_LEN, CmEvent, CmEventKind};
 use super::cm::{CM_REJ_PRIVATE_DATA_LEN, CM_REP_PRIVATE_DATA_LEN, CM_SIDR_PRIVATE_DATA_LEN};
 use super::cm::{get_addr, get_private, put_addr, put_private};
-use super::codec::{BodyError, Get, Put};
+use super::codec::{BodyError, Get, Put, read_fields};
 use super::kind;
 use super::qp::{
     ATTR_MASK_ALL, get_attr, get_cap, put_attr, put_cap, qp_type_from_wire, qp_type_to_wire,
@@ -393,32 +393,38 @@ impl Request {
             kind::QUERY_DEVICE => Self::QueryDevice,
             kind::ALLOC_PD => Self::AllocPd,
             kind::DEALLOC_PD => Self::DeallocPd { pd: g.u32("pd")? },
-            kind::REG_MR_SHARED => Self::RegMrShared {
-                pd: g.u32("pd")?,
-                iova: g.u64("iova")?,
-                offset: g.u64("offset")?,
-                len: g.u64("len")?,
-                access: g.u32("access")?,
-            },
-            kind::REG_MR_PROCESS => Self::RegMrProcess {
-                pd: g.u32("pd")?,
-                addr: g.u64("addr")?,
-                len: g.u64("len")?,
-                access: g.u32("access")?,
-            },
+            kind::REG_MR_SHARED => read_fields!(
+                g,
+                Self::RegMrShared {
+                    pd: u32,
+                    iova: u64,
+                    offset: u64,
+                    len: u64,
+                    access: u32,
+                }
+            ),
+            kind::REG_MR_PROCESS => read_fields!(
+                g,
+                Self::RegMrProcess {
+                    pd: u32,
+                    addr: u64,
+                    len: u64,
+                    access: u32,
+                }
+            ),
             kind::DEREG_MR => Self::DeregMr {
                 lkey: g.u32("lkey")?,
             },
             kind::CREATE_COMP_CHANNEL => Self::CreateCompChannel,
-            kind::CREATE_CQ => Self::CreateCq {
-                cqe: g.u32("cqe")?,
-                channel: g.u32("channel")?,
-            },
+            kind::CREATE_CQ => read_fields!(
+                g,
+                Self::CreateCq {
+                    cqe: u32,
+                    channel: u32,
+                }
+            ),
             kind::DESTROY_CQ => Self::DestroyCq { cq: g.u32("cq")? },
-            kind::RESIZE_CQ => Self::ResizeCq {
-                cq: g.u32("cq")?,
-                cqe: g.u32("cqe")?,
-            },
+            kind::RESIZE_CQ => read_fields!(g, Self::ResizeCq { cq: u32, cqe: u32 }),
             kind::ALLOC_MW => {
                 let pd = g.u32("pd")?;
                 let type1 = match g.u8("type1")? {
@@ -431,24 +437,25 @@ impl Request {
             kind::DEALLOC_MW => Self::DeallocMw {
                 rkey: g.u32("rkey")?,
             },
-            kind::BIND_MW => {
-                let qpn = g.u32("qpn")?;
-                let mw_rkey = g.u32("mw_rkey")?;
-                let key = g.u8("key")?;
+            kind::BIND_MW => read_fields!(
+                g,
                 Self::BindMw {
-                    qpn,
-                    mw_rkey,
-                    key,
-                    mr_lkey: g.u32("mr_lkey")?,
-                    addr: g.u64("addr")?,
-                    len: g.u64("len")?,
-                    access: g.u32("access")?,
+                    qpn: u32,
+                    mw_rkey: u32,
+                    key: u8,
+                    mr_lkey: u32,
+                    addr: u64,
+                    len: u64,
+                    access: u32,
                 }
-            }
-            kind::LOCAL_INV => Self::LocalInv {
-                qpn: g.u32("qpn")?,
-                rkey: g.u32("rkey")?,
-            },
+            ),
+            kind::LOCAL_INV => read_fields!(
+                g,
+                Self::LocalInv {
+                    qpn: u32,
+                    rkey: u32,
+                }
+            ),
             kind::CREATE_QP => {
                 let pd = g.u32("pd")?;
                 let t = g.u8("qp_type")?;
@@ -475,18 +482,15 @@ impl Request {
             }
             kind::QUERY_QP => Self::QueryQp { qpn: g.u32("qpn")? },
             kind::DESTROY_QP => Self::DestroyQp { qpn: g.u32("qpn")? },
-            kind::STAT => Self::Stat {
-                qpn: g.u32("qpn")?,
-                cursor: g.u32("cursor")?,
-            },
-            kind::CM_LISTEN => Self::CmListen {
-                ps: g.u16("ps")?,
-                port: g.u16("port")?,
-            },
-            kind::CM_UNLISTEN => Self::CmUnlisten {
-                ps: g.u16("ps")?,
-                port: g.u16("port")?,
-            },
+            kind::STAT => read_fields!(
+                g,
+                Self::Stat {
+                    qpn: u32,
+                    cursor: u32,
+                }
+            ),
+            kind::CM_LISTEN => read_fields!(g, Self::CmListen { ps: u16, port: u16 }),
+            kind::CM_UNLISTEN => read_fields!(g, Self::CmUnlisten { ps: u16, port: u16 }),
             kind::CM_CONNECT => Self::CmConnect {
                 qpn: g.u32("qpn")?,
                 addr: get_addr(&mut g)?,

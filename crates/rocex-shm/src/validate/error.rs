@@ -153,6 +153,13 @@ pub enum ReadError {
     },
 }
 
+impl ReadError {
+    /// The fault of the descriptor of `wr_id`, for `map_err`.
+    pub(super) fn of_desc(wr_id: u64) -> impl Fn(DescError) -> Self + Copy {
+        move |error| Self::Desc { wr_id, error }
+    }
+}
+
 impl fmt::Display for ReadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -41,6 +41,17 @@ impl<'m, L: QueueLimits> QueueReader<'m, L> {
     pub fn ring(&mut self) -> &mut Consumer<'m> {
         &mut self.ring
     }
+
+    /// The next slot and its descriptor's fixed part, copied once out of the slot's start;
+    /// `None` when the ring is empty.
+    fn next_desc<D: FromBytes + IntoBytes>(&mut self) -> Result<Option<(Slot<'m>, D)>, ReadError> {
+        let Some(slot) = self.ring.next_slot()? else {
+            return Ok(None);
+        };
+        let mut d = D::new_zeroed();
+        slot.view.read(0, d.as_mut_bytes())?;
+        Ok(Some((slot, d)))
+    }
 }
 
 impl SqReader<'_> {
@@ -48,14 +59,10 @@ impl SqReader<'_> {
     /// byte is read once: the 128-byte header, then exactly the payload the private copy
     /// of the header describes.
     pub fn read_send(&mut self) -> Result<Option<SendWr>, ReadError> {
-        let Some(slot) = self.ring.next_slot()? else {
+        let Some((slot, d)) = self.next_desc::<SendDesc>()? else {
             return Ok(None);
         };
-        let d: SendDesc = read_desc(&slot)?;
-        let fail = |error| ReadError::Desc {
-            wr_id: d.wr_id,
-            error,
-        };
+        let fail = ReadError::of_desc(d.wr_id);
         let payload =
             check_send_header(&d, &self.limits, self.ring.spec().slot_size()).map_err(fail)?;
         let data = match payload {
@@ -80,14 +87,10 @@ impl SqReader<'_> {
 impl RqReader<'_> {
     /// The next receive request, validated; `Ok(None)` when the ring is empty.
     pub fn read_recv(&mut self) -> Result<Option<RecvWr>, ReadError> {
-        let Some(slot) = self.ring.next_slot()? else {
+        let Some((slot, d)) = self.next_desc::<RecvDesc>()? else {
             return Ok(None);
         };
-        let d: RecvDesc = read_desc(&slot)?;
-        let fail = |error| ReadError::Desc {
-            wr_id: d.wr_id,
-            error,
-        };
+        let fail = ReadError::of_desc(d.wr_id);
         let n = check_recv_header(&d, &self.limits, self.ring.spec().slot_size()).map_err(fail)?;
         let buf = scratch(&mut self.buf, n as usize * size_of::<SgeDesc>());
         slot.view.read(size_of::<RecvDesc>(), buf)?;
@@ -98,13 +101,6 @@ impl RqReader<'_> {
             sges,
         }))
     }
-}
-
-/// A descriptor's fixed part, copied once out of the start of its slot.
-fn read_desc<D: FromBytes + IntoBytes>(slot: &Slot<'_>) -> Result<D, ReadError> {
-    let mut d = D::new_zeroed();
-    slot.view.read(0, d.as_mut_bytes())?;
-    Ok(d)
 }
 
 /// The first `n` bytes of `buf`, grown to hold them: a reader's copy of a payload.

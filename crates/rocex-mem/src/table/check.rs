@@ -19,6 +19,17 @@ impl MemTable {
         if len == 0 {
             return Ok(Target::empty());
         }
+        let mr = self.mr_in(pd, lkey)?;
+        let have = mr.access & LOCAL;
+        if !have.contains(need) {
+            return Err(MemError::AccessDenied { need, have });
+        }
+        let offset = within(addr, len, mr.iova, mr.len)?;
+        Ok(Target::new(&mr.region, offset, len))
+    }
+
+    /// The region whose local key is `lkey`, which must belong to `pd`.
+    pub(super) fn mr_in(&self, pd: PdId, lkey: u32) -> Result<&Mr, MemError> {
         let mr = self
             .mrs
             .get(&lkey)
@@ -26,12 +37,7 @@ impl MemTable {
         if mr.pd != pd {
             return Err(MemError::WrongPd);
         }
-        let have = mr.access & LOCAL;
-        if !have.contains(need) {
-            return Err(MemError::AccessDenied { need, have });
-        }
-        let offset = within(addr, len, mr.iova, mr.len)?;
-        Ok(Target::new(&mr.region, offset, len))
+        Ok(mr)
     }
 
     /// Check a remote access to `[va, va + len)` through `rkey` (from RETH or AtomicETH)

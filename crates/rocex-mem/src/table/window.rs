@@ -139,13 +139,7 @@ impl MemTable {
         if mw.binding.is_some() {
             return Err(MemError::MwBound);
         }
-        let mr = self
-            .mrs
-            .get(&mr_lkey)
-            .ok_or(MemError::UnknownKey { key: mr_lkey })?;
-        if mr.pd != pd {
-            return Err(MemError::WrongPd);
-        }
+        let mr = self.mr_in(pd, mr_lkey)?;
         if !mr.access.contains(Access::MW_BIND) {
             return Err(MemError::AccessDenied {
                 need: Access::MW_BIND,

@@ -64,6 +64,14 @@ fn node(fabric: &mut Fabric, i: u8, c: Congestion) -> Node {
     }
 }
 
+/// Nodes 1 and 2 on a perfect link, both with `c`.
+fn two_nodes(c: Congestion) -> (Fabric, Node, Node) {
+    let mut f = Fabric::new(1, Link::default());
+    let a = node(&mut f, 1, c);
+    let b = node(&mut f, 2, c);
+    (f, a, b)
+}
+
 fn qp(fabric: &mut Fabric, n: &Node) -> u32 {
     let cap = QpCap {
         max_send_wr: 256,
@@ -103,25 +111,27 @@ fn pair(fabric: &mut Fabric, a: &Node, b: &Node) -> (u32, u32) {
     (qa, qb)
 }
 
-fn write(id: u64, from: &Node, to: &Node, len: u32) -> SendWr {
+/// A WRITE or READ (`op`) of `len` bytes between the starts of `local`'s and `remote`'s
+/// buffers.
+fn request(id: u64, op: fn(Remote) -> SendOp, local: &Node, remote: &Node, len: u32) -> SendWr {
     let sge = Sge {
         addr: BASE,
         length: len,
-        lkey: from.keys.lkey,
+        lkey: local.keys.lkey,
     };
     let remote = Remote {
         addr: BASE,
-        rkey: to.keys.rkey,
+        rkey: remote.keys.rkey,
     };
-    SendWr::new(id, SendOp::Write(remote), vec![sge])
+    SendWr::new(id, op(remote), vec![sge])
 }
 
-/// A CNP from `from` to QP `qpn`, with a placeholder ICRC (the caller says it is valid).
-fn cnp(qpn: u32) -> Vec<u8> {
+/// Hands `e` a CNP for QP `qpn` from `from` to `to` at `at`, in a packet whose IP header
+/// carried `ecn`; its ICRC is a placeholder, taken as valid.
+fn deliver_cnp(e: &mut Engine, at: Instant, (from, to): (SocketAddr, IpAddr), qpn: u32, ecn: Ecn) {
     let mut b = vec![0; 32];
     let n = PacketRepr::cnp(qpn).emit(&mut b).unwrap();
-    b.truncate(n);
-    b
+    e.handle_packet_ecn(at, from, to, &b[..n], IcrcStatus::Valid, ecn);
 }
 
 fn src(n: &Node) -> SocketAddr {
@@ -134,9 +144,7 @@ fn close(a: f64, b: f64) -> bool {
 
 #[test]
 fn the_rate_follows_the_dcqcn_equations_for_a_scripted_cnp_sequence() {
-    let mut f = Fabric::new(1, Link::default());
-    let a = node(&mut f, 1, congestion(true));
-    let b = node(&mut f, 2, congestion(true));
+    let (mut f, a, b) = two_nodes(congestion(true));
     let (qa, _) = pair(&mut f, &a, &b);
     let e = f.node(a.idx);
     let us = Instant::from_micros;
@@ -148,24 +156,10 @@ fn the_rate_follows_the_dcqcn_equations_for_a_scripted_cnp_sequence() {
 
     // Two CNPs 10 us apart: each halves the rate (alpha starts at 1 and stays 1).
     let g = 1.0 / 256.0;
-    e.handle_packet_ecn(
-        us(0),
-        src(&b),
-        a.addr,
-        &cnp(qa),
-        IcrcStatus::Valid,
-        Ecn::NotEct,
-    );
+    deliver_cnp(e, us(0), (src(&b), a.addr), qa, Ecn::NotEct);
     let s = e.qp_rate(qa).unwrap().unwrap();
     assert_eq!((s.current, s.target, s.alpha), (5e9, 10e9, 1.0));
-    e.handle_packet_ecn(
-        us(10),
-        src(&b),
-        a.addr,
-        &cnp(qa),
-        IcrcStatus::Valid,
-        Ecn::NotEct,
-    );
+    deliver_cnp(e, us(10), (src(&b), a.addr), qa, Ecn::NotEct);
     let s = e.qp_rate(qa).unwrap().unwrap();
     assert_eq!((s.current, s.target, s.alpha), (2.5e9, 5e9, 1.0));
 
@@ -192,14 +186,7 @@ fn the_rate_follows_the_dcqcn_equations_for_a_scripted_cnp_sequence() {
     }
 
     // A CNP now: Rt = Rc, Rc = Rc (1 - alpha / 2), alpha = (1 - g) alpha + g.
-    e.handle_packet_ecn(
-        us(400),
-        src(&b),
-        a.addr,
-        &cnp(qa),
-        IcrcStatus::Valid,
-        Ecn::NotEct,
-    );
+    deliver_cnp(e, us(400), (src(&b), a.addr), qa, Ecn::NotEct);
     let s = e.qp_rate(qa).unwrap().unwrap();
     assert!(close(s.target, rc));
     assert!(close(s.current, rc * (1.0 - alpha / 2.0)));
@@ -219,7 +206,6 @@ fn the_rate_follows_the_dcqcn_equations_for_a_scripted_cnp_sequence() {
 
 #[test]
 fn hyper_increase_follows_once_both_counters_pass_f() {
-    let mut f = Fabric::new(1, Link::default());
     let c = Congestion {
         dcqcn: DcqcnParams {
             line_rate: LINE,
@@ -230,24 +216,15 @@ fn hyper_increase_follows_once_both_counters_pass_f() {
         },
         ..Congestion::default()
     };
-    let a = node(&mut f, 1, c);
-    let b = node(&mut f, 2, c);
+    let (mut f, a, b) = two_nodes(c);
     let (qa, _) = pair(&mut f, &a, &b);
     let e = f.node(a.idx);
-    e.handle_packet_ecn(
-        Instant::ZERO,
-        src(&b),
-        a.addr,
-        &cnp(qa),
-        IcrcStatus::Valid,
-        Ecn::NotEct,
-    );
-    e.handle_packet_ecn(
+    deliver_cnp(e, Instant::ZERO, (src(&b), a.addr), qa, Ecn::NotEct);
+    deliver_cnp(
+        e,
         Instant::from_micros(1),
-        src(&b),
-        a.addr,
-        &cnp(qa),
-        IcrcStatus::Valid,
+        (src(&b), a.addr),
+        qa,
         Ecn::NotEct,
     );
     let s = e.qp_rate(qa).unwrap().unwrap();
@@ -258,7 +235,8 @@ fn hyper_increase_follows_once_both_counters_pass_f() {
     let mut now = Instant::from_micros(2);
     let mut buf = vec![0; 8192];
     for i in 0..24 {
-        e.post_send(now, qa, write(i, &a, &b, 4096)).unwrap();
+        e.post_send(now, qa, request(i, SendOp::Write, &a, &b, 4096))
+            .unwrap();
         // Paced: the next packet waits for its time.
         while e.poll_transmit(now, &mut buf).is_none() {
             now = e.poll_timeout().unwrap();
@@ -295,9 +273,7 @@ fn hyper_increase_follows_once_both_counters_pass_f() {
 
 #[test]
 fn ce_marks_become_cnps_at_most_one_per_50_us_per_qp() {
-    let mut f = Fabric::new(1, Link::default());
-    let a = node(&mut f, 1, congestion(true));
-    let b = node(&mut f, 2, congestion(true));
+    let (mut f, a, b) = two_nodes(congestion(true));
     let (q1a, q1b) = pair(&mut f, &a, &b);
     let (q2a, q2b) = pair(&mut f, &a, &b);
     // 20 one-packet WRITEs on each QP, taken off A's wire by hand.
@@ -306,7 +282,7 @@ fn ce_marks_become_cnps_at_most_one_per_50_us_per_qp() {
     for i in 0..20 {
         for q in [q1a, q2a] {
             f.node(a.idx)
-                .post_send(Instant::ZERO, q, write(i, &a, &b, 64))
+                .post_send(Instant::ZERO, q, request(i, SendOp::Write, &a, &b, 64))
                 .unwrap();
         }
     }
@@ -348,28 +324,12 @@ fn ce_marks_become_cnps_at_most_one_per_50_us_per_qp() {
 
 #[test]
 fn a_cnp_from_elsewhere_or_for_no_qp_is_dropped_and_counted() {
-    let mut f = Fabric::new(1, Link::default());
-    let a = node(&mut f, 1, congestion(true));
-    let b = node(&mut f, 2, congestion(true));
+    let (mut f, a, b) = two_nodes(congestion(true));
     let (qa, _) = pair(&mut f, &a, &b);
     let e = f.node(a.idx);
     let stranger = SocketAddr::new([198, 18, 0, 9].into(), 4791);
-    e.handle_packet_ecn(
-        Instant::ZERO,
-        stranger,
-        a.addr,
-        &cnp(qa),
-        IcrcStatus::Valid,
-        Ecn::Ce,
-    );
-    e.handle_packet_ecn(
-        Instant::ZERO,
-        src(&b),
-        a.addr,
-        &cnp(0xabc),
-        IcrcStatus::Valid,
-        Ecn::Ce,
-    );
+    deliver_cnp(e, Instant::ZERO, (stranger, a.addr), qa, Ecn::Ce);
+    deliver_cnp(e, Instant::ZERO, (src(&b), a.addr), 0xabc, Ecn::Ce);
     let c = e.counters();
     assert_eq!(
         (c.drop_wrong_source, c.drop_no_qp, c.rp_cnp_handled),
@@ -416,7 +376,7 @@ fn stream(flows: usize, ecn: bool, bottleneck: Option<Bottleneck>, run_for: Dura
     for (s, &q) in senders.iter().zip(&qps) {
         for i in 0..DEPTH {
             f.node(s.idx)
-                .post_send(Instant::ZERO, q, write(i, s, &rx, LEN))
+                .post_send(Instant::ZERO, q, request(i, SendOp::Write, s, &rx, LEN))
                 .unwrap();
         }
     }
@@ -439,7 +399,7 @@ fn stream(flows: usize, ecn: bool, bottleneck: Option<Bottleneck>, run_for: Dura
                 }
                 next_id += 1;
                 f.node(s.idx)
-                    .post_send(now, q, write(next_id, s, &rx, LEN))
+                    .post_send(now, q, request(next_id, SendOp::Write, s, &rx, LEN))
                     .unwrap();
             }
         }
@@ -513,18 +473,7 @@ fn reads(ecn: bool, run_for: Duration) -> (Vec<u64>, usize, u64) {
     let qps: Vec<(u32, u32)> = senders.iter().map(|s| pair(&mut f, &rx, s)).collect();
     f.set_bottleneck(rx.idx, marking(5e9));
     const LEN: u32 = 64 << 10;
-    let read = |id, s: &Node| {
-        let sge = Sge {
-            addr: BASE,
-            length: LEN,
-            lkey: rx.keys.lkey,
-        };
-        let remote = Remote {
-            addr: BASE,
-            rkey: s.keys.rkey,
-        };
-        SendWr::new(id, SendOp::Read(remote), vec![sge])
-    };
+    let read = |id, s: &Node| request(id, SendOp::Read, &rx, s, LEN);
     for (s, &(q, _)) in senders.iter().zip(&qps) {
         for i in 0..16 {
             f.node(rx.idx)
@@ -598,15 +547,14 @@ fn without_marks_nothing_changes() {
 fn a_qps_traffic_class_gives_its_dscp_and_ecn() {
     // rdma-core's grh.traffic_class: DSCP in the upper six bits, ECN in the lower two.
     let tclass_of = |ecn_on: bool, tclass: Option<u8>| {
-        let mut f = Fabric::new(1, Link::default());
-        let a = node(&mut f, 1, congestion(ecn_on));
-        let b = node(&mut f, 2, congestion(ecn_on));
+        let (mut f, a, b) = two_nodes(congestion(ecn_on));
         let (qa, _) = pair(&mut f, &a, &b);
         let e = f.node(a.idx);
         if let Some(t) = tclass {
             e.set_traffic_class(qa, t).unwrap();
         }
-        e.post_send(Instant::ZERO, qa, write(1, &a, &b, 8)).unwrap();
+        e.post_send(Instant::ZERO, qa, request(1, SendOp::Write, &a, &b, 8))
+            .unwrap();
         let mut buf = vec![0; 256];
         e.poll_transmit(Instant::ZERO, &mut buf).unwrap().tclass
     };

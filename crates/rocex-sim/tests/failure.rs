@@ -25,10 +25,7 @@ fn a_dead_peer_ends_in_retry_exc_err_in_bounded_time() {
     let (a, b) = (p.side('a'), p.side('b'));
     // A few writes complete, then B falls silent.
     for i in 0..4 {
-        p.post_send(
-            &a,
-            wr(i, SendOp::Write(remote(&b, 0)), vec![sge(&a, 0, 4096)]),
-        );
+        p.post(&a, i, SendOp::Write(remote(&b, 0)), 0, 4096);
     }
     assert_ok(&p.completions(&a, 4, Duration::from_millis(10)));
     let dead = Rc::new(Cell::new(true));
@@ -37,10 +34,7 @@ fn a_dead_peer_ends_in_retry_exc_err_in_bounded_time() {
         .intercept(move |from, _, _| !(d.get() && from == b.node));
     let died_at = p.now();
     for i in 10..20 {
-        p.post_send(
-            &a,
-            wr(i, SendOp::Write(remote(&b, 0)), vec![sge(&a, 0, 4096)]),
-        );
+        p.post(&a, i, SendOp::Write(remote(&b, 0)), 0, 4096);
     }
     let wcs = p.completions(&a, 10, Duration::from_secs(1));
     let took = p.now() - died_at;
@@ -59,10 +53,7 @@ fn a_dead_peer_ends_in_retry_exc_err_in_bounded_time() {
     );
     assert_eq!(p.fabric.node(a.node).counters().retry_exceeded_err, 1);
     // Posting to a QP in error completes at once with WR_FLUSH_ERR.
-    p.post_send(
-        &a,
-        wr(99, SendOp::Write(remote(&b, 0)), vec![sge(&a, 0, 8)]),
-    );
+    p.post(&a, 99, SendOp::Write(remote(&b, 0)), 0, 8);
     let wc = p.completions(&a, 1, Duration::from_millis(1));
     assert_eq!((wc[0].wr_id, wc[0].status), (99, WcStatus::WrFlushErr));
 }

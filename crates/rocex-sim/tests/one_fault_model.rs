@@ -41,7 +41,7 @@ fn fabric_run(seed: u64) -> (Stats, Vec<Vec<u8>>) {
         } else {
             SendOp::Write(remote(&b, i * 4096))
         };
-        p.post_send(&a, wr(i, op, vec![sge(&a, i * 4096, 3000)]));
+        p.post(&a, i, op, i * 4096, 3000);
     }
     let wcs = p.completions(&a, 200, Duration::from_secs(60));
     assert_eq!(wcs.len(), 200, "every request completes through the faults");

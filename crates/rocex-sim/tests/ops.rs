@@ -26,14 +26,7 @@ fn check_write(mtu: Mtu, len: usize, psn: u32) {
     let (a, b) = (p.side('a'), p.side('b'));
     let data = pattern(len as u64, len);
     write_bytes(&a, 0, &data);
-    p.post_send(
-        &a,
-        wr(
-            7,
-            SendOp::Write(remote(&b, 4096)),
-            vec![sge(&a, 0, len as u32)],
-        ),
-    );
+    p.post(&a, 7, SendOp::Write(remote(&b, 4096)), 0, len as u32);
     let wcs = p.completions(&a, 1, Duration::from_secs(1));
     assert_eq!(wcs.len(), 1, "WRITE {len} at {mtu:?}");
     assert_eq!(
@@ -61,10 +54,7 @@ fn send_every_size_and_mtu() {
             let data = pattern(len as u64 + 1, len);
             write_bytes(&a, 0, &data);
             p.post_recv(&b, 42, 8192, 1 << 17);
-            p.post_send(
-                &a,
-                wr(9, SendOp::SendWithImm(0xabcd), vec![sge(&a, 0, len as u32)]),
-            );
+            p.post(&a, 9, SendOp::SendWithImm(0xabcd), 0, len as u32);
             let sent = p.completions(&a, 1, Duration::from_secs(1));
             assert_ok(&sent);
             let got = p.completions(&b, 1, Duration::from_secs(1));
@@ -90,14 +80,7 @@ fn read_every_size_and_mtu() {
             let (a, b) = (p.side('a'), p.side('b'));
             let data = pattern(len as u64 + 2, len);
             write_bytes(&b, 100, &data);
-            p.post_send(
-                &a,
-                wr(
-                    3,
-                    SendOp::Read(remote(&b, 100)),
-                    vec![sge(&a, 0, len as u32)],
-                ),
-            );
+            p.post(&a, 3, SendOp::Read(remote(&b, 100)), 0, len as u32);
             let wcs = p.completions(&a, 1, Duration::from_secs(1));
             assert_eq!(wcs.len(), 1, "READ {len} at {mtu:?}");
             assert_eq!(
@@ -115,14 +98,8 @@ fn write_with_immediate_consumes_a_receive() {
     let (a, b) = (p.side('a'), p.side('b'));
     write_bytes(&a, 0, &pattern(5, 3000));
     p.post_recv(&b, 1, 0, 16);
-    p.post_send(
-        &a,
-        wr(
-            2,
-            SendOp::WriteWithImm(remote(&b, 1000), 0x1234_5678),
-            vec![sge(&a, 0, 3000)],
-        ),
-    );
+    let op = SendOp::WriteWithImm(remote(&b, 1000), 0x1234_5678);
+    p.post(&a, 2, op, 0, 3000);
     assert_ok(&p.completions(&a, 1, Duration::from_secs(1)));
     let got = p.completions(&b, 1, Duration::from_secs(1));
     assert_eq!(
@@ -137,41 +114,20 @@ fn atomics_return_the_original_and_apply_once() {
     let mut p = pair(Mtu::M1024, 1);
     let (a, b) = (p.side('a'), p.side('b'));
     write_bytes(&b, 64, &41u64.to_ne_bytes());
-    p.post_send(
-        &a,
-        wr(
-            1,
-            SendOp::FetchAdd {
-                remote: remote(&b, 64),
-                add: 1,
-            },
-            vec![sge(&a, 0, 8)],
-        ),
-    );
-    p.post_send(
-        &a,
-        wr(
-            2,
-            SendOp::CompareSwap {
-                remote: remote(&b, 64),
-                compare: 42,
-                swap: 7,
-            },
-            vec![sge(&a, 8, 8)],
-        ),
-    );
-    p.post_send(
-        &a,
-        wr(
-            3,
-            SendOp::CompareSwap {
-                remote: remote(&b, 64),
-                compare: 42,
-                swap: 9,
-            },
-            vec![sge(&a, 16, 8)],
-        ),
-    );
+    let target = remote(&b, 64);
+    let add = SendOp::FetchAdd {
+        remote: target,
+        add: 1,
+    };
+    let swap = |swap| SendOp::CompareSwap {
+        remote: target,
+        compare: 42,
+        swap,
+    };
+    // Each returns the original into its own 8 bytes of a's buffer.
+    for (id, op) in [(1, add), (2, swap(7)), (3, swap(9))] {
+        p.post(&a, id, op, 8 * (id - 1), 8);
+    }
     let wcs = p.completions(&a, 3, Duration::from_secs(1));
     assert_ok(&wcs);
     assert_eq!(
@@ -281,10 +237,7 @@ fn flush_to_a_qp_without_its_flush_flag_is_an_invalid_request() {
             true
         });
         write_bytes(&a, 0, &pattern(5, 64));
-        p.post_send(
-            &a,
-            wr(1, SendOp::Write(remote(&b, 0)), vec![sge(&a, 0, 64)]),
-        );
+        p.post(&a, 1, SendOp::Write(remote(&b, 0)), 0, 64);
         p.post_send(&a, flush(2, &b, 64, placement));
         let wcs = p.completions(&a, 2, Duration::from_secs(1));
         let what = format!("QP {qp_flush}, placement {placement}");
@@ -317,14 +270,7 @@ fn eight_mib_write() {
     let (a, b) = (p.side('a'), p.side('b'));
     let data = pattern(8, len);
     write_bytes(&a, 0, &data);
-    p.post_send(
-        &a,
-        wr(
-            1,
-            SendOp::Write(remote(&b, 0)),
-            vec![sge(&a, 0, len as u32)],
-        ),
-    );
+    p.post(&a, 1, SendOp::Write(remote(&b, 0)), 0, len as u32);
     assert_ok(&p.completions(&a, 1, Duration::from_secs(10)));
     assert!(read_bytes(&b, 0, len) == data);
 }

@@ -50,7 +50,7 @@ fn a_lost_first_packet_is_one_sequence_nak_and_three_packets_sent_again() {
     });
     write_bytes(&a, 0, &pattern(3, 3000));
     p.post_recv(&b, 7, 0, 4096);
-    p.post_send(&a, wr(1, SendOp::Send, vec![sge(&a, 0, 3000)]));
+    p.post(&a, 1, SendOp::Send, 0, 3000);
     assert_ok(&p.completions(&a, 1, Duration::from_secs(1)));
     assert_ok(&p.completions(&b, 1, Duration::from_secs(1)));
     assert_eq!(read_bytes(&b, 0, 3000), pattern(3, 3000));
@@ -80,7 +80,7 @@ fn a_lost_ack_is_one_timeout_resend_and_one_duplicate_request() {
     let (a, b) = (p.side('a'), p.side('b'));
     drop_once(&mut p, b.node, |pkt| pkt.aeth.is_some());
     p.post_recv(&b, 7, 0, 64);
-    p.post_send(&a, wr(1, SendOp::Send, vec![sge(&a, 0, 64)]));
+    p.post(&a, 1, SendOp::Send, 0, 64);
     assert_ok(&p.completions(&a, 1, Duration::from_secs(1)));
     p.settle(Duration::from_secs(1));
 
@@ -106,7 +106,7 @@ fn no_receive_is_an_rnr_nak_per_try_until_the_rnr_retries_run_out() {
     };
     let mut p = Pair::new(3, Link::with_delay(Duration::from_micros(10)), params);
     let (a, b) = (p.side('a'), p.side('b'));
-    p.post_send(&a, wr(1, SendOp::Send, vec![sge(&a, 0, 64)]));
+    p.post(&a, 1, SendOp::Send, 0, 64);
     let wcs = p.completions(&a, 1, Duration::from_secs(1));
     assert_eq!(wcs.len(), 1);
     assert_eq!(wcs[0].status, WcStatus::RnrRetryExcErr, "{wcs:?}");

@@ -131,7 +131,7 @@ fn run(seed: u64, link: Link) -> Result<Counters, String> {
             }
         };
         let len = expect.last().map_or(0, Expect::len);
-        p.post_send(&a, wr(i, op, vec![sge(&a, SLOTS_AT + i * SLOT, len)]));
+        p.post(&a, i, op, SLOTS_AT + i * SLOT, len);
     }
     let wcs = p.completions(&a, OPS as usize, Duration::from_secs(120));
     let ca = p.fabric.node(a.node).counters().clone();

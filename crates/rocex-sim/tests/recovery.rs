@@ -55,6 +55,30 @@ struct Outcome {
     retries: u64,
 }
 
+/// Posts `op` as WR `id` on a's first `len` bytes and checks that it alone completes,
+/// successfully; returns what it cost, counted by a.
+fn cost(p: &mut Pair, id: u64, op: SendOp, len: usize) -> Outcome {
+    let a = p.side('a');
+    let (sent0, t0) = (p.fabric.stats.sent, p.now());
+    p.post(&a, id, op, 0, len as u32);
+    let wcs = p.completions(&a, 1, Duration::from_secs(1));
+    assert_eq!(
+        (wcs.len(), wcs[0].wr_id, wcs[0].status),
+        (1, id, WcStatus::Success)
+    );
+    let (micros, sent) = (
+        (p.now() - t0).as_micros() as u64,
+        p.fabric.stats.sent - sent0,
+    );
+    let c = p.fabric.node(a.node).counters();
+    Outcome {
+        micros,
+        sent,
+        resent: c.retransmitted_pkts,
+        retries: c.completer_retry_err,
+    }
+}
+
 /// Posts one WRITE of `len` bytes from a to b after a first WRITE has timed a round
 /// trip; its LAST packet is dropped. Returns what the second cost.
 fn write_with_last_lost(rxe_recovery: bool) -> Outcome {
@@ -62,34 +86,14 @@ fn write_with_last_lost(rxe_recovery: bool) -> Outcome {
     let (a, b) = (p.side('a'), p.side('b'));
     let len = 8 * 1024;
     drop_nth(&mut p, a.node, Opcode::RC_RDMA_WRITE_LAST, 2);
-    for (i, seed) in [(0u64, 11u64), (1, 12)] {
+    let [_, second] = [(0u64, 11u64), (1, 12)].map(|(i, seed)| {
         let data = pattern(seed, len);
         write_bytes(&a, 0, &data);
-        let sent0 = p.fabric.stats.sent;
-        let t0 = p.now();
-        p.post_send(
-            &a,
-            wr(
-                i,
-                SendOp::Write(remote(&b, 0)),
-                vec![sge(&a, 0, len as u32)],
-            ),
-        );
-        let wcs = p.completions(&a, 1, Duration::from_secs(1));
-        assert_eq!((wcs.len(), wcs[0].wr_id), (1, i));
-        assert_ok(&wcs);
+        let got = cost(&mut p, i, SendOp::Write(remote(&b, 0)), len);
         assert_eq!(read_bytes(&b, 0, len), data, "WRITE {i} placed");
-        if i == 1 {
-            let c = p.fabric.node(a.node).counters().clone();
-            return Outcome {
-                micros: (p.now() - t0).as_micros() as u64,
-                sent: p.fabric.stats.sent - sent0,
-                resent: c.retransmitted_pkts,
-                retries: c.completer_retry_err,
-            };
-        }
-    }
-    unreachable!()
+        got
+    });
+    second
 }
 
 #[test]
@@ -130,29 +134,10 @@ fn read_with_middle_lost(rxe_recovery: bool) -> Outcome {
     let data = pattern(21, len);
     write_bytes(&b, 4096, &data);
     drop_nth(&mut p, b.node, Opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 5);
-    let t0 = p.now();
-    p.post_send(
-        &a,
-        wr(
-            7,
-            SendOp::Read(remote(&b, 4096)),
-            vec![sge(&a, 0, len as u32)],
-        ),
-    );
-    let wcs = p.completions(&a, 1, Duration::from_secs(1));
-    assert_eq!(
-        (wcs.len(), wcs[0].wr_id, wcs[0].status),
-        (1, 7, WcStatus::Success)
-    );
+    let mut got = cost(&mut p, 7, SendOp::Read(remote(&b, 4096)), len);
     assert_eq!(read_bytes(&a, 0, len), data, "READ data");
-    let c = p.fabric.node(a.node).counters().clone();
-    let cb = p.fabric.node(b.node).counters().clone();
-    Outcome {
-        micros: (p.now() - t0).as_micros() as u64,
-        sent: p.fabric.stats.sent,
-        resent: c.retransmitted_pkts + cb.retransmitted_pkts,
-        retries: c.completer_retry_err,
-    }
+    got.resent += p.fabric.node(b.node).counters().retransmitted_pkts;
+    got
 }
 
 #[test]
@@ -190,10 +175,7 @@ fn write_with_nak_lost(rxe_recovery: bool) -> Outcome {
     let (a, b) = (p.side('a'), p.side('b'));
     let len = 8 * 1024;
     // A first WRITE times the round trip.
-    p.post_send(
-        &a,
-        wr(0, SendOp::Write(remote(&b, 0)), vec![sge(&a, 0, 1024)]),
-    );
+    p.post(&a, 0, SendOp::Write(remote(&b, 0)), 0, 1024);
     assert_eq!(p.completions(&a, 1, Duration::from_secs(1)).len(), 1);
     let (an, bn) = (a.node, b.node);
     let middles = Rc::new(Cell::new(0));
@@ -211,28 +193,9 @@ fn write_with_nak_lost(rxe_recovery: bool) -> Outcome {
     });
     let data = pattern(31, len);
     write_bytes(&a, 0, &data);
-    let (sent0, t0) = (p.fabric.stats.sent, p.now());
-    p.post_send(
-        &a,
-        wr(
-            1,
-            SendOp::Write(remote(&b, 0)),
-            vec![sge(&a, 0, len as u32)],
-        ),
-    );
-    let wcs = p.completions(&a, 1, Duration::from_secs(1));
-    assert_eq!(
-        (wcs.len(), wcs[0].wr_id, wcs[0].status),
-        (1, 1, WcStatus::Success)
-    );
+    let got = cost(&mut p, 1, SendOp::Write(remote(&b, 0)), len);
     assert_eq!(read_bytes(&b, 0, len), data);
-    let c = p.fabric.node(a.node).counters().clone();
-    Outcome {
-        micros: (p.now() - t0).as_micros() as u64,
-        sent: p.fabric.stats.sent - sent0,
-        resent: c.retransmitted_pkts,
-        retries: c.completer_retry_err,
-    }
+    got
 }
 
 #[test]
@@ -289,7 +252,7 @@ fn stream(rxe_recovery: bool, read: bool, len: usize, n: u64, loss: f64) -> (u64
             SendOp::Write(remote(&b, 4 << 20 | slot(i)))
         };
         let local = if read { 4 << 20 | slot(i) } else { slot(i) };
-        p.post_send(&a, wr(i, op, vec![sge(&a, local, len as u32)]));
+        p.post(&a, i, op, local, len as u32);
     };
     let t0 = p.now();
     let mut posted = 0;

@@ -29,7 +29,7 @@ fn run(seed: u64, link: Link, params: Params, n: u64, writes: bool) {
             1 => (SendOp::Read(remote(&b, 0)), 3000),
             _ => (SendOp::Write(remote(&b, 4096)), 3000),
         };
-        p.post_send(&a, wr(i, op, vec![sge(&a, 8192 * (i % 60 + 1), len)]));
+        p.post(&a, i, op, 8192 * (i % 60 + 1), len);
     }
     let wcs = p.completions(&a, n as usize, Duration::from_secs(60));
     let c = p.fabric.node(a.node).counters().clone();

@@ -25,14 +25,13 @@ fn uc_send_and_write_arrive_whole() {
     let (a, b) = (p.side('a'), p.side('b'));
     write_bytes(&a, 0, &pattern(1, 5000));
     p.post_recv(&b, 1, 65536, 8192);
-    p.post_send(&a, wr(1, SendOp::Send, vec![sge(&a, 0, 5000)]));
-    p.post_send(
+    p.post(&a, 1, SendOp::Send, 0, 5000);
+    p.post(
         &a,
-        wr(
-            2,
-            SendOp::WriteWithImm(remote(&b, 1 << 19), 77),
-            vec![sge(&a, 0, 3000)],
-        ),
+        2,
+        SendOp::WriteWithImm(remote(&b, 1 << 19), 77),
+        0,
+        3000,
     );
     p.post_recv(&b, 2, 0, 16);
     let sent = p.completions(&a, 2, Duration::from_millis(10));
@@ -71,8 +70,8 @@ fn uc_drops_a_message_that_lost_a_packet() {
     for i in 0..2 {
         p.post_recv(&b, i, 65536 * (i + 1), 8192);
     }
-    p.post_send(&a, wr(1, SendOp::Send, vec![sge(&a, 0, 3000)]));
-    p.post_send(&a, wr(2, SendOp::Send, vec![sge(&a, 0, 2000)]));
+    p.post(&a, 1, SendOp::Send, 0, 3000);
+    p.post(&a, 2, SendOp::Send, 0, 2000);
     assert_ok(&p.completions(&a, 2, Duration::from_millis(10)));
     let got = p.completions(&b, 2, Duration::from_millis(10));
     assert_eq!(got.len(), 1, "only the whole message arrives");

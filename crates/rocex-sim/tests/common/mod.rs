@@ -213,6 +213,11 @@ impl Pair {
             .unwrap();
     }
 
+    /// Posts `op` as WR `id` with one SGE: `len` bytes at `offset` in `from`'s buffer.
+    pub fn post(&mut self, from: &Side, id: u64, op: SendOp, offset: u64, len: u32) {
+        self.post_send(from, wr(id, op, vec![sge(from, offset, len)]));
+    }
+
     pub fn post_recv(&mut self, on: &Side, wr_id: u64, offset: u64, len: u32) {
         let now = self.fabric.now();
         let wr = RecvWr {

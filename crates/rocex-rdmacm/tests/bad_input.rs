@@ -13,12 +13,12 @@ mod common;
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 
-use common::{Hosts, build_c, build_cm_prog, finish, libdir, text};
+use common::{Hosts, build_c, finish, libdir, text};
 
 #[test]
 fn rdma_cm_refuses_bad_input_as_rdma_core_does() {
-    let Some(h) = Hosts::up(1, &[]) else { return };
-    let Some(prog) = build_cm_prog("rdmacm_bad_input", include_str!("bad_input.c")) else {
+    let Some((h, prog)) = Hosts::with_prog(1, "rdmacm_bad_input", include_str!("bad_input.c"))
+    else {
         return;
     };
     let exe = prog.exe.to_str().unwrap();

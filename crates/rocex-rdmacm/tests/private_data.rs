@@ -19,7 +19,10 @@ mod common;
 use std::io::Write;
 use std::process::{Child, Output, Stdio};
 
-use common::{Hosts, build_cm_prog, finish, text};
+use common::{Hosts, finish, text};
+
+/// `private_data.c` behind what the rdma_cm programs share.
+const PRIVATE_DATA: &str = concat!(include_str!("cm_prog.h"), include_str!("private_data.c"));
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
@@ -43,8 +46,7 @@ fn passed(c: Child, who: &str) -> (Output, String) {
 
 #[test]
 fn rep_and_rej_private_data_reach_the_connecting_side() {
-    let Some(h) = Hosts::up(10, &[]) else { return };
-    let Some(prog) = build_cm_prog("rdmacm_private_data", include_str!("private_data.c")) else {
+    let Some((h, prog)) = Hosts::with_prog(10, "rdmacm_private_data", PRIVATE_DATA) else {
         return;
     };
     let exe = prog.exe.to_str().unwrap();
@@ -83,8 +85,7 @@ fn rep_and_rej_private_data_reach_the_connecting_side() {
 
 #[test]
 fn sidr_rep_private_data_qpn_and_qkey_reach_the_resolving_side() {
-    let Some(h) = Hosts::up(18, &[]) else { return };
-    let Some(prog) = build_cm_prog("rdmacm_private_data_ud", include_str!("private_data.c")) else {
+    let Some((h, prog)) = Hosts::with_prog(18, "rdmacm_private_data_ud", PRIVATE_DATA) else {
         return;
     };
     let exe = prog.exe.to_str().unwrap();

@@ -250,15 +250,7 @@ fn rdma_server_and_rdma_client_exchange_a_message() {
     let Some(h) = Hosts::up(4, &["rdma_server", "rdma_client"]) else {
         return;
     };
-    let s = h.run(1, "rdma_server", &[]).spawn().unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1000));
-    let c = common::finish(
-        h.run(0, "rdma_client", &["-s", &h.addr[1]])
-            .spawn()
-            .unwrap(),
-        "rdma_client",
-    );
-    let s = common::finish(s, "rdma_server");
+    let (c, s) = h.server_and_client(("rdma_server", &[]), ("rdma_client", &["-s", &h.addr[1]]));
     let (ct, st) = (common::text(&c), common::text(&s));
     assert!(
         c.status.success() && ct.contains("rdma_client: end 0"),

@@ -16,35 +16,14 @@
  *     blocks SIGUSR2 and takes it from a signalfd, as tgtd does, and raises it at the
  *     process: the signalfd must get it, and no thread may take it in its stead.
  * Prints one line per step. */
-#include <errno.h>
-#include <poll.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <signal.h>
 #include <unistd.h>
-#include <arpa/inet.h>
 #include <sys/signalfd.h>
-#include <rdma/rdma_cma.h>
 
-static struct rdma_event_channel *ch;
-
-static struct sockaddr_in at(const char *ip, int port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	inet_pton(AF_INET, ip, &a.sin_addr);
-	return a;
-}
-
-/* The next event within 30 s, printed as "event NAME STATUS"; *id gets its id. */
+/* The next event, printed as "event NAME STATUS". */
 static int next(struct rdma_cm_id **id)
 {
-	struct pollfd p = { .fd = ch->fd, .events = POLLIN };
-	struct rdma_cm_event *e;
-	if (poll(&p, 1, 30000) != 1 || rdma_get_cm_event(ch, &e)) {
-		printf("no event\n");
-		exit(1);
-	}
+	struct rdma_cm_event *e = await_event();
 	int t = e->event;
 	printf("event %s %d\n", rdma_event_str(t), e->status);
 	if (id)
@@ -53,26 +32,12 @@ static int next(struct rdma_cm_id **id)
 	return t;
 }
 
-static void say(const char *step, int rc)
-{
-	printf("%s %d %s\n", step, rc, rc ? strerror(errno) : "ok");
-}
-
 static void wait_line(void)
 {
 	char line[16];
 	fflush(stdout);
 	if (!fgets(line, sizeof(line), stdin))
 		exit(1);
-}
-
-static void make_qp(struct rdma_cm_id *id)
-{
-	struct ibv_qp_init_attr qa = {
-		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
-		.qp_type = IBV_QPT_RC,
-	};
-	say("create_qp", rdma_create_qp(id, NULL, &qa));
 }
 
 /* The RTR and RTS attributes of an id, with whether each mask is the kernel CM's
@@ -112,11 +77,9 @@ static void attrs(struct rdma_cm_id *id)
 
 static int server(const char *addr, int port)
 {
-	struct rdma_cm_id *l, *id;
+	struct rdma_cm_id *id;
 	struct sockaddr_in sa = at(addr, port);
-	rdma_create_id(ch, &l, NULL, RDMA_PS_TCP);
-	say("bind", rdma_bind_addr(l, (struct sockaddr *)&sa));
-	say("listen", rdma_listen(l, 1));
+	struct rdma_cm_id *l = listener(addr, port, RDMA_PS_TCP);
 	say("destroy_listener", rdma_destroy_id(l));
 	wait_line();
 	rdma_create_id(ch, &l, NULL, RDMA_PS_TCP);
@@ -125,7 +88,7 @@ static int server(const char *addr, int port)
 	fflush(stdout);
 	if (next(&id) != RDMA_CM_EVENT_CONNECT_REQUEST)
 		return 1;
-	make_qp(id);
+	make_qp(id, IBV_QPT_RC);
 	printf("dst_port %u\n", ntohs(rdma_get_dst_port(id)));
 	/* Before accepting: the attributes the accept will settle, and the QP moved to
 	 * RTR with them by the program itself, as rdma-core's librdmacm allows. */
@@ -140,8 +103,7 @@ static int server(const char *addr, int port)
 	attrs(id);
 	if (next(NULL) != RDMA_CM_EVENT_DISCONNECTED)
 		return 1;
-	rdma_destroy_qp(id);
-	rdma_destroy_id(id);
+	destroy_with_qp(id);
 	rdma_destroy_id(l);
 	return 0;
 }
@@ -149,16 +111,7 @@ static int server(const char *addr, int port)
 /* One connection attempt to peer:port: the event it ends in. */
 static int connect_once(const char *peer, int port, struct rdma_cm_id **out)
 {
-	struct rdma_cm_id *id;
-	struct sockaddr_in da = at(peer, port);
-	rdma_create_id(ch, &id, NULL, RDMA_PS_TCP);
-	rdma_resolve_addr(id, NULL, (struct sockaddr *)&da, 2000);
-	if (next(NULL) != RDMA_CM_EVENT_ADDR_RESOLVED)
-		exit(1);
-	rdma_resolve_route(id, 2000);
-	if (next(NULL) != RDMA_CM_EVENT_ROUTE_RESOLVED)
-		exit(1);
-	make_qp(id);
+	struct rdma_cm_id *id = resolved(peer, port, RDMA_PS_TCP, IBV_QPT_RC);
 	printf("src_port %u\n", ntohs(rdma_get_src_port(id)));
 	say("connect", rdma_connect(id, NULL));
 	int t = next(NULL);
@@ -171,8 +124,7 @@ static int client(const char *peer, int port)
 	struct rdma_cm_id *id;
 	if (connect_once(peer, port, &id) != RDMA_CM_EVENT_REJECTED)
 		return 1;
-	rdma_destroy_qp(id);
-	rdma_destroy_id(id);
+	destroy_with_qp(id);
 	wait_line();
 	if (connect_once(peer, port, &id) != RDMA_CM_EVENT_ESTABLISHED)
 		return 1;
@@ -181,18 +133,13 @@ static int client(const char *peer, int port)
 	say("disconnect", rdma_disconnect(id));
 	if (next(NULL) != RDMA_CM_EVENT_DISCONNECTED)
 		return 1;
-	rdma_destroy_qp(id);
-	rdma_destroy_id(id);
+	destroy_with_qp(id);
 	return 0;
 }
 
 static int orphan(const char *addr, int port)
 {
-	struct rdma_cm_id *l;
-	struct sockaddr_in sa = at(addr, port);
-	rdma_create_id(ch, &l, NULL, RDMA_PS_TCP);
-	say("bind", rdma_bind_addr(l, (struct sockaddr *)&sa));
-	say("listen", rdma_listen(l, 1));
+	struct rdma_cm_id *l = listener(addr, port, RDMA_PS_TCP);
 	rdma_destroy_event_channel(ch);
 	printf("channel_destroyed\n");
 	wait_line();
@@ -233,11 +180,7 @@ static int families(int port)
 
 static int signal_to_fd(const char *addr, int port)
 {
-	struct rdma_cm_id *l;
-	struct sockaddr_in sa = at(addr, port);
-	rdma_create_id(ch, &l, NULL, RDMA_PS_TCP);
-	say("bind", rdma_bind_addr(l, (struct sockaddr *)&sa));
-	say("listen", rdma_listen(l, 1));
+	struct rdma_cm_id *l = listener(addr, port, RDMA_PS_TCP);
 	sigset_t usr2;
 	sigemptyset(&usr2);
 	sigaddset(&usr2, SIGUSR2);

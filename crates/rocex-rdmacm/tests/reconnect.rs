@@ -18,7 +18,10 @@ mod common;
 use std::io::{BufRead, BufReader, Lines, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 
-use common::{Hosts, build_cm_prog, finish, text};
+use common::{Hosts, finish, text};
+
+/// `reconnect.c` behind what the rdma_cm programs share.
+const RECONNECT: &str = concat!(include_str!("cm_prog.h"), include_str!("reconnect.c"));
 
 /// A running program whose stdout is read line by line and whose stdin takes lines.
 struct Prog {
@@ -86,8 +89,7 @@ fn field<'a>(lines: &'a [String], head: &str, key: &str) -> &'a str {
 
 #[test]
 fn a_destroyed_listener_stops_and_connected_attributes_are_the_connections() {
-    let Some(h) = Hosts::up(9, &[]) else { return };
-    let Some(prog) = build_cm_prog("rdmacm_reconnect", include_str!("reconnect.c")) else {
+    let Some((h, prog)) = Hosts::with_prog(9, "rdmacm_reconnect", RECONNECT) else {
         return;
     };
     let exe = prog.exe.to_str().unwrap();
@@ -152,8 +154,7 @@ fn a_destroyed_listener_stops_and_connected_attributes_are_the_connections() {
 /// than handed to the freed channel, and the id can still be destroyed.
 #[test]
 fn a_channel_destroyed_under_a_listener_ends_the_listen() {
-    let Some(h) = Hosts::up(11, &[]) else { return };
-    let Some(prog) = build_cm_prog("rdmacm_orphan", include_str!("reconnect.c")) else {
+    let Some((h, prog)) = Hosts::with_prog(11, "rdmacm_orphan", RECONNECT) else {
         return;
     };
     let exe = prog.exe.to_str().unwrap();
@@ -177,8 +178,7 @@ fn a_channel_destroyed_under_a_listener_ends_the_listen() {
 /// by SIGUSR2's default action otherwise).
 #[test]
 fn the_event_thread_takes_no_signal_the_program_blocks() {
-    let Some(h) = Hosts::up(12, &[]) else { return };
-    let Some(prog) = build_cm_prog("rdmacm_signal", include_str!("reconnect.c")) else {
+    let Some((h, prog)) = Hosts::with_prog(12, "rdmacm_signal", RECONNECT) else {
         return;
     };
     let exe = prog.exe.to_str().unwrap();
@@ -193,8 +193,7 @@ fn the_event_thread_takes_no_signal_the_program_blocks() {
 /// (`cma_check_port`), and a request to an IPv4 address goes to the IPv4 listener.
 #[test]
 fn family_only_listeners_of_two_families_share_a_port() {
-    let Some(h) = Hosts::up(13, &[]) else { return };
-    let Some(prog) = build_cm_prog("rdmacm_families", include_str!("reconnect.c")) else {
+    let Some((h, prog)) = Hosts::with_prog(13, "rdmacm_families", RECONNECT) else {
         return;
     };
     let exe = prog.exe.to_str().unwrap();

@@ -14,15 +14,7 @@ fn rdma_xclient_sends_sixteen_bytes_inline_on_a_one_sge_qp() {
     let Some(h) = Hosts::up(20, &["rdma_xserver", "rdma_xclient"]) else {
         return;
     };
-    let s = h.run(1, "rdma_xserver", &[]).spawn().unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1000));
-    let c = common::finish(
-        h.run(0, "rdma_xclient", &["-s", &h.addr[1]])
-            .spawn()
-            .unwrap(),
-        "rdma_xclient",
-    );
-    let s = common::finish(s, "rdma_xserver");
+    let (c, s) = h.server_and_client(("rdma_xserver", &[]), ("rdma_xclient", &["-s", &h.addr[1]]));
     let (ct, st) = (common::text(&c), common::text(&s));
     // Refused inline data would print rdma_post_send's perror and end with EINVAL (22).
     assert!(

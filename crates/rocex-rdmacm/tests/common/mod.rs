@@ -114,6 +114,14 @@ impl Hosts {
         Some(h)
     }
 
+    /// Pair `n` ([`Hosts::up`], needing no Debian program) with `source` built for it
+    /// ([`build_cm_prog`]); `None` after recording why either cannot be.
+    pub(crate) fn with_prog(n: u8, name: &str, source: &str) -> Option<(Self, ibv::CProgram)> {
+        let h = Self::up(n, &[])?;
+        let prog = build_cm_prog(name, source)?;
+        Some((h, prog))
+    }
+
     fn start_daemon(&self, n: u8, i: usize) -> Daemon {
         Rocexd::new(&self.addr[i])
             .bin(&bins().1)
@@ -141,10 +149,20 @@ impl Hosts {
     /// The server on host 1, then the client on host 0 (once the server listens); both
     /// bounded by [`LIMIT`]. Returns (client, server) output; neither is checked here.
     pub(crate) fn pair(&self, program: &str, server: &[&str], client: &[&str]) -> (Output, Output) {
-        let s = self.run(1, program, server).spawn().unwrap();
+        self.server_and_client((program, server), (program, client))
+    }
+
+    /// [`pair`](Self::pair) for a server and a client that are two programs, each given
+    /// as (program, args).
+    pub(crate) fn server_and_client(
+        &self,
+        (sp, sargs): (&str, &[&str]),
+        (cp, cargs): (&str, &[&str]),
+    ) -> (Output, Output) {
+        let s = self.run(1, sp, sargs).spawn().unwrap();
         std::thread::sleep(Duration::from_millis(1000));
-        let c = finish(self.run(0, program, client).spawn().unwrap(), program);
-        let s = finish(s, program);
+        let c = finish(self.run(0, cp, cargs).spawn().unwrap(), cp);
+        let s = finish(s, sp);
         (c, s)
     }
 

@@ -8,7 +8,7 @@ use core::ffi::{c_int, c_void};
 use std::net::IpAddr;
 
 use crate::abi::*;
-use crate::id::{Id, State, bind, complete};
+use crate::id::{Id, State, bind, settle};
 use crate::registry::enter;
 use crate::{channel, fail, poller, qp, status, symver};
 
@@ -75,6 +75,12 @@ pub unsafe extern "C" fn rdma_listen(id: *mut rdma_cm_id, _backlog: c_int) -> c_
     0
 }
 
+/// How much private data the id's message may carry: `rc` bytes, or `sidr` in the SIDR
+/// message that stands for it on a UD id.
+fn max_private_data(m: &Id, rc: usize, sidr: usize) -> usize {
+    if m.c.qp_type == IBV_QPT_UD { sidr } else { rc }
+}
+
 /// The private data of `param`, or an errno when it is longer than `max`.
 ///
 /// # Safety
@@ -124,12 +130,11 @@ pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, param: *mut rdma_conn
     if m.c.qp.is_null() {
         return fail(libc::EINVAL);
     }
-    let ud = m.c.qp_type == IBV_QPT_UD;
-    let max = if ud {
-        channel::SIDR_REQ_PRIVATE_DATA_LEN
-    } else {
-        channel::REQ_PRIVATE_DATA_LEN
-    };
+    let max = max_private_data(
+        m,
+        channel::REQ_PRIVATE_DATA_LEN,
+        channel::SIDR_REQ_PRIVATE_DATA_LEN,
+    );
     // SAFETY: per the contract.
     let data = match unsafe { private_data(param, max) } {
         Ok(d) => d,
@@ -164,13 +169,8 @@ pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, param: *mut rdma_conn
     m.state = State::Connecting(cid);
     g.conns.insert((d, cid), me);
     poller::start(&mut g);
-    let sync = !m.sync.is_null();
-    drop(g);
-    if sync {
-        // SAFETY: a live id.
-        return unsafe { complete(me) };
-    }
-    0
+    // SAFETY: a live id.
+    unsafe { settle(me, g) }
 }
 
 /// `rdma_accept`: rocexd moves the id's QP to RTS and sends the REP, with up to 196 bytes
@@ -200,11 +200,11 @@ pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, param: *mut rdma_conn_
         return fail(libc::EINVAL);
     }
     let ud = m.c.qp_type == IBV_QPT_UD;
-    let max = if ud {
-        channel::SIDR_REP_PRIVATE_DATA_LEN
-    } else {
-        channel::REP_PRIVATE_DATA_LEN
-    };
+    let max = max_private_data(
+        m,
+        channel::REP_PRIVATE_DATA_LEN,
+        channel::SIDR_REP_PRIVATE_DATA_LEN,
+    );
     // SAFETY: per the contract.
     let data = match unsafe { private_data(param, max) } {
         Ok(d) => d,
@@ -222,13 +222,8 @@ pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, param: *mut rdma_conn_
         return 0;
     }
     m.state = State::Connecting(cid);
-    let sync = !m.sync.is_null();
-    drop(g);
-    if sync {
-        // SAFETY: a live id.
-        return unsafe { complete(me) };
-    }
-    0
+    // SAFETY: a live id.
+    unsafe { settle(me, g) }
 }
 
 /// `rdma_reject`: rocexd sends a REJ (consumer reason) with up to 148 bytes of private
@@ -257,11 +252,11 @@ pub unsafe fn reject(
         return fail(libc::EINVAL);
     };
     let n = usize::from(private_data_len);
-    let max = if m.c.qp_type == IBV_QPT_UD {
-        channel::SIDR_REP_PRIVATE_DATA_LEN
-    } else {
-        channel::REJ_PRIVATE_DATA_LEN
-    };
+    let max = max_private_data(
+        m,
+        channel::REJ_PRIVATE_DATA_LEN,
+        channel::SIDR_REP_PRIVATE_DATA_LEN,
+    );
     if n > max {
         return fail(libc::EINVAL);
     }

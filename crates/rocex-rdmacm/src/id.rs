@@ -212,6 +212,23 @@ pub unsafe fn complete(id: *mut Id) -> c_int {
     }
 }
 
+/// The end of a call that queued the id's next event: 0, or on a synchronous id (made
+/// without a channel) that event's outcome ([`complete`]), waited for after `g` is let go.
+///
+/// # Safety
+///
+/// `id` is a live id of this library.
+pub unsafe fn settle(id: *mut Id, g: Guard) -> c_int {
+    // SAFETY: per the contract.
+    let sync = !unsafe { &*id }.sync.is_null();
+    drop(g);
+    if sync {
+        // SAFETY: per the contract.
+        return unsafe { complete(id) };
+    }
+    0
+}
+
 /// `rdma_create_id`: RC port spaces only (`qp_type_of`).
 ///
 /// # Safety

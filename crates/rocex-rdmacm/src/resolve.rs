@@ -8,7 +8,7 @@ use core::ffi::c_int;
 use std::net::SocketAddr;
 
 use crate::abi::*;
-use crate::id::{Id, State, bind, complete, same_family};
+use crate::id::{Id, State, bind, same_family, settle};
 use crate::registry::enter;
 use crate::{fail, sockaddr, symver};
 
@@ -78,13 +78,8 @@ pub unsafe fn resolve_addr(
         }
         Err(e) => m.post(event::ADDR_ERROR, -e),
     }
-    let sync = !m.sync.is_null();
-    drop(g);
-    if sync {
-        // SAFETY: a live id.
-        return unsafe { complete(id.cast()) };
-    }
-    0
+    // SAFETY: a live id.
+    unsafe { settle(id.cast(), g) }
 }
 
 /// `rdma_resolve_route`: the one path between the two GIDs, at the port's MTU;
@@ -120,13 +115,8 @@ pub unsafe fn resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_int) -> c_int {
     m.c.route.num_paths = 1;
     m.state = State::RouteResolved;
     m.post(event::ROUTE_RESOLVED, 0);
-    let sync = !m.sync.is_null();
-    drop(g);
-    if sync {
-        // SAFETY: a live id.
-        return unsafe { complete(id.cast()) };
-    }
-    0
+    // SAFETY: a live id.
+    unsafe { settle(id.cast(), g) }
 }
 
 crate::export! {

@@ -23,7 +23,7 @@ use core::time::Duration;
 use std::collections::VecDeque;
 
 use rocex_proto::Instant;
-use rocex_proto::verbs::{AddressVector, AttrMask, Mtu, QpAttr, QpState};
+use rocex_proto::verbs::{AddressVector, AttrMask, Mtu, QpAttr};
 
 use crate::disconnect::{DreqRepr, IdsRepr};
 use crate::rej::{self, MsgKind, Repr as RejRepr};
@@ -165,10 +165,9 @@ impl QpParams {
         })
     }
 
-    /// INIT to RTR: the attributes and their mask.
-    pub fn rtr(&self) -> (QpAttr, AttrMask) {
-        let a = QpAttr {
-            qp_state: QpState::Rtr,
+    /// Every attribute the connection decides; [`QpAttr::rc_steps`] picks each state's.
+    fn attr(&self) -> QpAttr {
+        QpAttr {
             ah_attr: Some(AddressVector { dest: self.remote }),
             traffic_class: self.traffic_class,
             path_mtu: self.path_mtu,
@@ -176,36 +175,25 @@ impl QpParams {
             rq_psn: self.rq_psn,
             max_dest_rd_atomic: self.max_dest_rd_atomic,
             min_rnr_timer: 12,
-            ..QpAttr::default()
-        };
-        let m = AttrMask::STATE
-            | AttrMask::AV
-            | AttrMask::PATH_MTU
-            | AttrMask::DEST_QPN
-            | AttrMask::RQ_PSN
-            | AttrMask::MAX_DEST_RD_ATOMIC
-            | AttrMask::MIN_RNR_TIMER;
-        (a, m)
-    }
-
-    /// RTR to RTS: the attributes and their mask.
-    pub fn rts(&self) -> (QpAttr, AttrMask) {
-        let a = QpAttr {
-            qp_state: QpState::Rts,
             timeout: self.timeout,
             retry_cnt: self.retry_cnt,
             rnr_retry: self.rnr_retry,
             sq_psn: self.sq_psn,
             max_rd_atomic: self.max_rd_atomic,
             ..QpAttr::default()
-        };
-        let m = AttrMask::STATE
-            | AttrMask::TIMEOUT
-            | AttrMask::RETRY_CNT
-            | AttrMask::RNR_RETRY
-            | AttrMask::SQ_PSN
-            | AttrMask::MAX_QP_RD_ATOMIC;
-        (a, m)
+        }
+    }
+
+    /// INIT to RTR: the attributes and their mask.
+    pub fn rtr(&self) -> (QpAttr, AttrMask) {
+        let [_, rtr, _] = self.attr().rc_steps();
+        rtr
+    }
+
+    /// RTR to RTS: the attributes and their mask.
+    pub fn rts(&self) -> (QpAttr, AttrMask) {
+        let [_, _, rts] = self.attr().rc_steps();
+        rts
     }
 }
 

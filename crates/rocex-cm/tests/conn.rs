@@ -7,7 +7,7 @@ use core::time::Duration;
 use rocex_cm::conn::{self, AcceptParams, Conn, Event, Local, QpParams, Role, State};
 use rocex_cm::{Mad, Message, MraRepr, MsgKind, cma, rej};
 use rocex_proto::Instant;
-use rocex_proto::verbs::Mtu;
+use rocex_proto::verbs::{Mtu, QpState};
 
 mod common;
 
@@ -133,6 +133,7 @@ fn handshake_settles_both_qps_and_disconnect_ends_both() {
     assert_eq!((rtr.dest_qp_num, rtr.rq_psn), (0x22, 0xae0b81));
     let (rts, _) = pb.rts();
     assert_eq!((rts.sq_psn, rts.max_rd_atomic), (0xae0b81, 1));
+    assert_eq!((rtr.qp_state, rts.qp_state), (QpState::Rtr, QpState::Rts));
 
     let t1 = t0 + Duration::from_secs(1);
     b.disconnect(t1);

@@ -15,6 +15,7 @@ use rocex_proto::verbs::{
 };
 use rocex_proto::{Access, Config, Engine, Keys, QpInit, Region, VecRegion};
 
+use crate::device::Post;
 use crate::progress::{Line, Stall};
 
 #[derive(clap::Args)]
@@ -137,14 +138,12 @@ impl Side {
     }
 
     fn post_send(&mut self, wr: SendWr) -> io::Result<()> {
-        let now = self.driver.now();
-        self.driver.engine.post_send(now, self.qpn, wr).map_err(err)
+        self.driver.post_send(self.qpn, wr)
     }
 
     fn post_recv(&mut self, id: u64) -> io::Result<()> {
-        let now = self.driver.now();
         let wr = RecvWr::new(id, [self.sge(0, 64)]);
-        self.driver.engine.post_recv(now, self.qpn, wr).map_err(err)
+        self.driver.post_recv(self.qpn, wr)
     }
 
     /// Waits for the next completion, keeping `watch` (the main side's) up to date; an

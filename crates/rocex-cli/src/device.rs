@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use rocex_io::{BackendKind, BackendOptions, Driver, FaultCounters, Faults, UdpPort};
-use rocex_proto::verbs::Mtu;
+use rocex_proto::verbs::{Mtu, RecvWr, SendWr};
 use rocex_proto::{Config, Engine};
 
 /// The path MTU of its size in bytes.
@@ -135,4 +135,22 @@ pub(crate) fn daemon_socket(flag: Option<&Path>) -> Option<PathBuf> {
 /// A verbs error as an I/O error, for the tools' error paths.
 pub(crate) fn verbs_err(e: rocex_proto::VerbsError) -> io::Error {
     io::Error::other(e.to_string())
+}
+
+/// Posting to a driver's engine at the driver's clock, a refusal as an I/O error.
+pub(crate) trait Post {
+    fn post_send(&mut self, qpn: u32, wr: SendWr) -> io::Result<()>;
+    fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> io::Result<()>;
+}
+
+impl Post for Driver {
+    fn post_send(&mut self, qpn: u32, wr: SendWr) -> io::Result<()> {
+        let now = self.now();
+        self.engine.post_send(now, qpn, wr).map_err(verbs_err)
+    }
+
+    fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> io::Result<()> {
+        let now = self.now();
+        self.engine.post_recv(now, qpn, wr).map_err(verbs_err)
+    }
 }

@@ -17,7 +17,7 @@ use rocex_proto::verbs::{
 };
 use rocex_proto::{Access, Engine, GRH_LEN, QpInit, Region, VecRegion};
 
-use crate::device::{self, mtu_of};
+use crate::device::{self, Post, mtu_of};
 use crate::oob::{self, Dest};
 
 #[derive(clap::Args)]
@@ -212,22 +212,14 @@ fn open(local: IpAddr, a: &Args) -> io::Result<Ctx> {
 
 impl Ctx {
     fn post_recv(&mut self) -> io::Result<()> {
-        let now = self.driver.now();
         let wr = RecvWr::new(RECV_WRID, [self.recv_sge]);
-        self.driver
-            .engine
-            .post_recv(now, self.qpn, wr)
-            .map_err(|e| io::Error::other(e.to_string()))
+        self.driver.post_recv(self.qpn, wr)
     }
 
     fn post_send(&mut self) -> io::Result<()> {
-        let now = self.driver.now();
         let mut wr = SendWr::new(SEND_WRID, SendOp::Send, [self.send_sge]);
         wr.ud = self.ud;
-        self.driver
-            .engine
-            .post_send(now, self.qpn, wr)
-            .map_err(|e| io::Error::other(e.to_string()))
+        self.driver.post_send(self.qpn, wr)
     }
 
     /// RTR and RTS with ibv_rc_pingpong's attributes, or ibv_ud_pingpong's.

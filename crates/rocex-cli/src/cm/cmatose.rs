@@ -14,7 +14,7 @@ use rocex_proto::verbs::{QpCap, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus}
 use rocex_proto::{Access, Keys, VecRegion};
 
 use super::{CmDevice, Limits, local_for, parse_ip};
-use crate::device::{mtu_of, verbs_err};
+use crate::device::{Post, mtu_of, verbs_err};
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -106,7 +106,6 @@ impl Node {
             max_inline_data: 0,
         };
         let qpn = dev.create_rc_qp(cq, cap)?;
-        let now = dev.driver.now();
         for _ in 0..a.count {
             let wr = RecvWr::new(
                 1,
@@ -116,16 +115,12 @@ impl Node {
                     lkey,
                 }],
             );
-            dev.driver
-                .engine
-                .post_recv(now, qpn, wr)
-                .map_err(verbs_err)?;
+            dev.driver.post_recv(qpn, wr)?;
         }
         Ok(qpn)
     }
 
     fn post_sends(&mut self, qpn: u32, a: &Args) -> io::Result<()> {
-        let now = self.dev.driver.now();
         for _ in 0..a.count {
             let wr = SendWr::new(
                 2,
@@ -136,11 +131,7 @@ impl Node {
                     lkey: self.keys.lkey,
                 }],
             );
-            self.dev
-                .driver
-                .engine
-                .post_send(now, qpn, wr)
-                .map_err(verbs_err)?;
+            self.dev.driver.post_send(qpn, wr)?;
         }
         Ok(())
     }

@@ -18,7 +18,7 @@ use rocex_proto::verbs::{
 };
 use rocex_proto::{Access, Engine, GRH_LEN, GSI_QPN, PdId, QpInit, Region, VecRegion};
 
-use crate::device::{self, verbs_err};
+use crate::device::{self, Post, verbs_err};
 
 /// The Q_Key of QP1 (IBTA chapter 13's well-known GSI Q_Key; rxe's `GSI_QKEY`).
 const GSI_QKEY: u32 = 0x8001_0000;
@@ -96,7 +96,6 @@ impl CmDevice {
     }
 
     fn post_gsi_recv(&mut self, slot: u32) -> io::Result<()> {
-        let now = self.driver.now();
         let wr = RecvWr::new(
             u64::from(slot),
             [Sge {
@@ -105,10 +104,7 @@ impl CmDevice {
                 lkey: self.gsi_lkey,
             }],
         );
-        self.driver
-            .engine
-            .post_recv(now, GSI_QPN, wr)
-            .map_err(verbs_err)
+        self.driver.post_recv(GSI_QPN, wr)
     }
 
     /// Sends a MAD to `peer`'s QP1.
@@ -123,11 +119,7 @@ impl CmDevice {
             remote_qpn: GSI_QPN,
             remote_qkey: GSI_QKEY,
         });
-        let now = self.driver.now();
-        self.driver
-            .engine
-            .post_send(now, GSI_QPN, wr)
-            .map_err(verbs_err)
+        self.driver.post_send(GSI_QPN, wr)
     }
 
     /// The MADs QP1 received since the last call, with their senders; malformed or

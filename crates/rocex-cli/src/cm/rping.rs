@@ -17,7 +17,7 @@ use rocex_proto::verbs::{
 use rocex_proto::{Access, Keys, Region, VecRegion};
 
 use super::{CmDevice, Limits, local_for, parse_ip};
-use crate::device::{mtu_of, verbs_err};
+use crate::device::{Post, mtu_of, verbs_err};
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -146,7 +146,6 @@ impl Side {
     }
 
     fn post_recv(dev: &mut CmDevice, qpn: u32, lkey: u32) -> io::Result<()> {
-        let now = dev.driver.now();
         let wr = RecvWr::new(
             RECV_WRID,
             [Sge {
@@ -155,7 +154,7 @@ impl Side {
                 lkey,
             }],
         );
-        dev.driver.engine.post_recv(now, qpn, wr).map_err(verbs_err)
+        dev.driver.post_recv(qpn, wr)
     }
 
     /// SENDs a buffer advertisement (or the server's go-ahead, whose content rping ignores).
@@ -166,12 +165,7 @@ impl Side {
         info.extend_from_slice(&size.to_be_bytes());
         let mut wr = SendWr::new(SEND_WRID, SendOp::Send, []);
         wr.data = SendData::Inline(info);
-        let now = self.dev.driver.now();
-        self.dev
-            .driver
-            .engine
-            .post_send(now, self.qpn, wr)
-            .map_err(verbs_err)
+        self.dev.driver.post_send(self.qpn, wr)
     }
 
     fn rdma(&mut self, op: SendOp, local: u64, len: u32) -> io::Result<()> {
@@ -184,12 +178,7 @@ impl Side {
                 lkey: self.keys.lkey,
             }],
         );
-        let now = self.dev.driver.now();
-        self.dev
-            .driver
-            .engine
-            .post_send(now, self.qpn, wr)
-            .map_err(verbs_err)
+        self.dev.driver.post_send(self.qpn, wr)
     }
 
     /// Waits for a completion of `want` (a receive is re-posted at once); `None` when the

@@ -11,7 +11,7 @@ use rocex_proto::verbs::{AttrMask, Mtu, QpAttr, QpCap, QpType, RecvWr, SendWr, W
 use rocex_proto::{Access, Counters, PdId, QpInit, Region, VecRegion};
 
 use super::nic::{MrKeys, Nic};
-use crate::device::{PortArgs, verbs_err};
+use crate::device::{PortArgs, Post, verbs_err};
 
 /// Where MR `i` is registered: far apart so that the regions never overlap.
 const fn base_of(i: usize) -> u64 {
@@ -168,20 +168,12 @@ impl Nic for LocalNic {
 
     fn post_send(&mut self, qp: usize, wr: SendWr) -> io::Result<()> {
         let qpn = self.qpn(qp)?;
-        let now = self.driver.now();
-        self.driver
-            .engine
-            .post_send(now, qpn, wr)
-            .map_err(verbs_err)
+        self.driver.post_send(qpn, wr)
     }
 
     fn post_recv(&mut self, qp: usize, wr: RecvWr) -> io::Result<()> {
         let qpn = self.qpn(qp)?;
-        let now = self.driver.now();
-        self.driver
-            .engine
-            .post_recv(now, qpn, wr)
-            .map_err(verbs_err)
+        self.driver.post_recv(qpn, wr)
     }
 
     fn poll_cq(&mut self) -> io::Result<Option<WorkCompletion>> {

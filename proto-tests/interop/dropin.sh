@@ -15,21 +15,9 @@
 # building target/release.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-out=${INTEROP_OUT:-$root/target/interop-dropin}
-mkdir -p "$out"
 source "$root/proto-tests/interop/lib.sh"
-interop_args '^dropin-rxe_[a-z]+-write_bw-64k$' "$@"
+interop_start interop-dropin '^dropin-rxe_[a-z]+-write_bw-64k$' "-p rocex-cli -p rocex-daemon -p rocex-ibverbs -p rocex-rdmacm -p rocex-dv-mlx5 -p rocex-dv-efa" "$@"
 
-if [[ -n ${ROCEX:-} ]]; then
-    rocex=$ROCEX
-else
-    rocex=$root/target/release/rocex
-    cargo build -q --release --manifest-path "$root/Cargo.toml" \
-        -p rocex-cli -p rocex-daemon -p rocex-ibverbs -p rocex-rdmacm -p rocex-dv-mlx5 -p rocex-dv-efa
-fi
-bash "$root/proto-tests/rxe-lab/build.sh" >/dev/null
-
-pass=0 fail=0 failed=()
 host="bash $root/proto-tests/interop/dropin_host.sh $rocex"
 
 # tos_case NAME "HOST COMMAND": rxe's ucmatose serves, the drop-in's connects with
@@ -108,6 +96,4 @@ EOF_CASES
         tos_case "dropin-rxe_server-ucmatose-tos" "$late$host $ucmatose -t 184"
     fi
 done
-((fail == 0)) || echo "failed: ${failed[*]}"
-echo "dropin-interop: $pass passed, $fail failed"
-((fail == 0))
+interop_end dropin-interop

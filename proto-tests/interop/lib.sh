@@ -1,5 +1,6 @@
 # Shared by the interop runners: one lab run with rocex on the host side, and its checks.
-# Callers set $root, $rocex and $out, and keep the tallies pass, fail and failed.
+# Callers set $root, then start with interop_start (which sets $out, $rocex and the
+# tallies pass, fail and failed) and end with interop_end.
 
 # interop_args QUICK_REGEX ARGS...: a runner's options into $roles and $only: --role R (the
 # cases where rxe plays R), --only RE (cases whose name matches RE), --quick (QUICK_REGEX).
@@ -16,6 +17,34 @@ interop_args() {
         esac
         shift
     done
+}
+
+# interop_start NAME QUICK_REGEX "CARGO PACKAGES" ARGS...: a runner's start. Its output
+# goes to $INTEROP_OUT, else target/NAME; ARGS are its options (interop_args); rocex is
+# $ROCEX (with what lies beside it), else target/release/rocex built with the packages;
+# the lab's guest image is built; the tallies start at zero.
+interop_start() {
+    local name=$1 quick_re=$2 packages=$3
+    shift 3
+    out=${INTEROP_OUT:-$root/target/$name}
+    mkdir -p "$out"
+    interop_args "$quick_re" "$@"
+    if [[ -n ${ROCEX:-} ]]; then
+        rocex=$ROCEX
+    else
+        rocex=$root/target/release/rocex
+        # shellcheck disable=SC2086
+        cargo build -q --release --manifest-path "$root/Cargo.toml" $packages
+    fi
+    bash "$root/proto-tests/rxe-lab/build.sh" >/dev/null
+    pass=0 fail=0 failed=()
+}
+
+# interop_end LABEL: the failed cases and "LABEL: N passed, N failed"; fails if any did.
+interop_end() {
+    ((fail == 0)) || echo "failed: ${failed[*]}"
+    echo "$1: $pass passed, $fail failed"
+    ((fail == 0))
 }
 
 # peer_case NAME SCENARIO GUEST_ROLE "LAB OPTIONS" "ROCEX COMMAND": one case whose rocex

@@ -13,20 +13,9 @@
 # ROCEX=/path/to/rocex uses that binary instead of building target/release/rocex.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-out=${INTEROP_OUT:-$root/target/interop-perftest}
-mkdir -p "$out"
 source "$root/proto-tests/interop/lib.sh"
-interop_args '^perftest-rxe_[a-z]+-(write_bw-64k|read_bw-64k|send_bw-4k|atomic_bw-cas|atomic_bw-faa|write_bw-16k-loss5)$' "$@"
+interop_start interop-perftest '^perftest-rxe_[a-z]+-(write_bw-64k|read_bw-64k|send_bw-4k|atomic_bw-cas|atomic_bw-faa|write_bw-16k-loss5)$' "-p rocex-cli" "$@"
 
-if [[ -n ${ROCEX:-} ]]; then
-    rocex=$ROCEX
-else
-    rocex=$root/target/release/rocex
-    cargo build -q --release -p rocex-cli --manifest-path "$root/Cargo.toml"
-fi
-bash "$root/proto-tests/rxe-lab/build.sh" >/dev/null
-
-pass=0 fail=0 failed=()
 # What rocex injects into its own packets in the --inject cases (plus a seed per case).
 inject=loss=0.05,reorder=0.05,dup=0.02,corrupt=0.01
 for role in "${roles[@]}"; do
@@ -54,6 +43,4 @@ send_bw-4k-inject|send_bw|--set SIZE=4096 --set ITERS=100|send bw -s 4096 -n 100
 atomic_bw-faa-inject|atomic_bw_faa|--set ITERS=200|atomic bw -A faa -n 200 --inject $inject,seed=24
 EOF_CASES
 done
-((fail == 0)) || echo "failed: ${failed[*]}"
-echo "perftest-interop: $pass passed, $fail failed"
-((fail == 0))
+interop_end perftest-interop

@@ -10,18 +10,12 @@
 #   --quick     the CI subset: probe_all and probe_flush in both roles
 #   --role R    only the cases where rxe plays R (default: both)
 #   --only RE   only cases whose name matches RE
+# ROCEX=/path/to/rocex uses that binary instead of building target/release/rocex.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-rocex=$root/target/release/rocex
-out=${INTEROP_OUT:-$root/target/interop-probe}
-mkdir -p "$out"
 source "$root/proto-tests/interop/lib.sh"
-interop_args '^probe_(all|flush)-rxe_' "$@"
+interop_start interop-probe '^probe_(all|flush)-rxe_' "-p rocex-cli" "$@"
 
-cargo build -q --release -p rocex-cli --manifest-path "$root/Cargo.toml"
-bash "$root/proto-tests/rxe-lab/build.sh" >/dev/null
-
-pass=0 fail=0 failed=()
 # What rocex injects into its own packets in the --inject cases (plus a seed per case).
 inject=loss=0.05,reorder=0.05,dup=0.02,corrupt=0.01
 # case_ SCENARIO NAME GUEST_ROLE "LAB OPTIONS" "ROCEX PROBE CLIENT OPTIONS" [INJECT]
@@ -62,6 +56,4 @@ probe_write|probe_write-inject|--set SIZE=16384 --set ITERS=8|--ops write --size
 probe_read|probe_read-inject|--set SIZE=16384 --set ITERS=8|--ops read --size 16384 --iters 8|$inject,seed=33
 EOF_CASES
 done
-((fail == 0)) || echo "failed: ${failed[*]}"
-echo "probe-interop: $pass passed, $fail failed"
-((fail == 0))
+interop_end probe-interop

@@ -10,18 +10,12 @@
 #   --quick     the CI subset: rping in both roles, no loss
 #   --role R    only the cases where rxe plays R (default: both)
 #   --only RE   only cases whose name matches RE
+# ROCEX=/path/to/rocex uses that binary instead of building target/release/rocex.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-rocex=$root/target/release/rocex
-out=${INTEROP_OUT:-$root/target/interop-rdmacm}
-mkdir -p "$out"
 source "$root/proto-tests/interop/lib.sh"
-interop_args '^rping-rxe_(server|client)$' "$@"
+interop_start interop-rdmacm '^rping-rxe_(server|client)$' "-p rocex-cli" "$@"
 
-cargo build -q --release -p rocex-cli --manifest-path "$root/Cargo.toml"
-bash "$root/proto-tests/rxe-lab/build.sh" >/dev/null
-
-pass=0 fail=0 failed=()
 # The host side of each scenario (proto-tests/rxe-lab/scenarios/{rping,ucmatose}.sh), with
 # the guest's options: rocex is the client when rxe serves, and the server otherwise.
 host_cmd() {
@@ -44,6 +38,4 @@ for role in "${roles[@]}"; do
         done
     done
 done
-((fail == 0)) || echo "failed: ${failed[*]}"
-echo "rdmacm-interop: $pass passed, $fail failed"
-((fail == 0))
+interop_end rdmacm-interop

@@ -10,18 +10,12 @@
 #   --quick     the CI subset: the first RC cases and UD 1 KiB, in both roles
 #   --role R    only the cases where rxe plays R
 #   --only RE   only cases whose name matches RE
+# ROCEX=/path/to/rocex uses that binary instead of building target/release/rocex.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-rocex=$root/target/release/rocex
-out=${INTEROP_OUT:-$root/target/interop}
-mkdir -p "$out"
 source "$root/proto-tests/interop/lib.sh"
-interop_args '^(rc_pingpong-rxe_[a-z]+-(1k-mtu1024|64k-mtu4096|16k-mtu1024-loss5|1k-mtu1024-events)|ud_pingpong-rxe_[a-z]+-1k)$' "$@"
+interop_start interop '^(rc_pingpong-rxe_[a-z]+-(1k-mtu1024|64k-mtu4096|16k-mtu1024-loss5|1k-mtu1024-events)|ud_pingpong-rxe_[a-z]+-1k)$' "-p rocex-cli" "$@"
 
-cargo build -q --release -p rocex-cli --manifest-path "$root/Cargo.toml"
-bash "$root/proto-tests/rxe-lab/build.sh" >/dev/null
-
-pass=0 fail=0 failed=()
 # What rocex injects into its own packets in the --inject cases (plus a seed per case).
 inject=loss=0.05,reorder=0.05,dup=0.02,corrupt=0.01
 for role in "${roles[@]}"; do
@@ -51,6 +45,4 @@ EOF_CASES
 EOF_CASES
     peer_case "ud_pingpong-rxe_$role-4k-mtu4096" ud_pingpong "$role" "--mtu 4096 --set SIZE=4096 --set ITERS=100" "$rocex pingpong {peer} --ud -s 4096 -n 100"
 done
-((fail == 0)) || echo "failed: ${failed[*]}"
-echo "interop: $pass passed, $fail failed"
-((fail == 0))
+interop_end interop

@@ -48,6 +48,29 @@ storage_rocex() {
     export ROCEX=$rocex
 }
 
+# storage_lab "LOG LINES" LAB_RUN_ARGS...: the scenario's rxe lab run (rocex and the
+# guest image built first), its log in $log and its capture in $pcap (both
+# $storage_out/NAME.*); prints the log's lines matching the regex LOG LINES, and where the
+# run failed the log's tail, and exits 1.
+storage_lab() {
+    local show=$1 rc=0
+    shift
+    storage_rocex || exit 1
+    bash "$storage_root/proto-tests/rxe-lab/build.sh" >/dev/null || exit 1
+    log=$storage_out/${storage_name#storage/}.log pcap=$storage_out/${storage_name#storage/}.pcap
+    source "$storage_root/proto-tests/rxe-lab/lib.sh"
+    lab_run "$log" "$@" --out "$pcap" || rc=$?
+    grep -E "$show" "$log" | sed 's/^/  /'
+    ((rc == 0)) || { tail -n 30 "$log"; exit 1; }
+}
+
+# storage_capture_checks: the last line of `rocex dump --check` on $pcap; fails unless
+# every frame checks.
+storage_capture_checks() {
+    "$rocex" dump --check "$pcap" | tail -n 1 | sed 's/^/  capture: /'
+    test "${PIPESTATUS[0]}" -eq 0
+}
+
 # oob_wait PORT SECONDS: the first line a peer sends to TCP PORT, printed; fails after
 # SECONDS without one.
 oob_wait() {

@@ -7,16 +7,9 @@
 set -uo pipefail
 source "$(dirname "$0")/../lib.sh"
 need qemu-system-x86_64 tcpdump python3 iscsi-inq
-storage_rocex || exit 1
-bash "$storage_root/proto-tests/rxe-lab/build.sh" >/dev/null || exit 1
-log=$storage_out/iser_initiator.log pcap=$storage_out/iser_initiator.pcap
 small=8 large=32
 ((quick)) && small=2 large=8
-source "$storage_root/proto-tests/rxe-lab/lib.sh"
-lab_run "$log" iser --guest-role server --timeout 400 --out "$pcap" \
+storage_lab '^\[host\] (write|read|verified)|LUN file|PASS|FAIL' \
+    iser --guest-role server --timeout 400 \
     --host-cmd "SMALL_MB=$small LARGE_MB=$large bash $storage_dir/host_libiscsi.sh"
-rc=$?
-grep -E '^\[host\] (write|read|verified)|LUN file|PASS|FAIL' "$log" | sed 's/^/  /'
-((rc == 0)) || { tail -n 30 "$log"; exit 1; }
-"$rocex" dump --check "$pcap" | tail -n 1 | sed 's/^/  capture: /'
-test "${PIPESTATUS[0]}" -eq 0
+storage_capture_checks

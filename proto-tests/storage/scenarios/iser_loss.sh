@@ -8,12 +8,6 @@
 set -uo pipefail
 source "$(dirname "$0")/../lib.sh"
 need qemu-system-x86_64 tcpdump tgtd tgtadm gcc python3
-storage_rocex || exit 1
-bash "$storage_root/proto-tests/rxe-lab/build.sh" >/dev/null || exit 1
-log=$storage_out/iser_loss.log pcap=$storage_out/iser_loss.pcap
-source "$storage_root/proto-tests/rxe-lab/lib.sh"
-lab_run "$log" iser --guest-role client --timeout 600 --set FIO=quick --loss 1 --out "$pcap" \
+storage_lab '^\[host\] (initiator says|rocexd:)|IOPS=|filesystem after|netem|dropped|PASS|FAIL' \
+    iser --guest-role client --timeout 600 --set FIO=quick --loss 1 \
     --host-cmd "bash $storage_dir/host_tgtd.sh --inject loss=0.01,seed=11"
-rc=$?
-grep -E '^\[host\] (initiator says|rocexd:)|IOPS=|filesystem after|netem|dropped|PASS|FAIL' "$log" | sed 's/^/  /'
-((rc == 0)) || { tail -n 30 "$log"; exit 1; }

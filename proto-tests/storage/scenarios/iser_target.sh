@@ -8,16 +8,9 @@
 set -uo pipefail
 source "$(dirname "$0")/../lib.sh"
 need qemu-system-x86_64 tcpdump tgtd tgtadm gcc python3
-storage_rocex || exit 1
 fio=full
 ((quick)) && fio=quick
-bash "$storage_root/proto-tests/rxe-lab/build.sh" >/dev/null || exit 1
-log=$storage_out/iser_target.log pcap=$storage_out/iser_target.pcap
-source "$storage_root/proto-tests/rxe-lab/lib.sh"
-lab_run "$log" iser --guest-role client --timeout 500 --set "FIO=$fio" --out "$pcap" \
+storage_lab '^\[host\] (initiator says|rocexd:)|IOPS=|filesystem after|PASS|FAIL' \
+    iser --guest-role client --timeout 500 --set "FIO=$fio" \
     --host-cmd "bash $storage_dir/host_tgtd.sh"
-rc=$?
-grep -E '^\[host\] (initiator says|rocexd:)|IOPS=|filesystem after|PASS|FAIL' "$log" | sed 's/^/  /'
-((rc == 0)) || { tail -n 30 "$log"; exit 1; }
-"$rocex" dump --check "$pcap" | tail -n 1 | sed 's/^/  capture: /'
-test "${PIPESTATUS[0]}" -eq 0
+storage_capture_checks

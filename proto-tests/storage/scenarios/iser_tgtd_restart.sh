@@ -8,12 +8,6 @@
 set -uo pipefail
 source "$(dirname "$0")/../lib.sh"
 need qemu-system-x86_64 tcpdump tgtd tgtadm gcc python3
-storage_rocex || exit 1
-bash "$storage_root/proto-tests/rxe-lab/build.sh" >/dev/null || exit 1
-log=$storage_out/iser_tgtd_restart.log pcap=$storage_out/iser_tgtd_restart.pcap
-source "$storage_root/proto-tests/rxe-lab/lib.sh"
-lab_run "$log" iser --guest-role client --timeout 600 --set FIO=recovery --set FS=0 \
-    --out "$pcap" --host-cmd "RESTART_AFTER=1 bash $storage_dir/host_tgtd.sh"
-rc=$?
-grep -E '^\[host\] (initiator says|tgtd (killed|started)|rocexd:)|IOPS=|kernel:|PASS|FAIL' "$log" | sed 's/^/  /'
-((rc == 0)) || { tail -n 30 "$log"; exit 1; }
+storage_lab '^\[host\] (initiator says|tgtd (killed|started)|rocexd:)|IOPS=|kernel:|PASS|FAIL' \
+    iser --guest-role client --timeout 600 --set FIO=recovery --set FS=0 \
+    --host-cmd "RESTART_AFTER=1 bash $storage_dir/host_tgtd.sh"

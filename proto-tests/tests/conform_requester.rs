@@ -10,7 +10,10 @@ mod common;
 use rocex_conform::{ConformError, Options, Report, replay_requester_file};
 use rocex_proto_tests::{captures, name};
 
-use common::{counts, cut_in_last_roce, mismatch_lines, scratch, with_bad_icrcs, without_roce};
+use common::{
+    assert_cut_short, assert_damaged_listed, counts, cut_in_last_roce, mismatch_lines, scratch,
+    with_bad_icrcs, without_roce,
+};
 
 fn replay(path: &std::path::Path) -> Report {
     replay_requester_file(path, &Options::default())
@@ -43,15 +46,7 @@ fn damaged_frames_are_reported_as_such() {
     for path in captures() {
         let n = name(&path);
         let (bad, hit) = with_bad_icrcs(&path, &dir);
-        let report = replay(&bad);
-        let listed: Vec<u64> = report.damaged.iter().map(|d| d.frame).collect();
-        assert_eq!(listed, hit, "{n}: damaged frames");
-        assert_eq!(
-            report.totals.mismatched,
-            0,
-            "{n}: a damaged frame blamed on rocex:\n  {}",
-            mismatch_lines(&report)
-        );
+        assert_damaged_listed(&replay(&bad), &hit, &n);
     }
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -62,9 +57,7 @@ fn cut_and_roceless_captures() {
     for path in captures() {
         let n = name(&path);
         let (cut, last) = cut_in_last_roce(&path, &dir);
-        let report = replay(&cut);
-        assert_eq!(report.truncated_after, Some(last - 1), "{n}");
-        assert!(report.failed(), "{n}: a cut capture passed");
+        assert_cut_short(&replay(&cut), last, &n);
         assert!(matches!(
             replay_requester_file(&without_roce(&path, &dir), &Options::default()),
             Err(ConformError::NothingToReplay)

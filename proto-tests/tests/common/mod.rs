@@ -134,6 +134,28 @@ pub(crate) fn without_roce(path: &Path, dir: &Path) -> PathBuf {
     none
 }
 
+/// The report of a damaged copy (`with_bad_icrcs`) lists exactly the frames in `hit` as
+/// damaged and blames rocex for none of them.
+#[track_caller]
+pub(crate) fn assert_damaged_listed(report: &Report, hit: &[u64], n: &str) {
+    let listed: Vec<u64> = report.damaged.iter().map(|d| d.frame).collect();
+    assert_eq!(listed, hit, "{n}: damaged frames");
+    assert_eq!(
+        report.totals.mismatched,
+        0,
+        "{n}: a damaged frame blamed on rocex:\n  {}",
+        mismatch_lines(report)
+    );
+}
+
+/// The report of a copy cut inside its RoCE frame `last` (`cut_in_last_roce`) says the
+/// capture ends after the frame before, and fails.
+#[track_caller]
+pub(crate) fn assert_cut_short(report: &Report, last: u64, n: &str) {
+    assert_eq!(report.truncated_after, Some(last - 1), "{n}");
+    assert!(report.failed(), "{n}: a cut capture passed");
+}
+
 /// The report's first 20 mismatch lines, for a failure message.
 pub(crate) fn mismatch_lines(report: &Report) -> String {
     report

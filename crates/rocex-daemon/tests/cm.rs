@@ -6,7 +6,7 @@ use std::net::IpAddr;
 mod common;
 
 use common::{ACCESS, Daemon, End, T, daemon, end, ok, pattern};
-use rocex_verbs::verbs::{AttrMask, QpAttr, QpState, RecvWr, SendOp, SendWr, WcOpcode};
+use rocex_verbs::verbs::{AttrMask, QpAttr, QpState, RecvWr, SendOp, WcOpcode};
 use rocex_verbs::{CmEvent, CmEventKind, Context};
 
 /// An endpoint whose QP is in INIT, as the CM wants it.
@@ -81,8 +81,7 @@ fn connect_accept_move_data_and_disconnect() {
     // SEND a → b, 5000 bytes over several packets.
     let msg = pattern(3, 5000);
     a.mr.write(0, &msg).unwrap();
-    a.qp.post_send(&[SendWr::new(1, SendOp::Send, vec![a.mr.sge(0, 5000)])])
-        .unwrap();
+    a.post(1, SendOp::Send, 0, 5000);
     ok(&mut a.cq, 1, WcOpcode::Send);
     assert_eq!(ok(&mut b.cq, 7, WcOpcode::Recv), 5000);
     let mut got = vec![0; 5000];
@@ -92,22 +91,12 @@ fn connect_accept_move_data_and_disconnect() {
     // WRITE b → a, READ a ← b.
     let w = pattern(9, 3000);
     b.mr.write(65536, &w).unwrap();
-    b.qp.post_send(&[SendWr::new(
-        2,
-        SendOp::Write(a.mr.remote(131_072)),
-        vec![b.mr.sge(65536, 3000)],
-    )])
-    .unwrap();
+    b.post(2, SendOp::Write(a.mr.remote(131_072)), 65536, 3000);
     ok(&mut b.cq, 2, WcOpcode::RdmaWrite);
     let mut got = vec![0; 3000];
     a.mr.read(131_072, &mut got).unwrap();
     assert_eq!(got, w);
-    a.qp.post_send(&[SendWr::new(
-        3,
-        SendOp::Read(b.mr.remote(65536)),
-        vec![a.mr.sge(262_144, 3000)],
-    )])
-    .unwrap();
+    a.post(3, SendOp::Read(b.mr.remote(65536)), 262_144, 3000);
     ok(&mut a.cq, 3, WcOpcode::RdmaRead);
     a.mr.read(262_144, &mut got).unwrap();
     assert_eq!(got, w);

@@ -162,22 +162,17 @@ fn injected_faults_are_survived() {
         let data = pattern(i as u8, 16_384);
         let at = 16_384 * (i as usize % 16);
         a.mr.write(at, &data).unwrap();
-        a.qp.post_send(&[SendWr::new(
-            i,
-            SendOp::Write(b.mr.remote(at as u64)),
-            vec![a.mr.sge(at as u64, 16_384)],
-        )])
-        .unwrap();
+        a.post(i, SendOp::Write(b.mr.remote(at as u64)), at as u64, 16_384);
         ok(&mut a.cq, i, WcOpcode::RdmaWrite);
         let mut got = vec![0; 16_384];
         b.mr.read(at, &mut got).unwrap();
         assert!(got == data, "WRITE {i} differs");
-        a.qp.post_send(&[SendWr::new(
+        a.post(
             100 + i,
             SendOp::Read(b.mr.remote(at as u64)),
-            vec![a.mr.sge(500_000, 16_384)],
-        )])
-        .unwrap();
+            500_000,
+            16_384,
+        );
         ok(&mut a.cq, 100 + i, WcOpcode::RdmaRead);
         a.mr.read(500_000, &mut got).unwrap();
         assert!(got == data, "READ {i} differs");

@@ -293,8 +293,7 @@ fn write_stream(x: &mut End, remote: impl Fn(u64) -> Remote, count: u64) -> f64 
     while done < count {
         while posted < count && posted - done < 16 {
             let op = SendOp::Write(remote(0));
-            x.qp.post_send(&[SendWr::new(posted, op, vec![x.mr.sge(0, LEN)])])
-                .unwrap();
+            x.post(posted, op, 0, LEN);
             posted += 1;
         }
         let wc = x.cq.poll_wait(T).expect("completion");

@@ -10,7 +10,7 @@ use std::net::IpAddr;
 mod common;
 
 use common::{End, daemon, end, ok};
-use rocex_verbs::verbs::{Mtu, QpAttr, SendOp, SendWr, WcOpcode};
+use rocex_verbs::verbs::{Mtu, QpAttr, SendOp, WcOpcode};
 use rocex_wire::frame::{Frame, FrameHeaders};
 
 /// RESET → RTS towards `peer`, with the address vector's traffic class `tclass`.
@@ -84,11 +84,9 @@ fn the_qps_traffic_class_and_ecn_reach_the_wire() {
     for n in 0..8u64 {
         for (x, y) in a.iter_mut().zip(b.iter_mut()) {
             let w = SendOp::Write(y.mr.remote(n * 4096));
-            x.qp.post_send(&[SendWr::new(n, w, vec![x.mr.sge(n * 4096, 4096)])])
-                .unwrap();
+            x.post(n, w, n * 4096, 4096);
             let r = SendOp::Read(x.mr.remote(n * 4096));
-            y.qp.post_send(&[SendWr::new(n, r, vec![y.mr.sge(n * 4096, 4096)])])
-                .unwrap();
+            y.post(n, r, n * 4096, 4096);
         }
         for (x, y) in a.iter_mut().zip(b.iter_mut()) {
             ok(&mut x.cq, n, WcOpcode::RdmaWrite);

@@ -18,7 +18,7 @@ use common::perf::perf;
 use common::{Daemon, End, T, end, every_op, ok, pair_at, pattern, post_garbage_slots};
 use common::{post_undefined_opcode, read_back, send_recv, write_burst};
 use rocex_verbs::Context;
-use rocex_verbs::verbs::{Mtu, SendOp, SendWr, WcOpcode};
+use rocex_verbs::verbs::{Mtu, SendOp, WcOpcode};
 
 const LAYOUT: Layout = Layout {
     ns: ["h3a", "h3b"],
@@ -101,23 +101,13 @@ fn verified_writes(a: &mut End, b: &mut End, seed: u8, rounds: u64) {
         let data = pattern(seed.wrapping_add(r as u8), 65_536);
         let at = 65_536 * (r % 8);
         a.mr.write(at as usize, &data).unwrap();
-        a.qp.post_send(&[SendWr::new(
-            r,
-            SendOp::Write(b.mr.remote(at)),
-            vec![a.mr.sge(at, 65_536)],
-        )])
-        .unwrap();
+        a.post(r, SendOp::Write(b.mr.remote(at)), at, 65_536);
         ok(&mut a.cq, r, WcOpcode::RdmaWrite);
         assert!(
             read_back(b, at as usize, 65_536) == data,
             "client {seed}: WRITE {r} differs"
         );
-        a.qp.post_send(&[SendWr::new(
-            1000 + r,
-            SendOp::Read(b.mr.remote(at)),
-            vec![a.mr.sge(600_000, 65_536)],
-        )])
-        .unwrap();
+        a.post(1000 + r, SendOp::Read(b.mr.remote(at)), 600_000, 65_536);
         ok(&mut a.cq, 1000 + r, WcOpcode::RdmaRead);
         assert!(
             read_back(a, 600_000, 65_536) == data,

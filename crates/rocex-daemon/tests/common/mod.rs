@@ -53,6 +53,16 @@ pub(crate) struct End {
     pub(crate) ctx: Context,
 }
 
+impl End {
+    /// Posts work request `id` of `op` on `len` bytes of this end's MR at `at`.
+    pub(crate) fn post(&mut self, id: u64, op: SendOp, at: u64, len: u32) {
+        let sge = self.mr.sge(at, len);
+        self.qp
+            .post_send(&[SendWr::new(id, op, vec![sge])])
+            .unwrap();
+    }
+}
+
 /// An endpoint on the daemon at `sock` with a 1 MiB MR and 128-deep queues.
 pub(crate) fn end(sock: &Path) -> End {
     let cap = QpCap {
@@ -206,8 +216,7 @@ fn send_checked(x: &mut End, y: &mut End, id: u64, msg: &[u8], room: u32) {
         sges: vec![y.mr.sge(0, room)].into(),
     }])
     .unwrap();
-    x.qp.post_send(&[SendWr::new(id, SendOp::Send, vec![x.mr.sge(0, len)])])
-        .unwrap();
+    x.post(id, SendOp::Send, 0, len);
     ok(&mut x.cq, id, WcOpcode::Send);
     assert_eq!(ok(&mut y.cq, id, WcOpcode::Recv), len);
     let mut got = vec![0; msg.len()];
@@ -290,8 +299,7 @@ pub(crate) fn every_op(a: &mut End, b: &mut End) {
     let msg = pattern(1, 10_000);
     a.mr.write(0, &msg).unwrap();
     recv(b, 10, 0, 16_384);
-    a.qp.post_send(&[SendWr::new(1, SendOp::Send, vec![a.mr.sge(0, 10_000)])])
-        .unwrap();
+    a.post(1, SendOp::Send, 0, 10_000);
     ok(&mut a.cq, 1, WcOpcode::Send);
     assert_eq!(ok(&mut b.cq, 10, WcOpcode::Recv), 10_000);
     assert!(read_back(b, 0, 10_000) == msg, "SEND data differs");
@@ -300,12 +308,7 @@ pub(crate) fn every_op(a: &mut End, b: &mut End) {
     let msg = pattern(2, 5000);
     a.mr.write(16_384, &msg).unwrap();
     recv(b, 11, 16_384, 8192);
-    a.qp.post_send(&[SendWr::new(
-        2,
-        SendOp::SendWithImm(0x1234_5678),
-        vec![a.mr.sge(16_384, 5000)],
-    )])
-    .unwrap();
+    a.post(2, SendOp::SendWithImm(0x1234_5678), 16_384, 5000);
     ok(&mut a.cq, 2, WcOpcode::Send);
     let wc = b.cq.poll_wait(T).unwrap();
     assert_eq!(
@@ -326,12 +329,7 @@ pub(crate) fn every_op(a: &mut End, b: &mut End) {
     // WRITE of 200 KB.
     let data = pattern(3, 200_000);
     a.mr.write(32_768, &data).unwrap();
-    a.qp.post_send(&[SendWr::new(
-        3,
-        SendOp::Write(b.mr.remote(65_536)),
-        vec![a.mr.sge(32_768, 200_000)],
-    )])
-    .unwrap();
+    a.post(3, SendOp::Write(b.mr.remote(65_536)), 32_768, 200_000);
     ok(&mut a.cq, 3, WcOpcode::RdmaWrite);
     assert!(read_back(b, 65_536, 200_000) == data, "WRITE data differs");
 
@@ -339,12 +337,12 @@ pub(crate) fn every_op(a: &mut End, b: &mut End) {
     let data = pattern(4, 30_000);
     a.mr.write(300_000, &data).unwrap();
     recv(b, 12, 0, 0);
-    a.qp.post_send(&[SendWr::new(
+    a.post(
         4,
         SendOp::WriteWithImm(b.mr.remote(300_000), 0xfeed),
-        vec![a.mr.sge(300_000, 30_000)],
-    )])
-    .unwrap();
+        300_000,
+        30_000,
+    );
     ok(&mut a.cq, 4, WcOpcode::RdmaWrite);
     let wc = b.cq.poll_wait(T).unwrap();
     assert_eq!(
@@ -364,39 +362,26 @@ pub(crate) fn every_op(a: &mut End, b: &mut End) {
     // READ of 100 KB from b.
     let data = pattern(5, 100_000);
     b.mr.write(400_000, &data).unwrap();
-    a.qp.post_send(&[SendWr::new(
-        5,
-        SendOp::Read(b.mr.remote(400_000)),
-        vec![a.mr.sge(600_000, 100_000)],
-    )])
-    .unwrap();
+    a.post(5, SendOp::Read(b.mr.remote(400_000)), 600_000, 100_000);
     ok(&mut a.cq, 5, WcOpcode::RdmaRead);
     assert!(read_back(a, 600_000, 100_000) == data, "READ data differs");
 
     // CMP_SWAP then FETCH_ADD on b's word.
     b.mr.write_u64(1024, 0x1111).unwrap();
-    a.qp.post_send(&[SendWr::new(
-        6,
-        SendOp::CompareSwap {
-            remote: b.mr.remote(1024),
-            compare: 0x1111,
-            swap: 0x2222,
-        },
-        vec![a.mr.sge(2048, 8)],
-    )])
-    .unwrap();
+    let cas = SendOp::CompareSwap {
+        remote: b.mr.remote(1024),
+        compare: 0x1111,
+        swap: 0x2222,
+    };
+    a.post(6, cas, 2048, 8);
     ok(&mut a.cq, 6, WcOpcode::CompSwap);
     assert_eq!(a.mr.read_u64(2048).unwrap(), 0x1111);
     assert_eq!(b.mr.read_u64(1024).unwrap(), 0x2222);
-    a.qp.post_send(&[SendWr::new(
-        7,
-        SendOp::FetchAdd {
-            remote: b.mr.remote(1024),
-            add: 5,
-        },
-        vec![a.mr.sge(2056, 8)],
-    )])
-    .unwrap();
+    let faa = SendOp::FetchAdd {
+        remote: b.mr.remote(1024),
+        add: 5,
+    };
+    a.post(7, faa, 2056, 8);
     ok(&mut a.cq, 7, WcOpcode::FetchAdd);
     assert_eq!(a.mr.read_u64(2056).unwrap(), 0x2222);
     assert_eq!(b.mr.read_u64(1024).unwrap(), 0x2227);

@@ -185,6 +185,17 @@ pub(crate) fn ok(cq: &mut Cq, id: u64, op: WcOpcode) -> u32 {
     wc.byte_len
 }
 
+/// [`ok`] for a completion that carries the immediate `imm`.
+pub(crate) fn ok_imm(cq: &mut Cq, id: u64, op: WcOpcode, imm: u32) -> u32 {
+    let wc = cq.poll_wait(T).expect("completion");
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode, wc.imm_data),
+        (id, WcStatus::Success, op, Some(imm)),
+        "{wc:?}"
+    );
+    wc.byte_len
+}
+
 /// `n` bytes that differ per `seed` and per position.
 pub(crate) fn pattern(seed: u8, n: usize) -> Vec<u8> {
     (0..n)
@@ -310,17 +321,7 @@ pub(crate) fn every_op(a: &mut End, b: &mut End) {
     recv(b, 11, 16_384, 8192);
     a.post(2, SendOp::SendWithImm(0x1234_5678), 16_384, 5000);
     ok(&mut a.cq, 2, WcOpcode::Send);
-    let wc = b.cq.poll_wait(T).unwrap();
-    assert_eq!(
-        (wc.wr_id, wc.status, wc.opcode, wc.byte_len, wc.imm_data),
-        (
-            11,
-            WcStatus::Success,
-            WcOpcode::Recv,
-            5000,
-            Some(0x1234_5678)
-        )
-    );
+    assert_eq!(ok_imm(&mut b.cq, 11, WcOpcode::Recv, 0x1234_5678), 5000);
     assert!(
         read_back(b, 16_384, 5000) == msg,
         "SEND_WITH_IMM data differs"
@@ -344,16 +345,7 @@ pub(crate) fn every_op(a: &mut End, b: &mut End) {
         30_000,
     );
     ok(&mut a.cq, 4, WcOpcode::RdmaWrite);
-    let wc = b.cq.poll_wait(T).unwrap();
-    assert_eq!(
-        (wc.wr_id, wc.status, wc.opcode, wc.imm_data),
-        (
-            12,
-            WcStatus::Success,
-            WcOpcode::RecvRdmaWithImm,
-            Some(0xfeed)
-        )
-    );
+    ok_imm(&mut b.cq, 12, WcOpcode::RecvRdmaWithImm, 0xfeed);
     assert!(
         read_back(b, 300_000, 30_000) == data,
         "WRITE_WITH_IMM data differs"

@@ -153,7 +153,11 @@ pub(crate) fn check_result(ctx: &Ctx, p: &Params, qp: usize, seq: u64) -> io::Re
     }
 }
 
-/// Runs the test; with `-a`, the client calls `row` with each size's result.
+/// Runs the test: every size in turn, measured by the client and received by the server
+/// of a SEND test (with `-a`, each size's row), then perftest's end of the run: a
+/// handshake and, for the one-sided tests, the client's last report and a last handshake
+/// (`-a` changes only the client's side of the exchange). The server of a one-sided test
+/// only waits for the end.
 pub(crate) fn run(
     ctx: &mut Ctx,
     p: &Params,
@@ -162,58 +166,30 @@ pub(crate) fn run(
     progress: &mut Progress,
     row: &mut dyn FnMut(&Params, &Outcome),
 ) -> io::Result<Outcome> {
-    match (p.client, p.op) {
-        (true, _) => client(ctx, p, oob, mine, progress, row),
-        (false, Op::Send) => send_server(ctx, p, oob, mine, progress, row),
-        (false, _) => passive_server(ctx, p, oob, mine),
+    if !p.client && p.op != Op::Send {
+        return passive_server(ctx, p, oob, mine);
     }
-}
-
-/// Every size in turn: its start, `one` run of it and, with `-a`, its row and its end.
-/// Returns the last size's result and what `one` brought back with it.
-fn each_size<R>(
-    ctx: &mut Ctx,
-    p: &Params,
-    oob: &mut Oob,
-    mine: &[KeyMsg],
-    progress: &mut Progress,
-    row: &mut dyn FnMut(&Params, &Outcome),
-    mut one: impl FnMut(&mut Ctx, &Params, &mut Progress) -> io::Result<(Outcome, R)>,
-) -> io::Result<(Outcome, R)> {
     let mut last = None;
     for size in p.sizes() {
         let q = p.with_size(size);
         progress.resize(size);
         start_size(ctx, &q, oob, mine)?;
-        let (out, with) = one(ctx, &q, progress)?;
+        let (out, report) = if p.client {
+            measure(ctx, &q, progress)?
+        } else {
+            (receive(ctx, &q, progress)?, BwReport::default())
+        };
         if p.all {
             progress.finish();
             row(&q, &out);
             end_size(ctx, &q, oob, mine)?;
         }
-        last = Some((out, with));
+        last = Some((out, report));
     }
-    last.ok_or_else(|| io::Error::other("no size to run"))
-}
-
-/// Every size in turn, then perftest's end of the run: a handshake and, for the one-sided
-/// tests, the last size's report and a last handshake (`-a` changes only the client's
-/// side of the exchange).
-fn client(
-    ctx: &mut Ctx,
-    p: &Params,
-    oob: &mut Oob,
-    mine: &[KeyMsg],
-    progress: &mut Progress,
-    row: &mut dyn FnMut(&Params, &Outcome),
-) -> io::Result<Outcome> {
-    let (out, report) = each_size(ctx, p, oob, mine, progress, row, measure)?;
-    {
-        let c = &mut *ctx;
-        oob.handshake(mine, &mut || c.pump())?;
-    }
-    if p.op != Op::Send {
-        let c = &mut *ctx;
+    let (out, report) = last.ok_or_else(|| io::Error::other("no size to run"))?;
+    let c = &mut *ctx;
+    oob.handshake(mine, &mut || c.pump())?;
+    if p.client && p.op != Op::Send {
         oob.bw_reports(&report, &mut || c.pump())?;
         oob.handshake(mine, &mut || c.pump())?;
     }
@@ -458,23 +434,6 @@ fn end_size(ctx: &mut Ctx, p: &Params, oob: &mut Oob, mine: &[KeyMsg]) -> io::Re
         oob.handshake(mine, &mut || c.pump())?;
     }
     Ok(())
-}
-
-/// The server of a SEND test: each size in turn (`-a`), then the last handshake.
-fn send_server(
-    ctx: &mut Ctx,
-    p: &Params,
-    oob: &mut Oob,
-    mine: &[KeyMsg],
-    progress: &mut Progress,
-    row: &mut dyn FnMut(&Params, &Outcome),
-) -> io::Result<Outcome> {
-    let (out, ()) = each_size(ctx, p, oob, mine, progress, row, |c, q, progress| {
-        Ok((receive(c, q, progress)?, ()))
-    })?;
-    let c = &mut *ctx;
-    oob.handshake(mine, &mut || c.pump())?;
-    Ok(out)
 }
 
 /// `iters` messages per QP, each checked and its slot reposted.

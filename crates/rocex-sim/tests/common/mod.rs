@@ -12,6 +12,10 @@ use rocex_proto::verbs::{
 use rocex_proto::{Access, Config, Engine, Instant, Keys, PdId, QpInit, VecRegion};
 use rocex_sim::{Fabric, Link};
 
+/// Deterministic bytes for a message.
+#[allow(unused_imports)] // not every test uses it
+pub use rocex_testkit::pattern;
+
 /// One side: its engine index, QP, CQ, PD and buffer.
 #[derive(Clone)]
 pub struct Side {
@@ -282,19 +286,6 @@ pub fn remote(side: &Side, offset: u64) -> Remote {
 
 pub fn wr(id: u64, op: SendOp, sges: Vec<Sge>) -> SendWr {
     SendWr::new(id, op, sges)
-}
-
-/// Deterministic bytes for a message.
-pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 pub fn write_bytes(side: &Side, offset: u64, data: &[u8]) {

@@ -11,7 +11,7 @@ use std::os::unix::net::UnixListener;
 
 use rocex_io::Driver;
 use rocex_mem::MemError;
-use rocex_proto::{Instant, PdId, VerbsError};
+use rocex_proto::{Instant, PdId, QpInit, VerbsError};
 use rocex_shm::ABI_VERSION;
 use rocex_shm::control::{Request, Response, encode_frame, kind, response_fds};
 
@@ -32,7 +32,6 @@ mod qp;
 mod stat;
 
 use pd_mr::NewMr;
-use qp::NewQp;
 
 /// Counters of hostile or failed input, logged at shutdown.
 #[derive(Debug, Default, Clone, Copy)]
@@ -345,8 +344,8 @@ impl Server {
                 recv_cq,
                 cap,
             } => {
-                let q = NewQp {
-                    pd,
+                let q = QpInit {
+                    pd: PdId::from_raw(pd),
                     qp_type,
                     send_cq,
                     recv_cq,

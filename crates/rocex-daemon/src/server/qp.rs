@@ -1,7 +1,7 @@
 //! QPs: `CreateQp`, `ModifyQp`, `QueryQp`, `DestroyQp`.
 
-use rocex_proto::verbs::{AttrMask, QpAttr, QpCap, QpType};
-use rocex_proto::{Engine, PdId, QpInit};
+use rocex_proto::verbs::{AttrMask, QpAttr};
+use rocex_proto::{Engine, QpInit};
 use rocex_shm::control::{Response, kind};
 
 use super::{Reply, dup, verbs_error};
@@ -9,28 +9,19 @@ use crate::client::Client;
 use crate::limits::{Limits, Resource};
 use crate::pump::{self, QpPump};
 
-/// What `CreateQp` asks for.
-pub(super) struct NewQp {
-    pub(super) pd: u32,
-    pub(super) qp_type: QpType,
-    pub(super) send_cq: u32,
-    pub(super) recv_cq: u32,
-    pub(super) cap: QpCap,
-}
-
-/// A QP on the client's PD and CQs, its SQ and RQ rings and doorbell shared with the
-/// client.
+/// A QP on the client's PD and CQs (`q`, as `CreateQp` asks, its caps before the rings'
+/// geometry grants them), its SQ and RQ rings and doorbell shared with the client.
 pub(super) fn create(
     engine: &mut Engine,
     limits: &Limits,
     c: &mut Client,
     id: u64,
-    q: NewQp,
+    q: QpInit,
 ) -> Reply {
     if let Err(e) = limits.check(Resource::Qps, c.qps.len() as u64, 1) {
         return Reply::over(e);
     }
-    if !c.pds.contains(&q.pd) {
+    if !c.pds.contains(&q.pd.raw()) {
         return Reply::err(libc::ENOENT, "no such PD");
     }
     if !c.cqs.contains_key(&q.send_cq) || !c.cqs.contains_key(&q.recv_cq) {
@@ -41,13 +32,7 @@ pub(super) fn create(
         Err(e) => return Reply::err(libc::EINVAL, e.to_string()),
     };
     let qp_type = q.qp_type;
-    let qpn = match engine.create_qp(QpInit {
-        qp_type,
-        pd: PdId::from_raw(q.pd),
-        send_cq: q.send_cq,
-        recv_cq: q.recv_cq,
-        cap: granted,
-    }) {
+    let qpn = match engine.create_qp(QpInit { cap: granted, ..q }) {
         Ok(n) => n,
         Err(e) => return verbs_error(e),
     };

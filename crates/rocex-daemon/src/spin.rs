@@ -12,6 +12,14 @@
 //! traffic puts it to sleep after one empty pass. Each empty pass inside the window yields
 //! the core, so that a client waiting on the same core runs at once rather than at the
 //! end of the daemon's slice (`docs/architecture.md` has the windows measured).
+//!
+//! A yield that lasts longer than [`CONTENDED`] handed the core to a thread that does not
+//! give it back: a program spinning on its own memory, as perftest's latency tests wait
+//! for a WRITE. Yielding on would cost the daemon its place: on EEVDF kernels each yield
+//! forfeits the rest of the slice (`yield_task_fair`), so a daemon that keeps yielding
+//! falls behind in virtual time and its wakeups no longer preempt the spinner, which
+//! then holds the core for milliseconds. So the daemon stops spinning for [`HOLD_OFF`]:
+//! it sleeps when idle, and each packet or doorbell wakes it ahead of the spinner.
 
 use std::time::{Duration, Instant};
 
@@ -20,6 +28,12 @@ const START_WINDOW: Duration = Duration::from_micros(2);
 /// The longest window: longer than an 8-byte round trip between two daemons on a small
 /// machine (about 15 us), so that a ping-pong keeps both awake.
 const MAX_WINDOW: Duration = Duration::from_micros(50);
+
+/// A yield longer than this let another thread hold the core (a yield with nothing else
+/// to run returns in a microsecond; a thread that yields back, in tens).
+const CONTENDED: Duration = Duration::from_micros(200);
+/// How long the daemon sleeps instead of spinning after such a yield.
+const HOLD_OFF: Duration = Duration::from_millis(10);
 
 /// The spinning policy's state.
 #[derive(Debug)]
@@ -30,6 +44,8 @@ pub(crate) struct Spin {
     max_turns: u32,
     idle_turns: u32,
     idle_since: Option<Instant>,
+    /// No spinning before this: a yield met a thread that kept the core.
+    held_off_until: Option<Instant>,
 }
 
 impl Spin {
@@ -39,6 +55,7 @@ impl Spin {
             max_turns,
             idle_turns: 0,
             idle_since: None,
+            held_off_until: None,
         }
     }
 
@@ -59,7 +76,20 @@ impl Spin {
         if since.elapsed() >= self.window {
             return false;
         }
+        if self.held_off_until.is_some_and(|t| t > Instant::now()) {
+            return false;
+        }
+        let t = Instant::now();
         std::thread::yield_now();
+        self.yielded(t, t.elapsed())
+    }
+
+    /// A yield begun at `at` took `took`: true when spinning goes on.
+    fn yielded(&mut self, at: Instant, took: Duration) -> bool {
+        if took > CONTENDED {
+            self.held_off_until = Some(at + took + HOLD_OFF);
+            return false;
+        }
         true
     }
 
@@ -101,6 +131,28 @@ mod tests {
             s.slept(Duration::from_millis(5));
         }
         assert_eq!(s.window(), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_yield_that_kept_the_core_stops_the_spinning() {
+        let mut s = Spin::new(2000);
+        for _ in 0..8 {
+            s.slept(Duration::from_micros(3));
+        }
+        let now = Instant::now();
+        assert!(
+            s.yielded(now, Duration::from_micros(5)),
+            "a short yield spins on"
+        );
+        assert!(
+            !s.yielded(now, Duration::from_millis(2)),
+            "a long one stops"
+        );
+        s.slept(Duration::from_micros(3));
+        assert!(!s.again(), "held off although the window is open");
+        assert_eq!(s.window(), MAX_WINDOW);
+        s.held_off_until = Some(now);
+        assert!(s.again(), "spins again once the hold-off is over");
     }
 
     #[test]

@@ -21,75 +21,71 @@ fn pair(mtu: Mtu, psn: u32) -> Pair {
     Pair::new(1, Link::with_delay(Duration::from_micros(5)), p)
 }
 
-fn check_write(mtu: Mtu, len: usize, psn: u32) {
-    let mut p = pair(mtu, psn);
-    let (a, b) = (p.side('a'), p.side('b'));
-    let data = pattern(len as u64, len);
-    write_bytes(&a, 0, &data);
-    p.post(&a, 7, SendOp::Write(remote(&b, 4096)), 0, len as u32);
-    let wcs = p.completions(&a, 1, Duration::from_secs(1));
-    assert_eq!(wcs.len(), 1, "WRITE {len} at {mtu:?}");
-    assert_eq!(
-        (wcs[0].wr_id, wcs[0].status, wcs[0].opcode),
-        (7, WcStatus::Success, WcOpcode::RdmaWrite)
-    );
-    assert_eq!(read_bytes(&b, 4096, len), data, "WRITE {len} at {mtu:?}");
+/// Runs `case` on a fresh pair (its PSNs from `psn`) and its sides a and b, for every MTU
+/// and every size in `SIZES`.
+fn every_mtu_and_size(psn: u32, case: impl Fn(&mut Pair, (Side, Side), Mtu, usize)) {
+    for mtu in [Mtu::M256, Mtu::M1024, Mtu::M4096] {
+        for len in SIZES {
+            let mut p = pair(mtu, psn);
+            let sides = (p.side('a'), p.side('b'));
+            case(&mut p, sides, mtu, len);
+        }
+    }
 }
 
 #[test]
 fn write_every_size_and_mtu() {
-    for mtu in [Mtu::M256, Mtu::M1024, Mtu::M4096] {
-        for len in SIZES {
-            check_write(mtu, len, 100);
-        }
-    }
+    every_mtu_and_size(100, |p, (a, b), mtu, len| {
+        let data = pattern(len as u64, len);
+        write_bytes(&a, 0, &data);
+        p.post(&a, 7, SendOp::Write(remote(&b, 4096)), 0, len as u32);
+        let wcs = p.completions(&a, 1, Duration::from_secs(1));
+        assert_eq!(wcs.len(), 1, "WRITE {len} at {mtu:?}");
+        assert_eq!(
+            (wcs[0].wr_id, wcs[0].status, wcs[0].opcode),
+            (7, WcStatus::Success, WcOpcode::RdmaWrite)
+        );
+        assert_eq!(read_bytes(&b, 4096, len), data, "WRITE {len} at {mtu:?}");
+    });
 }
 
 #[test]
 fn send_every_size_and_mtu() {
-    for mtu in [Mtu::M256, Mtu::M1024, Mtu::M4096] {
-        for len in SIZES {
-            let mut p = pair(mtu, 0xff_fff0);
-            let (a, b) = (p.side('a'), p.side('b'));
-            let data = pattern(len as u64 + 1, len);
-            write_bytes(&a, 0, &data);
-            p.post_recv(&b, 42, 8192, 1 << 17);
-            p.post(&a, 9, SendOp::SendWithImm(0xabcd), 0, len as u32);
-            let sent = p.completions(&a, 1, Duration::from_secs(1));
-            assert_ok(&sent);
-            let got = p.completions(&b, 1, Duration::from_secs(1));
-            assert_eq!(got.len(), 1);
-            assert_eq!(
-                (got[0].wr_id, got[0].status, got[0].opcode),
-                (42, WcStatus::Success, WcOpcode::Recv)
-            );
-            assert_eq!(
-                (got[0].byte_len as usize, got[0].imm_data),
-                (len, Some(0xabcd))
-            );
-            assert_eq!(read_bytes(&b, 8192, len), data);
-        }
-    }
+    every_mtu_and_size(0xff_fff0, |p, (a, b), _, len| {
+        let data = pattern(len as u64 + 1, len);
+        write_bytes(&a, 0, &data);
+        p.post_recv(&b, 42, 8192, 1 << 17);
+        p.post(&a, 9, SendOp::SendWithImm(0xabcd), 0, len as u32);
+        let sent = p.completions(&a, 1, Duration::from_secs(1));
+        assert_ok(&sent);
+        let got = p.completions(&b, 1, Duration::from_secs(1));
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            (got[0].wr_id, got[0].status, got[0].opcode),
+            (42, WcStatus::Success, WcOpcode::Recv)
+        );
+        assert_eq!(
+            (got[0].byte_len as usize, got[0].imm_data),
+            (len, Some(0xabcd))
+        );
+        assert_eq!(read_bytes(&b, 8192, len), data);
+    });
 }
 
 #[test]
 fn read_every_size_and_mtu() {
-    for mtu in [Mtu::M256, Mtu::M1024, Mtu::M4096] {
-        for len in SIZES {
-            let mut p = pair(mtu, 0xff_ffff);
-            let (a, b) = (p.side('a'), p.side('b'));
-            let data = pattern(len as u64 + 2, len);
-            write_bytes(&b, 100, &data);
-            p.post(&a, 3, SendOp::Read(remote(&b, 100)), 0, len as u32);
-            let wcs = p.completions(&a, 1, Duration::from_secs(1));
-            assert_eq!(wcs.len(), 1, "READ {len} at {mtu:?}");
-            assert_eq!(
-                (wcs[0].status, wcs[0].opcode, wcs[0].byte_len as usize),
-                (WcStatus::Success, WcOpcode::RdmaRead, len)
-            );
-            assert_eq!(read_bytes(&a, 0, len), data, "READ {len} at {mtu:?}");
-        }
-    }
+    every_mtu_and_size(0xff_ffff, |p, (a, b), mtu, len| {
+        let data = pattern(len as u64 + 2, len);
+        write_bytes(&b, 100, &data);
+        p.post(&a, 3, SendOp::Read(remote(&b, 100)), 0, len as u32);
+        let wcs = p.completions(&a, 1, Duration::from_secs(1));
+        assert_eq!(wcs.len(), 1, "READ {len} at {mtu:?}");
+        assert_eq!(
+            (wcs[0].status, wcs[0].opcode, wcs[0].byte_len as usize),
+            (WcStatus::Success, WcOpcode::RdmaRead, len)
+        );
+        assert_eq!(read_bytes(&a, 0, len), data, "READ {len} at {mtu:?}");
+    });
 }
 
 #[test]

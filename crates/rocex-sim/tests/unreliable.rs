@@ -14,25 +14,25 @@ use rocex_proto::verbs::{
 use rocex_proto::{Access, Config, Engine, GRH_LEN, QpInit, Region, VecRegion};
 use rocex_sim::{Fabric, Link};
 
-#[test]
-fn uc_send_and_write_arrive_whole() {
+/// Two UC QPs, MTU 1024, over a 5 us link.
+fn uc_pair(seed: u64) -> Pair {
     let p = Params {
         qp_type: QpType::Uc,
         mtu: Mtu::M1024,
         ..Params::default()
     };
-    let mut p = Pair::new(4, Link::with_delay(Duration::from_micros(5)), p);
+    Pair::new(seed, Link::with_delay(Duration::from_micros(5)), p)
+}
+
+#[test]
+fn uc_send_and_write_arrive_whole() {
+    let mut p = uc_pair(4);
     let (a, b) = (p.side('a'), p.side('b'));
     write_bytes(&a, 0, &pattern(1, 5000));
     p.post_recv(&b, 1, 65536, 8192);
     p.post(&a, 1, SendOp::Send, 0, 5000);
-    p.post(
-        &a,
-        2,
-        SendOp::WriteWithImm(remote(&b, 1 << 19), 77),
-        0,
-        3000,
-    );
+    let write = SendOp::WriteWithImm(remote(&b, 1 << 19), 77);
+    p.post(&a, 2, write, 0, 3000);
     p.post_recv(&b, 2, 0, 16);
     let sent = p.completions(&a, 2, Duration::from_millis(10));
     assert_ok(&sent);
@@ -53,12 +53,7 @@ fn uc_send_and_write_arrive_whole() {
 
 #[test]
 fn uc_drops_a_message_that_lost_a_packet() {
-    let p = Params {
-        qp_type: QpType::Uc,
-        mtu: Mtu::M1024,
-        ..Params::default()
-    };
-    let mut p = Pair::new(5, Link::with_delay(Duration::from_micros(5)), p);
+    let mut p = uc_pair(5);
     let (a, b) = (p.side('a'), p.side('b'));
     // Lose the second packet of the first message.
     let mut n = 0;

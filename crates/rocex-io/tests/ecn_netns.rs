@@ -17,7 +17,7 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Duration;
 
 use common::VethPair;
-use common::rc::{Path, connect_qp, err, exchange};
+use common::rc::{connect_qp, err, exchange};
 use rocex_io::{AfPacketPort, Backend, BackendOptions, Driver, UdpPort};
 use rocex_proto::verbs::{Mtu, QpCap, QpType, Remote, SendOp, SendWr, Sge, WcStatus};
 use rocex_proto::{
@@ -146,14 +146,8 @@ impl Side {
             rkey: self.rkey,
         };
         let peer = exchange(mine, to_peer, from_peer)?;
-        let path = Path {
-            mtu: Mtu::M4096,
-            dest: peer.addr,
-            dest_qpn: peer.qpn,
-            rq_psn: peer.psn,
-            sq_psn: psn,
-        };
-        connect_qp(e, self.qpn, path, ACCESS)?;
+        let to = (peer.addr, peer.qpn, peer.psn);
+        connect_qp(e, self.qpn, psn, to, Mtu::M4096, ACCESS)?;
         Ok(peer)
     }
 }

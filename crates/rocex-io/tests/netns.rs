@@ -12,7 +12,7 @@ use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::time::Duration;
 
 use common::VethPair;
-use common::rc::{Path, connect_qp, err, exchange};
+use common::rc::{connect_qp, err, exchange};
 use rocex_io::{
     AfPacketPort, Backend, BackendCounters, BackendOptions, Driver, UdpPort, UringPort,
 };
@@ -142,14 +142,8 @@ impl Side {
         };
         let peer = exchange(mine, to_peer, from_peer)?;
         for (q, (mtu, _, _)) in PLANS.iter().enumerate() {
-            let path = Path {
-                mtu: *mtu,
-                dest: peer.addr,
-                dest_qpn: peer.qpns[q],
-                rq_psn: peer.psns[q],
-                sq_psn: psns[q],
-            };
-            connect_qp(e, self.qpns[q], path, ACCESS)?;
+            let to = (peer.addr, peer.qpns[q], peer.psns[q]);
+            connect_qp(e, self.qpns[q], psns[q], to, *mtu, ACCESS)?;
         }
         Ok(peer)
     }
@@ -491,14 +485,8 @@ fn afpacket_drops_a_frame_with_a_bad_icrc() {
     let (qpn_tx, qpn_rx) = channel();
     let receiver = pair.spawn(1, move || -> io::Result<(Outcome, Vec<u8>)> {
         let mut s = Side::new(open(Kind::AfPacket, addr_b, rocex_peers())?, 3)?;
-        let path = Path {
-            mtu: Mtu::M1024,
-            dest: addr_a,
-            dest_qpn: 0x11,
-            rq_psn: PSN,
-            sq_psn: 0,
-        };
-        connect_qp(&mut s.driver.engine, s.qpns[0], path, ACCESS)?;
+        let to = (addr_a, 0x11, PSN);
+        connect_qp(&mut s.driver.engine, s.qpns[0], 0, to, Mtu::M1024, ACCESS)?;
         s.post_recv(s.qpns[0], 1, 0, 64)?;
         qpn_tx.send(s.qpns[0]).map_err(err)?;
         let wc = s.next()?;

@@ -20,28 +20,26 @@ pub(crate) fn exchange<T>(mine: T, to_peer: &Sender<T>, from_peer: &Receiver<T>)
     from_peer.recv_timeout(Duration::from_secs(10)).map_err(err)
 }
 
-/// Where a QP sends and from what it accepts.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Path {
-    pub(crate) mtu: Mtu,
-    pub(crate) dest: IpAddr,
-    pub(crate) dest_qpn: u32,
-    pub(crate) rq_psn: u32,
-    pub(crate) sq_psn: u32,
-}
-
-/// Takes `qpn` through INIT and RTR to RTS on `path`, the peer allowed `access`, with 16
-/// reads or atomics outstanding each way, RNR timer code 1, timeout 14 and 7 retries.
-pub(crate) fn connect_qp(e: &mut Engine, qpn: u32, path: Path, access: Access) -> io::Result<()> {
+/// Takes `qpn` through INIT and RTR to RTS towards `peer` (its address, QPN and first PSN)
+/// at `mtu`, sending from `my_psn` and allowing the peer `access`, with 16 reads or
+/// atomics outstanding each way, RNR timer code 1, timeout 14 and 7 retries.
+pub(crate) fn connect_qp(
+    e: &mut Engine,
+    qpn: u32,
+    my_psn: u32,
+    peer: (IpAddr, u32, u32),
+    mtu: Mtu,
+    access: Access,
+) -> io::Result<()> {
     let to_rts = QpAttr {
         qp_access_flags: access,
-        ah_attr: Some(AddressVector { dest: path.dest }),
-        path_mtu: path.mtu,
-        dest_qp_num: path.dest_qpn,
-        rq_psn: path.rq_psn,
+        ah_attr: Some(AddressVector { dest: peer.0 }),
+        path_mtu: mtu,
+        dest_qp_num: peer.1,
+        rq_psn: peer.2,
         max_dest_rd_atomic: 16,
         min_rnr_timer: 1,
-        sq_psn: path.sq_psn,
+        sq_psn: my_psn,
         timeout: 14,
         retry_cnt: 7,
         rnr_retry: 7,

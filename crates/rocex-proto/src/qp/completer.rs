@@ -120,7 +120,7 @@ impl Qp {
     /// deadline moves past it.
     pub(crate) fn request_sent(&mut self, ctx: &Ctx<'_>, psn: Psn, resent: bool) {
         if resent {
-            self.comp.rtt.resent(psn, ctx.now);
+            self.comp.rtt.resent(psn, ctx.now, self.sr.on);
         } else {
             self.comp.rtt.sent(psn, ctx.now);
         }

@@ -156,12 +156,14 @@ fn opcode(qp_type: QpType, op: &SendOp, pos: Position) -> Opcode {
 }
 
 impl Qp {
-    /// READ and atomic requests sent and not yet answered.
+    /// READ and atomic requests sent and not yet answered. Under selective repeat, one
+    /// whose responses have all come no longer counts though it waits to complete in
+    /// order (`Qp::sr_answered`).
     fn rd_atomic_outstanding(&self) -> usize {
         self.sq
             .iter()
             .take(self.req.next)
-            .filter(|w| w.is_rd_atomic())
+            .filter(|w| w.is_rd_atomic() && !(self.sr.on && self.sr_answered(w)))
             .count()
     }
 
@@ -182,12 +184,11 @@ impl Qp {
         if self.qp_type != QpType::Rc {
             return true;
         }
-        let window = if self.sr.on {
-            self.sr.window
-        } else {
-            MAX_UNACKED_PSNS
-        };
-        if self.req.psn.diff(self.comp.psn) >= window as i32 {
+        if self.sr.on {
+            if !self.sr_window_open() {
+                return false;
+            }
+        } else if self.req.psn.diff(self.comp.psn) >= MAX_UNACKED_PSNS as i32 {
             return false;
         }
         if self.req.offset == 0 {

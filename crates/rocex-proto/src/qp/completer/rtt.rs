@@ -84,9 +84,10 @@ impl Rtt {
     /// it may now be the copy's (Karn's rule); one before it leaves an answer unambiguous
     /// until then. Forgetting the timing at the go-back instead left a link losing 5% with
     /// no sample at all: nearly every window went back before its timed packet was answered.
-    pub(crate) fn resent(&mut self, psn: Psn, now: Instant) {
+    /// Under selective repeat (`selective`) only the packet itself resends it.
+    pub(crate) fn resent(&mut self, psn: Psn, now: Instant, selective: bool) {
         if let Some(t) = &mut self.timing
-            && !psn.is_before(t.psn)
+            && (!psn.is_before(t.psn) && !selective || psn == t.psn)
             && t.resent.is_none()
         {
             t.resent = Some(now);
@@ -94,16 +95,37 @@ impl Rtt {
     }
 
     /// Everything before `acked` is acknowledged at `now`: a sample if that covers the
-    /// timed packet and the answer can only be its first copy's. That is so if the packet
-    /// was not resent, or if the answer came sooner after the resend than any round trip
-    /// seen (the copy cannot have been answered yet: the resend was spurious, and its
-    /// first copy's round trip is the one the timer must learn). The backoff is forgotten.
+    /// timed packet. The backoff is forgotten.
     pub(crate) fn progress(&mut self, acked: Psn, now: Instant) {
         self.backoff = 0;
-        let Some(t) = self.timing else { return };
-        if !acked.is_after(t.psn) {
-            return;
+        if let Some(t) = self.timing
+            && acked.is_after(t.psn)
+        {
+            self.answered(t, now);
         }
+    }
+
+    /// Selective repeat: the peer holds `psn` at `now` (a SACK shows it, or a response
+    /// shows its request executed), which may be long before the cumulative
+    /// acknowledgement covers it: a hole before it is resent first. Timed to the
+    /// cumulative acknowledgement instead, a packet past a hole measured the hole's
+    /// recovery, which at 10% loss grew the recent longest round trip, the deadline's
+    /// floor, to the ACK timeout. The backoff is forgotten: the peer answers.
+    pub(crate) fn held(&mut self, psn: Psn, now: Instant) {
+        self.backoff = 0;
+        if let Some(t) = self.timing
+            && t.psn == psn
+        {
+            self.answered(t, now);
+        }
+    }
+
+    /// The timed packet `t` is answered at `now`: a sample if the answer can only be its
+    /// first copy's. That is so if the packet was not resent, or if the answer came sooner
+    /// after the resend than any round trip seen (the copy cannot have been answered yet:
+    /// the resend was spurious, and its first copy's round trip is the one the timer must
+    /// learn).
+    fn answered(&mut self, t: Timed, now: Instant) {
         self.timing = None;
         let r = now - t.at;
         match t.resent {
@@ -186,8 +208,8 @@ mod tests {
         r.back_off();
         assert_eq!(r.deadline(t0), Some(t0 + MIN_RTO * 4));
         r.sent(Psn::new(5), t0);
-        r.resent(Psn::new(4), t0 + us(100));
-        r.resent(Psn::new(5), t0 + us(100));
+        r.resent(Psn::new(4), t0 + us(100), false);
+        r.resent(Psn::new(5), t0 + us(100), false);
         r.progress(Psn::new(6), t0 + us(5000));
         assert_eq!(
             r.deadline(t0),
@@ -195,7 +217,7 @@ mod tests {
             "no sample from a resent packet"
         );
         r.sent(Psn::new(9), t0);
-        r.resent(Psn::new(7), t0 + us(100));
+        r.resent(Psn::new(7), t0 + us(100), false);
         r.progress(Psn::new(10), t0 + us(300));
         // Answered before its resend: R = 300, SRTT 7/8 * 10 + 1/8 * 300 = 46.25,
         // RTTVAR 3/4 * 5 + 1/4 * 290 = 76.25, RTO 351.25 us.
@@ -209,7 +231,7 @@ mod tests {
         r.sent(Psn::new(0), t0);
         r.progress(Psn::new(1), t0 + us(40));
         r.sent(Psn::new(1), t0 + us(1000));
-        r.resent(Psn::new(1), t0 + us(1140));
+        r.resent(Psn::new(1), t0 + us(1140), false);
         r.back_off();
         // 30 us after the resend, under the 40 us seen: the first copy's, R = 170.
         r.progress(Psn::new(2), t0 + us(1170));
@@ -223,7 +245,7 @@ mod tests {
         assert_eq!(r.deadline(t0), Some(t0 + us(170)));
         // An answer as late after the resend as a round trip may be the copy's: no sample.
         r.sent(Psn::new(22), t0);
-        r.resent(Psn::new(22), t0 + us(200));
+        r.resent(Psn::new(22), t0 + us(200), false);
         r.progress(Psn::new(23), t0 + us(250));
         assert_eq!(r.deadline(t0), Some(t0 + us(170)));
     }

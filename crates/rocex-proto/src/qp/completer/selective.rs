@@ -9,8 +9,9 @@ use rocex_wire::{Opcode, PacketRepr, Psn, RethRepr, SackRepr, SrEthRepr, Syndrom
 
 use super::scatter;
 use crate::Ctx;
-use crate::qp::Qp;
 use crate::qp::requester::packets;
+use crate::qp::sr::SPAN;
+use crate::qp::{Qp, SendWqe};
 use crate::time::Instant;
 use crate::verbs::{QpState, SendOp, WcStatus};
 
@@ -36,11 +37,11 @@ impl Qp {
             Some(Syndrome::Reserved(_)) => ctx.counters.drop_unexpected_response += 1,
             _ => match (pkt.opcode(), pkt.sack) {
                 (Opcode::SR_ACKNOWLEDGE, Some(sack)) => {
-                    self.sr_note_cumulative(psn);
+                    self.sr_note_cumulative(psn, ctx.now);
                     self.sr_on_sack(ctx, psn, &sack);
                 }
                 (Opcode::RC_ACKNOWLEDGE, _) => {
-                    self.sr_note_cumulative(psn);
+                    self.sr_note_cumulative(psn, ctx.now);
                     self.on_ack(ctx, psn);
                 }
                 _ => self.sr_data_response(ctx, pkt),
@@ -56,7 +57,7 @@ impl Qp {
     /// ([`Qp::sr_advance`]), as the responder will not repeat it unasked.
     /// Its request packets past a READ or atomic that holds the oldest unacknowledged PSN
     /// back are held by the peer: never holes to resend.
-    fn sr_note_cumulative(&mut self, psn: Psn) {
+    fn sr_note_cumulative(&mut self, psn: Psn, now: Instant) {
         if !psn.is_before(self.req.high_psn)
             || self.sr.send.cumulative.is_some_and(|c| !psn.is_after(c))
         {
@@ -76,9 +77,8 @@ impl Qp {
                 q = w.first_psn;
             }
             while w.holds(q) && !q.is_after(psn) {
-                if let Some(m) = self.sr.send.mark(q) {
-                    m.got = true;
-                }
+                self.sr.send.hold(q);
+                self.comp.rtt.held(q, now);
                 q = q.add(1);
             }
         }
@@ -100,18 +100,25 @@ impl Qp {
         self.sr.send.sync(oldest);
         let high = self.req.high_psn;
         let mut highest = None;
+        // The SACK's PSNs and the send queue both ascend: one pass over each.
+        let mut wqes = self.sq.iter().filter(|w| w.started).peekable();
         for q in sack.psns(cumulative) {
             if q.is_before(oldest) || !q.is_before(high) {
                 continue;
             }
+            // The request at `q` arrived, and shows the requests missing before it lost
+            // (a READ's too: a stream of READs has no other packets to show them).
+            self.comp.rtt.held(q, ctx.now);
+            highest = Some(q);
+            while wqes.next_if(|w| w.last_psn().is_before(q)).is_some() {}
             // A READ's or atomic's PSNs are marked by their responses, not here.
-            if self.sq.iter().any(|w| w.holds(q) && w.needs_response()) {
+            if wqes
+                .peek()
+                .is_some_and(|w| w.holds(q) && w.needs_response())
+            {
                 continue;
             }
-            if let Some(m) = self.sr.send.mark(q) {
-                m.got = true;
-            }
-            highest = Some(q);
+            self.sr.send.hold(q);
         }
         let Some(highest) = highest else { return };
         // Every packet before the highest held one and not held itself is lost (or, if
@@ -219,9 +226,8 @@ impl Qp {
                 ctx.counters.drop_duplicate_ack += 1;
                 return;
             }
-            if let Some(m) = self.sr.send.mark(psn) {
-                m.got = true;
-            }
+            self.sr.send.hold(psn);
+            self.comp.rtt.held(psn, ctx.now);
             self.sr.send.early.push_back((psn, orig));
             return self.sr_response_holes(psn, ctx.now);
         }
@@ -255,9 +261,10 @@ impl Qp {
             }
             return;
         }
-        if let Some(m) = self.sr.send.mark(psn) {
-            m.got = true;
-        }
+        self.sr.send.hold(psn);
+        // The READ request was executed.
+        let first = self.sq[i].first_psn;
+        self.comp.rtt.held(first, ctx.now);
         self.sr_response_holes(psn, ctx.now);
     }
 
@@ -369,6 +376,30 @@ impl Qp {
             }
             q = q.add(1);
         }
+    }
+
+    /// Whether every response of `w` (a READ, atomic, ATOMIC_WRITE or FLUSH) has come,
+    /// though it may wait for an older one to complete. It then no longer takes one of the
+    /// `max_rd_atomic` READs and atomics in flight: the selective-repeat responder keeps
+    /// what it needs to answer again for every request in its window, not only the last
+    /// `max_dest_rd_atomic` (`Qp::resources_kept`). Counted until its completion, one lost
+    /// response held all 16 READs of a stream back for the round trips its recovery
+    /// took.
+    pub(crate) fn sr_answered(&self, w: &SendWqe) -> bool {
+        (0..w.npkts.max(1)).all(|k| {
+            let q = w.first_psn.add(k);
+            q.is_before(self.comp.psn) || self.sr.send.got(q)
+        })
+    }
+
+    /// Whether the window lets a new packet go: fewer than `sr_window` packets in flight
+    /// (sent, and neither acknowledged nor held by the peer: IRN's BDP cap), and the
+    /// packet within the responder's [`SPAN`] of the oldest unacknowledged PSN. Capped by
+    /// the distance from the oldest instead, a hole there stopped the stream for the round
+    /// trips its recovery took, with the packets past it already delivered.
+    pub(crate) fn sr_window_open(&self) -> bool {
+        self.sr.send.in_flight(self.comp.psn, self.req.high_psn) < self.sr.window
+            && self.req.psn.diff(self.comp.psn) < SPAN as i32
     }
 
     /// Whether a resend is waiting.

@@ -219,8 +219,8 @@ impl Responder {
         self.msn = (self.msn + 1) & MSN_MASK;
     }
 
-    fn save(&mut self, limit: u8, r: Resource) {
-        while self.resources.len() >= usize::from(limit.max(1)) {
+    fn save(&mut self, limit: usize, r: Resource) {
+        while self.resources.len() >= limit.max(1) {
             self.resources.pop_front();
         }
         self.resources.push_back(r);
@@ -487,7 +487,7 @@ impl Qp {
         let npkts = packets(u64::from(reth.dma_len), self.mtu());
         let kind = ResourceKind::Read(reth);
         self.resp.save(
-            self.attr.max_dest_rd_atomic,
+            self.resources_kept(),
             Resource {
                 first: psn,
                 npkts,
@@ -580,7 +580,7 @@ impl Qp {
     /// FLUSH): its result saved for duplicates, the message counted, the PSN passed.
     fn executed_once(&mut self, psn: Psn, kind: ResourceKind) {
         self.resp.save(
-            self.attr.max_dest_rd_atomic,
+            self.resources_kept(),
             Resource {
                 first: psn,
                 npkts: 1,

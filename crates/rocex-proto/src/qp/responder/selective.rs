@@ -103,6 +103,19 @@ impl Qp {
         }
     }
 
+    /// How many READ and atomic requests the responder keeps to answer again: the last
+    /// `max_dest_rd_atomic`, as rxe keeps them, or under selective repeat one per PSN of
+    /// its window, since a requester there counts a READ whose responses have all come
+    /// out of its `max_rd_atomic` while an older one may still ask again for a lost
+    /// range (`Qp::sr_answered`).
+    pub(super) fn resources_kept(&self) -> usize {
+        if self.sr.on {
+            SPAN as usize
+        } else {
+            usize::from(self.attr.max_dest_rd_atomic)
+        }
+    }
+
     /// A selective-repeat packet on a QP without it: the peer assumes rules this QP did
     /// not agree to. Refused as an invalid request (NAK, QP to ERROR) when it is the
     /// expected PSN, so the sender's work request fails with REM_INV_REQ_ERR rather than

@@ -11,7 +11,8 @@ use crate::time::Instant;
 /// One PSN from the oldest unacknowledged one on.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Mark {
-    /// The peer holds it (a request packet SACKed), or its READ response arrived.
+    /// The peer holds it (a request packet SACKed), or its READ response arrived
+    /// ([`Sender::hold`]).
     pub(crate) got: bool,
     /// In the resend queue.
     pub(crate) queued: bool,
@@ -29,6 +30,8 @@ pub(crate) struct Sender {
     /// The PSN of `marks[0]`; the oldest unacknowledged PSN or before it.
     base: Psn,
     marks: VecDeque<Mark>,
+    /// How many of `marks` are held (`got`).
+    held: u32,
     /// PSNs to resend, oldest first.
     pub(crate) resend: VecDeque<Psn>,
     /// The furthest cumulative acknowledgement received.
@@ -46,10 +49,37 @@ impl Sender {
         let d = oldest.diff(self.base);
         if d < 0 || d as usize >= self.marks.len() {
             self.marks.clear();
+            self.held = 0;
         } else {
-            self.marks.drain(..d as usize);
+            let gone = self.marks.drain(..d as usize).filter(|m| m.got).count();
+            self.held -= gone as u32;
         }
         self.base = oldest;
+    }
+
+    /// Marks `psn` (at or past the base) held by the peer; true if it was not yet.
+    pub(crate) fn hold(&mut self, psn: Psn) -> bool {
+        let Some(m) = self.mark(psn) else {
+            return false;
+        };
+        let new = !m.got;
+        m.got = true;
+        self.held += u32::from(new);
+        new
+    }
+
+    /// PSNs from `oldest` (unacknowledged) up to `high` (one past the highest sent) the
+    /// peer is not known to hold: the packets in flight, or lost.
+    pub(crate) fn in_flight(&self, oldest: Psn, high: Psn) -> u32 {
+        let d = oldest.diff(self.base);
+        let held = if d < 0 || d as usize > self.marks.len() {
+            0
+        } else {
+            // Marks before `oldest` are acknowledged, not in flight: not synced yet.
+            let stale = self.marks.iter().take(d as usize).filter(|m| m.got).count();
+            self.held - stale as u32
+        };
+        (high.diff(oldest).max(0) as u32).saturating_sub(held)
     }
 
     /// The mark of `psn` (at or past the base).
@@ -79,8 +109,11 @@ impl Sender {
         if again {
             m.resent_at = None;
             m.resent_time = None;
+            let was = m.got;
             m.got = false;
+            self.held -= u32::from(was);
         }
+        let Some(m) = self.mark(psn) else { return };
         if m.queued || m.got {
             return;
         }

@@ -187,6 +187,26 @@ impl Resp {
         self.send(p);
     }
 
+    /// A READ of `len` bytes at `va` under `rkey`.
+    fn read(&mut self, va: u64, rkey: u32, len: u32) {
+        let reth = RethRepr {
+            va,
+            rkey,
+            dma_len: len,
+        };
+        self.request(Opcode::RC_RDMA_READ_REQUEST, reth, None, &[]);
+    }
+
+    /// A WRITE_ONLY of `data` to `va` under `rkey`.
+    fn write(&mut self, va: u64, rkey: u32, data: &[u8]) {
+        let reth = RethRepr {
+            va,
+            rkey,
+            dma_len: data.len() as u32,
+        };
+        self.request(Opcode::RC_RDMA_WRITE_ONLY, reth, None, data);
+    }
+
     /// A SEND_ONLY_WITH_INVALIDATE naming `rkey`, into a receive posted for it.
     fn send_inv(&mut self, rkey: u32, lkey: u32) {
         let sge = Sge {
@@ -266,12 +286,7 @@ fn a_read_whose_memory_vanishes_mid_response_ends_in_nak_remote_access() {
     let mut r = Resp::new();
     let mem = vanishing();
     let keys = r.reg(Access::LOCAL_WRITE | Access::REMOTE_READ, mem.clone());
-    let reth = RethRepr {
-        va: IOVA,
-        rkey: keys.rkey,
-        dma_len: 3000,
-    };
-    r.request(Opcode::RC_RDMA_READ_REQUEST, reth, None, &[]);
+    r.read(IOVA, keys.rkey, 3000);
     let (op, psn, aeth, data) = r.next().unwrap();
     assert_eq!(
         (op, psn, aeth),
@@ -295,19 +310,9 @@ fn a_read_whose_memory_vanishes_before_its_only_response_sends_no_data() {
     let mut r = Resp::new();
     let mem = vanishing();
     let keys = r.reg(Access::LOCAL_WRITE | Access::REMOTE_READ, mem.clone());
-    let reth = RethRepr {
-        va: IOVA + 8,
-        rkey: keys.rkey,
-        dma_len: 64,
-    };
-    r.request(Opcode::RC_RDMA_READ_REQUEST, reth, None, &[]);
+    r.read(IOVA + 8, keys.rkey, 64);
     // A WRITE behind the READ is not answered: rxe finishes the READ first.
-    let reth = RethRepr {
-        va: IOVA,
-        rkey: 0xdead_beef,
-        dma_len: 0,
-    };
-    r.request(Opcode::RC_RDMA_WRITE_ONLY, reth, None, &[]);
+    r.write(IOVA, 0xdead_beef, &[]);
     mem.gone.store(true, Ordering::Relaxed);
     r.assert_nak_access(PSN0, 1);
     assert!(r.next().is_none());
@@ -316,12 +321,7 @@ fn a_read_whose_memory_vanishes_before_its_only_response_sends_no_data() {
 #[test]
 fn a_zero_byte_write_needs_no_valid_rkey() {
     let mut r = Resp::new();
-    let reth = RethRepr {
-        va: u64::MAX,
-        rkey: 0xdead_beef,
-        dma_len: 0,
-    };
-    r.request(Opcode::RC_RDMA_WRITE_ONLY, reth, None, &[]);
+    r.write(u64::MAX, 0xdead_beef, &[]);
     assert_eq!(
         r.next_head(),
         Some((Opcode::RC_ACKNOWLEDGE, PSN0, Some((Syndrome::ACK, 1))))
@@ -416,12 +416,7 @@ fn a_whole_region_flush_makes_a_file_backed_region_durable() {
         | Access::FLUSH_PERSISTENT;
     let keys = r.reg(access, region.clone());
     let data: Vec<u8> = (0..600u32).map(|i| (i * 13 + 0x22) as u8).collect();
-    let reth = RethRepr {
-        va: IOVA + 4000,
-        rkey: keys.rkey,
-        dma_len: 600,
-    };
-    r.request(Opcode::RC_RDMA_WRITE_ONLY, reth, None, &data);
+    r.write(IOVA + 4000, keys.rkey, &data);
     r.flush(keys.rkey, PLT_PERSISTENCE, SEL_MEMORY_REGION, 0, 0);
     let answers: Vec<_> = std::iter::from_fn(|| r.next_head()).collect();
     assert_eq!(
@@ -454,16 +449,11 @@ fn a_duplicate_read_whose_key_is_gone_is_a_remote_access_error() {
         Access::LOCAL_WRITE | Access::REMOTE_READ,
         Arc::new(VecRegion::new(LEN as usize)),
     );
-    let reth = RethRepr {
-        va: IOVA,
-        rkey: keys.rkey,
-        dma_len: 100,
-    };
-    r.request(Opcode::RC_RDMA_READ_REQUEST, reth, None, &[]);
+    r.read(IOVA, keys.rkey, 100);
     assert_eq!(r.next().unwrap().0, Opcode::RC_RDMA_READ_RESPONSE_ONLY);
     r.e.dereg_mr(keys.lkey).unwrap();
     r.psn = PSN0;
-    r.request(Opcode::RC_RDMA_READ_REQUEST, reth, None, &[]);
+    r.read(IOVA, keys.rkey, 100);
     r.assert_nak_access(PSN0, 1);
 }
 
@@ -487,12 +477,7 @@ fn send_with_invalidate_frees_a_window_and_errs_on_a_region() {
         (wc.status, wc.byte_len, wc.invalidated_rkey),
         (WcStatus::Success, 16, Some(w))
     );
-    let reth = RethRepr {
-        va: IOVA,
-        rkey: w,
-        dma_len: 8,
-    };
-    r.request(Opcode::RC_RDMA_WRITE_ONLY, reth, None, &[1; 8]);
+    r.write(IOVA, w, &[1; 8]);
     r.assert_nak_access(PSN0 + 1, 1);
 
     let mut r = Resp::new();

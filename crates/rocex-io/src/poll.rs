@@ -1,4 +1,4 @@
-//! poll(2) on one descriptor, for the driver's wait and the neighbour lookups.
+//! poll(2) on one descriptor: the driver's wait for a datagram, and the neighbour lookups'.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};

@@ -1,22 +1,13 @@
 //! The receive ring of a port that only receives, fed by a plain UDP socket on loopback.
 
 use std::net::UdpSocket;
-use std::os::fd::AsRawFd;
 
 use super::*;
 
 /// Waits at most 10 s for the port's descriptor to become readable, as the daemon sleeps
 /// in poll(2) on it; returns whether it did.
 fn wakes(port: &UringPort) -> bool {
-    let mut fds = [libc::pollfd {
-        fd: port.fd().as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    }];
-    // SAFETY: `fds` is one valid pollfd for the duration of the call.
-    let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, 10_000) };
-    assert!(n >= 0, "poll: {}", io::Error::last_os_error());
-    n == 1
+    crate::poll::wait_readable(port.fd(), std::time::Duration::from_secs(10)).expect("poll")
 }
 
 /// Rounds of a full ring of datagrams and then some, received without a single send or

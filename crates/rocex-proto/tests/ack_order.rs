@@ -50,6 +50,15 @@ fn pair() -> (Node, Node) {
     (a, b)
 }
 
+/// A pair in which A's WRITE 1 has reached B, which has sent nothing yet.
+fn pair_with_a_write_at_b() -> (Node, Node) {
+    let (mut a, mut b) = pair();
+    write(&mut a, &b, 1);
+    let req = drain(&mut a);
+    deliver(&a, &mut b, &req);
+    (a, b)
+}
+
 /// Posts an 8-byte WRITE from `x` to `peer`'s region.
 fn write(x: &mut Node, peer: &Node, wr_id: u64) {
     let sge = Sge {
@@ -98,10 +107,7 @@ fn describe(packets: &[Vec<u8>]) -> Vec<(Opcode, u32, bool)> {
 
 #[test]
 fn a_reply_write_goes_before_the_ack_it_waited_with() {
-    let (mut a, mut b) = pair();
-    write(&mut a, &b, 1);
-    let req = drain(&mut a);
-    deliver(&a, &mut b, &req);
+    let (mut a, mut b) = pair_with_a_write_at_b();
     // B answers before it transmits: its WRITE, then the ACK for A's.
     write(&mut b, &a, 2);
     let out = drain(&mut b);
@@ -119,10 +125,7 @@ fn a_reply_write_goes_before_the_ack_it_waited_with() {
 
 #[test]
 fn an_ack_waits_for_one_request_packet_at_most() {
-    let (mut a, mut b) = pair();
-    write(&mut a, &b, 1);
-    let req = drain(&mut a);
-    deliver(&a, &mut b, &req);
+    let (a, mut b) = pair_with_a_write_at_b();
     for id in 0..3 {
         write(&mut b, &a, 10 + id);
     }
@@ -155,10 +158,7 @@ fn by_default_the_ack_goes_before_the_reply() {
 
 #[test]
 fn an_ack_alone_goes_at_once() {
-    let (mut a, mut b) = pair();
-    write(&mut a, &b, 1);
-    let req = drain(&mut a);
-    deliver(&a, &mut b, &req);
+    let (_, mut b) = pair_with_a_write_at_b();
     assert_eq!(
         describe(&drain(&mut b)),
         [(Opcode::RC_ACKNOWLEDGE, 100, true)]

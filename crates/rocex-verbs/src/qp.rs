@@ -125,35 +125,36 @@ impl Qp {
     /// Fails with [`Error::QueueFull`] when the SQ has no room for all of them (none is
     /// posted then).
     pub fn post_send(&mut self, wrs: &[SendWr]) -> Result<()> {
-        let ring = ring_in(&self.map, self.sq_off, self.sq)?;
-        let mut p = ring.producer_at(self.sq_tail);
-        let free = p.free().map_err(|e| Error::Post(PostError::Ring(e)))?;
-        if (free as usize) < wrs.len() {
-            return Err(Error::QueueFull);
-        }
-        let mut w = WqWriter::new(p, self.sq);
-        for wr in wrs {
-            w.post_send(wr).map_err(Error::Post)?;
-            self.sq_tail = self.sq_tail.wrapping_add(1);
-        }
-        if w.publish() {
-            self.doorbell.signal()?;
-        }
-        Ok(())
+        self.post(Queue::Send, wrs, |w, wr| w.post_send(wr))
     }
 
-    /// Posts receive work requests (`ibv_post_recv`).
+    /// Posts receive work requests (`ibv_post_recv`), as [`post_send`](Self::post_send).
     pub fn post_recv(&mut self, wrs: &[RecvWr]) -> Result<()> {
-        let ring = ring_in(&self.map, self.rq_off, self.rq)?;
-        let mut p = ring.producer_at(self.rq_tail);
+        self.post(Queue::Recv, wrs, |w, wr| w.post_recv(wr))
+    }
+
+    /// Writes `wrs` into queue `q`'s ring with `write`, then rings the doorbell once;
+    /// [`Error::QueueFull`] (and none written) when the ring has no room for all.
+    fn post<T>(
+        &mut self,
+        q: Queue,
+        wrs: &[T],
+        write: impl Fn(&mut WqWriter<'_>, &T) -> core::result::Result<(), PostError>,
+    ) -> Result<()> {
+        let (off, spec, tail) = match q {
+            Queue::Send => (self.sq_off, self.sq, &mut self.sq_tail),
+            Queue::Recv => (self.rq_off, self.rq, &mut self.rq_tail),
+        };
+        let ring = ring_in(&self.map, off, spec)?;
+        let mut p = ring.producer_at(*tail);
         let free = p.free().map_err(|e| Error::Post(PostError::Ring(e)))?;
         if (free as usize) < wrs.len() {
             return Err(Error::QueueFull);
         }
-        let mut w = WqWriter::new(p, self.rq);
+        let mut w = WqWriter::new(p, spec);
         for wr in wrs {
-            w.post_recv(wr).map_err(Error::Post)?;
-            self.rq_tail = self.rq_tail.wrapping_add(1);
+            write(&mut w, wr).map_err(Error::Post)?;
+            *tail = tail.wrapping_add(1);
         }
         if w.publish() {
             self.doorbell.signal()?;
@@ -194,4 +195,11 @@ impl Drop for Qp {
     fn drop(&mut self) {
         let _ = self.ctx.ch.done(&Request::DestroyQp { qpn: self.qpn });
     }
+}
+
+/// One of a QP's two work queues.
+#[derive(Clone, Copy)]
+enum Queue {
+    Send,
+    Recv,
 }

@@ -206,15 +206,7 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
         );
         return null_errno(libc::EOPNOTSUPP);
     }
-    let mut base = ibv_qp_init_attr {
-        qp_context: a.qp_context,
-        send_cq: a.send_cq,
-        recv_cq: a.recv_cq,
-        srq: a.srq,
-        cap: a.cap,
-        qp_type: a.qp_type,
-        sq_sig_all: a.sq_sig_all,
-    };
+    let mut base = a.basic();
     // SAFETY: a PD of this library, per verbs.h's contract.
     let qp = unsafe { create(a.pd, &mut base) };
     a.cap = base.cap;

@@ -217,7 +217,10 @@ fn request(v: &Verbs, g: &mut Guard, i: usize, e: &rocex_cm_event) {
     let mut ev = new_event(&mut m.c, event::CONNECT_REQUEST, 0, &e.private_data[..n]);
     ev.e.listen_id = &mut lm.c;
     if m.c.qp_type != IBV_QPT_UD {
-        m.settled = Some(qp::Settled::of(e, remote));
+        m.settled = Some(qp::Settled {
+            peer: remote,
+            event: *e,
+        });
         // SAFETY: the conn member is the one `new_event` filled for a connected id.
         let c = unsafe { &mut ev.e.param.conn };
         (c.initiator_depth, c.responder_resources) = (e.max_rd_atomic, e.max_dest_rd_atomic);

@@ -63,53 +63,19 @@ const RC_RTS_MASK: c_int = IBV_QP_STATE
     | IBV_QP_RNR_RETRY
     | IBV_QP_MAX_QP_RD_ATOMIC;
 
-/// What a connection settled for the local QP, as rocexd's event carries it: for a
-/// request not yet accepted, what the accept will settle (the REQ's QPN, PSN, path and
-/// limits, and the PSN rocexd will send in the REP).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a connection settled for the local QP: the peer's address, and rocexd's event
+/// with the peer's QPN, the PSNs, the path and the limits. For a request not yet
+/// accepted, what the accept will settle (the REQ's QPN, PSN, path and limits, and the
+/// PSN rocexd will send in the REP).
+#[derive(Clone, Copy)]
 pub struct Settled {
     /// The peer's address.
     pub peer: std::net::IpAddr,
-    /// The peer's QPN.
-    pub remote_qpn: u32,
-    /// The local QP's first send PSN.
-    pub sq_psn: u32,
-    /// The local QP's expected PSN.
-    pub rq_psn: u32,
-    /// Path MTU (`enum ibv_mtu`).
-    pub path_mtu: u8,
-    /// Initiator depth.
-    pub max_rd_atomic: u8,
-    /// Responder resources.
-    pub max_dest_rd_atomic: u8,
-    /// Transport retries.
-    pub retry_cnt: u8,
-    /// RNR retries.
-    pub rnr_retry: u8,
-    /// Local ACK timeout exponent.
-    pub timeout: u8,
-    /// The path's traffic class.
-    pub traffic_class: u8,
+    /// The daemon's event that settled it.
+    pub event: rocex_cm_event,
 }
 
 impl Settled {
-    /// The attributes of daemon event `e` from `peer`.
-    pub fn of(e: &rocex_cm_event, peer: std::net::IpAddr) -> Self {
-        Self {
-            peer,
-            remote_qpn: e.remote_qpn,
-            sq_psn: e.sq_psn,
-            rq_psn: e.rq_psn,
-            path_mtu: e.path_mtu,
-            max_rd_atomic: e.max_rd_atomic,
-            max_dest_rd_atomic: e.max_dest_rd_atomic,
-            retry_cnt: e.retry_cnt,
-            rnr_retry: e.rnr_retry,
-            timeout: e.timeout,
-            traffic_class: e.traffic_class,
-        }
-    }
-
     /// RTR or RTS attributes and the kernel CM's mask (`cm_init_qp_rtr_attr`,
     /// `cm_init_qp_rts_attr`); `EINVAL` for another state.
     pub fn attr(&self, state: c_int) -> Result<(ibv_qp_attr, c_int), i32> {
@@ -117,17 +83,18 @@ impl Settled {
             qp_state: state,
             ..ibv_qp_attr::default()
         };
+        let e = &self.event;
         match state {
             IBV_QPS_RTR => {
-                a.ah_attr = ah_attr(self.peer, self.traffic_class);
+                a.ah_attr = ah_attr(self.peer, e.traffic_class);
                 (a.path_mtu, a.dest_qp_num, a.rq_psn) =
-                    (c_int::from(self.path_mtu), self.remote_qpn, self.rq_psn);
-                (a.max_dest_rd_atomic, a.min_rnr_timer) = (self.max_dest_rd_atomic, 12);
+                    (c_int::from(e.path_mtu), e.remote_qpn, e.rq_psn);
+                (a.max_dest_rd_atomic, a.min_rnr_timer) = (e.max_dest_rd_atomic, 12);
                 Ok((a, RC_RTR_MASK))
             }
             IBV_QPS_RTS => {
-                (a.sq_psn, a.timeout, a.retry_cnt) = (self.sq_psn, self.timeout, self.retry_cnt);
-                (a.rnr_retry, a.max_rd_atomic) = (self.rnr_retry, self.max_rd_atomic);
+                (a.sq_psn, a.timeout, a.retry_cnt) = (e.sq_psn, e.timeout, e.retry_cnt);
+                (a.rnr_retry, a.max_rd_atomic) = (e.rnr_retry, e.max_rd_atomic);
                 Ok((a, RC_RTS_MASK))
             }
             _ => Err(libc::EINVAL),
@@ -322,15 +289,7 @@ pub unsafe fn create_qp_ex(id: *mut rdma_cm_id, attr: *mut ibv_qp_init_attr_ex) 
         return fail(e);
     }
     let qp = if a.comp_mask == IBV_QP_INIT_ATTR_PD {
-        let mut basic = ibv_qp_init_attr {
-            qp_context: a.qp_context,
-            send_cq: a.send_cq,
-            recv_cq: a.recv_cq,
-            srq: a.srq,
-            cap: a.cap,
-            qp_type: a.qp_type,
-            sq_sig_all: a.sq_sig_all,
-        };
+        let mut basic = a.basic();
         // SAFETY: the id's PD; the attributes are complete.
         let qp = unsafe { (v.ibv_create_qp)(a.pd, &mut basic) };
         a.cap = basic.cap;

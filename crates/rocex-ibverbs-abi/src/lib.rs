@@ -9,10 +9,12 @@
 
 mod context;
 mod device;
+mod list;
 mod private;
 mod qp;
 
 pub use context::*;
 pub use device::*;
+pub use list::*;
 pub use private::*;
 pub use qp::*;

@@ -110,20 +110,14 @@ fn daemon_addr(attr: &DeviceAttributes) -> IpAddr {
 pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device {
     let socks = live_sockets();
     let mut list = DEVICES.lock().unwrap_or_else(|p| p.into_inner());
-    let devs: Vec<&'static Device> = socks.iter().map(|s| device_for(&mut list, s)).collect();
-    // SAFETY: calloc of n+1 pointers, freed by ibv_free_device_list.
-    let arr = unsafe { libc::calloc(devs.len() + 1, size_of::<*mut ibv_device>()) }
-        .cast::<*mut ibv_device>();
+    let devs: Vec<*mut ibv_device> = socks
+        .iter()
+        .map(|s| (&raw const device_for(&mut list, s).ibv).cast_mut())
+        .collect();
+    // SAFETY: per the contract; freed by ibv_free_device_list.
+    let arr = unsafe { calloc_list(&devs, num_devices) };
     if arr.is_null() {
         return null_errno(libc::ENOMEM);
-    }
-    for (i, d) in devs.iter().enumerate() {
-        // SAFETY: `arr` has devs.len() + 1 slots.
-        unsafe { *arr.add(i) = (&raw const d.ibv).cast_mut() };
-    }
-    if !num_devices.is_null() {
-        // SAFETY: per the contract.
-        unsafe { *num_devices = devs.len() as c_int };
     }
     arr
 }

@@ -10,6 +10,7 @@ use crate::registry::{Guard, PortUse, enter};
 use crate::sockaddr;
 use crate::verbs::Verbs;
 use crate::{fail, null_errno, status, symver};
+use rocex_ibverbs_abi::calloc_list;
 
 /// Where an id stands, as the kernel's `enum rdma_cm_state` (the daemon's connection id
 /// where there is one).
@@ -594,19 +595,10 @@ pub unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut 
         return core::ptr::null_mut();
     };
     let ctxs: Vec<*mut ibv_context> = g.devs(v).iter().map(|d| d.ctx).collect();
-    // SAFETY: room for the contexts and the NULL after them.
-    let list = unsafe { libc::calloc(ctxs.len() + 1, size_of::<*mut ibv_context>()) }
-        .cast::<*mut ibv_context>();
+    // SAFETY: per the contract; freed by rdma_free_devices.
+    let list = unsafe { calloc_list(&ctxs, num_devices) };
     if list.is_null() {
         return null_errno(libc::ENOMEM);
-    }
-    for (i, c) in ctxs.iter().enumerate() {
-        // SAFETY: within the allocation.
-        unsafe { *list.add(i) = *c };
-    }
-    if !num_devices.is_null() {
-        // SAFETY: per the contract.
-        unsafe { *num_devices = ctxs.len() as c_int };
     }
     list
 }

@@ -5,13 +5,17 @@
 
 mod common;
 
-use common::loopback_program;
+use common::run_loopback;
 
 #[test]
 fn channel_fd_is_ready_only_while_an_event_is_owed() {
-    let Some(prog) = loopback_program("channel_fd", include_str!("channel_fd.c"), &[]) else {
+    let Some(t) = run_loopback(
+        "channel_fd",
+        include_str!("channel_fd.c"),
+        &[],
+        "127.0.41.2",
+    ) else {
         return;
     };
-    let t = prog.run_ok("127.0.41.2");
     assert_eq!(t.trim(), "ok 50", "{t}");
 }

@@ -8,9 +8,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::mem::{align_of, offset_of, size_of};
-use std::process::Command;
 
 use ibverbs::abi::*;
 use rocex_testkit::layout::{self, Row};
@@ -165,19 +163,12 @@ fn rows() -> Vec<Row> {
     v
 }
 
-/// The C side: the same rows, printed by a program built against the system header.
-fn c_layout(rows: &[Row]) -> Option<BTreeMap<String, usize>> {
-    let src = layout::c_source("infiniband/verbs.h", rows);
-    let prog = common::build_c("layout", &src, &[])?;
-    let out = Command::new(&prog.exe).output().unwrap();
-    assert!(out.status.success());
-    Some(layout::parse(&out.stdout))
-}
-
 #[test]
 fn every_struct_and_field_has_rdma_cores_layout() {
     let rows = rows();
-    let Some(c) = c_layout(&rows) else { return };
+    let Some(c) = common::c_layout("layout", "infiniband/verbs.h", &rows) else {
+        return;
+    };
     let wrong = layout::differences(&rows, &c);
     assert!(wrong.is_empty(), "layouts differ:\n{}", wrong.join("\n"));
     assert!(rows.len() > 300, "{} rows checked", rows.len());

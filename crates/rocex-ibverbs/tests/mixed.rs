@@ -16,7 +16,7 @@ mod common;
 use std::process::Command;
 
 use common::netns::{Net, Pair};
-use common::{bins, finish, listening, ready, text};
+use common::{bins, ready, serve_then_connect};
 
 static PINGPONG: Pair = Pair {
     ns: ["ribmA", "ribmB"],
@@ -29,23 +29,6 @@ static PERF: Pair = Pair {
     veth: ["ribp0", "ribp1"],
     addr: ["198.18.212.1", "198.18.212.2"],
 };
-
-/// Starts `server`, then, once it listens, `client`; both must exit 0. Returns (server,
-/// client) output.
-fn run(what: &str, mut server: Command, mut client: Command) -> (String, String) {
-    let mut s = server.spawn().unwrap();
-    listening(&mut s, &format!("{what} server"));
-    let c = finish(client.spawn().unwrap(), &format!("{what} client"));
-    let s = finish(s, &format!("{what} server"));
-    let (st, ct) = (text(&s), text(&c));
-    assert!(
-        s.status.success() && c.status.success(),
-        "{what}: server {}:\n{st}\nclient {}:\n{ct}",
-        s.status,
-        c.status
-    );
-    (st, ct)
-}
 
 /// `rocex SUBCOMMAND ARGS...` in host 1.
 fn rocex(net: &Net, args: &[&str]) -> Command {
@@ -89,11 +72,11 @@ fn ibverbs_utils_against_rocex_pingpong() {
             let (s, c) = if dropin_serves {
                 let mut p = rocex(&net, &pargs);
                 p.arg(net.pair().addr[0]);
-                run(&what, net.under_rocex(0, &d, prog, &dargs), p)
+                serve_then_connect(&what, net.under_rocex(0, &d, prog, &dargs), p)
             } else {
                 let mut a = dargs.clone();
                 a.push(net.pair().addr[1]);
-                run(&what, rocex(&net, &pargs), net.under_rocex(0, &d, prog, &a))
+                serve_then_connect(&what, rocex(&net, &pargs), net.under_rocex(0, &d, prog, &a))
             };
             for t in [&s, &c] {
                 assert!(t.contains("200 iters in"), "{what}: {t}");
@@ -142,11 +125,11 @@ fn perftest_against_rocex_perf() {
             let (_, c) = if dropin_serves {
                 let mut p = rocex(&net, &pargs);
                 p.arg(net.pair().addr[0]);
-                run(&what, net.under_rocex(0, &d[0], prog, &dargs), p)
+                serve_then_connect(&what, net.under_rocex(0, &d[0], prog, &dargs), p)
             } else {
                 let mut a = dargs.to_vec();
                 a.push(net.pair().addr[1]);
-                run(
+                serve_then_connect(
                     &what,
                     rocex(&net, &pargs),
                     net.under_rocex(0, &d[0], prog, &a),

@@ -6,13 +6,12 @@
 
 mod common;
 
-use common::loopback_program;
+use common::run_loopback;
 
 #[test]
 fn windows_of_both_types_are_bound_reached_and_invalidated() {
-    let Some(prog) = loopback_program("mw", include_str!("mw.c"), &[]) else {
+    let Some(t) = run_loopback("mw", include_str!("mw.c"), &[], "127.0.46.1") else {
         return;
     };
-    let t = prog.run_ok("127.0.46.1");
     assert_eq!(t.trim(), "ok", "{t}");
 }

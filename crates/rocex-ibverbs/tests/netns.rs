@@ -11,7 +11,7 @@ mod common;
 use std::net::Ipv6Addr;
 use std::process::{Command, Stdio};
 
-use common::{LIMIT, bins, finish, listening, ready, text};
+use common::{bins, finish, ready, serve_then_connect, text};
 use rocex_testkit::rocexd::{Daemon, Rocexd};
 use rocex_testkit::veth::{Layout, VethPair, ip};
 
@@ -51,19 +51,11 @@ fn in_ns(i: usize, d: &Daemon, program: &str, args: &[&str]) -> Command {
 
 /// Server in namespace 1, client in namespace 0 connecting to it; both must succeed.
 fn across(d: &[Daemon; 2], program: &str, args: &[&str]) -> String {
-    let mut server = in_ns(1, &d[1], program, args).spawn().unwrap();
-    listening(&mut server, &format!("{program} server"));
     let mut cargs = args.to_vec();
     cargs.push(ADDR[1]);
-    let c = finish(in_ns(0, &d[0], program, &cargs).spawn().unwrap(), program);
-    let s = finish(server, program);
-    assert!(
-        c.status.success() && s.status.success(),
-        "{program} {args:?} (limit {LIMIT:?}):\n{}\n{}",
-        text(&c),
-        text(&s)
-    );
-    text(&c)
+    let server = in_ns(1, &d[1], program, args);
+    let client = in_ns(0, &d[0], program, &cargs);
+    serve_then_connect(&format!("{program} {args:?}"), server, client).1
 }
 
 #[test]

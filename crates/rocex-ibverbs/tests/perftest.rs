@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{client_server, pair, ready};
+use common::{client_server, pair, pingpong, ready};
 
 /// The result row of a perftest run: its first two columns are the size and iterations.
 fn result_row<'a>(out: &'a str, size: &str, iters: &str) -> &'a str {
@@ -33,12 +33,7 @@ fn ibverbs_utils_ping_pongs() {
         ("ibv_ud_pingpong", &["-s", "2048", "-e"]),
     ];
     for (prog, extra) in runs {
-        let mut args = vec!["-g", "1", "-n", "100", "-p", "19530"];
-        args.extend_from_slice(extra);
-        let (c, s) = client_server(&d, 30, prog, &args, &args);
-        for t in [&c, &s] {
-            assert!(t.contains("100 iters in"), "{prog} {extra:?}: {t}");
-        }
+        pingpong(&d, 30, prog, "100", extra);
     }
 }
 
@@ -54,12 +49,7 @@ fn ibv_srq_pingpong_both_ends() {
         &["-q", "8", "-s", "4096"][..],
         &["-e", "-q", "4", "-s", "2000"][..],
     ] {
-        let mut args = vec!["-g", "1", "-n", "300", "-p", "19531"];
-        args.extend_from_slice(extra);
-        let (c, s) = client_server(&d, 31, "ibv_srq_pingpong", &args, &args);
-        for t in [&c, &s] {
-            assert!(t.contains("300 iters in"), "{extra:?}: {t}");
-        }
+        pingpong(&d, 31, "ibv_srq_pingpong", "300", extra);
     }
 }
 

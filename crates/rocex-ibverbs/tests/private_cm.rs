@@ -14,10 +14,7 @@ fn rocexd_cm_through_the_private_entry_points() {
     if !ready(&[]) {
         return;
     }
-    let rocex = &common::bins().0;
-    let libdir = Command::new(rocex).arg("libdir").output().unwrap();
-    assert!(libdir.status.success(), "{}", text(&libdir));
-    let libdir = String::from_utf8(libdir.stdout).unwrap().trim().to_owned();
+    let libdir = common::libdir();
     let Some(prog) = build_c(
         "private_cm",
         include_str!("private_cm.c"),

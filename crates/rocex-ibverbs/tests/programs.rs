@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Daemon, client_server, finish, pair, ready, text, under_rocex};
+use common::{Daemon, client_server, finish, pair, pingpong, ready, text, under_rocex};
 
 /// Every field of `ibv_devinfo -v` that rxe shows for a netdev, as rocex shows it.
 #[test]
@@ -101,11 +101,8 @@ fn ibv_rc_pingpong_both_ends() {
         &["-s", "4096", "-m", "1024"][..],
         &["-e", "-s", "10000"][..],
     ] {
-        let mut args = vec!["-g", "1", "-n", "200", "-p", "19521"];
-        args.extend_from_slice(extra);
-        let (c, s) = client_server(&d, 21, "ibv_rc_pingpong", &args, &args);
+        let (c, s) = pingpong(&d, 21, "ibv_rc_pingpong", "200", extra);
         for t in [&c, &s] {
-            assert!(t.contains("200 iters in"), "{extra:?}: {t}");
             assert!(t.contains("GID ::ffff:127.0.21."), "{t}");
         }
     }
@@ -141,26 +138,18 @@ fn ibv_rc_pingpong_against_rocex_pingpong() {
     }
     let d = Daemon::start("127.0.23.1");
     let args = ["-n", "100", "-s", "4096", "-m", "1024", "-p", "19523"];
-    let mut server = std::process::Command::new(&common::bins().0)
+    let mut server = std::process::Command::new(&common::bins().0);
+    server
         .arg("pingpong")
         .args(args)
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    common::listening(&mut server, "rocex pingpong server");
+        .stderr(std::process::Stdio::piped());
     let mut cargs = vec!["-g", "1"];
     cargs.extend_from_slice(&args);
     cargs.push("127.0.23.2");
-    let c = finish(
-        under_rocex(&d.sock, "ibv_rc_pingpong", &cargs)
-            .spawn()
-            .unwrap(),
-        "ibv_rc_pingpong",
-    );
-    let s = finish(server, "rocex pingpong");
-    let (ct, st) = (text(&c), text(&s));
-    assert!(c.status.success() && s.status.success(), "{ct}\n{st}");
+    let client = under_rocex(&d.sock, "ibv_rc_pingpong", &cargs);
+    let (_, ct) =
+        common::serve_then_connect("ibv_rc_pingpong against rocex pingpong", server, client);
     assert!(ct.contains("100 iters in"), "{ct}");
     assert!(ct.contains("GID ::ffff:127.0.23.2"), "{ct}");
 }

@@ -5,13 +5,12 @@
 
 mod common;
 
-use common::loopback_program;
+use common::run_loopback;
 
 #[test]
 fn resize_cq_keeps_waiting_completions_and_grows() {
-    let Some(prog) = loopback_program("resize_cq", include_str!("resize_cq.c"), &[]) else {
+    let Some(t) = run_loopback("resize_cq", include_str!("resize_cq.c"), &[], "127.0.44.1") else {
         return;
     };
-    let t = prog.run_ok("127.0.44.1");
     assert_eq!(t.trim(), "ok", "{t}");
 }

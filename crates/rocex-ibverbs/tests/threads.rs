@@ -5,14 +5,18 @@
 
 mod common;
 
-use common::loopback_program;
+use common::run_loopback;
 
 #[test]
 fn verbs_from_several_threads_of_one_context() {
-    let Some(prog) = loopback_program("threads", include_str!("threads.c"), &["-lpthread"]) else {
+    let Some(t) = run_loopback(
+        "threads",
+        include_str!("threads.c"),
+        &["-lpthread"],
+        "127.0.41.1",
+    ) else {
         return;
     };
-    let t = prog.run_ok("127.0.41.1");
     // 4 threads x 300 checked messages, and at least one event per fed message.
     assert_eq!(t.trim(), "ok 1200 1", "{t}");
 }

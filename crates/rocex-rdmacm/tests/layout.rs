@@ -11,9 +11,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::process::Command;
-
 use rdmacm::abi::*;
 use rocex_testkit::layout::{self, Row};
 
@@ -48,15 +45,6 @@ fn rows() -> Vec<Row> {
     }
 }
 
-/// The C side: the same rows, printed by a program built against the system headers.
-fn c_layout(rows: &[Row]) -> Option<BTreeMap<String, usize>> {
-    let src = layout::c_source("rdma/rdma_cma.h", rows);
-    let prog = common::build_c("rdmacm_layout", &src, &[])?;
-    let out = Command::new(&prog.exe).output().unwrap();
-    assert!(out.status.success());
-    Some(layout::parse(&out.stdout))
-}
-
 #[test]
 fn structs_have_rdma_cores_layout() {
     if !std::path::Path::new("/usr/include/rdma/rdma_cma.h").exists() {
@@ -67,7 +55,9 @@ fn structs_have_rdma_cores_layout() {
         return;
     }
     let rows = rows();
-    let Some(c) = c_layout(&rows) else { return };
+    let Some(c) = common::c_layout("rdmacm_layout", "rdma/rdma_cma.h", &rows) else {
+        return;
+    };
     let wrong = layout::differences(&rows, &c);
     assert!(wrong.is_empty(), "layouts differ:\n{}", wrong.join("\n"));
 }

@@ -11,6 +11,7 @@
 
 pub(crate) mod netns;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
@@ -37,6 +38,13 @@ pub(crate) fn bins() -> &'static (PathBuf, PathBuf) {
         ]);
         (dir.join("rocex"), dir.join("rocexd"))
     })
+}
+
+/// The directory `rocex libdir` names: the drop-in libraries under their sonames.
+pub(crate) fn libdir() -> String {
+    let o = Command::new(&bins().0).arg("libdir").output().unwrap();
+    assert!(o.status.success(), "rocex libdir: {}", text(&o));
+    String::from_utf8(o.stdout).unwrap().trim().to_owned()
 }
 
 /// Whether the test can run: the programs exist and rocexd may reach this user's memory.
@@ -113,6 +121,12 @@ pub(crate) fn loopback_program(name: &str, source: &str, libs: &[&str]) -> Optio
     verbs_program(name, &source, &[&["-O1", "-libverbs"], libs].concat())
 }
 
+/// [`loopback_program`] run to its end by [`CProgram::run_ok`] on a `rocexd` at `addr`:
+/// its output.
+pub(crate) fn run_loopback(name: &str, source: &str, libs: &[&str], addr: &str) -> Option<String> {
+    Some(loopback_program(name, source, libs)?.run_ok(addr))
+}
+
 impl CProgram {
     /// The program under `rocex run`, with `env`, on a `rocexd` of its own at `addr`,
     /// waited for with [`finish`].
@@ -133,6 +147,21 @@ impl CProgram {
         assert!(o.status.success(), "{t}");
         t
     }
+}
+
+/// The C side of a layout test: `rows` (`rocex_testkit::layout`) as a program named
+/// `name`, built against the system's `header`, prints them; `None` after recording the
+/// skip when it cannot be built.
+pub(crate) fn c_layout(
+    name: &str,
+    header: &str,
+    rows: &[rocex_testkit::layout::Row],
+) -> Option<BTreeMap<String, usize>> {
+    let src = rocex_testkit::layout::c_source(header, rows);
+    let prog = build_c(name, &src, &[])?;
+    let out = Command::new(&prog.exe).output().unwrap();
+    assert!(out.status.success());
+    Some(rocex_testkit::layout::parse(&out.stdout))
 }
 
 impl Drop for CProgram {
@@ -211,6 +240,27 @@ pub(crate) fn pair(n: u8) -> [Daemon; 2] {
     ]
 }
 
+/// Starts `server`, then, once it listens, `client`; both must exit 0. Returns (server,
+/// client) output.
+pub(crate) fn serve_then_connect(
+    what: &str,
+    mut server: Command,
+    mut client: Command,
+) -> (String, String) {
+    let mut s = server.spawn().unwrap();
+    listening(&mut s, &format!("{what} server"));
+    let c = finish(client.spawn().unwrap(), &format!("{what} client"));
+    let s = finish(s, &format!("{what} server"));
+    let (st, ct) = (text(&s), text(&c));
+    assert!(
+        s.status.success() && c.status.success(),
+        "{what}: server {}:\n{st}\nclient {}:\n{ct}",
+        s.status,
+        c.status
+    );
+    (st, ct)
+}
+
 /// A client/server program run: the server under `rocex run` on daemon 1, then, once it
 /// listens, the client on daemon 0, which connects to the server's out-of-band port on
 /// `127.0.N.2`.
@@ -222,22 +272,34 @@ pub(crate) fn client_server(
     server_args: &[&str],
     client_args: &[&str],
 ) -> (String, String) {
-    let mut server = under_rocex(&d[1].sock, program, server_args)
-        .spawn()
-        .unwrap();
-    listening(&mut server, &format!("{program} server"));
+    let server = under_rocex(&d[1].sock, program, server_args);
     let peer = format!("127.0.{n}.2");
     let mut cargs: Vec<&str> = client_args.to_vec();
     cargs.push(&peer);
-    let client = under_rocex(&d[0].sock, program, &cargs).spawn().unwrap();
-    let c = finish(client, &format!("{program} client"));
-    let s = finish(server, &format!("{program} server"));
-    let (ct, st) = (text(&c), text(&s));
-    assert!(
-        c.status.success() && s.status.success(),
-        "{program} {client_args:?}: client {}:\n{ct}\nserver {}:\n{st}",
-        c.status,
-        s.status
-    );
+    let client = under_rocex(&d[0].sock, program, &cargs);
+    let (st, ct) = serve_then_connect(&format!("{program} {client_args:?}"), server, client);
     (ct, st)
+}
+
+/// An ibverbs-utils ping-pong (`ibv_*_pingpong`) by [`client_server`] on the daemons of
+/// `pair(n)`, port `19500 + n`, `iters` iterations and `extra` on both ends, each of which
+/// must report all of them. Returns (client, server) output.
+pub(crate) fn pingpong(
+    d: &[Daemon; 2],
+    n: u8,
+    program: &str,
+    iters: &str,
+    extra: &[&str],
+) -> (String, String) {
+    let port = (19500 + u16::from(n)).to_string();
+    let mut args = vec!["-g", "1", "-n", iters, "-p", &port];
+    args.extend_from_slice(extra);
+    let (c, s) = client_server(d, n, program, &args, &args);
+    for t in [&c, &s] {
+        assert!(
+            t.contains(&format!("{iters} iters in")),
+            "{program} {extra:?}: {t}"
+        );
+    }
+    (c, s)
 }

@@ -20,7 +20,7 @@ use rocex_testkit::capture;
 use rocex_testkit::rocexd::{Daemon, Rocexd};
 
 #[allow(unused_imports)]
-pub(crate) use ibv::{LIMIT, build_c, finish, ready, text};
+pub(crate) use ibv::{LIMIT, build_c, c_layout, finish, ready, text};
 
 /// `source`, a C program against the system's `<rdma/rdma_cma.h>`, built and linked with
 /// the drop-in librdmacm and libibverbs; `None` after recording why it cannot be (the
@@ -52,11 +52,10 @@ pub(crate) fn bins() -> &'static (PathBuf, PathBuf) {
     ibv::bins()
 }
 
-/// The directory `rocex libdir` names: the drop-in libraries under their sonames.
+/// The directory `rocex libdir` names, with librdmacm built there too.
 pub(crate) fn libdir() -> String {
-    let o = Command::new(&bins().0).arg("libdir").output().unwrap();
-    assert!(o.status.success(), "rocex libdir: {}", text(&o));
-    String::from_utf8(o.stdout).unwrap().trim().to_owned()
+    bins();
+    ibv::libdir()
 }
 
 fn ip(args: &[&str]) -> Output {

@@ -64,6 +64,13 @@ impl Reply {
     fn err(errno: i32, why: impl Into<String>) -> Self {
         Self::ok(Response::error(errno, why))
     }
+    /// `Done(kind)` once the engine did it, else the engine's refusal.
+    fn done(kind: u16, r: Result<(), VerbsError>) -> Self {
+        match r {
+            Ok(()) => Self::ok(Response::Done(kind)),
+            Err(e) => verbs_error(e),
+        }
+    }
     /// `EDQUOT`, the detail starting with the limit's key (`docs/abi.md` §6.3).
     fn over(e: OverLimit) -> Self {
         Self::err(libc::EDQUOT, e.to_string())

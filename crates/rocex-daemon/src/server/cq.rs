@@ -120,11 +120,8 @@ pub(super) fn destroy(engine: &mut Engine, c: &mut Client, cq: u32) -> Reply {
     if !c.cqs.contains_key(&cq) {
         return Reply::err(libc::ENOENT, "no such CQ");
     }
-    match engine.destroy_cq(cq) {
-        Ok(()) => {
-            c.cqs.remove(&cq);
-            Reply::ok(Response::Done(kind::DESTROY_CQ))
-        }
-        Err(e) => verbs_error(e),
-    }
+    let destroyed = engine.destroy_cq(cq).inspect(|()| {
+        c.cqs.remove(&cq);
+    });
+    Reply::done(kind::DESTROY_CQ, destroyed)
 }

@@ -38,13 +38,10 @@ pub(super) fn dealloc(engine: &mut Engine, c: &mut Client, rkey: u32) -> Reply {
     if !c.mws.contains(&rkey) {
         return Reply::err(libc::ENOENT, "no such memory window");
     }
-    match engine.dealloc_mw(rkey) {
-        Ok(()) => {
-            c.mws.remove(&rkey);
-            Reply::ok(Response::Done(kind::DEALLOC_MW))
-        }
-        Err(e) => verbs_error(e),
-    }
+    let freed = engine.dealloc_mw(rkey).inspect(|()| {
+        c.mws.remove(&rkey);
+    });
+    Reply::done(kind::DEALLOC_MW, freed)
 }
 
 /// What a `BindMw` asks: the window, its new key byte, where and with what rights.
@@ -90,8 +87,5 @@ pub(super) fn local_inv(engine: &mut Engine, c: &mut Client, qpn: u32, rkey: u32
     if !c.qps.contains_key(&qpn) {
         return Reply::err(libc::ENOENT, "no such QP");
     }
-    match engine.invalidate_mw_on_qp(qpn, rkey) {
-        Ok(()) => Reply::ok(Response::Done(kind::LOCAL_INV)),
-        Err(e) => verbs_error(e),
-    }
+    Reply::done(kind::LOCAL_INV, engine.invalidate_mw_on_qp(qpn, rkey))
 }

@@ -29,13 +29,10 @@ pub(super) fn dealloc_pd(engine: &mut Engine, c: &mut Client, pd: u32) -> Reply 
     if !c.pds.contains(&pd) {
         return Reply::err(libc::ENOENT, "no such PD");
     }
-    match engine.dealloc_pd(PdId::from_raw(pd)) {
-        Ok(()) => {
-            c.pds.remove(&pd);
-            Reply::ok(Response::Done(kind::DEALLOC_PD))
-        }
-        Err(e) => verbs_error(e),
-    }
+    let freed = engine.dealloc_pd(PdId::from_raw(pd)).inspect(|()| {
+        c.pds.remove(&pd);
+    });
+    Reply::done(kind::DEALLOC_PD, freed)
 }
 
 /// What a registration asks for, whichever memory backs it.
@@ -142,15 +139,12 @@ impl Server {
         if !c.mrs.contains(&lkey) {
             return Reply::err(libc::ENOENT, "no such MR");
         }
-        match self.driver.engine.dereg_mr(lkey) {
-            Ok(()) => {
-                c.mrs.remove(&lkey);
-                if let Some(b) = self.mr_bytes.get_mut(&id) {
-                    b.remove(lkey);
-                }
-                Reply::ok(Response::Done(kind::DEREG_MR))
+        let deregistered = self.driver.engine.dereg_mr(lkey).inspect(|()| {
+            c.mrs.remove(&lkey);
+            if let Some(b) = self.mr_bytes.get_mut(&id) {
+                b.remove(lkey);
             }
-            Err(e) => verbs_error(e),
-        }
+        });
+        Reply::done(kind::DEREG_MR, deregistered)
     }
 }

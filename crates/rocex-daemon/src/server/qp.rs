@@ -69,10 +69,7 @@ pub(super) fn modify(
     if !c.qps.contains_key(&qpn) {
         return Reply::err(libc::ENOENT, "no such QP");
     }
-    match engine.modify_qp(qpn, attr, mask) {
-        Ok(()) => Reply::ok(Response::Done(kind::MODIFY_QP)),
-        Err(e) => verbs_error(e),
-    }
+    Reply::done(kind::MODIFY_QP, engine.modify_qp(qpn, attr, mask))
 }
 
 /// One of the client's QPs' attributes and capabilities.
@@ -91,8 +88,5 @@ pub(super) fn destroy(engine: &mut Engine, c: &mut Client, qpn: u32) -> Reply {
     if c.qps.remove(&qpn).is_none() {
         return Reply::err(libc::ENOENT, "no such QP");
     }
-    match engine.destroy_qp(qpn) {
-        Ok(()) => Reply::ok(Response::Done(kind::DESTROY_QP)),
-        Err(e) => verbs_error(e),
-    }
+    Reply::done(kind::DESTROY_QP, engine.destroy_qp(qpn))
 }

@@ -5,7 +5,7 @@
 use core::ffi::c_int;
 
 /// `items` in a `calloc`'d array with a NULL after the last, and their number in `*count`
-/// when `count` is not NULL; NULL when the allocation fails.
+/// when `count` is not NULL; NULL with errno `ENOMEM` (calloc's) when the allocation fails.
 ///
 /// # Safety
 ///

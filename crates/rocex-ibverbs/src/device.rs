@@ -115,11 +115,7 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
         .map(|s| (&raw const device_for(&mut list, s).ibv).cast_mut())
         .collect();
     // SAFETY: per the contract; freed by ibv_free_device_list.
-    let arr = unsafe { calloc_list(&devs, num_devices) };
-    if arr.is_null() {
-        return null_errno(libc::ENOMEM);
-    }
-    arr
+    unsafe { calloc_list(&devs, num_devices) }
 }
 
 /// `ibv_free_device_list`.

@@ -9,7 +9,7 @@ use crate::channel::{Channel, ack_event, event, get_event};
 use crate::registry::{Guard, PortUse, enter};
 use crate::sockaddr;
 use crate::verbs::Verbs;
-use crate::{fail, null_errno, status, symver};
+use crate::{fail, status, symver};
 use rocex_ibverbs_abi::calloc_list;
 
 /// Where an id stands, as the kernel's `enum rdma_cm_state` (the daemon's connection id
@@ -596,11 +596,7 @@ pub unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut 
     };
     let ctxs: Vec<*mut ibv_context> = g.devs(v).iter().map(|d| d.ctx).collect();
     // SAFETY: per the contract; freed by rdma_free_devices.
-    let list = unsafe { calloc_list(&ctxs, num_devices) };
-    if list.is_null() {
-        return null_errno(libc::ENOMEM);
-    }
-    list
+    unsafe { calloc_list(&ctxs, num_devices) }
 }
 
 /// `rdma_free_devices`: frees the list (the contexts stay open, as in rdma-core).

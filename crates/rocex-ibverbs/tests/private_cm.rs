@@ -7,7 +7,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{Daemon, build_c, finish, ready, text};
+use common::{Daemon, build_dropin, finish, ready, text};
 
 #[test]
 fn rocexd_cm_through_the_private_entry_points() {
@@ -15,10 +15,10 @@ fn rocexd_cm_through_the_private_entry_points() {
         return;
     }
     let libdir = common::libdir();
-    let Some(prog) = build_c(
+    let Some(prog) = build_dropin(
         "private_cm",
         include_str!("private_cm.c"),
-        &[&format!("-L{libdir}"), "-l:libibverbs.so.1"],
+        &["libibverbs.so.1"],
     ) else {
         return;
     };

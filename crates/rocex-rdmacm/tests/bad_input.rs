@@ -13,7 +13,7 @@ mod common;
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 
-use common::{Hosts, build_c, finish, libdir, text};
+use common::{Hosts, build_dropin, finish, libdir, text};
 
 #[test]
 fn rdma_cm_refuses_bad_input_as_rdma_core_does() {
@@ -100,11 +100,10 @@ fn a_dead_daemon_is_device_removal() {
     let Some(mut h) = Hosts::up(8, &["rping"]) else {
         return;
     };
-    let lib = libdir();
-    let Some(prog) = build_c(
+    let Some(prog) = build_dropin(
         "rdmacm_open_after_death",
         include_str!("open_after_death.c"),
-        &[&format!("-L{lib}"), "-l:libibverbs.so.1"],
+        &["libibverbs.so.1"],
     ) else {
         return;
     };

@@ -106,6 +106,18 @@ pub(crate) fn build_c(name: &str, source: &str, args: &[&str]) -> Option<CProgra
     Some(CProgram { dir, exe })
 }
 
+/// [`build_c`] linked against the drop-in libraries themselves: `-L` [`libdir`] and
+/// `-l:SONAME` for each of `sonames`.
+pub(crate) fn build_dropin(name: &str, source: &str, sonames: &[&str]) -> Option<CProgram> {
+    let mut args = vec![format!("-L{}", libdir())];
+    args.extend(sonames.iter().map(|s| format!("-l:{s}")));
+    build_c(
+        name,
+        source,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    )
+}
+
 /// A test's own verbs program, once the test can run ([`ready`], then [`build_c`]).
 pub(crate) fn verbs_program(name: &str, source: &str, cc_args: &[&str]) -> Option<CProgram> {
     if !ready(&[]) {

@@ -20,7 +20,7 @@ use rocex_testkit::capture;
 use rocex_testkit::rocexd::{Daemon, Rocexd};
 
 #[allow(unused_imports)]
-pub(crate) use ibv::{LIMIT, build_c, c_layout, finish, ready, text};
+pub(crate) use ibv::{LIMIT, build_dropin, c_layout, finish, ready, text};
 
 /// `source`, a C program against the system's `<rdma/rdma_cma.h>`, built and linked with
 /// the drop-in librdmacm and libibverbs; `None` after recording why it cannot be (the
@@ -31,16 +31,8 @@ pub(crate) fn build_cm_prog(name: &str, source: &str) -> Option<ibv::CProgram> {
         rocex_testkit::cannot_run(&test, "<rdma/rdma_cma.h> (Debian: librdmacm-dev)");
         return None;
     }
-    let lib = libdir();
-    build_c(
-        name,
-        source,
-        &[
-            &format!("-L{lib}"),
-            "-l:librdmacm.so.1",
-            "-l:libibverbs.so.1",
-        ],
-    )
+    bins();
+    build_dropin(name, source, &["librdmacm.so.1", "libibverbs.so.1"])
 }
 
 /// `rocex` and `rocexd`, with every drop-in library (librdmacm too) beside them.

@@ -9,9 +9,9 @@
 
 mod common;
 
+use common::Daemon;
 use common::netns::{Layout, Net};
 use common::perf::perf;
-use common::{Daemon, rocexd};
 use rocex_verbs::Context;
 
 const LAYOUT: Layout = Layout {
@@ -27,10 +27,8 @@ const FAULTS: &str = "loss=0.1,dup=0.02,reorder=0.05,corrupt=0.01";
 const ARGS: [&str; 4] = ["-s", "16384", "-Q", "10"];
 
 /// The daemon of side `i` on `backend`, with [`FAULTS`] and otherwise default flags.
-fn daemon(i: usize, backend: &str) -> Daemon {
-    rocexd(LAYOUT.addr[i])
-        .netns(LAYOUT.ns[i])
-        .tag(&format!("{}-{i}", LAYOUT.ns[i]))
+fn daemon(net: &Net, i: usize, backend: &str) -> Daemon {
+    net.rocexd(i)
         .args(["--backend", backend, "--inject", FAULTS])
         .start()
 }
@@ -54,10 +52,10 @@ fn counter(ctx: &Context, group: &str, name: &str) -> u64 {
 /// third of them: its lost responses wait for the ACK timeout); then the corrupted packets
 /// must have been dropped by their ICRC.
 fn through_faults(backend: &str, test: &str, iters: u64) {
-    let Some(_net) = Net::up(test, &LAYOUT) else {
+    let Some(net) = Net::up(test, &LAYOUT) else {
         return;
     };
-    let d = [daemon(0, backend), daemon(1, backend)];
+    let d = [daemon(&net, 0, backend), daemon(&net, 1, backend)];
     perf(&d, "write", "bw", &ARGS, iters);
     perf(&d, "read", "bw", &ARGS, iters / 3);
     perf(&d, "send", "bw", &ARGS, iters);

@@ -9,9 +9,9 @@
 
 mod common;
 
+use common::Daemon;
 use common::netns::{Layout, Net};
 use common::perf::perf;
-use common::{Daemon, rocexd};
 use rocex_wire::Opcode;
 use rocex_wire::frame::Frame;
 use rocex_wire::opcode::Operation;
@@ -24,26 +24,22 @@ const LAYOUT: Layout = Layout {
 const FAULTS: &str = "loss=0.1,dup=0.02,reorder=0.05";
 const ARGS: [&str; 4] = ["-s", "16384", "-Q", "10"];
 
-fn daemon(i: usize, pcap: Option<&std::path::Path>) -> Daemon {
+fn daemon(net: &Net, i: usize, pcap: Option<&std::path::Path>) -> Daemon {
     let mut args = vec!["--selective-repeat", "--inject", FAULTS];
     if let Some(p) = pcap {
         args.extend(["--pcap", p.to_str().expect("a UTF-8 path")]);
     }
-    rocexd(LAYOUT.addr[i])
-        .netns(LAYOUT.ns[i])
-        .tag(&format!("{}-{i}", LAYOUT.ns[i]))
-        .args(args)
-        .start()
+    net.rocexd(i).args(args).start()
 }
 
 #[test]
 fn selective_repeat_verifies_every_op_through_faults() {
     let test = "selective_repeat_verifies_every_op_through_faults";
-    let Some(_net) = Net::up(test, &LAYOUT) else {
+    let Some(net) = Net::up(test, &LAYOUT) else {
         return;
     };
     let cap = std::env::temp_dir().join(format!("rocex-sr-{}.pcap", std::process::id()));
-    let mut d = [daemon(0, Some(&cap)), daemon(1, None)];
+    let mut d = [daemon(&net, 0, Some(&cap)), daemon(&net, 1, None)];
     perf(&d, "write", "bw", &ARGS, 1000);
     perf(&d, "read", "bw", &ARGS, 300);
     perf(&d, "send", "bw", &ARGS, 1000);

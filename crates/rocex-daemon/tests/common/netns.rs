@@ -12,7 +12,7 @@ use std::sync::{Mutex, MutexGuard};
 pub(crate) use rocex_testkit::veth::Layout;
 use rocex_testkit::veth::VethPair;
 
-use super::{Daemon, rocexd};
+use super::{Daemon, Rocexd, rocexd};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -32,15 +32,19 @@ impl Net {
         })
     }
 
-    /// Starts the daemon of side `i` on `backend` in its namespace; panics with the
-    /// daemon's own words when it does not come up (an unknown backend, a bind error).
-    pub(crate) fn daemon(&self, i: usize, backend: &str) -> Daemon {
+    /// The daemon of side `i`, on its address in its namespace, to be given its flags and
+    /// started.
+    pub(crate) fn rocexd(&self, i: usize) -> Rocexd {
         let l = self.pair.layout();
         rocexd(l.addr[i])
             .netns(l.ns[i])
             .tag(&format!("{}-{i}", l.ns[i]))
-            .args(["--backend", backend])
-            .start()
+    }
+
+    /// Starts the daemon of side `i` on `backend` in its namespace; panics with the
+    /// daemon's own words when it does not come up (an unknown backend, a bind error).
+    pub(crate) fn daemon(&self, i: usize, backend: &str) -> Daemon {
+        self.rocexd(i).args(["--backend", backend]).start()
     }
 
     /// Both daemons on `backend`.

@@ -17,12 +17,10 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Duration;
 
 use common::VethPair;
-use common::rc::{connect_qp, err, exchange};
+use common::rc::{connect_qp, err, exchange, rc_qp};
 use rocex_io::{AfPacketPort, Backend, BackendOptions, Driver, UdpPort};
-use rocex_proto::verbs::{Mtu, QpCap, QpType, Remote, SendOp, SendWr, Sge, WcStatus};
-use rocex_proto::{
-    Access, Config, Congestion, Counters, DcqcnParams, Engine, QpInit, Region, VecRegion,
-};
+use rocex_proto::verbs::{Mtu, Remote, SendOp, SendWr, Sge, WcStatus};
+use rocex_proto::{Access, Config, Congestion, Counters, DcqcnParams, Engine, Region, VecRegion};
 
 const BUF: usize = 4 << 20;
 const BASE: u64 = 0x4000_0000;
@@ -113,19 +111,7 @@ impl Side {
             .reg_mr(pd, BASE, BUF as u64, ACCESS, buf.clone())
             .map_err(err)?;
         let cq = e.create_cq(4096).map_err(err)?;
-        let cap = QpCap {
-            max_send_wr: 256,
-            max_recv_wr: 16,
-            ..QpCap::default()
-        };
-        let init = QpInit {
-            qp_type: QpType::Rc,
-            pd,
-            send_cq: cq,
-            recv_cq: cq,
-            cap,
-        };
-        let qpn = e.create_qp(init).map_err(err)?;
+        let qpn = rc_qp(&mut e, pd, cq, (256, 16))?;
         Ok(Self {
             driver: Driver::with_backend(e, backend),
             qpn,

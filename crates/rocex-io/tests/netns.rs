@@ -12,14 +12,12 @@ use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::time::Duration;
 
 use common::VethPair;
-use common::rc::{connect_qp, err, exchange};
+use common::rc::{connect_qp, err, exchange, rc_qp};
 use rocex_io::{
     AfPacketPort, Backend, BackendCounters, BackendOptions, Driver, UdpPort, UringPort,
 };
-use rocex_proto::verbs::{
-    Mtu, QpCap, QpType, RecvWr, Remote, SendOp, SendWr, Sge, WcOpcode, WcStatus,
-};
-use rocex_proto::{Access, Config, Counters, Engine, QpInit, Region, VecRegion};
+use rocex_proto::verbs::{Mtu, RecvWr, Remote, SendOp, SendWr, Sge, WcOpcode, WcStatus};
+use rocex_proto::{Access, Config, Counters, Engine, Region, VecRegion};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -104,22 +102,10 @@ impl Side {
             .reg_mr(pd, BASE, BUF as u64, ACCESS, buf.clone())
             .map_err(err)?;
         let cq = e.create_cq(4096).map_err(err)?;
-        let mut qpns = [0; 2];
-        for q in &mut qpns {
-            *q = e
-                .create_qp(QpInit {
-                    qp_type: QpType::Rc,
-                    pd,
-                    send_cq: cq,
-                    recv_cq: cq,
-                    cap: QpCap {
-                        max_send_wr: 256,
-                        max_recv_wr: 256,
-                        ..QpCap::default()
-                    },
-                })
-                .map_err(err)?;
-        }
+        let qpns = [
+            rc_qp(&mut e, pd, cq, (256, 256))?,
+            rc_qp(&mut e, pd, cq, (256, 256))?,
+        ];
         Ok(Self {
             driver: Driver::with_backend(e, backend),
             qpns,

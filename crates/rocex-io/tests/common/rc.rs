@@ -1,4 +1,4 @@
-//! Connecting RC QPs of engines that run on threads of their own: what the two sides
+//! The RC QPs of engines that run on threads of their own: making one, what the two sides
 //! hand each other, and the attributes that take a QP to RTS.
 
 use std::io;
@@ -6,8 +6,8 @@ use std::net::IpAddr;
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::Duration;
 
-use rocex_proto::verbs::{AddressVector, Mtu, QpAttr};
-use rocex_proto::{Access, Engine};
+use rocex_proto::verbs::{AddressVector, Mtu, QpAttr, QpCap, QpType};
+use rocex_proto::{Access, Engine, PdId, QpInit};
 
 /// Any error of the set-up as an I/O error, which the tests' threads return.
 pub(crate) fn err(e: impl std::fmt::Display) -> io::Error {
@@ -18,6 +18,23 @@ pub(crate) fn err(e: impl std::fmt::Display) -> io::Error {
 pub(crate) fn exchange<T>(mine: T, to_peer: &Sender<T>, from_peer: &Receiver<T>) -> io::Result<T> {
     to_peer.send(mine).map_err(err)?;
     from_peer.recv_timeout(Duration::from_secs(10)).map_err(err)
+}
+
+/// An RC QP on `pd` completing on `cq`, with room for `depth` (sends, receives).
+pub(crate) fn rc_qp(e: &mut Engine, pd: PdId, cq: u32, depth: (u32, u32)) -> io::Result<u32> {
+    let cap = QpCap {
+        max_send_wr: depth.0,
+        max_recv_wr: depth.1,
+        ..QpCap::default()
+    };
+    let init = QpInit {
+        qp_type: QpType::Rc,
+        pd,
+        send_cq: cq,
+        recv_cq: cq,
+        cap,
+    };
+    e.create_qp(init).map_err(err)
 }
 
 /// Takes `qpn` through INIT and RTR to RTS towards `peer` (its address, QPN and first PSN)

@@ -10,7 +10,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
-use rocex_proto::verbs::{AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType};
+use rocex_proto::verbs::{AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpType};
 use rocex_proto::{Access, Config, Engine, Instant, Keys, QpInit, VecRegion};
 use rocex_shm::validate::{RqLimits, RqReader, SqLimits, SqReader, validate_send};
 use rocex_shm::{HeapMem, Ring, RingKind, RingSpec, encode_send};
@@ -37,36 +37,31 @@ fn engine(qp_type: QpType) -> (Engine, u32, u32) {
     let cq = e.create_cq(256).unwrap();
     let cap = QpCap { max_send_wr: 64, max_recv_wr: 64, max_send_sge: 8, max_recv_sge: 3, max_inline_data: 128 };
     let qpn = e.create_qp(QpInit { qp_type, pd, send_cq: cq, recv_cq: cq, cap }).unwrap();
-    let mut a = QpAttr { qp_state: QpState::Init, qp_access_flags: all, qkey: 0x1111, ..QpAttr::default() };
-    let base = AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT;
-    let init = if qp_type == QpType::Ud { AttrMask::QKEY } else { AttrMask::ACCESS_FLAGS };
-    e.modify_qp(qpn, &a, base | init).unwrap();
-    a.qp_state = QpState::Rtr;
-    a.ah_attr = Some(AddressVector { dest: [198, 18, 0, 2].into() });
-    a.path_mtu = Mtu::M1024;
-    a.dest_qp_num = 0x11;
-    a.max_dest_rd_atomic = 4;
-    a.timeout = 1;
-    a.retry_cnt = 1;
-    a.rnr_retry = 1;
-    a.max_rd_atomic = 4;
-    let conn = AttrMask::AV | AttrMask::PATH_MTU | AttrMask::DEST_QPN | AttrMask::RQ_PSN;
-    let (rtr, rts) = match qp_type {
-        QpType::Ud => (AttrMask::STATE, AttrMask::STATE | AttrMask::SQ_PSN),
-        QpType::Uc => (AttrMask::STATE | conn, AttrMask::STATE | AttrMask::SQ_PSN),
-        QpType::Rc => (
-            AttrMask::STATE | conn | AttrMask::MAX_DEST_RD_ATOMIC | AttrMask::MIN_RNR_TIMER,
-            AttrMask::STATE
-                | AttrMask::SQ_PSN
-                | AttrMask::TIMEOUT
-                | AttrMask::RETRY_CNT
-                | AttrMask::RNR_RETRY
-                | AttrMask::MAX_QP_RD_ATOMIC,
-        ),
+    let a = QpAttr {
+        qp_access_flags: all,
+        qkey: 0x1111,
+        ah_attr: Some(AddressVector { dest: [198, 18, 0, 2].into() }),
+        path_mtu: Mtu::M1024,
+        dest_qp_num: 0x11,
+        max_dest_rd_atomic: 4,
+        max_rd_atomic: 4,
+        timeout: 1,
+        retry_cnt: 1,
+        rnr_retry: 1,
+        ..QpAttr::default()
     };
-    e.modify_qp(qpn, &a, rtr).unwrap();
-    a.qp_state = QpState::Rts;
-    e.modify_qp(qpn, &a, rts).unwrap();
+    // RC's masks are `rc_steps`'; UC's leave out the RC-only attributes, UD's the peer.
+    let steps = a.rc_steps();
+    let base = AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT;
+    let conn = AttrMask::AV | AttrMask::PATH_MTU | AttrMask::DEST_QPN | AttrMask::RQ_PSN;
+    let masks = match qp_type {
+        QpType::Rc => steps.map(|(_, mask)| mask),
+        QpType::Uc => [base | AttrMask::ACCESS_FLAGS, AttrMask::STATE | conn, AttrMask::STATE | AttrMask::SQ_PSN],
+        QpType::Ud => [base | AttrMask::QKEY, AttrMask::STATE, AttrMask::STATE | AttrMask::SQ_PSN],
+    };
+    for ((attr, _), mask) in steps.into_iter().zip(masks) {
+        e.modify_qp(qpn, &attr, mask).unwrap();
+    }
     (e, qpn, cq)
 }
 

@@ -11,9 +11,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{connect, daemon, rc_attrs};
-use rocex_verbs::verbs::{QpCap, QpType, RecvWr, SendOp, SendWr, WcOpcode, WcStatus};
-use rocex_verbs::{Access, Context, Cq, Mr, Pd, Qp, QpInitAttr};
+use common::{connect, daemon, rc_attrs, rc_qp};
+use rocex_verbs::verbs::{RecvWr, SendOp, SendWr, WcOpcode, WcStatus};
+use rocex_verbs::{Access, Context, Cq, Mr, Pd, Qp};
 use serde_json::Value;
 
 const T: Duration = Duration::from_secs(10);
@@ -33,13 +33,7 @@ fn end(sock: &Path) -> End {
     let pd = ctx.alloc_pd().unwrap();
     let mr = pd.alloc_mr(1 << 16, ACCESS).unwrap();
     let cq = ctx.create_cq(64, None).unwrap();
-    let init = QpInitAttr {
-        qp_type: QpType::Rc,
-        send_cq: &cq,
-        recv_cq: &cq,
-        cap: QpCap::default(),
-    };
-    let qp = pd.create_qp(&init).unwrap();
+    let qp = rc_qp(&pd, &cq);
     End {
         qp,
         cq,

@@ -12,9 +12,9 @@ use std::net::IpAddr;
 use std::process::Command;
 use std::time::Duration;
 
-use common::daemon;
-use rocex_verbs::verbs::{QpAttr, QpCap, QpType, RecvWr, SendOp, SendWr, WcStatus};
-use rocex_verbs::{Access, Context, Qp, QpInitAttr};
+use common::{daemon, rc_qp};
+use rocex_verbs::verbs::{QpAttr, RecvWr, SendOp, SendWr, WcStatus};
+use rocex_verbs::{Access, Context, Qp};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -45,17 +45,7 @@ fn a_piped_top_prints_one_view_of_the_qps() {
     let pd = ctx.alloc_pd().unwrap();
     let mr = pd.alloc_mr(1 << 16, Access::LOCAL_WRITE).unwrap();
     let cq = ctx.create_cq(64, None).unwrap();
-    let init = QpInitAttr {
-        qp_type: QpType::Rc,
-        send_cq: &cq,
-        recv_cq: &cq,
-        cap: QpCap::default(),
-    };
-    let (x, mut y, idle) = (
-        pd.create_qp(&init).unwrap(),
-        pd.create_qp(&init).unwrap(),
-        pd.create_qp(&init).unwrap(),
-    );
+    let (x, mut y, idle) = (rc_qp(&pd, &cq), rc_qp(&pd, &cq), rc_qp(&pd, &cq));
     connect(&x, (ctx.gid_addr(), y.qpn()));
     connect(&y, (ctx.gid_addr(), x.qpn()));
     let recvs: Vec<RecvWr> = (0..5).map(|i| RecvWr::new(i, [mr.sge(0, 64)])).collect();
@@ -105,13 +95,7 @@ fn top_shows_each_qps_rnr_naks_and_the_packets_it_sent_again() {
     let pd = ctx.alloc_pd().unwrap();
     let mr = pd.alloc_mr(1 << 16, Access::LOCAL_WRITE).unwrap();
     let mut cq = ctx.create_cq(64, None).unwrap();
-    let init = QpInitAttr {
-        qp_type: QpType::Rc,
-        send_cq: &cq,
-        recv_cq: &cq,
-        cap: QpCap::default(),
-    };
-    let (mut x, y) = (pd.create_qp(&init).unwrap(), pd.create_qp(&init).unwrap());
+    let (mut x, y) = (rc_qp(&pd, &cq), rc_qp(&pd, &cq));
     connect(&x, (ctx.gid_addr(), y.qpn()));
     connect(&y, (ctx.gid_addr(), x.qpn()));
     // y posts no receive: x's SEND gets an RNR NAK, and so does each of its five RNR

@@ -7,12 +7,23 @@
 use std::net::IpAddr;
 
 pub(crate) use rocex_testkit::rocexd::{Daemon, Rocexd};
-use rocex_verbs::verbs::{AddressVector, Mtu, QpAttr};
-use rocex_verbs::{Access, Qp};
+use rocex_verbs::verbs::{AddressVector, Mtu, QpAttr, QpCap, QpType};
+use rocex_verbs::{Access, Cq, Pd, Qp, QpInitAttr};
 
 /// `rocexd` on `addr` with `extra` options, on a socket of its own, once it answers.
 pub(crate) fn daemon(addr: &str, extra: &[&str]) -> Daemon {
     Rocexd::new(addr).args(extra).start()
+}
+
+/// An RC QP of the default capacities whose sends and receives complete on `cq`.
+pub(crate) fn rc_qp(pd: &Pd, cq: &Cq) -> Qp {
+    let init = QpInitAttr {
+        qp_type: QpType::Rc,
+        send_cq: cq,
+        recv_cq: cq,
+        cap: QpCap::default(),
+    };
+    pd.create_qp(&init).unwrap()
 }
 
 /// What takes an RC QP to RTS towards `peer` (address, QPN, its send PSN) from `my_psn`,

@@ -95,17 +95,7 @@ fn one_at_a_time(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
         }
         seq += 1;
     }
-    Ok(Outcome {
-        iters: seq,
-        seconds: start.elapsed().as_secs_f64(),
-        peak_mbs: 0.0,
-        lat_us: lat,
-        verdict: Verdict {
-            checked: check,
-            errors,
-        },
-        passive: false,
-    })
+    Ok(outcome(seq, start, lat, check, errors))
 }
 
 /// Has the peer's message number `n` arrived? Reaps our own send completions on the way.
@@ -247,15 +237,19 @@ fn ping_pong(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
         let last = u64::from(p.size) - 1;
         ctx.write_mem(0, ctx.local(0) + last, &[pattern(last)])?;
     }
-    Ok(Outcome {
-        iters: if p.duration.is_some() { rcnt } else { scnt },
+    let iters = if p.duration.is_some() { rcnt } else { scnt };
+    Ok(outcome(iters, start, lat, check, errors))
+}
+
+/// A latency test's result: `iters` since `start`, each one's time in `lat_us`, and
+/// `errors` in what was `checked`.
+fn outcome(iters: u64, start: Instant, lat_us: Vec<f64>, checked: bool, errors: u64) -> Outcome {
+    Outcome {
+        iters,
         seconds: start.elapsed().as_secs_f64(),
         peak_mbs: 0.0,
-        lat_us: lat,
-        verdict: Verdict {
-            checked: check,
-            errors,
-        },
+        lat_us,
+        verdict: Verdict { checked, errors },
         passive: false,
-    })
+    }
 }

@@ -13,9 +13,9 @@ use rocex_proto::verbs::{
     AddressVector, Mtu, QpAttr, QpCap, QpType, RecvWr, Remote, SendOp, SendWr, Sge, WcStatus,
     WorkCompletion,
 };
-use rocex_proto::{Access, Config, Engine, Keys, QpInit, Region, VecRegion};
+use rocex_proto::{Access, Config, Engine, Keys, Region, VecRegion};
 
-use crate::device::Post;
+use crate::device::{self, Post, verbs_err};
 use crate::progress::{Line, Stall};
 
 #[derive(clap::Args)]
@@ -47,10 +47,6 @@ struct Side {
     buf: Arc<VecRegion>,
 }
 
-fn err(e: rocex_proto::VerbsError) -> io::Error {
-    io::Error::other(e.to_string())
-}
-
 fn side(
     ip: [u8; 4],
     seed: u8,
@@ -69,22 +65,14 @@ fn side(
     let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
     let keys = e
         .reg_mr(pd, BASE, BUF as u64, access, buf.clone())
-        .map_err(err)?;
-    let cq = e.create_cq(4096).map_err(err)?;
+        .map_err(verbs_err)?;
+    let cq = e.create_cq(4096).map_err(verbs_err)?;
     let cap = QpCap {
         max_send_wr: 512,
         max_recv_wr: 512,
         ..QpCap::default()
     };
-    let qpn = e
-        .create_qp(QpInit {
-            qp_type: QpType::Rc,
-            pd,
-            send_cq: cq,
-            recv_cq: cq,
-            cap,
-        })
-        .map_err(err)?;
+    let qpn = device::create_qp(&mut e, QpType::Rc, pd, cq, cap)?;
     // Every peer is rocex: the strict ICRC check, which a corrupted packet passes with
     // probability 2^-26 rather than 2^-16 (docs/security.md).
     let opts = BackendOptions {
@@ -123,7 +111,7 @@ fn connect(s: &mut Side, peer: (IpAddr, u32, u32), my_psn: u32) -> io::Result<()
         ..QpAttr::default()
     };
     for (a, mask) in to_rts.rc_steps() {
-        e.modify_qp(s.qpn, &a, mask).map_err(err)?;
+        e.modify_qp(s.qpn, &a, mask).map_err(verbs_err)?;
     }
     Ok(())
 }

@@ -6,8 +6,8 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use rocex_io::{BackendKind, BackendOptions, Driver, FaultCounters, Faults, UdpPort};
-use rocex_proto::verbs::{Mtu, RecvWr, SendWr};
-use rocex_proto::{Config, Engine};
+use rocex_proto::verbs::{Mtu, QpCap, QpType, RecvWr, SendWr};
+use rocex_proto::{Config, Engine, PdId, QpInit};
 
 /// The path MTU of its size in bytes.
 pub(crate) fn mtu_of(bytes: u32) -> io::Result<Mtu> {
@@ -135,6 +135,24 @@ pub(crate) fn daemon_socket(flag: Option<&Path>) -> Option<PathBuf> {
 /// A verbs error as an I/O error, for the tools' error paths.
 pub(crate) fn verbs_err(e: rocex_proto::VerbsError) -> io::Error {
     io::Error::other(e.to_string())
+}
+
+/// A QP whose sends and receives both complete on `cq`, as every tool's QP does.
+pub(crate) fn create_qp(
+    e: &mut Engine,
+    qp_type: QpType,
+    pd: PdId,
+    cq: u32,
+    cap: QpCap,
+) -> io::Result<u32> {
+    e.create_qp(QpInit {
+        qp_type,
+        pd,
+        send_cq: cq,
+        recv_cq: cq,
+        cap,
+    })
+    .map_err(verbs_err)
 }
 
 /// Posting to a driver's engine at the driver's clock, a refusal as an I/O error.

@@ -15,9 +15,9 @@ use rocex_proto::verbs::{
     AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendOp, SendWr, Sge,
     UdDest, WcStatus,
 };
-use rocex_proto::{Access, Engine, GRH_LEN, QpInit, Region, VecRegion};
+use rocex_proto::{Access, Engine, GRH_LEN, Region, VecRegion};
 
-use crate::device::{self, Post, mtu_of};
+use crate::device::{self, Post, mtu_of, verbs_err};
 use crate::oob::{self, Dest};
 
 #[derive(clap::Args)]
@@ -129,7 +129,6 @@ fn open(local: IpAddr, a: &Args) -> io::Result<Ctx> {
         selective_repeat: a.selective_repeat,
         ..device::config(local)
     });
-    let err = |e: rocex_proto::VerbsError| io::Error::other(e.to_string());
     let pd = e.alloc_pd();
     let grh = if a.ud { GRH_LEN as u32 } else { 0 };
     let len = a.size() + grh;
@@ -149,8 +148,8 @@ fn open(local: IpAddr, a: &Args) -> io::Result<Ctx> {
             Access::LOCAL_WRITE,
             buf.clone(),
         )
-        .map_err(err)?;
-    let cq = e.create_cq(a.rx_depth as usize + 1).map_err(err)?;
+        .map_err(verbs_err)?;
+    let cq = e.create_cq(a.rx_depth as usize + 1).map_err(verbs_err)?;
     let cap = QpCap {
         max_send_wr: 1,
         max_recv_wr: a.rx_depth,
@@ -158,15 +157,13 @@ fn open(local: IpAddr, a: &Args) -> io::Result<Ctx> {
         max_recv_sge: 1,
         max_inline_data: 0,
     };
-    let qpn = e
-        .create_qp(QpInit {
-            qp_type: if a.ud { QpType::Ud } else { QpType::Rc },
-            pd,
-            send_cq: cq,
-            recv_cq: cq,
-            cap,
-        })
-        .map_err(err)?;
+    let qpn = device::create_qp(
+        &mut e,
+        if a.ud { QpType::Ud } else { QpType::Rc },
+        pd,
+        cq,
+        cap,
+    )?;
     let init = QpAttr {
         qp_state: QpState::Init,
         qkey: UD_QKEY,
@@ -182,7 +179,7 @@ fn open(local: IpAddr, a: &Args) -> io::Result<Ctx> {
         &init,
         AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | last,
     )
-    .map_err(err)?;
+    .map_err(verbs_err)?;
     let driver = device::driver(e, local, a.inject)?;
     let recv_sge = Sge {
         addr: BUF_ADDR,
@@ -225,17 +222,17 @@ impl Ctx {
     /// RTR and RTS with ibv_rc_pingpong's attributes, or ibv_ud_pingpong's.
     fn connect(&mut self, me: &Dest, peer: &Dest, mtu: Mtu) -> io::Result<()> {
         let e = &mut self.driver.engine;
-        let err = |e: rocex_proto::VerbsError| io::Error::other(e.to_string());
         if self.ud_mode {
             let mut a = QpAttr {
                 qp_state: QpState::Rtr,
                 ..QpAttr::default()
             };
-            e.modify_qp(self.qpn, &a, AttrMask::STATE).map_err(err)?;
+            e.modify_qp(self.qpn, &a, AttrMask::STATE)
+                .map_err(verbs_err)?;
             a.qp_state = QpState::Rts;
             a.sq_psn = me.psn;
             e.modify_qp(self.qpn, &a, AttrMask::STATE | AttrMask::SQ_PSN)
-                .map_err(err)?;
+                .map_err(verbs_err)?;
             self.ud = Some(UdDest {
                 dest: oob::ip_of(peer.gid),
                 remote_qpn: peer.qpn,
@@ -262,7 +259,7 @@ impl Ctx {
         // The QP is in INIT since `open`.
         let [_init, rtr, rts] = to_rts.rc_steps();
         for (a, mask) in [rtr, rts] {
-            e.modify_qp(self.qpn, &a, mask).map_err(err)?;
+            e.modify_qp(self.qpn, &a, mask).map_err(verbs_err)?;
         }
         Ok(())
     }

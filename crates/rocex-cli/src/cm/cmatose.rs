@@ -14,7 +14,7 @@ use rocex_proto::verbs::{QpCap, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus}
 use rocex_proto::{Access, Keys, VecRegion};
 
 use super::{CmDevice, Limits, local_for, parse_ip};
-use crate::device::{Post, mtu_of, verbs_err};
+use crate::device::{Post, verbs_err};
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -42,17 +42,6 @@ pub(crate) struct Args {
 }
 
 const BASE: u64 = 0x3000_0000;
-
-/// cmatose's connection parameters: one READ each way, 5 transport retries, no RNR retry.
-fn limits(mtu: u32) -> io::Result<Limits> {
-    Ok(Limits {
-        responder_resources: 1,
-        initiator_depth: 1,
-        retry_count: 5,
-        rnr_retry_count: 0,
-        mtu: mtu_of(mtu)?,
-    })
-}
 
 pub(crate) fn run(a: &Args) -> ExitCode {
     println!(
@@ -196,7 +185,8 @@ fn cmatose(a: &Args) -> io::Result<()> {
         .engine
         .create_cq(2 * a.count as usize + 2)
         .map_err(verbs_err)?;
-    let limits = limits(a.mtu)?;
+    // cmatose's: 5 transport retries, no RNR retry.
+    let limits = Limits::one_read(a.mtu, 5, 0)?;
     match server {
         Some(server) => {
             println!("cmatose: connecting");

@@ -178,15 +178,7 @@ impl CmDevice {
     /// An RC QP in INIT with remote READ and WRITE allowed.
     pub(crate) fn create_rc_qp(&mut self, cq: u32, cap: QpCap) -> io::Result<u32> {
         let e = &mut self.driver.engine;
-        let qpn = e
-            .create_qp(QpInit {
-                qp_type: QpType::Rc,
-                pd: self.pd,
-                send_cq: cq,
-                recv_cq: cq,
-                cap,
-            })
-            .map_err(verbs_err)?;
+        let qpn = device::create_qp(e, QpType::Rc, self.pd, cq, cap)?;
         let a = QpAttr {
             qp_state: QpState::Init,
             qp_access_flags: Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE,
@@ -355,6 +347,20 @@ pub(crate) struct Limits {
     pub(crate) retry_count: u8,
     pub(crate) rnr_retry_count: u8,
     pub(crate) mtu: Mtu,
+}
+
+impl Limits {
+    /// One READ each way, as rping and ucmatose ask, with `retry_count` transport and
+    /// `rnr_retry_count` RNR retries at a path MTU of `mtu` bytes.
+    pub(crate) fn one_read(mtu: u32, retry_count: u8, rnr_retry_count: u8) -> io::Result<Self> {
+        Ok(Self {
+            responder_resources: 1,
+            initiator_depth: 1,
+            retry_count,
+            rnr_retry_count,
+            mtu: device::mtu_of(mtu)?,
+        })
+    }
 }
 
 /// The local address that reaches `peer` (what rdma_resolve_addr picks without a source).

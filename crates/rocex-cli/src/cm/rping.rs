@@ -17,7 +17,7 @@ use rocex_proto::verbs::{
 use rocex_proto::{Access, Keys, Region, VecRegion};
 
 use super::{CmDevice, Limits, local_for, parse_ip};
-use crate::device::{Post, mtu_of, verbs_err};
+use crate::device::{Post, verbs_err};
 
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -64,17 +64,8 @@ const SOURCE_AT: u64 = SINK_AT + MAX_SIZE as u64;
 const RECV_WRID: u64 = 1;
 const SEND_WRID: u64 = 2;
 const RDMA_WRID: u64 = 3;
-
-/// rping's connection parameters: one READ each way, transport and RNR retries 7.
-fn limits(mtu: u32) -> io::Result<Limits> {
-    Ok(Limits {
-        responder_resources: 1,
-        initiator_depth: 1,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        mtu: mtu_of(mtu)?,
-    })
-}
+/// rping's transport and RNR retries.
+const RETRY: u8 = 7;
 
 pub(crate) fn run(a: &Args) -> ExitCode {
     let r = if a.server == a.client {
@@ -257,7 +248,8 @@ fn client(a: &Args) -> io::Result<()> {
     for _ in 0..2 {
         Side::post_recv(&mut s.dev, s.qpn, s.keys.lkey)?;
     }
-    let mut conn = s.dev.connect(server, a.port, s.qpn, limits(a.mtu)?)?;
+    let limits = Limits::one_read(a.mtu, RETRY, RETRY)?;
+    let mut conn = s.dev.connect(server, a.port, s.qpn, limits)?;
     let mut start = 65u8;
     let mut ping = 0u32;
     while a.count == 0 || ping < a.count {
@@ -296,7 +288,8 @@ fn server(a: &Args) -> io::Result<()> {
     let local = parse_ip(&a.addr)?;
     let mut s = Side::new(local)?;
     let (cq, lkey) = (s.cq, s.keys.lkey);
-    let (mut conn, qpn) = s.dev.accept(a.port, limits(a.mtu)?, |dev| {
+    let limits = Limits::one_read(a.mtu, RETRY, RETRY)?;
+    let (mut conn, qpn) = s.dev.accept(a.port, limits, |dev| {
         let qpn = dev.create_rc_qp(cq, Side::qp_cap())?;
         for _ in 0..2 {
             Side::post_recv(dev, qpn, lkey)?;

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use rocex_io::{Driver, FaultCounters};
 use rocex_proto::verbs::{AttrMask, Mtu, QpAttr, QpCap, QpType, RecvWr, SendWr, WorkCompletion};
-use rocex_proto::{Access, Counters, PdId, QpInit, Region, VecRegion};
+use rocex_proto::{Access, Counters, PdId, Region, VecRegion};
 
 use super::nic::{MrKeys, Nic};
-use crate::device::{PortArgs, Post, verbs_err};
+use crate::device::{self, PortArgs, Post, verbs_err};
 
 /// Where MR `i` is registered: far apart so that the regions never overlap.
 const fn base_of(i: usize) -> u64 {
@@ -143,17 +143,7 @@ impl Nic for LocalNic {
             .cqs
             .last()
             .ok_or_else(|| io::Error::other("a QP needs a CQ first"))?;
-        let qpn = self
-            .driver
-            .engine
-            .create_qp(QpInit {
-                qp_type: QpType::Rc,
-                pd: self.pd,
-                send_cq: cq,
-                recv_cq: cq,
-                cap,
-            })
-            .map_err(verbs_err)?;
+        let qpn = device::create_qp(&mut self.driver.engine, QpType::Rc, self.pd, cq, cap)?;
         self.qps.push(qpn);
         Ok(qpn)
     }

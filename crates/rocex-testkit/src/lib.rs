@@ -2,7 +2,8 @@
 //! binaries a test runs ([`bins`]), a `rocexd` fixture ([`rocexd`]), readiness of a server a
 //! test starts ([`listen`]), two hosts in network namespaces on a veth pair ([`veth`]) and
 //! tcpdump on one of them ([`capture`]), and the checks of a drop-in library against C
-//! headers ([`layout`]) and Debian's binaries ([`symbols`]), and test data ([`pattern`]).
+//! headers ([`layout`]) and Debian's binaries ([`symbols`]), an RC QP's attributes to RTS
+//! ([`rc`]) and test data ([`pattern`]).
 //!
 //! A test that needs something this machine lacks (root, a network namespace, a tool from
 //! Debian's packages) calls [`cannot_run`]. In CI (`CI` set to anything but empty or
@@ -17,6 +18,7 @@ pub mod bins;
 pub mod capture;
 pub mod layout;
 pub mod listen;
+pub mod rc;
 pub mod rocexd;
 pub mod symbols;
 pub mod veth;

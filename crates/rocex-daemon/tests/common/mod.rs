@@ -13,7 +13,7 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use rocex_verbs::verbs::{AddressVector, Mtu, QpAttr, QpCap, QpType, WcOpcode};
+use rocex_verbs::verbs::{Mtu, QpAttr, QpCap, QpType, WcOpcode};
 use rocex_verbs::verbs::{RecvWr, SendData, SendOp, SendWr, WcStatus};
 use rocex_verbs::{Access, Context, Cq, Mr, Pd, Qp, QpInitAttr};
 
@@ -121,22 +121,12 @@ pub(crate) fn connect_with(
     }
 }
 
-/// The attributes `connect_with` takes a QP through to RTS.
+/// The attributes `connect_with` takes a QP through to RTS: `rocex_testkit`'s with local
+/// ACK timeout 10.
 pub(crate) fn rc_attrs(my_psn: u32, peer: (IpAddr, u32, u32), mtu: Mtu, access: Access) -> QpAttr {
     QpAttr {
-        qp_access_flags: access,
-        ah_attr: Some(AddressVector { dest: peer.0 }),
-        path_mtu: mtu,
-        dest_qp_num: peer.1,
-        rq_psn: peer.2,
-        max_dest_rd_atomic: 16,
-        min_rnr_timer: 1,
-        sq_psn: my_psn,
         timeout: 10,
-        retry_cnt: 7,
-        rnr_retry: 7,
-        max_rd_atomic: 16,
-        ..QpAttr::default()
+        ..rocex_testkit::rc::rc_attrs(my_psn, peer, mtu, access)
     }
 }
 

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::Duration;
 
-use rocex_proto::verbs::{AddressVector, Mtu, QpAttr, QpCap, QpType};
+use rocex_proto::verbs::{Mtu, QpCap, QpType};
 use rocex_proto::{Access, Engine, PdId, QpInit};
 
 /// Any error of the set-up as an I/O error, which the tests' threads return.
@@ -37,9 +37,9 @@ pub(crate) fn rc_qp(e: &mut Engine, pd: PdId, cq: u32, depth: (u32, u32)) -> io:
     e.create_qp(init).map_err(err)
 }
 
-/// Takes `qpn` through INIT and RTR to RTS towards `peer` (its address, QPN and first PSN)
-/// at `mtu`, sending from `my_psn` and allowing the peer `access`, with 16 reads or
-/// atomics outstanding each way, RNR timer code 1, timeout 14 and 7 retries.
+/// Takes `qpn` through INIT and RTR to RTS with `rocex_testkit::rc::rc_attrs`: towards
+/// `peer` (its address, QPN and first PSN) at `mtu`, sending from `my_psn` and allowing
+/// the peer `access`.
 pub(crate) fn connect_qp(
     e: &mut Engine,
     qpn: u32,
@@ -48,21 +48,7 @@ pub(crate) fn connect_qp(
     mtu: Mtu,
     access: Access,
 ) -> io::Result<()> {
-    let to_rts = QpAttr {
-        qp_access_flags: access,
-        ah_attr: Some(AddressVector { dest: peer.0 }),
-        path_mtu: mtu,
-        dest_qp_num: peer.1,
-        rq_psn: peer.2,
-        max_dest_rd_atomic: 16,
-        min_rnr_timer: 1,
-        sq_psn: my_psn,
-        timeout: 14,
-        retry_cnt: 7,
-        rnr_retry: 7,
-        max_rd_atomic: 16,
-        ..QpAttr::default()
-    };
+    let to_rts = rocex_testkit::rc::rc_attrs(my_psn, peer, mtu, access);
     for (a, mask) in to_rts.rc_steps() {
         e.modify_qp(qpn, &a, mask).map_err(err)?;
     }

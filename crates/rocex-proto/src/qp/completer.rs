@@ -111,7 +111,10 @@ impl Qp {
     fn next_deadline(&self, ctx: &Ctx<'_>) -> Option<Instant> {
         let full = self.comp.silent_until?;
         let early = (!ctx.rxe_recovery)
-            .then(|| self.comp.rtt.deadline(ctx.now))
+            .then(|| {
+                let probe = self.sr.on.then(|| self.comp.rtt.probe_at(ctx.now));
+                probe.flatten().or_else(|| self.comp.rtt.deadline(ctx.now))
+            })
             .flatten();
         Some(early.map_or(full, |e| e.min(full)))
     }
@@ -400,6 +403,8 @@ impl Qp {
             if self.comp.silent_until.is_some_and(|t| t <= ctx.now) {
                 self.comp.started_retry = false;
                 self.retry(ctx, self.comp.psn);
+            } else if self.sr.on && self.comp.rtt.probe_at(ctx.now).is_some() {
+                self.sr_probe(ctx);
             } else {
                 self.resend_early(ctx);
             }

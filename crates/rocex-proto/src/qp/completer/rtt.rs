@@ -60,6 +60,8 @@ pub(crate) struct Rtt {
     timing: Option<Timed>,
     /// Early deadlines run out since the last progress.
     backoff: u32,
+    /// Selective repeat: an answer came since the last tail-loss probe ([`Rtt::probe_at`]).
+    probe: bool,
 }
 
 impl Rtt {
@@ -98,6 +100,7 @@ impl Rtt {
     /// timed packet. The backoff is forgotten.
     pub(crate) fn progress(&mut self, acked: Psn, now: Instant) {
         self.backoff = 0;
+        self.probe = true;
         if let Some(t) = self.timing
             && acked.is_after(t.psn)
         {
@@ -113,6 +116,7 @@ impl Rtt {
     /// floor, to the ACK timeout. The backoff is forgotten: the peer answers.
     pub(crate) fn held(&mut self, psn: Psn, now: Instant) {
         self.backoff = 0;
+        self.probe = true;
         if let Some(t) = self.timing
             && t.psn == psn
         {
@@ -155,6 +159,23 @@ impl Rtt {
         } else {
             (peak, age + 1)
         };
+    }
+
+    /// Selective repeat's tail-loss probe (RFC 8985 section 7, after Linux TCP): two
+    /// smoothed round trips (at least [`MIN_RTO`]) after `now` with no answer, one packet
+    /// goes again, so that the peer's answer (a SACK, a READ response) shows what was
+    /// lost; everything not known held is resent only at the early deadline, whose floor
+    /// is the longest recent round trip. Once per answer; none before the first sample.
+    /// Without it a burst lost whole at the end of a window cost that floor, milliseconds
+    /// on a loaded host, where the probe costs a round trip.
+    pub(crate) fn probe_at(&self, now: Instant) -> Option<Instant> {
+        let srtt = self.srtt.filter(|_| self.probe)?;
+        Some(now + (srtt * 2).max(MIN_RTO))
+    }
+
+    /// The tail-loss probe went: the next deadline is the early one.
+    pub(crate) fn probed(&mut self) {
+        self.probe = false;
     }
 
     /// An early deadline ran out with nothing answered: the next is twice as far.
@@ -248,5 +269,45 @@ mod tests {
         r.resent(Psn::new(22), t0 + us(200), false);
         r.progress(Psn::new(23), t0 + us(250));
         assert_eq!(r.deadline(t0), Some(t0 + us(170)));
+    }
+
+    #[test]
+    fn one_tail_probe_per_answer_at_two_round_trips() {
+        let mut r = Rtt::default();
+        let t0 = Instant::ZERO;
+        assert_eq!(r.probe_at(t0), None, "no probe before a sample");
+        r.sent(Psn::new(0), t0);
+        r.progress(Psn::new(1), t0 + us(80));
+        assert_eq!(r.probe_at(t0), Some(t0 + us(160)));
+        r.probed();
+        assert_eq!(r.probe_at(t0), None, "once");
+        // SRTT 80, RTTVAR 40: the early deadline follows.
+        assert_eq!(r.deadline(t0), Some(t0 + us(240)));
+        // A SACK showing a packet held is an answer: the next silence gets a probe.
+        r.held(Psn::new(7), t0 + us(300));
+        assert_eq!(r.probe_at(t0), Some(t0 + us(160)));
+        // Never sooner than MIN_RTO.
+        r.sent(Psn::new(8), t0);
+        for _ in 0..30 {
+            r.sample(us(10));
+        }
+        assert_eq!(r.probe_at(t0), Some(t0 + MIN_RTO));
+    }
+
+    #[test]
+    fn selective_repeat_times_a_packet_to_the_sack_that_shows_it_held() {
+        let mut r = Rtt::default();
+        let t0 = Instant::ZERO;
+        r.sent(Psn::new(5), t0);
+        // Another packet resent selectively is not this one: no Karn's rule.
+        r.resent(Psn::new(6), t0 + us(10), true);
+        r.held(Psn::new(4), t0 + us(50));
+        assert_eq!(r.deadline(t0), None, "PSN 4 is not the timed packet");
+        r.held(Psn::new(5), t0 + us(100));
+        // R = 100: SRTT 100, RTTVAR 50.
+        assert_eq!(r.deadline(t0), Some(t0 + us(300)));
+        // The cumulative ACK past the hole before it, much later, is no sample.
+        r.progress(Psn::new(6), t0 + us(9000));
+        assert_eq!(r.deadline(t0), Some(t0 + us(300)));
     }
 }

@@ -402,6 +402,23 @@ impl Qp {
             && self.req.psn.diff(self.comp.psn) < SPAN as i32
     }
 
+    /// The tail-loss probe (`Rtt::probe_at`): the highest PSN sent that the peer
+    /// is not known to hold goes again (a READ: its missing responses from there), and
+    /// the timer waits for the early deadline.
+    pub(super) fn sr_probe(&mut self, ctx: &Ctx<'_>) {
+        self.comp.rtt.probed();
+        self.sr.send.sync(self.comp.psn);
+        let mut q = self.req.high_psn;
+        while q.is_after(self.comp.psn) {
+            q = q.sub(1);
+            if !self.sr.send.got(q) {
+                break;
+            }
+        }
+        self.sr.send.queue(q, false);
+        self.comp.timer = self.next_deadline(ctx);
+    }
+
     /// Whether a resend is waiting.
     pub(crate) fn sr_resend_pending(&self) -> bool {
         self.sr.on && !self.sr.send.resend.is_empty()

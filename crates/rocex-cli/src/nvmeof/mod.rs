@@ -88,20 +88,8 @@ fn go(a: &Args) -> Result<(), Failure> {
         .hostnqn
         .clone()
         .unwrap_or_else(|| format!("nqn.2014-08.org.nvmexpress:uuid:{}", io::uuid_text(&hostid)));
-    let max_io = a
-        .bench_sizes
-        .iter()
-        .copied()
-        .chain([a.size])
-        .max()
-        .unwrap_or(a.size);
-    let depth = a
-        .bench_depths
-        .iter()
-        .copied()
-        .chain([a.qd])
-        .max()
-        .unwrap_or(a.qd);
+    let max_io = a.bench_sizes.iter().copied().fold(a.size, u32::max);
+    let depth = a.bench_depths.iter().copied().fold(a.qd, u16::max);
     let cfg = HostConfig {
         subnqn: a.nqn.clone(),
         hostnqn,

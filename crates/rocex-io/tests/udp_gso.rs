@@ -9,9 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rocex_io::{BackendKind, BackendOptions, Driver, Faults, Injected};
-use rocex_proto::verbs::{
-    AddressVector, Mtu, QpAttr, QpCap, QpType, Remote, SendOp, SendWr, Sge, WcStatus,
-};
+use rocex_proto::verbs::{Mtu, QpAttr, QpCap, QpType, Remote, SendOp, SendWr, Sge, WcStatus};
 use rocex_proto::{Access, Config, Engine, Keys, QpInit, Region, VecRegion};
 
 const MSG: usize = 64 << 10;
@@ -77,20 +75,12 @@ fn side(ip: [u8; 4], seed: u8, faults: Option<Faults>) -> io::Result<Side> {
 }
 
 fn connect(s: &mut Side, peer: IpAddr, peer_qpn: u32, peer_psn: u32, my_psn: u32) {
+    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
     let to_rts = QpAttr {
-        qp_access_flags: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-        ah_attr: Some(AddressVector { dest: peer }),
-        path_mtu: Mtu::M4096,
-        dest_qp_num: peer_qpn,
-        rq_psn: peer_psn,
-        min_rnr_timer: 1,
         max_dest_rd_atomic: 1,
-        sq_psn: my_psn,
         timeout: 10,
-        retry_cnt: 7,
-        rnr_retry: 7,
         max_rd_atomic: 1,
-        ..QpAttr::default()
+        ..rocex_testkit::rc::rc_attrs(my_psn, (peer, peer_qpn, peer_psn), Mtu::M4096, access)
     };
     for (a, mask) in to_rts.rc_steps() {
         s.driver.engine.modify_qp(s.qpn, &a, mask).expect("to RTS");

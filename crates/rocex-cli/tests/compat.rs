@@ -12,13 +12,11 @@ mod common;
 mod run;
 
 use std::process::Command;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use common::{Daemon, daemon};
 use run::{Ran, finish, rocex, serve, spawn};
-
-static SERIAL: Mutex<()> = Mutex::new(());
 
 /// Generous: a debug build moves 8 MiB messages slowly.
 const LIMIT: Duration = Duration::from_secs(240);
@@ -132,8 +130,19 @@ fn perf_pair(d: &[Daemon; 2], args: &[&str]) -> (Ran, Ran) {
     (client, server)
 }
 
-fn daemons() -> [Daemon; 2] {
-    [daemon("127.0.9.31", &[]), daemon("127.0.9.32", &[])]
+/// The two daemons a perf test runs on, and the lock that keeps it the only test using
+/// their addresses (and RoCE's port) meanwhile.
+fn daemons() -> (MutexGuard<'static, ()>, [Daemon; 2]) {
+    (
+        serial(),
+        [daemon("127.0.9.31", &[]), daemon("127.0.9.32", &[])],
+    )
+}
+
+/// Tests that bind the same addresses take turns.
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The result rows of perftest's table: lines that start with a number.
@@ -144,14 +153,18 @@ fn rows(out: &str) -> Vec<Vec<f64>> {
         .collect()
 }
 
+/// The first column of the table: each row's message size.
+fn sizes(out: &str) -> Vec<f64> {
+    rows(out).iter().map(|row| row[0]).collect()
+}
+
 fn all_sizes() -> Vec<f64> {
     (1..=23).map(|i| f64::from(1u32 << i)).collect()
 }
 
 #[test]
 fn write_bw_all_sizes_in_gbits() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let d = daemons();
+    let (_g, d) = daemons();
     let args = [
         "write",
         "bw",
@@ -173,8 +186,7 @@ fn write_bw_all_sizes_in_gbits() {
     let (c, s) = perf_pair(&d, &args);
     assert!(c.stdout.contains(&format!("{}\n", TITLES[1].1)), "{c}");
     let r = rows(&c.stdout);
-    let sizes: Vec<f64> = r.iter().map(|row| row[0]).collect();
-    assert_eq!(sizes, all_sizes(), "{c}");
+    assert_eq!(sizes(&c.stdout), all_sizes(), "{c}");
     for row in &r {
         assert_eq!(row[1], 5.0, "{c}");
         // Gb/s is 10^9 bits a second: the message rate times the size says the same.
@@ -199,12 +211,10 @@ fn write_bw_all_sizes_in_gbits() {
 
 #[test]
 fn write_lat_all_sizes_on_both_sides() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let d = daemons();
+    let (_g, d) = daemons();
     let (c, s) = perf_pair(&d, &["write", "lat", "-a", "-n", "5", "-F", "--verify"]);
     for side in [&c, &s] {
-        let sizes: Vec<f64> = rows(&side.stdout).iter().map(|row| row[0]).collect();
-        assert_eq!(sizes, all_sizes(), "{side}");
+        assert_eq!(sizes(&side.stdout), all_sizes(), "{side}");
         assert!(side.stdout.contains(" verify: ok"), "{side}");
         assert!(
             side.stdout.contains(&format!("{}\n", TITLES[2].1)),
@@ -215,11 +225,9 @@ fn write_lat_all_sizes_on_both_sides() {
 
 #[test]
 fn read_bw_all_sizes() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let d = daemons();
+    let (_g, d) = daemons();
     let (c, s) = perf_pair(&d, &["read", "bw", "-a", "-n", "5", "--verify"]);
-    let sizes: Vec<f64> = rows(&c.stdout).iter().map(|row| row[0]).collect();
-    assert_eq!(sizes, all_sizes(), "{c}");
+    assert_eq!(sizes(&c.stdout), all_sizes(), "{c}");
     assert!(c.stdout.contains(&format!("{}\n", TITLES[0].1)), "{c}");
     assert!(c.stdout.contains(" verify: ok"), "{c}");
     assert!(s.stdout.contains(" verify: ok"), "{s}");
@@ -227,13 +235,11 @@ fn read_bw_all_sizes() {
 
 #[test]
 fn send_all_sizes_with_a_handshake_each() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let d = daemons();
+    let (_g, d) = daemons();
     for test in ["bw", "lat"] {
         let (c, s) = perf_pair(&d, &["send", test, "-a", "-n", "5", "--verify"]);
         for side in [&c, &s] {
-            let sizes: Vec<f64> = rows(&side.stdout).iter().map(|row| row[0]).collect();
-            assert_eq!(sizes, all_sizes(), "send {test}: {side}");
+            assert_eq!(sizes(&side.stdout), all_sizes(), "send {test}: {side}");
             assert!(side.stdout.contains(" verify: ok"), "send {test}: {side}");
         }
     }
@@ -241,8 +247,7 @@ fn send_all_sizes_with_a_handshake_each() {
 
 #[test]
 fn duration_on_both_sides_of_every_test() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let d = daemons();
+    let (_g, d) = daemons();
     for (op, test) in [
         ("send", "bw"),
         ("send", "lat"),
@@ -267,8 +272,7 @@ fn duration_on_both_sides_of_every_test() {
 
 #[test]
 fn a_timed_latency_test_prints_perftests_timed_table() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let d = daemons();
+    let (_g, d) = daemons();
     let (c, s) = perf_pair(&d, &["write", "lat", "-D", "1", "-s", "64"]);
     for side in [&c, &s] {
         assert!(
@@ -285,8 +289,7 @@ fn a_timed_latency_test_prints_perftests_timed_table() {
 
 #[test]
 fn atomic_and_inline_spellings_run() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let d = daemons();
+    let (_g, d) = daemons();
     for args in [
         &[
             "atomic",
@@ -360,7 +363,7 @@ fn pingpong_pair(server: &[&str], client: &[&str]) -> (Ran, Ran) {
 
 #[test]
 fn pingpong_spellings_and_the_buffer_check() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _g = serial();
     let stock = [
         "-i", "1", "-l", "3", "-e", "-c", "-g", "0", "-d", "rxe0", "-n", "20",
     ];

@@ -9,9 +9,9 @@
 
 mod common;
 
-use common::Daemon;
 use common::netns::{Layout, Net};
 use common::perf::perf;
+use common::{Daemon, counter};
 use rocex_verbs::Context;
 
 const LAYOUT: Layout = Layout {
@@ -31,21 +31,6 @@ fn daemon(net: &Net, i: usize, backend: &str) -> Daemon {
     net.rocexd(i)
         .args(["--backend", backend, "--inject", FAULTS])
         .start()
-}
-
-/// The counter `name` of group `group` in the daemon's statistics.
-fn counter(ctx: &Context, group: &str, name: &str) -> u64 {
-    let stats = ctx.stats().expect("stats");
-    let g = stats
-        .groups
-        .iter()
-        .find(|g| g.name == group)
-        .unwrap_or_else(|| panic!("no group {group}"));
-    g.counters
-        .iter()
-        .find(|(n, _)| n == name)
-        .unwrap_or_else(|| panic!("no counter {group}.{name}"))
-        .1
 }
 
 /// Every bandwidth test through the faults on `backend`, `iters` iterations each (READ a

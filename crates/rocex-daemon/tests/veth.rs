@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use common::netns::{Layout, Net};
 use common::perf::perf;
 use common::{Daemon, End, T, end, every_op, ok, pair_at, pattern, post_garbage_slots};
-use common::{post_undefined_opcode, read_back, send_recv, write_burst};
+use common::{counter, post_undefined_opcode, read_back, send_recv, write_burst};
 use rocex_verbs::Context;
 use rocex_verbs::verbs::{Mtu, SendOp, WcOpcode};
 
@@ -141,18 +141,7 @@ fn concurrent_clients() {
 
 /// Named counters of the daemon's `daemon` group.
 fn daemon_counter(ctx: &Context, name: &str) -> u64 {
-    let stats = ctx.stats().expect("stats");
-    let group = stats
-        .groups
-        .iter()
-        .find(|g| g.name == "daemon")
-        .expect("a daemon group");
-    group
-        .counters
-        .iter()
-        .find(|(n, _)| n == name)
-        .unwrap_or_else(|| panic!("no counter {name}"))
-        .1
+    counter(ctx, "daemon", name)
 }
 
 /// The QPNs a daemon reports.

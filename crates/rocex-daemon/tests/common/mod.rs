@@ -186,6 +186,14 @@ pub(crate) fn ok_imm(cq: &mut Cq, id: u64, op: WcOpcode, imm: u32) -> u32 {
     wc.byte_len
 }
 
+/// The counter `name` of group `group` in the statistics of `ctx`'s daemon.
+pub(crate) fn counter(ctx: &Context, group: &str, name: &str) -> u64 {
+    let stats = ctx.stats().expect("stats");
+    stats
+        .get_counter(group, name)
+        .unwrap_or_else(|| panic!("no counter {group}.{name}"))
+}
+
 /// `n` bytes that differ per `seed` and per position.
 pub(crate) fn pattern(seed: u8, n: usize) -> Vec<u8> {
     (0..n)

@@ -6,8 +6,9 @@
 
 use std::net::IpAddr;
 
+use rocex_testkit::rc;
 pub(crate) use rocex_testkit::rocexd::{Daemon, Rocexd};
-use rocex_verbs::verbs::{AddressVector, Mtu, QpAttr, QpCap, QpType};
+use rocex_verbs::verbs::{Mtu, QpAttr, QpCap, QpType};
 use rocex_verbs::{Access, Cq, Pd, Qp, QpInitAttr};
 
 /// `rocexd` on `addr` with `extra` options, on a socket of its own, once it answers.
@@ -26,23 +27,12 @@ pub(crate) fn rc_qp(pd: &Pd, cq: &Cq) -> Qp {
     pd.create_qp(&init).unwrap()
 }
 
-/// What takes an RC QP to RTS towards `peer` (address, QPN, its send PSN) from `my_psn`,
-/// granting the peer `access`: MTU 1024, one READ each way, timeout 14, retries 7.
+/// `rocex_testkit::rc::rc_attrs` at MTU 1024 with one READ each way.
 pub(crate) fn rc_attrs(my_psn: u32, peer: (IpAddr, u32, u32), access: Access) -> QpAttr {
     QpAttr {
-        qp_access_flags: access,
-        ah_attr: Some(AddressVector { dest: peer.0 }),
-        path_mtu: Mtu::M1024,
-        dest_qp_num: peer.1,
-        rq_psn: peer.2,
         max_dest_rd_atomic: 1,
-        min_rnr_timer: 1,
-        sq_psn: my_psn,
-        timeout: 14,
-        retry_cnt: 7,
-        rnr_retry: 7,
         max_rd_atomic: 1,
-        ..QpAttr::default()
+        ..rc::rc_attrs(my_psn, peer, Mtu::M1024, access)
     }
 }
 

@@ -31,8 +31,8 @@ pub enum Error {
     /// No completion arrived in time.
     Timeout,
     /// The daemon is gone (killed, crashed or stopped): the control connection closed.
-    /// Every object of this context is lost; open a new [`Context`] once a daemon serves
-    /// the socket again.
+    /// Every object of this context is lost; open a new [`Context`](crate::Context) once a
+    /// daemon serves the socket again.
     DaemonGone,
     /// A per-client limit of the daemon was reached (`EDQUOT`).
     Limit {
@@ -42,7 +42,8 @@ pub enum Error {
         /// The daemon's explanation.
         detail: String,
     },
-    /// No daemon could be reached at a control socket ([`Context::open`]).
+    /// No daemon could be reached at a control socket
+    /// ([`Context::open`](crate::Context::open)).
     Connect {
         /// The socket.
         path: PathBuf,
@@ -51,12 +52,12 @@ pub enum Error {
     },
     /// No socket was given and no daemon answers in the socket directory.
     NoDaemon {
-        /// The directory looked in ([`socket_dir`]).
+        /// The directory looked in ([`socket_dir`](crate::socket_dir)).
         dir: PathBuf,
     },
     /// No socket was given and several daemons answer: the caller must choose.
     SeveralDaemons {
-        /// The directory looked in ([`socket_dir`]).
+        /// The directory looked in ([`socket_dir`](crate::socket_dir)).
         dir: PathBuf,
         /// Each daemon's socket and address, sorted by socket.
         daemons: Vec<(PathBuf, IpAddr)>,

@@ -6,8 +6,8 @@
 //! [`SleepCheck::Sleep`]) does [`Producer::publish`](crate::Producer::publish) return true,
 //! and then the producer calls [`EventFd::signal`]. The same pair serves both directions:
 //!
-//! * SQ/RQ: the application produces, rocexd consumes. rocexd polls for a while
-//!   ([`AdaptivePoll`]), then arms and sleeps on the QP's doorbell eventfd.
+//! * SQ/RQ: the application produces, rocexd consumes. rocexd polls while its spin policy
+//!   lets it (rocex-daemon's `spin.rs`), then arms and sleeps on the QP's doorbell eventfd.
 //! * CQ: rocexd produces, the application consumes. Arming the CQ is `ibv_req_notify_cq`:
 //!   one arm, at most one event on the completion channel's eventfd.
 //!

@@ -323,26 +323,7 @@ impl Server {
             Request::ResizeCq { cq, cqe } => cq::resize(engine, c, cq, cqe),
             Request::AllocMw { pd, type1 } => mw::alloc(engine, c, pd, type1),
             Request::DeallocMw { rkey } => mw::dealloc(engine, c, rkey),
-            Request::BindMw {
-                qpn,
-                mw_rkey,
-                key,
-                mr_lkey,
-                addr,
-                len,
-                access,
-            } => {
-                let b = mw::Bind {
-                    qpn,
-                    mw_rkey,
-                    key,
-                    mr_lkey,
-                    addr,
-                    len,
-                    access,
-                };
-                mw::bind(engine, c, b)
-            }
+            Request::BindMw(b) => mw::bind(engine, c, b),
             Request::LocalInv { qpn, rkey } => mw::local_inv(engine, c, qpn, rkey),
             Request::CreateQp {
                 pd,

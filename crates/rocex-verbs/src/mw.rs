@@ -2,7 +2,7 @@
 //! executes when the client posts them on the control connection (the send ring carries
 //! no local operations). A window is named by its current rkey, which a bind changes.
 
-use rocex_shm::control::{Request, Response};
+use rocex_shm::control::{BindMw, Request, Response};
 use rocex_verbs_types::Access;
 
 use crate::{Context, Error, Pd, Qp, Result};
@@ -42,7 +42,7 @@ impl Context {
     /// rkey, the old one's upper 24 bits with `key` as the low byte. A bound type-2 window
     /// must be invalidated first; a type-1 window is bound again while bound.
     pub fn bind_mw(&self, qp: &Qp, mw_rkey: u32, key: u8, to: MwBind) -> Result<u32> {
-        let req = Request::BindMw {
+        let req = Request::BindMw(BindMw {
             qpn: qp.qpn(),
             mw_rkey,
             key,
@@ -50,7 +50,7 @@ impl Context {
             addr: to.addr,
             len: to.len,
             access: to.access.bits(),
-        };
+        });
         match self.ch.call(&req, &[])?.0 {
             Response::BindMw { rkey } => Ok(rkey),
             r => Err(Error::Protocol(format!("unexpected {r:?}"))),

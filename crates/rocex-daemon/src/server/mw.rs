@@ -5,7 +5,7 @@
 
 use rocex_proto::verbs::Access;
 use rocex_proto::{Engine, MwBinding, PdId};
-use rocex_shm::control::{Response, kind};
+use rocex_shm::control::{BindMw, Response, kind};
 
 use super::{Reply, verbs_error};
 use crate::client::{Client, MAX_PER_CLIENT};
@@ -44,19 +44,8 @@ pub(super) fn dealloc(engine: &mut Engine, c: &mut Client, rkey: u32) -> Reply {
     Reply::done(kind::DEALLOC_MW, freed)
 }
 
-/// What a `BindMw` asks: the window, its new key byte, where and with what rights.
-pub(super) struct Bind {
-    pub(super) qpn: u32,
-    pub(super) mw_rkey: u32,
-    pub(super) key: u8,
-    pub(super) mr_lkey: u32,
-    pub(super) addr: u64,
-    pub(super) len: u64,
-    pub(super) access: u32,
-}
-
 /// Binds one of the client's windows through one of its QPs; answers the new rkey.
-pub(super) fn bind(engine: &mut Engine, c: &mut Client, b: Bind) -> Reply {
+pub(super) fn bind(engine: &mut Engine, c: &mut Client, b: BindMw) -> Reply {
     if !c.qps.contains_key(&b.qpn) {
         return Reply::err(libc::ENOENT, "no such QP");
     }

@@ -28,7 +28,7 @@ pub use cm::{
 pub use codec::BodyError;
 pub use frame::{FrameError, FrameHeader, HEADER_LEN, MAX_FRAME, decode_header, encode_frame};
 pub use qp::{ATTR_MASK_ALL, QP_ATTR_LEN, qp_state_from_wire, qp_type_from_wire, qp_type_to_wire};
-pub use request::Request;
+pub use request::{BindMw, Request};
 pub use response::{DeviceAttr, QpCreated, Response, response_fds};
 pub use stats::{Counters, QpStat, STAT_BUDGET, StatGroup, Stats};
 

@@ -88,24 +88,8 @@ pub enum Request {
         /// Its current rkey.
         rkey: u32,
     },
-    /// Bind the window `mw_rkey` through QP `qpn` (a BIND_MW work request, or
-    /// `ibv_bind_mw`): its new rkey keeps the upper 24 bits and takes `key` as the low 8.
-    BindMw {
-        /// The QP whose PD the window and the region are in.
-        qpn: u32,
-        /// The window's current rkey.
-        mw_rkey: u32,
-        /// The new rkey's low byte.
-        key: u8,
-        /// The region's lkey.
-        mr_lkey: u32,
-        /// First byte of the window.
-        addr: u64,
-        /// Bytes.
-        len: u64,
-        /// [`Access`] bits the window grants.
-        access: u32,
-    },
+    /// Bind a window through a QP (a BIND_MW work request, or `ibv_bind_mw`).
+    BindMw(BindMw),
     /// Invalidate the window `rkey` through QP `qpn` (a LOCAL_INV work request).
     LocalInv {
         /// The QP whose PD the window is in.
@@ -220,6 +204,26 @@ pub enum Request {
     CmPoll,
 }
 
+/// What a [`Request::BindMw`] asks: bind the window `mw_rkey` through QP `qpn`; its new
+/// rkey keeps the upper 24 bits and takes `key` as the low 8.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BindMw {
+    /// The QP whose PD the window and the region are in.
+    pub qpn: u32,
+    /// The window's current rkey.
+    pub mw_rkey: u32,
+    /// The new rkey's low byte.
+    pub key: u8,
+    /// The region's lkey.
+    pub mr_lkey: u32,
+    /// First byte of the window.
+    pub addr: u64,
+    /// Bytes.
+    pub len: u64,
+    /// [`Access`] bits the window grants.
+    pub access: u32,
+}
+
 impl Request {
     /// The message kind.
     pub const fn kind(&self) -> u16 {
@@ -237,7 +241,7 @@ impl Request {
             Self::ResizeCq { .. } => kind::RESIZE_CQ,
             Self::AllocMw { .. } => kind::ALLOC_MW,
             Self::DeallocMw { .. } => kind::DEALLOC_MW,
-            Self::BindMw { .. } => kind::BIND_MW,
+            Self::BindMw(_) => kind::BIND_MW,
             Self::LocalInv { .. } => kind::LOCAL_INV,
             Self::CreateQp { .. } => kind::CREATE_QP,
             Self::ModifyQp { .. } => kind::MODIFY_QP,
@@ -305,7 +309,7 @@ impl Request {
             Self::DeallocMw { rkey } => {
                 p.u32(*rkey);
             }
-            Self::BindMw {
+            Self::BindMw(BindMw {
                 qpn,
                 mw_rkey,
                 key,
@@ -313,7 +317,7 @@ impl Request {
                 addr,
                 len,
                 access,
-            } => {
+            }) => {
                 p.u32(*qpn)
                     .u32(*mw_rkey)
                     .u8(*key)
@@ -437,9 +441,9 @@ impl Request {
             kind::DEALLOC_MW => Self::DeallocMw {
                 rkey: g.u32("rkey")?,
             },
-            kind::BIND_MW => read_fields!(
+            kind::BIND_MW => Self::BindMw(read_fields!(
                 g,
-                Self::BindMw {
+                BindMw {
                     qpn: u32,
                     mw_rkey: u32,
                     key: u8,
@@ -448,7 +452,7 @@ impl Request {
                     len: u64,
                     access: u32,
                 }
-            ),
+            )),
             kind::LOCAL_INV => read_fields!(
                 g,
                 Self::LocalInv {

@@ -58,7 +58,7 @@ fn requests() -> Vec<Request> {
         Request::ResizeCq { cq: 9, cqe: 1000 },
         Request::AllocMw { pd: 3, type1: true },
         Request::DeallocMw { rkey: 0x1234_5601 },
-        Request::BindMw {
+        Request::BindMw(BindMw {
             qpn: 0x11,
             mw_rkey: 0x1234_5601,
             key: 2,
@@ -66,7 +66,7 @@ fn requests() -> Vec<Request> {
             addr: 0x7000_0040,
             len: 64,
             access: 2,
-        },
+        }),
         Request::LocalInv {
             qpn: 0x11,
             rkey: 0x1234_5602,

@@ -20,7 +20,7 @@
 use std::io;
 use std::sync::Mutex;
 
-use rocex_mem::{AccessFault, FlushError, Region};
+use rocex_mem::{AccessFault, Region};
 
 /// `len` bytes at `addr` in the address space of process `pid`.
 #[derive(Debug)]
@@ -218,21 +218,12 @@ impl Region for ProcessRegion {
         let _held = self.atomics.lock().unwrap_or_else(|p| p.into_inner());
         self.access(offset, Dir::Write(&value.to_ne_bytes()))
     }
-
-    fn flush(&self, _offset: u64, _len: u64, persistent: bool) -> Result<(), FlushError> {
-        // Each write is in the client's pages when its system call returns; anonymous
-        // process memory is not persistent memory.
-        if persistent {
-            Err(FlushError::NotPersistent)
-        } else {
-            Ok(())
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rocex_mem::FlushError;
 
     fn own_pid() -> libc::pid_t {
         std::process::id() as libc::pid_t

@@ -15,7 +15,6 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use rocex_mem::FlushError;
 use rocex_proto::Region;
 use rocex_shm::{SharedRegion, ShmView};
 
@@ -146,16 +145,6 @@ impl Region for MappedRegion {
 
     fn atomic_write(&self, offset: u64, value: u64) {
         self.update(offset, |_| value);
-    }
-
-    fn flush(&self, _offset: u64, _len: u64, persistent: bool) -> Result<(), FlushError> {
-        // Stores through the mapping are visible to the client at once; memfd pages are
-        // not persistent memory.
-        if persistent {
-            Err(FlushError::NotPersistent)
-        } else {
-            Ok(())
-        }
     }
 }
 

@@ -68,20 +68,25 @@ impl Spin {
     /// A pass found nothing: true when the daemon should poll again (having yielded the
     /// core), false when it should sleep.
     pub(crate) fn again(&mut self) -> bool {
-        if self.idle_turns >= self.max_turns || self.window.is_zero() {
-            return false;
-        }
-        self.idle_turns += 1;
-        let since = *self.idle_since.get_or_insert_with(Instant::now);
-        if since.elapsed() >= self.window {
-            return false;
-        }
-        if self.held_off_until.is_some_and(|t| t > Instant::now()) {
+        if !self.may_spin(Instant::now()) {
             return false;
         }
         let t = Instant::now();
         std::thread::yield_now();
         self.yielded(t, t.elapsed())
+    }
+
+    /// Whether an empty pass at `now` may be followed by another.
+    fn may_spin(&mut self, now: Instant) -> bool {
+        if self.idle_turns >= self.max_turns
+            || self.window.is_zero()
+            || self.held_off_until.is_some_and(|t| t > now)
+        {
+            return false;
+        }
+        self.idle_turns += 1;
+        let since = *self.idle_since.get_or_insert(now);
+        now.duration_since(since) < self.window
     }
 
     /// A yield begun at `at` took `took`: true when spinning goes on.
@@ -140,6 +145,7 @@ mod tests {
             s.slept(Duration::from_micros(3));
         }
         let now = Instant::now();
+        assert!(s.may_spin(now), "an open window spins");
         assert!(
             s.yielded(now, Duration::from_micros(5)),
             "a short yield spins on"
@@ -149,10 +155,13 @@ mod tests {
             "a long one stops"
         );
         s.slept(Duration::from_micros(3));
-        assert!(!s.again(), "held off although the window is open");
         assert_eq!(s.window(), MAX_WINDOW);
-        s.held_off_until = Some(now);
-        assert!(s.again(), "spins again once the hold-off is over");
+        let later = now + Duration::from_millis(2);
+        assert!(!s.may_spin(later), "held off although the window is open");
+        assert!(
+            s.may_spin(later + HOLD_OFF),
+            "spins again once the hold-off is over"
+        );
     }
 
     #[test]

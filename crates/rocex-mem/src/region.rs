@@ -36,8 +36,17 @@ pub trait Region: Send + Sync + fmt::Debug {
     /// Atomically store the 8 bytes at `offset`.
     fn atomic_write(&self, offset: u64, value: u64);
 
-    /// Make `[offset, offset + len)` visible (global) or persistent.
-    fn flush(&self, offset: u64, len: u64, persistent: bool) -> Result<(), FlushError>;
+    /// Make `[offset, offset + len)` visible (global) or persistent. By default the
+    /// region's stores are visible as soon as they are made, so a global flush has nothing
+    /// to do, and a persistent one succeeds only where [`persistent`](Self::persistent)
+    /// says so.
+    fn flush(&self, _offset: u64, _len: u64, persistent: bool) -> Result<(), FlushError> {
+        if persistent && !self.persistent() {
+            Err(FlushError::NotPersistent)
+        } else {
+            Ok(())
+        }
+    }
 
     /// Whether `flush(persistent = true)` can succeed (file-backed or pmem memory).
     fn persistent(&self) -> bool {
@@ -278,14 +287,6 @@ impl Region for VecRegion {
 
     fn atomic_write(&self, offset: u64, value: u64) {
         self.update(offset, |_| value);
-    }
-
-    fn flush(&self, _offset: u64, _len: u64, persistent: bool) -> Result<(), FlushError> {
-        if persistent && !self.persistent {
-            Err(FlushError::NotPersistent)
-        } else {
-            Ok(())
-        }
     }
 
     fn persistent(&self) -> bool {

@@ -6,25 +6,45 @@
 //! a responder does with hostile selective-repeat packets.
 
 mod common;
+mod mixed;
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Duration;
 
 use common::*;
+use mixed::{Kind, Mix};
 use std::net::SocketAddr;
 
-use rocex_proto::verbs::{Mtu, QpState, SendOp, WcOpcode, WcStatus};
+use rocex_proto::verbs::{Mtu, QpState, SendOp, WcStatus};
 use rocex_proto::{IcrcStatus, Instant};
 use rocex_sim::Link;
 use rocex_wire::{
     AethRepr, BthRepr, NakCode, Opcode, PacketRepr, Psn, RethRepr, SrEthRepr, Syndrome,
 };
 
-const SLOT: u64 = 16384;
-const SLOTS: u64 = 128;
-const WINDOW: usize = 64;
+/// SEND, SEND with immediate, WRITE, WRITE with immediate, READ, FETCH_ADD and COMPARE_SWAP
+/// of up to 12 KiB: one to twelve packets at 1 KiB.
+const MIX: Mix = Mix {
+    kinds: &[
+        Kind::SendWithImm,
+        Kind::Send,
+        Kind::Write,
+        Kind::WriteWithImm,
+        Kind::Read,
+        Kind::FetchAdd,
+        Kind::CompareSwap,
+    ],
+    len_of: |i| {
+        let r = pattern(i ^ 0x51, 2);
+        (usize::from(r[0]) * 48 + usize::from(r[1])) % 12_288
+    },
+    slot: 16384,
+    slots: 128,
+    targets: 32,
+    recvs: 256,
+    window: 64,
+};
 
 /// What one run did.
 #[derive(Debug, Default)]
@@ -36,13 +56,8 @@ struct Outcome {
     virtual_time: Duration,
 }
 
-fn len_of(i: u64) -> usize {
-    let r = pattern(i ^ 0x51, 2);
-    // Up to 12 KiB: one to twelve packets at 1 KiB.
-    (usize::from(r[0]) * 48 + usize::from(r[1])) % 12_288
-}
-
-/// Sends `messages` mixed requests from a to b and checks everything that arrives.
+/// Sends `messages` mixed requests from a to b ([`Mix::run`] checks everything that
+/// arrives) and counts the selective-repeat packets on the wire.
 fn run(seed: u64, link: Link, selective: bool, messages: u64) -> Outcome {
     let params = Params {
         mtu: Mtu::M1024,
@@ -55,12 +70,10 @@ fn run(seed: u64, link: Link, selective: bool, messages: u64) -> Outcome {
     let (a, b) = (p.side('a'), p.side('b'));
     let seen = Rc::new(RefCell::new((0u64, 0u64)));
     let s = seen.clone();
-    let clock = Rc::new(std::cell::Cell::new(Instant::ZERO));
-    let c = clock.clone();
-    p.fabric.intercept(move |_f, _, bytes| {
+    p.fabric.intercept(move |from, _, bytes| {
         let (pkt, _) = PacketRepr::parse(bytes).expect("every packet parses");
         if std::env::var_os("ROCEX_TRACE").is_some() {
-            eprintln!("{:?} {_f} {pkt}", c.get());
+            eprintln!("{from} {pkt}");
         }
         let mut s = s.borrow_mut();
         if pkt.opcode() == Opcode::SR_ACKNOWLEDGE {
@@ -70,176 +83,7 @@ fn run(seed: u64, link: Link, selective: bool, messages: u64) -> Outcome {
         }
         true
     });
-    let recv_base = 4 << 20;
-    for i in 0..256u64 {
-        p.post_recv(&b, i, recv_base + (i % SLOTS) * SLOT, SLOT as u32);
-    }
-    let mut next_recv = 256u64;
-    let counter_at = 3 << 20;
-    let read_src = pattern(77, SLOT as usize);
-    write_bytes(&b, 2 << 20, &read_src);
-
-    let (mut posted, mut done, mut received) = (0u64, 0u64, 0u64);
-    let mut outstanding: VecDeque<u64> = VecDeque::new();
-    let mut expect_recv: VecDeque<u64> = VecDeque::new();
-    let mut fetched = Vec::new();
-    let deadline = p.now() + Duration::from_secs(300);
-    while done < messages {
-        while posted < messages && outstanding.len() < WINDOW {
-            let i = posted;
-            let len = len_of(i);
-            let slot = (i % SLOTS) * SLOT;
-            let data = || pattern(i, len);
-            let (op, sges) = match i % 7 {
-                0 => {
-                    write_bytes(&a, slot, &data());
-                    expect_recv.push_back(i);
-                    (
-                        SendOp::SendWithImm(i as u32),
-                        vec![sge(&a, slot, len as u32)],
-                    )
-                }
-                1 => {
-                    write_bytes(&a, slot, &data());
-                    expect_recv.push_back(i);
-                    (SendOp::Send, vec![sge(&a, slot, len as u32)])
-                }
-                2 => {
-                    write_bytes(&a, slot, &data());
-                    (
-                        SendOp::Write(remote(&b, (1 << 20) + (i % 32) * SLOT)),
-                        vec![sge(&a, slot, len as u32)],
-                    )
-                }
-                3 => {
-                    write_bytes(&a, slot, &data());
-                    expect_recv.push_back(i);
-                    (
-                        SendOp::WriteWithImm(remote(&b, (1 << 20) + (i % 32) * SLOT), i as u32),
-                        vec![sge(&a, slot, len as u32)],
-                    )
-                }
-                4 => (
-                    SendOp::Read(remote(&b, 2 << 20)),
-                    vec![sge(&a, slot, len as u32)],
-                ),
-                5 => (
-                    SendOp::FetchAdd {
-                        remote: remote(&b, counter_at),
-                        add: 1,
-                    },
-                    vec![sge(&a, slot, 8)],
-                ),
-                _ => (
-                    // Never matches (the counter only grows past it): applied at most once,
-                    // it changes nothing, and its original value is checked.
-                    SendOp::CompareSwap {
-                        remote: remote(&b, counter_at),
-                        compare: u64::MAX,
-                        swap: 0,
-                    },
-                    vec![sge(&a, slot, 8)],
-                ),
-            };
-            p.post_send(&a, wr(i, op, sges));
-            outstanding.push_back(i);
-            posted += 1;
-        }
-        assert!(
-            p.now() < deadline,
-            "stalled at {done} of {messages}: {:?}",
-            p.fabric.node(a.node).counters()
-        );
-        p.fabric.step();
-        clock.set(p.now());
-        while let Some(wc) = p.fabric.node(a.node).poll_cq(a.cq) {
-            let i = outstanding
-                .pop_front()
-                .expect("a completion for a posted request");
-            assert_eq!(
-                (wc.wr_id, wc.status),
-                (i, WcStatus::Success),
-                "sender, in order"
-            );
-            let slot = (i % SLOTS) * SLOT;
-            match i % 7 {
-                2 => {
-                    // Everything before it is placed too; this one is, now.
-                    let at = (1 << 20) + (i % 32) * SLOT;
-                    let got = read_bytes(&b, at, len_of(i));
-                    assert_eq!(
-                        crc32fast::hash(&got),
-                        crc32fast::hash(&pattern(i, len_of(i)))
-                    );
-                }
-                4 => assert!(
-                    read_bytes(&a, slot, len_of(i)) == read_src[..len_of(i)],
-                    "READ {i}"
-                ),
-                5 => fetched.push(u64::from_ne_bytes(
-                    read_bytes(&a, slot, 8).try_into().unwrap(),
-                )),
-                6 => {
-                    let orig = u64::from_ne_bytes(read_bytes(&a, slot, 8).try_into().unwrap());
-                    assert_eq!(orig, fetched.len() as u64, "CAS {i} saw the counter so far");
-                }
-                _ => {}
-            }
-            done += 1;
-        }
-        while let Some(wc) = p.fabric.node(b.node).poll_cq(b.cq) {
-            let i = expect_recv
-                .pop_front()
-                .expect("a receive for a sent message");
-            assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
-            let len = len_of(i);
-            assert_eq!(wc.byte_len as usize, len, "message {i}");
-            let data = match i % 7 {
-                0 | 1 => {
-                    assert_eq!(wc.opcode, WcOpcode::Recv);
-                    assert_eq!(
-                        wc.imm_data,
-                        (i % 7 == 0).then_some(i as u32),
-                        "in order, once"
-                    );
-                    read_bytes(&b, recv_base + (wc.wr_id % SLOTS) * SLOT, len)
-                }
-                _ => {
-                    assert_eq!(wc.opcode, WcOpcode::RecvRdmaWithImm);
-                    assert_eq!(wc.imm_data, Some(i as u32), "in order, once");
-                    read_bytes(&b, (1 << 20) + (i % 32) * SLOT, len)
-                }
-            };
-            assert_eq!(
-                crc32fast::hash(&data),
-                crc32fast::hash(&pattern(i, len)),
-                "message {i}"
-            );
-            received += 1;
-            p.post_recv(
-                &b,
-                next_recv,
-                recv_base + (next_recv % SLOTS) * SLOT,
-                SLOT as u32,
-            );
-            next_recv += 1;
-        }
-    }
-    p.settle(Duration::from_millis(20));
-    assert!(
-        expect_recv.is_empty(),
-        "{} receives missing",
-        expect_recv.len()
-    );
-    assert_eq!(
-        received,
-        (0..messages).filter(|i| matches!(i % 7, 0 | 1 | 3)).count() as u64
-    );
-    let counter = u64::from_ne_bytes(read_bytes(&b, counter_at, 8).try_into().unwrap());
-    let adds = (0..messages).filter(|i| i % 7 == 5).count() as u64;
-    assert_eq!(counter, adds, "every FETCH_ADD once");
-    fetched.sort_unstable();
-    assert_eq!(fetched, (0..adds).collect::<Vec<_>>());
+    MIX.run(&mut p, messages);
     let ca = p.fabric.node(a.node).counters().clone();
     let cb = p.fabric.node(b.node).counters().clone();
     let (sr_data, sr_acks) = *seen.borrow();

@@ -47,7 +47,7 @@ mod tests;
 
 pub use desc::{Cqe, EncodeError, RecvDesc, SendDesc, SgeDesc, encode_recv, encode_send};
 #[cfg(not(loom))]
-pub use doorbell::{AdaptivePoll, EventFd};
+pub use doorbell::EventFd;
 pub use layout::{ABI_VERSION, RegionHeader, RingHeader, RingKind, RingSpec, SpecError};
 pub use mem::{HeapMem, MemError, ShmView};
 #[cfg(not(loom))]

@@ -326,7 +326,7 @@ fn take(
         f(w);
         shown += 1;
     }
-    c.cq.get(g).poll_with(max - shown, |w| {
+    c.cq.get(g).take_with(max - shown, |w| {
         if let Some(&srq) = st.srq_of.get(&w.qp_num) {
             if !crate::srq::on_completion(srq, &w, g) {
                 return;

@@ -284,7 +284,22 @@ impl Cq {
     /// Takes up to `max` completions, handing each to `f`, and returns how many it took:
     /// [`poll`](Self::poll) without a vector. A malformed completion ends the batch; it is
     /// an error only when it comes first.
-    pub fn poll_with(&mut self, max: usize, mut f: impl FnMut(WorkCompletion)) -> Result<usize> {
+    pub fn poll_with(&mut self, max: usize, f: impl FnMut(WorkCompletion)) -> Result<usize> {
+        let r = self.take_with(max, f);
+        if matches!(r, Ok(0)) {
+            self.empty_polls = self.empty_polls.saturating_add(1);
+            if self.empty_polls > EMPTY_POLLS_BEFORE_YIELD {
+                std::thread::yield_now();
+            }
+        } else {
+            self.empty_polls = 0;
+        }
+        r
+    }
+
+    /// [`poll_with`](Self::poll_with) without its yields, for a caller that has its own
+    /// policy for empty polls (the drop-in libibverbs yields without its context's lock).
+    pub fn take_with(&mut self, max: usize, mut f: impl FnMut(WorkCompletion)) -> Result<usize> {
         let mut n = 0;
         let mut err = None;
         // Rings a resize replaced first: the daemon writes no more into them, so one that
@@ -309,14 +324,6 @@ impl Cq {
             )?;
             n += k;
             err = e;
-        }
-        if n == 0 && err.is_none() {
-            self.empty_polls = self.empty_polls.saturating_add(1);
-            if self.empty_polls > EMPTY_POLLS_BEFORE_YIELD {
-                std::thread::yield_now();
-            }
-        } else {
-            self.empty_polls = 0;
         }
         match err {
             Some(e) if n == 0 => Err(Error::BadCompletion(e)),

@@ -394,12 +394,43 @@ impl Qp {
 
     /// Whether the window lets a new packet go: fewer than `sr_window` packets in flight
     /// (sent, and neither acknowledged nor held by the peer: IRN's BDP cap), and the
-    /// packet within the responder's [`SPAN`] of the oldest unacknowledged PSN. Capped by
-    /// the distance from the oldest instead, a hole there stopped the stream for the round
-    /// trips its recovery took, with the packets past it already delivered.
+    /// packet within the responder's [`SPAN`] of the first request it may not have
+    /// (`Qp::sr_unarrived`). Capped by the distance from the oldest unacknowledged PSN
+    /// instead, a hole there stopped the stream for the round trips its recovery took,
+    /// with the packets past it already delivered; and a READ whose response was lost
+    /// holds the oldest unacknowledged PSN back though the responder has long passed it.
     pub(crate) fn sr_window_open(&self) -> bool {
         self.sr.send.in_flight(self.comp.psn, self.req.high_psn) < self.sr.window
-            && self.req.psn.diff(self.comp.psn) < SPAN as i32
+            && (self.req.psn.diff(self.comp.psn) < SPAN as i32
+                || self.req.psn.diff(self.sr_unarrived()) < SPAN as i32)
+    }
+
+    /// The first PSN from the oldest unacknowledged one on whose request packet the
+    /// responder is not known to have: a SEND or WRITE packet not SACKed, a READ or
+    /// atomic none of whose responses came (a response shows its request executed). The
+    /// responder's expected PSN is at or past it.
+    fn sr_unarrived(&self) -> Psn {
+        let mut q = self.comp.psn;
+        for w in self.sq.iter().take_while(|w| w.started) {
+            if w.last_psn().is_before(q) {
+                continue;
+            }
+            if w.needs_response() {
+                let answered = (0..w.npkts.max(1)).any(|k| self.sr.send.got(w.first_psn.add(k)));
+                if !answered && !w.first_psn.is_before(q) {
+                    return w.first_psn;
+                }
+                q = w.last_psn().add(1);
+                continue;
+            }
+            while w.holds(q) {
+                if !self.sr.send.got(q) {
+                    return q;
+                }
+                q = q.add(1);
+            }
+        }
+        q
     }
 
     /// The tail-loss probe (`Rtt::probe_at`): the highest PSN sent that the peer

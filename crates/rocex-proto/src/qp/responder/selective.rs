@@ -61,7 +61,8 @@ impl Qp {
             if data {
                 return self.sr_acknowledge(true);
             }
-            return self.duplicate(ctx, pkt, info);
+            self.duplicate(ctx, pkt, info);
+            return self.sr_replay_first(psn);
         }
         if !data {
             return self.sr_in_order(ctx, pkt, info, d);
@@ -100,6 +101,22 @@ impl Qp {
         self.resp.sent_psn_nak = false;
         if self.sr_drain(ctx) {
             self.sr_acknowledge(pkt.bth.ack_req || d > 0);
+        }
+    }
+
+    /// A READ asked again at `psn` for a range its requester lost goes out next, after
+    /// the reply already going out, ahead of the responses of later READs queued before
+    /// it: the requester's window waits for that range. Queued last, it waited for
+    /// everything queued (up to a window of responses, a round trip at full rate). The
+    /// requester takes responses in any order, and sees a response missing before one
+    /// sent after its own request asked again, not before one of these (`docs/wire.md`).
+    fn sr_replay_first(&mut self, psn: Psn) {
+        let out = &mut self.resp.out;
+        if out.len() > 2
+            && matches!(out.back(), Some(Reply::Read(job)) if job.request == psn)
+            && let Some(replay) = out.pop_back()
+        {
+            out.insert(1, replay);
         }
     }
 

@@ -99,6 +99,8 @@ pub(crate) struct Cm {
     mem: Arc<VecRegion>,
     /// Listening `(port space, port)` to its client.
     listeners: BTreeMap<(u16, u16), u64>,
+    /// `CmListen` requests granted.
+    listens: u64,
     conns: BTreeMap<u32, Entry>,
     next_id: u32,
     events: HashMap<u64, VecDeque<CmEvent>>,
@@ -148,6 +150,7 @@ impl Cm {
             lkey: keys.lkey,
             mem,
             listeners: BTreeMap::new(),
+            listens: 0,
             conns: BTreeMap::new(),
             next_id: 1,
             events: HashMap::new(),
@@ -242,6 +245,7 @@ impl Cm {
                 }
                 _ => {
                     self.listeners.insert((ps, port), client);
+                    self.listens += 1;
                     Response::Done(kind::CM_LISTEN)
                 }
             },
@@ -590,6 +594,12 @@ impl Cm {
                 ev.conn = settled.map(|p| conn_info(&p)).unwrap_or_default();
             }
         }
+    }
+
+    /// `rdma_listen`s taken, in both port spaces (`rocex stat`'s `daemon.cm_listens`): a
+    /// program listens once this has counted its request.
+    pub(crate) fn listens(&self) -> u64 {
+        self.listens
     }
 
     /// Forgets a client that went away: its listeners and requests, its connections

@@ -108,7 +108,7 @@ fn a_dead_daemon_is_device_removal() {
         return;
     };
     let a = h.addr[1].clone();
-    let server = h.run(1, "rping", &["-s", "-v", "-a", &a]).spawn().unwrap();
+    let server = h.listening(1, h.run(1, "rping", &["-s", "-v", "-a", &a]));
     let mut opener = h
         .run(1, prog.exe.to_str().unwrap(), &[])
         .stdin(Stdio::piped())
@@ -122,7 +122,6 @@ fn a_dead_daemon_is_device_removal() {
         said.next().unwrap().unwrap()
     };
     assert_eq!(open(), "open ok");
-    std::thread::sleep(std::time::Duration::from_millis(1000));
     h.kill_daemon(1);
     let o = finish(server, "rping -s");
     let t = text(&o);

@@ -51,8 +51,7 @@ fn rep_and_rej_private_data_reach_the_connecting_side() {
     };
     let exe = prog.exe.to_str().unwrap();
     let sa = h.addr[1].as_str();
-    let s = h.run(1, exe, &["server", sa, "7998"]).spawn().unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    let s = h.listening(1, h.run(1, exe, &["server", sa, "7998"]));
     let c = h.run(0, exe, &["client", sa, "7998"]).spawn().unwrap();
     let (_, ct) = passed(c, "private_data client");
     let (_, st) = passed(s, "private_data server");
@@ -90,12 +89,9 @@ fn sidr_rep_private_data_qpn_and_qkey_reach_the_resolving_side() {
     };
     let exe = prog.exe.to_str().unwrap();
     let sa = h.addr[1].as_str();
-    let mut s = h
-        .run(1, exe, &["udserver", sa, "7994"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    let mut server = h.run(1, exe, &["udserver", sa, "7994"]);
+    server.stdin(Stdio::piped());
+    let mut s = h.listening(1, server);
     let c = h.run(0, exe, &["udclient", sa, "7994"]).spawn().unwrap();
     let (_, ct) = passed(c, "private_data udclient");
     writeln!(s.stdin.take().unwrap(), "go").unwrap();

@@ -196,8 +196,7 @@ fn cmtime_connects_and_its_server_frees_every_connection() {
     let Some(h) = Hosts::up(17, &["cmtime"]) else {
         return;
     };
-    let mut server = h.run(1, "cmtime", &["-c", "20"]).spawn().unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let mut server = h.listening(1, h.run(1, "cmtime", &["-c", "20"]));
     let c = common::finish(
         h.run(0, "cmtime", &["-c", "20", "-s", &h.addr[1]])
             .spawn()
@@ -221,17 +220,7 @@ fn cmtime_connects_and_its_server_frees_every_connection() {
     }
     // The server's QPs (the daemon's count of its clients' QPs) go as its disconnect
     // thread destroys them; bounded, as everything a test waits for.
-    let qps = || {
-        let o = std::process::Command::new(&common::bins().0)
-            .args(["stat", "--json", "--socket"])
-            .arg(h.socket(1))
-            .output()
-            .unwrap();
-        let t = String::from_utf8_lossy(&o.stdout).into_owned();
-        let at = t.find("\"qps\":").expect("the daemon's qps counter") + 6;
-        let n: String = t[at..].chars().take_while(char::is_ascii_digit).collect();
-        n.parse::<u64>().unwrap()
-    };
+    let qps = || h.daemon_counter(1, "qps");
     let end = std::time::Instant::now() + common::LIMIT;
     while qps() != 0 && std::time::Instant::now() < end {
         std::thread::sleep(std::time::Duration::from_millis(100));

@@ -116,6 +116,7 @@ impl Server {
                     ("over_limit", s.over_limit),
                     ("bad_frames", s.bad_frames),
                     ("disconnects", s.disconnects),
+                    ("cm_listens", self.cm.listens()),
                     ("bad_descriptors", s.pump.bad_descriptors),
                     ("broken_rings", s.pump.broken_rings),
                     ("refused_wrs", s.pump.refused),

@@ -150,11 +150,40 @@ impl Hosts {
         (sp, sargs): (&str, &[&str]),
         (cp, cargs): (&str, &[&str]),
     ) -> (Output, Output) {
-        let s = self.run(1, sp, sargs).spawn().unwrap();
-        std::thread::sleep(Duration::from_millis(1000));
+        let s = self.listening(1, self.run(1, sp, sargs));
         let c = finish(self.run(0, cp, cargs).spawn().unwrap(), cp);
         let s = finish(s, sp);
         (c, s)
+    }
+
+    /// The counter `name` of host `i`'s rocexd's own group (`rocex stat`'s `daemon`).
+    pub(crate) fn daemon_counter(&self, i: usize, name: &str) -> u64 {
+        let out = Command::new(&bins().0)
+            .arg("stat")
+            .arg("--json")
+            .arg("--socket")
+            .arg(&self.daemons[i].sock)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "rocex stat: {}", text(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["device"]["daemon"][name]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no daemon.{name} in {v}"))
+    }
+
+    /// Starts `server` on host `i` and returns once host `i`'s rocexd has granted it an
+    /// `rdma_listen` (its `cm_listens` grew), or once it has exited (a server that fails
+    /// before listening: its client then finds no listener, as it would).
+    pub(crate) fn listening(&self, i: usize, mut server: Command) -> std::process::Child {
+        let before = self.daemon_counter(i, "cm_listens");
+        let mut s = server.spawn().unwrap();
+        let end = std::time::Instant::now() + LIMIT;
+        while self.daemon_counter(i, "cm_listens") == before && s.try_wait().unwrap().is_none() {
+            assert!(std::time::Instant::now() < end, "the server never listened");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        s
     }
 
     /// [`pair`](Self::pair) where both must exit 0: their output as text.

@@ -3,7 +3,7 @@
 
 use core::net::IpAddr;
 
-use rocex_proto::verbs::{Mtu, QpAttr, QpCap, QpType};
+use rocex_proto::verbs::{Mtu, QpAttr, QpCap};
 use rocex_proto::{Config, Engine, Instant, PdId, QpInit};
 
 use crate::ConformError;
@@ -58,13 +58,7 @@ pub(crate) fn rc_side(
     let cq = engine
         .create_cq(1 << 15)
         .map_err(ConformError::setup(conn, "create_cq"))?;
-    let init = QpInit {
-        qp_type: QpType::Rc,
-        pd,
-        send_cq: cq,
-        recv_cq: cq,
-        cap,
-    };
+    let init = QpInit::rc(pd, cq, cap);
     let qpn = engine
         .create_qp_with_qpn(init, qpn)
         .map_err(ConformError::setup(conn, "create_qp_with_qpn"))?;

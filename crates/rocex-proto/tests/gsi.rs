@@ -65,13 +65,7 @@ fn qpn_1_is_allowed_only_for_a_ud_qp() {
     let mut e = Engine::new(Config::new([198, 18, 0, 1].into(), [1; 32]));
     let pd = e.alloc_pd();
     let cq = e.create_cq(4).unwrap();
-    let mut init = QpInit {
-        qp_type: QpType::Rc,
-        pd,
-        send_cq: cq,
-        recv_cq: cq,
-        cap: QpCap::default(),
-    };
+    let mut init = QpInit::rc(pd, cq, QpCap::default());
     assert!(matches!(
         e.create_qp_with_qpn(init, GSI_QPN),
         Err(VerbsError::BadAttribute(_))

@@ -9,7 +9,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rocex_proto::verbs::{Mtu, QpCap, QpType, Remote, SendOp, SendWr, Sge, WcStatus};
+use rocex_proto::verbs::{Mtu, QpCap, Remote, SendOp, SendWr, Sge, WcStatus};
 use rocex_proto::{
     Access, Config, Congestion, DcqcnParams, Ecn, Engine, IcrcStatus, Instant, Keys, QpInit,
     RateState, VecRegion,
@@ -80,13 +80,7 @@ fn qp(fabric: &mut Fabric, n: &Node) -> u32 {
         max_recv_sge: 1,
         max_inline_data: 0,
     };
-    let init = QpInit {
-        qp_type: QpType::Rc,
-        pd: n.pd,
-        send_cq: n.cq,
-        recv_cq: n.cq,
-        cap,
-    };
+    let init = QpInit::rc(n.pd, n.cq, cap);
     fabric.node(n.idx).create_qp(init).unwrap()
 }
 

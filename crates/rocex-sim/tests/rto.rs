@@ -7,9 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use rocex_proto::verbs::{
-    AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, SendOp, WcStatus,
-};
+use rocex_proto::verbs::{AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, SendOp, WcStatus};
 use rocex_proto::{Access, Engine, QpInit};
 use rocex_sim::faults::Dice;
 use rocex_sim::{Bottleneck, Link};
@@ -66,13 +64,7 @@ fn other_qp(p: &mut Pair, a: &Side, b: &Side) -> (u32, u32) {
     };
     let ea = p.fabric.node(a.node);
     let cq = ea.create_cq(1024).unwrap();
-    let init = |pd, cq| QpInit {
-        qp_type: QpType::Rc,
-        pd,
-        send_cq: cq,
-        recv_cq: cq,
-        cap,
-    };
+    let init = |pd, cq| QpInit::rc(pd, cq, cap);
     let qa = ea.create_qp(init(a.pd, cq)).unwrap();
     let qb = p.fabric.node(b.node).create_qp(init(b.pd, b.cq)).unwrap();
     connect(p.fabric.node(a.node), qa, b.addr, qb);

@@ -9,7 +9,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
-use rocex_proto::verbs::{AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, Sge};
+use rocex_proto::verbs::{AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, RecvWr, Sge};
 use rocex_proto::{Access, Config, Engine, IcrcStatus, Instant, QpInit, VecRegion};
 
 fuzz_target!(|data: &[u8]| {
@@ -18,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
     let mut e = Engine::new(Config::new(local, [1; 32]));
     let pd = e.alloc_pd();
     let cq = e.create_cq(64).unwrap();
-    let qpn = e.create_qp(QpInit { qp_type: QpType::Rc, pd, send_cq: cq, recv_cq: cq, cap: QpCap::default() }).unwrap();
+    let qpn = e.create_qp(QpInit::rc(pd, cq, QpCap::default())).unwrap();
     let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
     let keys = e.reg_mr(pd, 0x1000, 4096, access, Arc::new(VecRegion::new(4096))).unwrap();
     let mut a = QpAttr { qp_state: QpState::Init, qp_access_flags: access, ..QpAttr::default() };

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::Duration;
 
-use rocex_proto::verbs::{Mtu, QpCap, QpType};
+use rocex_proto::verbs::{Mtu, QpCap};
 use rocex_proto::{Access, Engine, PdId, QpInit};
 
 /// Any error of the set-up as an I/O error, which the tests' threads return.
@@ -27,13 +27,7 @@ pub(crate) fn rc_qp(e: &mut Engine, pd: PdId, cq: u32, depth: (u32, u32)) -> io:
         max_recv_wr: depth.1,
         ..QpCap::default()
     };
-    let init = QpInit {
-        qp_type: QpType::Rc,
-        pd,
-        send_cq: cq,
-        recv_cq: cq,
-        cap,
-    };
+    let init = QpInit::rc(pd, cq, cap);
     e.create_qp(init).map_err(err)
 }
 

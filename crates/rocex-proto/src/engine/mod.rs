@@ -140,6 +140,20 @@ pub struct QpInit {
     pub cap: QpCap,
 }
 
+impl QpInit {
+    /// An RC QP on `pd` with `cap` whose sends and receives complete on one CQ, as most
+    /// programs make them.
+    pub fn rc(pd: PdId, cq: u32, cap: QpCap) -> Self {
+        Self {
+            qp_type: QpType::Rc,
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            cap,
+        }
+    }
+}
+
 /// A QP's transport progress ([`Engine::qp_status`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QpStatus {

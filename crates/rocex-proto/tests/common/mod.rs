@@ -6,7 +6,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use rocex_proto::verbs::{AddressVector, Mtu, QpAttr, QpCap, QpType};
+use rocex_proto::verbs::{AddressVector, Mtu, QpAttr, QpCap};
 use rocex_proto::{Access, Config, Engine, IcrcStatus, Instant, Keys, PdId, QpInit, VecRegion};
 use rocex_wire::PacketRepr;
 
@@ -20,13 +20,7 @@ pub fn peer() -> SocketAddr {
 
 /// An RC QP with `cap` on `pd`, sending and receiving on `cq`.
 pub fn rc_qp(e: &mut Engine, pd: PdId, cq: u32, cap: QpCap) -> u32 {
-    let init = QpInit {
-        qp_type: QpType::Rc,
-        pd,
-        send_cq: cq,
-        recv_cq: cq,
-        cap,
-    };
+    let init = QpInit::rc(pd, cq, cap);
     e.create_qp(init).unwrap()
 }
 

@@ -147,10 +147,7 @@ pub(crate) fn create_qp(
 ) -> io::Result<u32> {
     e.create_qp(QpInit {
         qp_type,
-        pd,
-        send_cq: cq,
-        recv_cq: cq,
-        cap,
+        ..QpInit::rc(pd, cq, cap)
     })
     .map_err(verbs_err)
 }

@@ -68,12 +68,12 @@ impl Spin {
     /// A pass found nothing: true when the daemon should poll again (having yielded the
     /// core), false when it should sleep.
     pub(crate) fn again(&mut self) -> bool {
-        if !self.may_spin(Instant::now()) {
+        let now = Instant::now();
+        if !self.may_spin(now) {
             return false;
         }
-        let t = Instant::now();
         std::thread::yield_now();
-        self.yielded(t, t.elapsed())
+        self.yielded(now, now.elapsed())
     }
 
     /// Whether an empty pass at `now` may be followed by another.

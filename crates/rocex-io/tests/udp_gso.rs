@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rocex_io::{BackendKind, BackendOptions, Driver, Faults, Injected};
-use rocex_proto::verbs::{Mtu, QpAttr, QpCap, QpType, Remote, SendOp, SendWr, Sge, WcStatus};
+use rocex_proto::verbs::{Mtu, QpAttr, QpCap, Remote, SendOp, SendWr, Sge, WcStatus};
 use rocex_proto::{Access, Config, Engine, Keys, QpInit, Region, VecRegion};
 
 const MSG: usize = 64 << 10;
@@ -44,17 +44,15 @@ fn side(ip: [u8; 4], seed: u8, faults: Option<Faults>) -> io::Result<Side> {
         .expect("MR");
     let cq = e.create_cq(1024).expect("CQ");
     let qpn = e
-        .create_qp(QpInit {
-            qp_type: QpType::Rc,
+        .create_qp(QpInit::rc(
             pd,
-            send_cq: cq,
-            recv_cq: cq,
-            cap: QpCap {
+            cq,
+            QpCap {
                 max_send_wr: 64,
                 max_recv_wr: 64,
                 ..QpCap::default()
             },
-        })
+        ))
         .expect("QP");
     let opts = BackendOptions {
         peers_are_rocex: true,

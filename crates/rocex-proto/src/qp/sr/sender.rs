@@ -57,15 +57,12 @@ impl Sender {
         self.base = oldest;
     }
 
-    /// Marks `psn` (at or past the base) held by the peer; true if it was not yet.
-    pub(crate) fn hold(&mut self, psn: Psn) -> bool {
-        let Some(m) = self.mark(psn) else {
-            return false;
-        };
+    /// Marks `psn` (at or past the base) held by the peer.
+    pub(crate) fn hold(&mut self, psn: Psn) {
+        let Some(m) = self.mark(psn) else { return };
         let new = !m.got;
         m.got = true;
         self.held += u32::from(new);
-        new
     }
 
     /// PSNs from `oldest` (unacknowledged) up to `high` (one past the highest sent) the

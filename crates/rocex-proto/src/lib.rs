@@ -23,7 +23,7 @@ pub mod verbs;
 pub use counters::{Counters, QpCounters};
 pub use cq::NotifyOn;
 pub use engine::{
-    Config, Engine, Event, GSI_QPN, IcrcStatus, QpInit, QpStatus, Transmit, VerbsError,
+    Config, Engine, Event, GSI_QPN, IcrcStatus, QpInit, QpStatus, QpnSlot, Transmit, VerbsError,
 };
 pub use qp::state::TransitionError;
 pub use qp::{

@@ -95,3 +95,39 @@ fn every_one_of_4096_qps_writes_once() {
     }
     assert_eq!(b.e.poll_cq(b.cq), None);
 }
+
+/// An engine that shares its address with others makes every QP number in its slot, so the
+/// kernel's steering program delivers the QP's packets to it; the numbers stay distinct and
+/// above the special QPs.
+#[test]
+fn qp_numbers_stay_in_the_engines_slot() {
+    let slot = rocex_proto::QpnSlot { bits: 5, slot: 17 };
+    let config = Config {
+        qpn_slot: Some(slot),
+        ..Config::new([198, 18, 208, 9].into(), [9; 32])
+    };
+    let cap = QpCap {
+        max_send_wr: 1,
+        max_recv_wr: 1,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    let mut n = Node::new(
+        config,
+        Spec {
+            cap,
+            ..Spec::default()
+        },
+    );
+    let qpns: HashSet<u32> = (0..2000)
+        .map(|_| rc_qp(&mut n.e, n.pd, n.cq, cap))
+        .chain([n.qpn])
+        .collect();
+    assert_eq!(qpns.len(), 2001);
+    assert!(
+        qpns.iter()
+            .all(|&q| q & 31 == 17 && q >= 16 && q <= 0xff_ffff),
+        "{qpns:?}"
+    );
+}

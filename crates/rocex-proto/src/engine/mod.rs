@@ -72,6 +72,37 @@ pub struct Config {
     /// Under selective repeat, the packets a QP keeps in flight at most (1 to 256; 128,
     /// rxe's window, by default).
     pub sr_window: u32,
+    /// The low bits every QP number this engine makes carries, when several engines share
+    /// one device address: a kernel steering program routes each packet to the process
+    /// whose slot its destination QPN names (`docs/architecture.md`, "The direct data
+    /// path"). `None`: any number.
+    pub qpn_slot: Option<QpnSlot>,
+}
+
+/// The low `bits` bits of a QP number, equal to `slot` for every QP an engine makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpnSlot {
+    /// How many low bits name the slot (1 to 8).
+    pub bits: u8,
+    /// The slot: below `1 << bits`.
+    pub slot: u32,
+}
+
+impl QpnSlot {
+    /// The mask of the slot's bits.
+    pub fn mask(self) -> u32 {
+        (1 << self.bits) - 1
+    }
+
+    /// The slot a QP number names.
+    pub fn of(self, qpn: u32) -> u32 {
+        qpn & self.mask()
+    }
+
+    /// `qpn` with its slot bits replaced by this slot.
+    pub fn place(self, qpn: u32) -> u32 {
+        (qpn & !self.mask()) | self.slot
+    }
 }
 
 impl Config {
@@ -89,6 +120,7 @@ impl Config {
             rxe_recovery: false,
             selective_repeat: false,
             sr_window: crate::qp::sr::DEFAULT_WINDOW,
+            qpn_slot: None,
         }
     }
 }

@@ -160,11 +160,16 @@ impl Engine {
         self.events.pop_front()
     }
 
-    /// Creates a QP in RESET with an unpredictable QP number.
+    /// Creates a QP in RESET with an unpredictable QP number (in the engine's
+    /// [`QpnSlot`](super::QpnSlot), if it has one).
     pub fn create_qp(&mut self, init: QpInit) -> Result<u32, VerbsError> {
         self.check_qp_init(&init)?;
+        let slot = self.config.qpn_slot;
         let qpn = loop {
-            let n = self.rng.next_u32() & QPN_MASK;
+            let mut n = self.rng.next_u32() & QPN_MASK;
+            if let Some(slot) = slot {
+                n = slot.place(n);
+            }
             if n >= FIRST_QPN && !self.qps.contains_key(&n) {
                 break n;
             }

@@ -6,8 +6,9 @@
 //! GRO on the way in, with each GSO segment's ICRC fixed for the IPv4 identification the
 //! kernel gives it. [`AfPacketPort`] moves whole Ethernet frames through PACKET_MMAP
 //! rings (CAP_NET_RAW) and checks every received ICRC; [`UringPort`] drives a UDP socket
-//! through io_uring. [`Injected`] wraps any backend with seeded fault injection.
-//! [`Driver`] runs an [`rocex_proto::Engine`] on any backend: received datagrams in,
+//! through io_uring. [`SteerGroup`] shares one address's UDP port among processes, the
+//! kernel steering each datagram to the owner of its destination QP. [`Injected`] wraps
+//! any backend with seeded fault injection. [`Driver`] runs an [`rocex_proto::Engine`] on any backend: received datagrams in,
 //! timers on the wall clock, transmits out. The engine itself does no I/O.
 
 mod afpacket;
@@ -16,6 +17,7 @@ mod driver;
 mod inject;
 mod poll;
 mod sockopt;
+mod steer;
 mod udp;
 mod uring;
 
@@ -26,6 +28,7 @@ pub use backend::{
 pub use driver::{Driver, Hooks};
 pub use inject::{Faults, FaultsError, Injected, To};
 pub use rocex_faults::FaultCounters;
+pub use steer::{Granted, MAX_SLOT_BITS, SteerGroup};
 pub use udp::UdpPort;
 pub use uring::UringPort;
 

@@ -23,6 +23,7 @@
 mod batch;
 mod holder;
 pub(crate) mod ids;
+mod socket;
 mod sys;
 
 use std::io;
@@ -30,12 +31,12 @@ use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd};
 
 use rocex_wire::ROCE_V2_PORT;
-use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::{Backend, BackendCounters, BackendKind, BackendOptions, MAX_PACKET, RxMeta};
 use batch::{Queued, Run};
-pub(crate) use holder::bind_roce_port;
+pub(crate) use holder::{bind_roce_port, bound_elsewhere, held_elsewhere, socket_inode};
 use ids::IdDeltas;
+pub(crate) use socket::{configure, roce_socket, unbound_roce_socket};
 use sys::{RxDatagram, TxMsg};
 
 /// Receive slots per `recvmmsg`: 8 GRO bursts (512 KiB) are still in L2 when the ICRC check
@@ -127,15 +128,23 @@ impl UdpPort {
 
     /// Binds `ip:4791` with `opts`.
     pub fn open(ip: IpAddr, opts: BackendOptions) -> io::Result<Self> {
-        let s = roce_socket(ip, opts)?;
-        s.set_nonblocking(true)?;
-        let sock: UdpSocket = s.into();
-        // A kernel without UDP GRO delivers datagrams one by one, which is also correct.
-        if !opts.no_gro {
-            let _ = sys::enable_gro(sock.as_fd());
+        Self::from_socket(roce_socket(ip, opts)?.into(), ip, opts)
+    }
+
+    /// The port over `sock`, a UDP socket made elsewhere as [`UdpPort::open`] makes its
+    /// own and bound to `ip:4791`: one of a [`SteerGroup`](crate::SteerGroup)'s, or one
+    /// received from the daemon that owns the group. A socket bound anywhere else is
+    /// refused.
+    pub fn from_socket(sock: UdpSocket, ip: IpAddr, opts: BackendOptions) -> io::Result<Self> {
+        let want = SocketAddr::new(ip, ROCE_V2_PORT);
+        let bound = sock.local_addr()?;
+        if bound != want {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("the socket is bound to {bound}, not {want}"),
+            ));
         }
-        // The ECN field of what arrives, for DCQCN's notification point.
-        sys::enable_recv_tos(sock.as_fd(), ip.is_ipv4())?;
+        configure(&sock, ip.is_ipv4(), opts)?;
         Ok(Self {
             sock,
             local: ip,
@@ -393,84 +402,13 @@ impl Backend for UdpPort {
     }
 }
 
-/// A blocking UDP socket bound to `local:4791` as the UDP and uring backends use it: DF
-/// with identification 0, 8 MiB buffers, the options' DSCP and ECN, and over IPv6 zero
-/// checksums accepted.
-pub(crate) fn roce_socket(local: IpAddr, opts: BackendOptions) -> io::Result<Socket> {
-    let s = Socket::new(
-        Domain::for_address(SocketAddr::new(local, 0)),
-        Type::DGRAM,
-        Some(Protocol::UDP),
-    )?;
-    // Large buffers: a burst of a 128-packet window must not be dropped by the kernel.
-    let _ = s.set_recv_buffer_size(8 << 20);
-    let _ = s.set_send_buffer_size(8 << 20);
-    set_pmtudisc_do(&s, local.is_ipv4())?;
-    set_tos(&s, local.is_ipv4(), opts)?;
-    if local.is_ipv6() {
-        accept_zero_checksums(&s)?;
-    }
-    bind_roce_port(&s, local)?;
-    Ok(s)
-}
-
-/// Sends datagrams with the options' DSCP and ECN (`IP_TOS`/`IPV6_TCLASS`) unless their
-/// message says otherwise.
-fn set_tos(s: &Socket, v4: bool, opts: BackendOptions) -> io::Result<()> {
-    if opts.dscp > 63 || opts.ecn > 3 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "DSCP {} / ECN {} out of range (0..64 / 0..4)",
-                opts.dscp, opts.ecn
-            ),
-        ));
-    }
-    let tos = u32::from(opts.dscp << 2 | opts.ecn);
-    if v4 {
-        s.set_tos_v4(tos)
-    } else {
-        s.set_tclass_v6(tos)
-    }
-}
-
-fn set_pmtudisc_do(s: &Socket, v4: bool) -> io::Result<()> {
-    let (level, name, value) = if v4 {
-        (
-            libc::IPPROTO_IP,
-            libc::IP_MTU_DISCOVER,
-            libc::IP_PMTUDISC_DO,
-        )
-    } else {
-        (
-            libc::IPPROTO_IPV6,
-            libc::IPV6_MTU_DISCOVER,
-            libc::IPV6_PMTUDISC_DO,
-        )
-    };
-    sys::set_int_opt(s.as_fd(), level, name, value)
-}
-
-/// Lets an IPv6 socket receive datagrams whose UDP checksum is 0, which Linux drops by
-/// default (RFC 8200 requires the checksum; RFC 6935 lets tunnels leave it out). Kernel rxe
-/// sends 0 over IPv6 as over IPv4 (every frame of `pcaps/probe_ipv6.pcap`); the ICRC, which
-/// over IPv6 covers the whole header, checks them instead. A non-zero checksum is still
-/// verified by the kernel.
-pub(crate) fn accept_zero_checksums(s: &impl std::os::fd::AsRawFd) -> io::Result<()> {
-    crate::sockopt::set(
-        s,
-        libc::IPPROTO_UDP,
-        libc::UDP_NO_CHECK6_RX,
-        &1 as &libc::c_int,
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use ids::sealed_packet;
     use rocex_proto::Ecn;
     use rocex_proto::IcrcStatus;
+    use socket2::{Domain, Socket, Type};
 
     const MIDDLE: rocex_wire::Opcode = rocex_wire::Opcode::RC_RDMA_WRITE_MIDDLE;
 

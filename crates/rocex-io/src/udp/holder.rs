@@ -7,10 +7,13 @@
 //! timing out. A restart needs no reuse option: a closed UDP socket frees its port at once
 //! (UDP has no TIME_WAIT). When the bind fails with `EADDRINUSE`, the error names the
 //! socket holding the port, found as `ss -lup` finds it: the socket's inode in
-//! `/proc/net/udp` (or `udp6`), then the process with a descriptor for that inode.
+//! `/proc/net/udp` (or `udp6`), then the process with a descriptor for that inode. A
+//! steering group (`crate::SteerGroup`) shares the port among its own sockets only, and
+//! the same tables tell it whether a socket it handed out is still held by another process.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::AsRawFd;
 
 use rocex_wire::ROCE_V2_PORT;
 use socket2::Socket;
@@ -23,28 +26,85 @@ pub(crate) fn bind_roce_port(s: &Socket, local: IpAddr) -> io::Result<()> {
         if e.kind() != io::ErrorKind::AddrInUse {
             return io::Error::new(e.kind(), format!("cannot bind UDP {addr}: {e}"));
         }
-        let who = holders(addr).map_or_else(
-            || {
-                "a socket of no process this user can see (another user's, or the kernel's \
-                rdma_rxe)"
-                    .to_owned()
-            },
-            |h| h.join(", "),
-        );
-        io::Error::new(
-            io::ErrorKind::AddrInUse,
-            format!(
-                "UDP {addr} is already in use by {who}: one RoCE engine per address; stop \
-                 it or give this one another address"
-            ),
-        )
+        in_use(addr)
     })
 }
 
-/// The processes holding a UDP socket that keeps `addr` from being bound (one bound to
-/// `addr` itself or to the wildcard address on its port), as `pid N (command line)`;
-/// `None` when there is none this process can see.
-fn holders(addr: SocketAddr) -> Option<Vec<String>> {
+/// `EADDRINUSE` for `addr`, naming who holds it.
+fn in_use(addr: SocketAddr) -> io::Error {
+    let who = holders(addr).map_or_else(
+        || {
+            "a socket of no process this user can see (another user's, or the kernel's \
+            rdma_rxe)"
+                .to_owned()
+        },
+        |h| h.join(", "),
+    );
+    io::Error::new(
+        io::ErrorKind::AddrInUse,
+        format!(
+            "UDP {addr} is already in use by {who}: one RoCE engine per address; stop \
+             it or give this one another address"
+        ),
+    )
+}
+
+/// `EADDRINUSE` naming the holders when a UDP socket other than `ours` (inodes) keeps
+/// `local:4791` from being bound: what a group of `SO_REUSEPORT` sockets checks before and
+/// after it binds, since a second group of the same user would join it instead of failing.
+pub(crate) fn bound_elsewhere(local: IpAddr, ours: &[u64]) -> io::Result<()> {
+    let addr = SocketAddr::new(local, ROCE_V2_PORT);
+    if blocking_inodes(addr).iter().all(|i| ours.contains(i)) {
+        Ok(())
+    } else {
+        Err(in_use(addr))
+    }
+}
+
+/// The inode of the socket `fd`, as `/proc/self/fd` names it (`socket:[N]`).
+pub(crate) fn socket_inode(fd: &impl AsRawFd) -> io::Result<u64> {
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+    link.to_str()
+        .and_then(|l| l.strip_prefix("socket:["))
+        .and_then(|l| l.strip_suffix(']'))
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| io::Error::other(format!("{} is not a socket", link.display())))
+}
+
+/// Whether a process other than this one may hold a descriptor of the socket `inode`:
+/// true when one does, and when a process's descriptors cannot be read (another user's,
+/// to a daemon that is not root), since it might.
+pub(crate) fn held_elsewhere(inode: u64) -> bool {
+    let me = std::process::id();
+    let want = format!("socket:[{inode}]");
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    procs.flatten().any(|entry| {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            return false;
+        };
+        if pid == me {
+            return false;
+        }
+        match std::fs::read_dir(entry.path().join("fd")) {
+            Ok(fds) => fds
+                .flatten()
+                .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| *t == *want)),
+            // Gone since the directory was listed: holds nothing.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+            Err(_) => true,
+        }
+    })
+}
+
+/// The inodes of the UDP sockets that keep `addr` from being bound (one bound to `addr`
+/// itself or to the wildcard address on its port), from `/proc/net/udp` and `udp6`.
+fn blocking_inodes(addr: SocketAddr) -> Vec<u64> {
     let mut inodes = Vec::new();
     for table in ["/proc/net/udp", "/proc/net/udp6"] {
         let Ok(text) = std::fs::read_to_string(table) else {
@@ -55,6 +115,14 @@ fn holders(addr: SocketAddr) -> Option<Vec<String>> {
             (bound.port() == addr.port() && blocks(bound.ip(), addr.ip())).then_some(inode)
         }));
     }
+    inodes
+}
+
+/// The processes holding a UDP socket that keeps `addr` from being bound (one bound to
+/// `addr` itself or to the wildcard address on its port), as `pid N (command line)`;
+/// `None` when there is none this process can see.
+fn holders(addr: SocketAddr) -> Option<Vec<String>> {
+    let inodes = blocking_inodes(addr);
     if inodes.is_empty() {
         return None;
     }

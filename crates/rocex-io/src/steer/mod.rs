@@ -1,0 +1,252 @@
+//! Kernel steering of received RoCE packets to the process that owns their destination QP
+//! (`docs/architecture.md`, "The direct data path").
+//!
+//! A [`SteerGroup`] is the `SO_REUSEPORT` group of UDP sockets bound to one `addr:4791`,
+//! one per QPN slot (an engine with `Config::qpn_slot` gives every QP it makes the slot's
+//! low bits). The kernel runs the group's classic BPF program on each datagram and hands
+//! it to the socket at the index the program returns (`reuseport_select_sock`): the
+//! socket of the datagram's slot when that slot is granted, else slot 0's, the daemon's,
+//! which also takes QP1 (the CM). A group's index is a socket's place in join order, and a
+//! socket that leaves hands its index to the last one (`reuseport_detach_sock`), so the
+//! group keeps a descriptor of every socket it ever made for its whole life, and the
+//! program names indices, not slots.
+//!
+//! A granted socket goes out locked (`SO_LOCK_FILTER`): its holder can neither attach a
+//! program of its own to the group nor change its socket's own filter, which keeps its
+//! slot's QPNs only. The kernel lets any member remove the group's program
+//! (`SO_DETACH_REUSEPORT_BPF` does not look at the lock); datagrams are then spread by
+//! hash, and the filter keeps the holder from reading any other slot's. A slot given back
+//! is granted again on its socket only when no other process still holds that socket
+//! (`/proc/<pid>/fd`); else a new socket joins the group for the slot and the old one is
+//! retired, kept and never routed to again.
+
+mod program;
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::net::{IpAddr, UdpSocket};
+
+use socket2::SockRef;
+
+use crate::udp::unbound_roce_socket;
+use crate::udp::{bind_roce_port, bound_elsewhere, configure, held_elsewhere, socket_inode};
+use crate::{BackendOptions, UdpPort};
+
+/// Most slot bits a group takes: 64 slots, whose program stays a short list of compares.
+pub const MAX_SLOT_BITS: u8 = 6;
+/// Sockets a group may hold, retired ones included, per slot.
+const MEMBERS_PER_SLOT: usize = 8;
+
+/// A slot handed to a client: its number and a descriptor of its socket, locked.
+#[derive(Debug)]
+pub struct Granted {
+    /// The QPN slot: every QPN whose low bits are this reaches `socket`.
+    pub slot: u32,
+    /// The slot's socket, bound to the group's `addr:4791`.
+    pub socket: UdpSocket,
+}
+
+/// The sockets of one `SO_REUSEPORT` group on `addr:4791` and the program that steers
+/// among them.
+#[derive(Debug)]
+pub struct SteerGroup {
+    local: IpAddr,
+    bits: u8,
+    opts: BackendOptions,
+    /// Every socket the group made, in join order: a socket's index is its place here.
+    members: Vec<UdpSocket>,
+    /// The index of each slot's current socket.
+    index: Vec<usize>,
+    /// Slots granted now.
+    granted: Vec<bool>,
+    /// Slots whose current socket has been handed out.
+    handed: Vec<bool>,
+    /// Datagrams found in sockets when their slot was granted or given back.
+    drained: u64,
+}
+
+impl SteerGroup {
+    /// Makes the group of `2^bits` sockets on `local:4791`, slot order = join order,
+    /// each made as [`UdpPort::open`] makes its socket with `opts` but without UDP GRO
+    /// (GRO would join datagrams of one flow for different QPs before the program sees
+    /// the first one: a rocex peer sends every QP's packets from port 4791). The address
+    /// must be free: another group of this user would otherwise join this one.
+    pub fn open(local: IpAddr, bits: u8, opts: BackendOptions) -> io::Result<Self> {
+        if !(1..=MAX_SLOT_BITS).contains(&bits) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{bits} slot bits: a group takes 1..={MAX_SLOT_BITS}"),
+            ));
+        }
+        bound_elsewhere(local, &[])?;
+        let slots = 1 << bits;
+        let mut g = Self {
+            local,
+            bits,
+            opts: BackendOptions {
+                no_gro: true,
+                ..opts
+            },
+            members: Vec::with_capacity(slots),
+            index: (0..slots).collect(),
+            granted: vec![false; slots],
+            handed: vec![false; slots],
+            drained: 0,
+        };
+        for slot in 0..slots as u32 {
+            g.join(slot)?;
+        }
+        g.attach()?;
+        let ours = g
+            .members
+            .iter()
+            .map(socket_inode)
+            .collect::<io::Result<Vec<_>>>()?;
+        bound_elsewhere(local, &ours)?;
+        Ok(g)
+    }
+
+    /// The group's address.
+    pub fn local(&self) -> IpAddr {
+        self.local
+    }
+
+    /// Low QPN bits that name a slot.
+    pub fn bits(&self) -> u8 {
+        self.bits
+    }
+
+    /// The options every socket of the group was made with, for the ports built on them.
+    pub fn options(&self) -> BackendOptions {
+        self.opts
+    }
+
+    /// Slots granted now.
+    pub fn in_use(&self) -> u32 {
+        self.granted.iter().filter(|&&g| g).count() as u32
+    }
+
+    /// Whether `slot` is granted now.
+    pub fn is_granted(&self, slot: u32) -> bool {
+        self.granted.get(slot as usize).copied().unwrap_or(false)
+    }
+
+    /// Sockets made for a slot whose old socket another process still held.
+    pub fn retired(&self) -> usize {
+        self.members.len() - self.index.len()
+    }
+
+    /// Datagrams found waiting in a socket when its slot was granted or given back.
+    pub fn drained(&self) -> u64 {
+        self.drained
+    }
+
+    /// A port on slot 0's socket, the group's owner's.
+    pub fn port(&self) -> io::Result<UdpPort> {
+        UdpPort::from_socket(self.members[0].try_clone()?, self.local, self.opts)
+    }
+
+    /// Grants the lowest free slot: routes its QPNs to its socket and hands out a locked
+    /// descriptor of it. `None` when every slot is granted (or held by a process that has
+    /// kept a socket it was granted, and the group is at its size limit).
+    pub fn grant(&mut self) -> io::Result<Option<Granted>> {
+        for slot in 1..self.index.len() {
+            if self.granted[slot] {
+                continue;
+            }
+            let current = &self.members[self.index[slot]];
+            if self.handed[slot] && held_elsewhere(socket_inode(current)?) {
+                if self.members.len() >= MEMBERS_PER_SLOT * self.index.len() {
+                    continue;
+                }
+                self.index[slot] = self.join(slot as u32)?;
+                self.handed[slot] = false;
+            }
+            let sock = &self.members[self.index[slot]];
+            self.drained += drain(sock);
+            set_flag(sock, libc::SO_LOCK_FILTER)?;
+            let socket = sock.try_clone()?;
+            self.granted[slot] = true;
+            self.handed[slot] = true;
+            self.attach()?;
+            return Ok(Some(Granted {
+                slot: slot as u32,
+                socket,
+            }));
+        }
+        Ok(None)
+    }
+
+    /// Gives `slot` back: its QPNs go to slot 0 again and its socket is drained; returns
+    /// the datagrams drained.
+    pub fn free(&mut self, slot: u32) -> io::Result<u64> {
+        if !self.is_granted(slot) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("slot {slot} is not granted"),
+            ));
+        }
+        self.granted[slot as usize] = false;
+        self.attach()?;
+        let n = drain(&self.members[self.index[slot as usize]]);
+        self.drained += n;
+        Ok(n)
+    }
+
+    /// Attaches the program for the slots granted now, through slot 0's socket (never
+    /// locked); also what puts the program back after a member removed it.
+    pub fn attach(&self) -> io::Result<()> {
+        let routes: Vec<(u32, usize)> = (0..self.index.len())
+            .filter(|&s| self.granted[s])
+            .map(|s| (s as u32, self.index[s]))
+            .collect();
+        let prog = program::steering(self.bits, &routes);
+        set_program(&self.members[0], libc::SO_ATTACH_REUSEPORT_CBPF, prog)
+    }
+
+    /// A new socket for `slot` joins the group; returns its index.
+    fn join(&mut self, slot: u32) -> io::Result<usize> {
+        let s = unbound_roce_socket(self.local, self.opts)?;
+        s.set_reuse_port(true)?;
+        bind_roce_port(&s, self.local)?;
+        let sock: UdpSocket = s.into();
+        configure(&sock, self.local.is_ipv4(), self.opts)?;
+        if slot != 0 {
+            let filter = program::slot_filter(self.bits, slot);
+            set_program(&sock, libc::SO_ATTACH_FILTER, filter)?;
+        }
+        self.members.push(sock);
+        Ok(self.members.len() - 1)
+    }
+}
+
+/// Sets a program option (`SO_ATTACH_FILTER`, `SO_ATTACH_REUSEPORT_CBPF`) of `sock`.
+fn set_program(
+    sock: &UdpSocket,
+    name: libc::c_int,
+    mut prog: Vec<libc::sock_filter>,
+) -> io::Result<()> {
+    let fprog = libc::sock_fprog {
+        len: prog.len() as libc::c_ushort,
+        filter: prog.as_mut_ptr(),
+    };
+    crate::sockopt::set(sock, libc::SOL_SOCKET, name, &fprog)
+}
+
+fn set_flag(sock: &UdpSocket, name: libc::c_int) -> io::Result<()> {
+    crate::sockopt::set(sock, libc::SOL_SOCKET, name, &(1 as libc::c_int))
+}
+
+/// Reads and drops what waits in `sock`; returns how many datagrams. `MSG_DONTWAIT`: a
+/// holder may have made the shared file blocking.
+fn drain(sock: &UdpSocket) -> u64 {
+    let mut buf = [MaybeUninit::<u8>::uninit(); 2048];
+    let mut n = 0;
+    while SockRef::from(sock)
+        .recv_with_flags(&mut buf, libc::MSG_DONTWAIT | libc::MSG_TRUNC)
+        .is_ok()
+    {
+        n += 1;
+    }
+    n
+}

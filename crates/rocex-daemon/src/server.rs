@@ -277,6 +277,10 @@ impl Server {
         match req {
             Request::Hello { .. } => Reply::err(libc::EINVAL, "Hello was already answered"),
             Request::Stat { qpn, cursor } => self.stat(qpn, cursor),
+            Request::OpenDirect => Reply::err(
+                libc::EOPNOTSUPP,
+                "direct data path: rocexd was started without --direct",
+            ),
             req @ (Request::CmListen { .. }
             | Request::CmUnlisten { .. }
             | Request::CmConnect { .. }

@@ -54,6 +54,9 @@ pub const DEALLOC_MW: u16 = 25;
 pub const BIND_MW: u16 = 26;
 /// Invalidate a memory window through a QP (LOCAL_INV).
 pub const LOCAL_INV: u16 = 27;
+/// Ask for a QPN slot and its steered socket, to run the engine in the client (added in
+/// ABI 4 without a version change, §6.6).
+pub const OPEN_DIRECT: u16 = 28;
 /// Set on responses.
 pub const RESPONSE: u16 = 0x8000;
 /// An error response.

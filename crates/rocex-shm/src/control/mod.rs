@@ -8,12 +8,14 @@
 //!
 //! The pieces, each in its own file: `frame` (the 16-byte header), [`kind`] (message
 //! numbers), `codec` (the bounds-checked field reader and writer every body goes through),
-//! `qp` and `cm` (fields shared by requests and responses), `request`, `response` and
+//! `qp` and `cm` (fields shared by requests and responses), `direct` (the direct data
+//! path's grant), `request`, `response` and
 //! `stats` (the `Stat` answer, whose counters are named so the daemon may add some without
 //! a new ABI version).
 
 mod cm;
 mod codec;
+mod direct;
 mod frame;
 pub mod kind;
 mod qp;
@@ -26,6 +28,7 @@ pub use cm::{
     CM_SIDR_PRIVATE_DATA_LEN, CM_SIDR_REP_PRIVATE_DATA_LEN, CmConn, CmEvent, CmEventKind,
 };
 pub use codec::BodyError;
+pub use direct::DirectGrant;
 pub use frame::{FrameError, FrameHeader, HEADER_LEN, MAX_FRAME, decode_header, encode_frame};
 pub use qp::{ATTR_MASK_ALL, QP_ATTR_LEN, qp_state_from_wire, qp_type_from_wire, qp_type_to_wire};
 pub use request::{BindMw, Request};

@@ -202,6 +202,9 @@ pub enum Request {
     },
     /// The next CM event of this client, if any.
     CmPoll,
+    /// A QPN slot and its steered socket, to run the engine in the client's own process
+    /// (answered with [`Response::Direct`](super::Response::Direct)).
+    OpenDirect,
 }
 
 /// What a [`Request::BindMw`] asks: bind the window `mw_rkey` through QP `qpn`; its new
@@ -255,6 +258,7 @@ impl Request {
             Self::CmReject { .. } => kind::CM_REJECT,
             Self::CmDisconnect { .. } => kind::CM_DISCONNECT,
             Self::CmPoll => kind::CM_POLL,
+            Self::OpenDirect => kind::OPEN_DIRECT,
         }
     }
 
@@ -270,7 +274,11 @@ impl Request {
             Self::Hello { abi_version } => {
                 p.u32(*abi_version);
             }
-            Self::QueryDevice | Self::AllocPd | Self::CreateCompChannel | Self::CmPoll => {}
+            Self::QueryDevice
+            | Self::AllocPd
+            | Self::CreateCompChannel
+            | Self::CmPoll
+            | Self::OpenDirect => {}
             Self::DeallocPd { pd } => {
                 p.u32(*pd);
             }
@@ -514,6 +522,7 @@ impl Request {
             },
             kind::CM_DISCONNECT => Self::CmDisconnect { id: g.u32("id")? },
             kind::CM_POLL => Self::CmPoll,
+            kind::OPEN_DIRECT => Self::OpenDirect,
             k => return Err(BodyError::Kind(k)),
         };
         g.finish()?;

@@ -7,6 +7,7 @@ use super::cm::{
     put_private,
 };
 use super::codec::{BodyError, Get, Put, read_fields};
+use super::direct::DirectGrant;
 use super::kind;
 use super::qp::{get_attr, get_cap, put_attr, put_cap};
 use super::stats::Stats;
@@ -136,6 +137,8 @@ pub enum Response {
     },
     /// The next CM event, `None` when there is none (`CmPoll`).
     CmPoll(Option<CmEvent>),
+    /// A QPN slot granted (`OpenDirect`), with the slot's socket.
+    Direct(DirectGrant),
     /// A request with an empty response succeeded; the request kind.
     Done(u16),
     /// A request failed.
@@ -150,7 +153,7 @@ pub enum Response {
 /// File descriptors a response of `kind` (response kind, with [`kind::RESPONSE`]) carries.
 pub const fn response_fds(kind: u16) -> usize {
     match kind & !kind::RESPONSE {
-        kind::CREATE_COMP_CHANNEL | kind::CREATE_CQ | kind::RESIZE_CQ => 1,
+        kind::CREATE_COMP_CHANNEL | kind::CREATE_CQ | kind::RESIZE_CQ | kind::OPEN_DIRECT => 1,
         kind::CREATE_QP => 2,
         _ => 0,
     }
@@ -174,6 +177,7 @@ impl Response {
             Self::Stat(_) => kind::STAT,
             Self::CmConnect { .. } => kind::CM_CONNECT,
             Self::CmPoll(_) => kind::CM_POLL,
+            Self::Direct(_) => kind::OPEN_DIRECT,
             Self::Done(k) => *k,
             Self::Error { .. } => return kind::ERROR,
         };
@@ -273,6 +277,7 @@ impl Response {
                 p.u16(e.ps).u16(e.peer_port).u32(e.qkey);
                 e.conn.put(&mut p);
             }
+            Self::Direct(d) => d.put(&mut p),
             Self::Done(_) => {}
             Self::Error { errno, detail } => {
                 let d = &detail.as_bytes()[..detail.len().min(u16::MAX as usize)];
@@ -384,6 +389,7 @@ impl Response {
                     conn: CmConn::get(&mut g)?,
                 })),
             },
+            kind::OPEN_DIRECT => Self::Direct(DirectGrant::get(&mut g)?),
             k @ (kind::DEALLOC_PD
             | kind::DEREG_MR
             | kind::DESTROY_CQ

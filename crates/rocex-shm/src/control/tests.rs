@@ -135,7 +135,27 @@ fn requests() -> Vec<Request> {
         },
         Request::CmDisconnect { id: 7 },
         Request::CmPoll,
+        Request::OpenDirect,
     ]
+}
+
+fn grant() -> DirectGrant {
+    DirectGrant {
+        slot: 31,
+        slot_bits: 5,
+        addr: IpAddr::from([198, 18, 0, 1]),
+        mtu: 5,
+        max_qp: 1 << 16,
+        max_cqe: 1 << 16,
+        selective_repeat: true,
+        sr_window: 128,
+        rxe_recovery: false,
+        ecn: true,
+        no_gso: false,
+        no_gro: true,
+        peers_are_rocex: true,
+        tos: 26 << 2 | 2,
+    }
 }
 
 fn stats() -> Stats {
@@ -307,6 +327,19 @@ fn responses() -> Vec<Response> {
                 ..CmConn::default()
             },
         })),
+        Response::Direct(grant()),
+        Response::Direct(DirectGrant {
+            slot: 1,
+            addr: "fd00::1".parse().unwrap(),
+            mtu: 1,
+            selective_repeat: false,
+            ecn: false,
+            no_gso: true,
+            peers_are_rocex: false,
+            rxe_recovery: true,
+            tos: 0,
+            ..grant()
+        }),
         Response::error(22, "bad attribute: path_mtu – ü"),
     ]
 }
@@ -332,6 +365,8 @@ fn responses_round_trip() {
     }
     assert_eq!(response_fds(kind::CREATE_QP | kind::RESPONSE), 2);
     assert_eq!(response_fds(kind::CREATE_CQ | kind::RESPONSE), 1);
+    assert_eq!(response_fds(kind::OPEN_DIRECT | kind::RESPONSE), 1);
+    assert_eq!(Request::fds(kind::OPEN_DIRECT), 0);
     assert_eq!(Request::fds(kind::REG_MR_SHARED), 1);
     assert_eq!(Request::fds(kind::HELLO), 0);
 }
@@ -414,10 +449,37 @@ fn bad_values_are_refused() {
 }
 
 #[test]
+fn a_grant_out_of_range_is_refused() {
+    let good = Response::Direct(grant()).encode();
+    let k = kind::OPEN_DIRECT | kind::RESPONSE;
+    let refused = |at: usize, v: &[u8], field: &str| {
+        let mut b = good.clone();
+        b[at..at + v.len()].copy_from_slice(v);
+        match Response::decode(k, &b) {
+            Err(BodyError::BadValue { field: f, .. }) => assert_eq!(f, field, "{v:?} at {at}"),
+            other => panic!("{v:?} at {at}: {other:?}"),
+        }
+    };
+    refused(0, &0u32.to_le_bytes(), "slot"); // slot 0 is the daemon's
+    refused(0, &32u32.to_le_bytes(), "slot"); // past 5 bits
+    refused(4, &[0], "slot_bits");
+    refused(4, &[9], "slot_bits");
+    refused(5, &[5], "family");
+    refused(22, &[0], "mtu");
+    refused(22, &[6], "mtu");
+    refused(31, &[0x40], "flags");
+    // A wider slot with more bits is fine.
+    let mut b = good.clone();
+    b[0..4].copy_from_slice(&200u32.to_le_bytes());
+    b[4] = 8;
+    assert!(matches!(Response::decode(k, &b), Ok(Response::Direct(g)) if g.slot == 200));
+}
+
+#[test]
 fn random_bodies_never_panic() {
     let mut rng = fastrand::Rng::with_seed(5);
     for _ in 0..20_000 {
-        let k = rng.u16(0..16);
+        let k = rng.u16(0..=kind::OPEN_DIRECT + 1);
         let n = rng.usize(0..80);
         let b: Vec<u8> = (0..n).map(|_| rng.u8(..)).collect();
         let _ = Request::decode(k, &b);

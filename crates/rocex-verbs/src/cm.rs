@@ -1,6 +1,7 @@
 //! rdma_cm through the daemon (`docs/abi.md` §6.5): the daemon runs the CM on its QP1,
 //! sends and answers the MADs and moves the QPs; this end names QPs and connections and
-//! takes the events.
+//! takes the events. A direct context's QPs live in this process's engine, which the
+//! daemon's CM cannot move: every call answers [`Error::Unsupported`].
 
 use std::io;
 use std::net::IpAddr;
@@ -29,7 +30,8 @@ impl Context {
     /// `rdma_listen` on `port` of rdma_cm port space `ps` (`RDMA_PS_TCP` 0x0106: REQs;
     /// `RDMA_PS_UDP` 0x0111: SIDR requests).
     pub fn cm_listen_in(&self, ps: u16, port: u16) -> Result<()> {
-        self.ch.done(&Request::CmListen { ps, port })
+        self.daemon("rdma_listen")?
+            .done(&Request::CmListen { ps, port })
     }
 
     /// Gives up rdma_cm `port` ([`cm_listen`](Self::cm_listen)): REQs for it are rejected
@@ -40,7 +42,8 @@ impl Context {
 
     /// [`cm_unlisten`](Self::cm_unlisten) in port space `ps`.
     pub fn cm_unlisten_in(&self, ps: u16, port: u16) -> Result<()> {
-        self.ch.done(&Request::CmUnlisten { ps, port })
+        self.daemon("rdma_cm")?
+            .done(&Request::CmUnlisten { ps, port })
     }
 
     /// `rdma_connect`: connects `qp` (an RC QP in INIT) to the listener at `addr`:`port`
@@ -72,7 +75,7 @@ impl Context {
             tos,
             private_data: private_data.to_vec(),
         };
-        match self.ch.call(&req, &[])?.0 {
+        match self.daemon("rdma_connect")?.call(&req, &[])?.0 {
             Response::CmConnect { id } => Ok(id),
             r => Err(proto(format!("unexpected {r:?}"))),
         }
@@ -89,7 +92,7 @@ impl Context {
     pub fn cm_accept_with(&self, id: u32, qp: &Qp, private_data: &[u8]) -> Result<()> {
         too_long(private_data, CM_REP_PRIVATE_DATA_LEN, "a REP")?;
         let private_data = private_data.to_vec();
-        self.ch.done(&Request::CmAccept {
+        self.daemon("rdma_accept")?.done(&Request::CmAccept {
             id,
             qpn: qp.qpn(),
             private_data,
@@ -106,18 +109,24 @@ impl Context {
     pub fn cm_reject_with(&self, id: u32, private_data: &[u8]) -> Result<()> {
         too_long(private_data, CM_REJ_PRIVATE_DATA_LEN, "a REJ")?;
         let private_data = private_data.to_vec();
-        self.ch.done(&Request::CmReject { id, private_data })
+        self.daemon("rdma_reject")?
+            .done(&Request::CmReject { id, private_data })
     }
 
     /// `rdma_disconnect`: moves the connection's QP to ERROR and sends a DREQ; both ends
     /// get a `Disconnected` event.
     pub fn cm_disconnect(&self, id: u32) -> Result<()> {
-        self.ch.done(&Request::CmDisconnect { id })
+        self.daemon("rdma_disconnect")?
+            .done(&Request::CmDisconnect { id })
     }
 
     /// The next CM event, if one is waiting.
     pub fn cm_poll_event(&self) -> Result<Option<CmEvent>> {
-        match self.ch.call(&Request::CmPoll, &[])?.0 {
+        match self
+            .daemon("rdma_cm events")?
+            .call(&Request::CmPoll, &[])?
+            .0
+        {
             Response::CmPoll(e) => Ok(e),
             r => Err(proto(format!("unexpected {r:?}"))),
         }

@@ -13,7 +13,8 @@ use rocex_shm::{PostError, ReadError};
 pub enum Error {
     /// The socket or a mapping failed.
     Io(io::Error),
-    /// The daemon refused the request (`errno` as in libibverbs: EINVAL, ENOENT, ...).
+    /// The device refused the request: rocexd, or in direct mode the engine in this
+    /// process (`errno` as in libibverbs: EINVAL, ENOENT, ...).
     Daemon {
         /// The errno value.
         errno: u32,
@@ -62,6 +63,13 @@ pub enum Error {
         /// Each daemon's socket and address, sorted by socket.
         daemons: Vec<(PathBuf, IpAddr)>,
     },
+    /// The verb is not available on this context (`EOPNOTSUPP`): `what`, and why.
+    Unsupported {
+        /// The verb or feature.
+        what: &'static str,
+        /// Why this context cannot offer it.
+        why: &'static str,
+    },
 }
 
 impl fmt::Display for Error {
@@ -69,7 +77,10 @@ impl fmt::Display for Error {
         match self {
             Self::Io(e) => write!(f, "{e}"),
             Self::Daemon { errno, detail } => {
-                write!(f, "rocexd refused the request (errno {errno}): {detail}")
+                write!(
+                    f,
+                    "the device refused the request (errno {errno}): {detail}"
+                )
             }
             Self::Protocol(why) => write!(f, "control-channel protocol error: {why}"),
             Self::Post(e) => write!(f, "{e}"),
@@ -93,6 +104,9 @@ impl fmt::Display for Error {
                     path.display()
                 ),
             },
+            Self::Unsupported { what, why } => {
+                write!(f, "{what} is not supported on a direct context: {why}")
+            }
             Self::NoDaemon { dir } => write!(
                 f,
                 "no rocexd answers in {}: start one with `rocexd --addr IP` (it serves \

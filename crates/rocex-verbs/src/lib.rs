@@ -16,6 +16,12 @@
 //! registers ordinary memory instead (a `Vec<u8>`, borrowed while registered), which the
 //! daemon reaches with one system call per access: no shared pages, and slower.
 //!
+//! In direct mode ([`Context::in_process`], or a daemon that grants a QPN slot) the engine
+//! runs in this process instead: the same objects and calls, each one call into the
+//! engine, a post sending at once in the caller's thread, a poll running the engine before
+//! it takes completions, and a progress thread that answers the peer when the application
+//! calls nothing (`docs/verbs.md`, "Direct mode").
+//!
 //! # Example
 //!
 //! ```no_run
@@ -60,6 +66,7 @@ pub use rocex_verbs_types::{Access, WorkCompletion as Wc};
 mod channel;
 mod cm;
 mod cq;
+mod direct;
 mod error;
 mod mr;
 mod mw;
@@ -129,12 +136,48 @@ pub fn daemon_sockets() -> Vec<PathBuf> {
     v
 }
 
-/// An open device (`ibv_context`): a connection to one `rocexd`.
+/// An open device (`ibv_context`): a connection to one `rocexd`, and in direct mode the
+/// engine in this process that carries its data path (`docs/verbs.md`, "Direct mode").
 #[derive(Debug, Clone)]
 pub struct Context {
-    pub(crate) ch: Rc<Channel>,
+    pub(crate) dev: Dev,
     pub(crate) attr: DeviceAttr,
     pub(crate) next_iova: Rc<Cell<u64>>,
+}
+
+/// Where a context's verbs go: every object of a context lives in one of the two.
+#[derive(Debug, Clone)]
+pub(crate) enum Dev {
+    /// Requests to rocexd, whose engine runs the QPs (descriptors through shared rings).
+    Daemon(Rc<Channel>),
+    /// The engine in this process ([`direct`]).
+    Direct(Rc<direct::Host>),
+}
+
+impl Dev {
+    /// What a waiter watches to learn that the daemon is gone (readable then).
+    pub(crate) fn liveness_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            Self::Daemon(ch) => ch.sock.as_fd(),
+            Self::Direct(h) => h.liveness_fd(),
+        }
+    }
+
+    /// True when the daemon is gone (checked without blocking).
+    pub(crate) fn closed(&self) -> bool {
+        match self {
+            Self::Daemon(ch) => ch.closed(),
+            Self::Direct(h) => h.daemon_gone(),
+        }
+    }
+
+    /// Records that a waiter saw the daemon hang up.
+    pub(crate) fn set_gone(&self) {
+        match self {
+            Self::Daemon(ch) => ch.gone.set(true),
+            Self::Direct(h) => h.set_gone(),
+        }
+    }
 }
 
 /// Port attributes (`ibv_port_attr` subset).
@@ -178,21 +221,40 @@ impl Context {
             return Err(proto("bad QueryDevice response"));
         };
         Ok(Self {
-            ch: Rc::new(ch),
+            dev: Dev::Daemon(Rc::new(ch)),
             attr,
             next_iova: Rc::new(Cell::new(1 << 40)),
         })
     }
 
     /// The control connection's socket, for event loops: it becomes readable between calls
-    /// only when the daemon is gone.
+    /// only when the daemon is gone. A direct context with no daemon has a descriptor
+    /// that never becomes readable.
     pub fn control_socket(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.ch.sock.as_fd()
+        self.dev.liveness_fd()
     }
 
     /// True when the daemon is gone (checked without blocking: one `poll(2)`).
     pub fn is_gone(&self) -> bool {
-        self.ch.closed()
+        self.dev.closed()
+    }
+
+    /// True when the engine runs in this process (direct mode).
+    pub fn is_direct(&self) -> bool {
+        matches!(self.dev, Dev::Direct(_))
+    }
+
+    /// rocexd's control channel, for what only the daemon serves: a direct context
+    /// answers [`Error::Unsupported`] naming `what`.
+    pub(crate) fn daemon(&self, what: &'static str) -> Result<&Channel> {
+        match &self.dev {
+            Dev::Daemon(ch) => Ok(ch),
+            Dev::Direct(_) => Err(Error::Unsupported {
+                what,
+                why: "rdma_cm runs in rocexd's engine, which does not hold a direct \
+                      context's QPs",
+            }),
+        }
     }
 
     /// Connects to [`default_socket`]: `$ROCEX_SOCKET`, else the only daemon running.
@@ -202,7 +264,11 @@ impl Context {
 
     /// Device attributes (`ibv_query_device`).
     pub fn query_device(&self) -> Result<DeviceAttr> {
-        match self.ch.call(&Request::QueryDevice, &[])?.0 {
+        let ch = match &self.dev {
+            Dev::Daemon(ch) => ch,
+            Dev::Direct(_) => return Ok(self.attr),
+        };
+        match ch.call(&Request::QueryDevice, &[])?.0 {
             Response::QueryDevice(a) => Ok(a),
             r => Err(proto(format!("unexpected {r:?}"))),
         }
@@ -212,6 +278,9 @@ impl Context {
     /// rxe's hw_counters names (group `engine`), the daemon's (`daemon`) and, when the
     /// daemon injects faults, what it injected (`inject`). QPs come in ascending QPN order.
     pub fn stats(&self) -> Result<Stats> {
+        if let Dev::Direct(h) = &self.dev {
+            return h.stats(None);
+        }
         let mut all = self.stat_page(0, 0)?;
         let mut cursor = all.next;
         while cursor != 0 {
@@ -231,11 +300,18 @@ impl Context {
         if qpn == 0 {
             return Err(proto("QPN 0 names no QP"));
         }
-        self.stat_page(qpn, 0)
+        match &self.dev {
+            Dev::Daemon(_) => self.stat_page(qpn, 0),
+            Dev::Direct(h) => h.stats(Some(qpn)),
+        }
     }
 
     fn stat_page(&self, qpn: u32, cursor: u32) -> Result<Stats> {
-        match self.ch.call(&Request::Stat { qpn, cursor }, &[])?.0 {
+        match self
+            .daemon("paged statistics")?
+            .call(&Request::Stat { qpn, cursor }, &[])?
+            .0
+        {
             Response::Stat(s) => Ok(s),
             r => Err(proto(format!("unexpected {r:?}"))),
         }
@@ -277,14 +353,18 @@ impl Context {
 
     /// Allocates a protection domain.
     pub fn alloc_pd(&self) -> Result<Pd> {
-        match self.ch.call(&Request::AllocPd, &[])?.0 {
-            Response::AllocPd { pd } => Ok(Pd {
-                ctx: self.clone(),
-                pd,
-                freed: Cell::new(false),
-            }),
-            r => Err(proto(format!("unexpected {r:?}"))),
-        }
+        let pd = match &self.dev {
+            Dev::Daemon(ch) => match ch.call(&Request::AllocPd, &[])?.0 {
+                Response::AllocPd { pd } => pd,
+                r => return Err(proto(format!("unexpected {r:?}"))),
+            },
+            Dev::Direct(h) => h.alloc_pd(),
+        };
+        Ok(Pd {
+            ctx: self.clone(),
+            pd,
+            freed: Cell::new(false),
+        })
     }
 }
 

@@ -5,13 +5,25 @@
 use std::io;
 use std::marker::PhantomData;
 use std::ops::Deref;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use rocex_shm::SharedRegion;
 use rocex_shm::control::Request;
 use rocex_verbs_types::{Remote, Sge};
 
-use crate::{Context, Error, Result, proto};
+use crate::{Context, Dev, Error, Result, proto};
+
+impl Context {
+    /// Deregisters the MR `lkey`: once this returns, the device no longer reaches its
+    /// memory.
+    fn dereg_mr(&self, lkey: u32) -> Result<()> {
+        match &self.dev {
+            Dev::Daemon(ch) => ch.done(&Request::DeregMr { lkey }),
+            Dev::Direct(h) => h.dereg_mr(lkey),
+        }
+    }
+}
 
 /// What registering memory gave: the keys, and the address and length that work requests
 /// and peers name the memory by. [`Mr`] and [`ProcessMr`] dereference to it.
@@ -74,7 +86,8 @@ impl Registration {
 #[derive(Debug)]
 pub struct Mr {
     ctx: Context,
-    map: SharedRegion,
+    /// Shared with a direct context's engine, which reaches the bytes through it.
+    map: Arc<SharedRegion>,
     reg: Registration,
 }
 
@@ -87,7 +100,7 @@ impl Deref for Mr {
 }
 
 impl Mr {
-    pub(crate) fn new(ctx: Context, map: SharedRegion, reg: Registration) -> Self {
+    pub(crate) fn new(ctx: Context, map: Arc<SharedRegion>, reg: Registration) -> Self {
         Self { ctx, map, reg }
     }
 
@@ -180,9 +193,7 @@ impl Mr {
 
 impl Drop for Mr {
     fn drop(&mut self) {
-        let _ = self.ctx.ch.done(&Request::DeregMr {
-            lkey: self.reg.lkey,
-        });
+        let _ = self.ctx.dereg_mr(self.reg.lkey);
     }
 }
 
@@ -218,9 +229,7 @@ impl Drop for ProcessMr<'_> {
     fn drop(&mut self) {
         // Answered only once the daemon has deregistered it: no access follows, and the
         // borrow of the memory can end.
-        let _ = self.ctx.ch.done(&Request::DeregMr {
-            lkey: self.reg.lkey,
-        });
+        let _ = self.ctx.dereg_mr(self.reg.lkey);
     }
 }
 
@@ -248,9 +257,7 @@ impl Deref for FdMr {
 
 impl Drop for FdMr {
     fn drop(&mut self) {
-        let _ = self.ctx.ch.done(&Request::DeregMr {
-            lkey: self.reg.lkey,
-        });
+        let _ = self.ctx.dereg_mr(self.reg.lkey);
     }
 }
 

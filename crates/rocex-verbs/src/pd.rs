@@ -2,13 +2,15 @@
 
 use std::cell::Cell;
 use std::io;
+use std::sync::Arc;
 
 use rocex_shm::SharedRegion;
 use rocex_shm::control::{Request, Response};
 use rocex_verbs_types::Access;
 
+use crate::direct::region::LocalRegion;
 use crate::error::proto;
-use crate::{Context, FdMr, Mr, ProcessMr, Registration, Result};
+use crate::{Context, Dev, Error, FdMr, Mr, ProcessMr, Registration, Result};
 
 /// A protection domain.
 #[derive(Debug)]
@@ -23,12 +25,12 @@ impl Pd {
     /// Allocates a memory region of `len` bytes (zeroed, page-rounded) in a sealed memfd
     /// and registers it with `access`.
     pub fn alloc_mr(&self, len: usize, access: Access) -> Result<Mr> {
-        let map = SharedRegion::create("rocex-mr", len)?;
+        let map = Arc::new(SharedRegion::create("rocex-mr", len)?);
         let iova = self.ctx.next_iova.get();
         self.ctx
             .next_iova
             .set(iova + (map.len() as u64).next_multiple_of(1 << 32));
-        let reg = self.reg_shared(map.fd(), iova, 0, len, access)?;
+        let reg = self.reg_shared(map.fd(), Some(&map), iova, 0, len, access)?;
         Ok(Mr::new(self.ctx.clone(), map, reg))
     }
 
@@ -64,17 +66,25 @@ impl Pd {
         len: usize,
         access: Access,
     ) -> Result<ProcessMr<'static>> {
-        let (r, _) = self.ctx.ch.call(
-            &Request::RegMrProcess {
-                pd: self.pd,
-                addr,
-                len: len as u64,
-                access: access.bits(),
-            },
-            &[],
-        )?;
-        let Response::RegMr { lkey, rkey, .. } = r else {
-            return Err(proto("bad RegMr response"));
+        let (lkey, rkey) = match &self.ctx.dev {
+            Dev::Daemon(ch) => {
+                let req = Request::RegMrProcess {
+                    pd: self.pd,
+                    addr,
+                    len: len as u64,
+                    access: access.bits(),
+                };
+                let Response::RegMr { lkey, rkey, .. } = ch.call(&req, &[])?.0 else {
+                    return Err(proto("bad RegMr response"));
+                };
+                (lkey, rkey)
+            }
+            Dev::Direct(h) => {
+                // SAFETY: the caller keeps the memory valid and unreferenced until the MR
+                // is dropped, which deregisters it before the borrow ends.
+                let region = unsafe { LocalRegion::process(addr, len) };
+                h.reg_mr(self.pd, addr, len, access, Arc::new(region))?
+            }
         };
         Ok(ProcessMr::new(
             self.ctx.clone(),
@@ -94,23 +104,40 @@ impl Pd {
         len: usize,
         access: Access,
     ) -> Result<FdMr> {
-        let reg = self.reg_shared(memfd, iova, offset, len, access)?;
+        let reg = self.reg_shared(memfd, None, iova, offset, len, access)?;
         Ok(FdMr::new(self.ctx.clone(), reg))
     }
 
-    /// Has the daemon map `len` bytes at byte `offset` of `memfd` (a duplicate is sent) as
-    /// an MR starting at `iova`: what [`alloc_mr`](Self::alloc_mr) and
-    /// [`reg_mr_memfd`](Self::reg_mr_memfd) share.
+    /// Registers `len` bytes at byte `offset` of `memfd` as an MR starting at `iova`:
+    /// what [`alloc_mr`](Self::alloc_mr) and [`reg_mr_memfd`](Self::reg_mr_memfd) share.
+    /// The daemon maps a duplicate it is sent; a direct context's engine reaches the
+    /// memory through `map`, this process's mapping of it, or maps the memfd itself.
     fn reg_shared(
         &self,
         memfd: std::os::fd::BorrowedFd<'_>,
+        map: Option<&Arc<SharedRegion>>,
         iova: u64,
         offset: u64,
         len: usize,
         access: Access,
     ) -> Result<Registration> {
         let fd = rustix::io::fcntl_dupfd_cloexec(memfd, 0).map_err(io::Error::from)?;
-        let (r, _) = self.ctx.ch.call(
+        let ch = match &self.ctx.dev {
+            Dev::Daemon(ch) => ch,
+            Dev::Direct(h) => {
+                let map = match map {
+                    Some(m) => m.clone(),
+                    None => Arc::new(SharedRegion::from_fd(fd)?),
+                };
+                let region = LocalRegion::in_map(map, offset, len).ok_or(Error::Daemon {
+                    errno: 22,
+                    detail: "the region does not lie inside the memfd".into(),
+                })?;
+                let (lkey, rkey) = h.reg_mr(self.pd, iova, len, access, Arc::new(region))?;
+                return Ok(Registration::new(iova, len, lkey, rkey));
+            }
+        };
+        let (r, _) = ch.call(
             &Request::RegMrShared {
                 pd: self.pd,
                 iova,
@@ -132,7 +159,10 @@ impl Pd {
     /// then stays usable. After success the PD is gone; dropping it does nothing more.
     pub fn dealloc(&self) -> Result<()> {
         if !self.freed.get() {
-            self.ctx.ch.done(&Request::DeallocPd { pd: self.pd })?;
+            match &self.ctx.dev {
+                Dev::Daemon(ch) => ch.done(&Request::DeallocPd { pd: self.pd })?,
+                Dev::Direct(h) => h.dealloc_pd(self.pd)?,
+            }
             self.freed.set(true);
         }
         Ok(())
@@ -141,8 +171,6 @@ impl Pd {
 
 impl Drop for Pd {
     fn drop(&mut self) {
-        if !self.freed.get() {
-            let _ = self.ctx.ch.done(&Request::DeallocPd { pd: self.pd });
-        }
+        let _ = self.dealloc();
     }
 }

@@ -1,7 +1,9 @@
 //! Queue pairs: created in a PD, their send and receive rings written by this process, and
-//! a doorbell to wake the daemon.
+//! a doorbell to wake the daemon; or, on a direct context, posted straight into the
+//! engine, which sends at once in the caller's thread.
 
 use std::os::fd::OwnedFd;
+use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
 use rocex_shm::control::{QpCreated, Request, Response};
@@ -9,7 +11,8 @@ use rocex_shm::layout::RING_ALIGN;
 use rocex_shm::{EventFd, PostError, RingKind, RingSpec, SharedRegion, WqWriter};
 use rocex_verbs_types::{AttrMask, QpAttr, QpCap, QpType, RecvWr, SendWr};
 
-use crate::{Context, Cq, Error, Pd, Result, map_rings, proto, ring_in};
+use crate::direct::Host;
+use crate::{Context, Cq, Dev, Error, Pd, Result, map_rings, proto, ring_in};
 
 /// How a QP is created (`ibv_qp_init_attr`).
 #[derive(Debug, Clone, Copy)]
@@ -27,7 +30,25 @@ pub struct QpInitAttr<'a> {
 impl Pd {
     /// Creates a queue pair in RESET.
     pub fn create_qp(&self, init: &QpInitAttr<'_>) -> Result<Qp> {
-        let (r, mut fds) = self.ctx.ch.call(
+        let ch = match &self.ctx.dev {
+            Dev::Daemon(ch) => ch,
+            Dev::Direct(h) => {
+                let (qpn, cap) = h.create_qp(rocex_proto::QpInit {
+                    qp_type: init.qp_type,
+                    pd: rocex_proto::PdId::from_raw(self.pd),
+                    send_cq: init.send_cq.handle(),
+                    recv_cq: init.recv_cq.handle(),
+                    cap: init.cap,
+                })?;
+                return Ok(Qp {
+                    ctx: self.ctx.clone(),
+                    qpn,
+                    cap,
+                    queues: Queues::Local(h.clone()),
+                });
+            }
+        };
+        let (r, mut fds) = ch.call(
             &Request::CreateQp {
                 pd: self.pd,
                 qp_type: init.qp_type,
@@ -50,6 +71,21 @@ pub struct Qp {
     ctx: Context,
     qpn: u32,
     cap: QpCap,
+    queues: Queues,
+}
+
+/// Where posted work requests go.
+#[derive(Debug)]
+enum Queues {
+    /// Into the rings rocexd reads.
+    Rings(Rings),
+    /// Into the engine of a direct context.
+    Local(Rc<Host>),
+}
+
+/// A QP's SQ and RQ rings in the memfd rocexd made, and its doorbell.
+#[derive(Debug)]
+struct Rings {
     map: SharedRegion,
     sq: RingSpec,
     sq_off: usize,
@@ -74,10 +110,7 @@ impl Qp {
         }
         ring_in(&map, sq_off, sq)?;
         ring_in(&map, rq_off, rq)?;
-        Ok(Self {
-            ctx,
-            qpn: c.qpn,
-            cap: c.cap,
+        let rings = Rings {
             map,
             sq,
             sq_off,
@@ -86,6 +119,12 @@ impl Qp {
             rq_off,
             rq_tail: 0,
             doorbell: EventFd::from_fd(db),
+        };
+        Ok(Self {
+            ctx,
+            qpn: c.qpn,
+            cap: c.cap,
+            queues: Queues::Rings(rings),
         })
     }
 
@@ -101,21 +140,23 @@ impl Qp {
 
     /// `ibv_modify_qp`.
     pub fn modify(&self, attr: &QpAttr, mask: AttrMask) -> Result<()> {
-        self.ctx.ch.done(&Request::ModifyQp {
-            qpn: self.qpn,
-            mask,
-            attr: *attr,
-        })
+        match &self.ctx.dev {
+            Dev::Daemon(ch) => ch.done(&Request::ModifyQp {
+                qpn: self.qpn,
+                mask,
+                attr: *attr,
+            }),
+            Dev::Direct(h) => h.modify_qp(self.qpn, attr, mask),
+        }
     }
 
     /// `ibv_query_qp`: attributes and capabilities.
     pub fn query(&self) -> Result<(QpAttr, QpCap)> {
-        match self
-            .ctx
-            .ch
-            .call(&Request::QueryQp { qpn: self.qpn }, &[])?
-            .0
-        {
+        let ch = match &self.ctx.dev {
+            Dev::Daemon(ch) => ch,
+            Dev::Direct(h) => return h.query_qp(self.qpn),
+        };
+        match ch.call(&Request::QueryQp { qpn: self.qpn }, &[])?.0 {
             Response::QueryQp { attr, cap } => Ok((attr, cap)),
             r => Err(proto(format!("unexpected {r:?}"))),
         }
@@ -123,16 +164,50 @@ impl Qp {
 
     /// Posts send work requests (`ibv_post_send`): all are written, then one doorbell.
     /// Fails with [`Error::QueueFull`] when the SQ has no room for all of them (none is
-    /// posted then).
+    /// posted then). On a direct context the engine checks each request and sends at
+    /// once; the first it refuses ends the list, those before it posted.
     pub fn post_send(&mut self, wrs: &[SendWr]) -> Result<()> {
-        self.post(Queue::Send, wrs, |w, wr| w.post_send(wr))
+        match &mut self.queues {
+            Queues::Rings(r) => r.post(Queue::Send, wrs, |w, wr| w.post_send(wr)),
+            Queues::Local(h) => h.post_send(self.qpn, wrs),
+        }
     }
 
     /// Posts receive work requests (`ibv_post_recv`), as [`post_send`](Self::post_send).
     pub fn post_recv(&mut self, wrs: &[RecvWr]) -> Result<()> {
-        self.post(Queue::Recv, wrs, |w, wr| w.post_recv(wr))
+        match &mut self.queues {
+            Queues::Rings(r) => r.post(Queue::Recv, wrs, |w, wr| w.post_recv(wr)),
+            Queues::Local(h) => h.post_recv(self.qpn, wrs),
+        }
     }
 
+    /// The rings, for the raw test hooks: a direct QP has none.
+    fn rings(&mut self) -> Result<&mut Rings> {
+        match &mut self.queues {
+            Queues::Rings(r) => Ok(r),
+            Queues::Local(_) => Err(Error::Unsupported {
+                what: "raw SQ slots",
+                why: "a direct QP posts into the engine, not a ring",
+            }),
+        }
+    }
+
+    /// Raw access to the SQ ring memory, for tests of the daemon's validation: writes
+    /// `bytes` into the next slot and publishes it, with no encoding or checks.
+    #[doc(hidden)]
+    pub fn post_raw_send_slot(&mut self, bytes: &[u8]) -> Result<()> {
+        self.rings()?.post_raw_send_slot(bytes)
+    }
+
+    /// Raw access for tests: stores `index` as the SQ producer index (a lie about how
+    /// much was posted).
+    #[doc(hidden)]
+    pub fn corrupt_sq_producer(&mut self, index: u32) -> Result<()> {
+        self.rings()?.corrupt_sq_producer(index)
+    }
+}
+
+impl Rings {
     /// Writes `wrs` into queue `q`'s ring with `write`, then rings the doorbell once;
     /// [`Error::QueueFull`] (and none written) when the ring has no room for all.
     fn post<T>(
@@ -162,10 +237,7 @@ impl Qp {
         Ok(())
     }
 
-    /// Raw access to the SQ ring memory, for tests of the daemon's validation: writes
-    /// `bytes` into the next slot and publishes it, with no encoding or checks.
-    #[doc(hidden)]
-    pub fn post_raw_send_slot(&mut self, bytes: &[u8]) -> Result<()> {
+    fn post_raw_send_slot(&mut self, bytes: &[u8]) -> Result<()> {
         let ring = ring_in(&self.map, self.sq_off, self.sq)?;
         let mut p = ring.producer_at(self.sq_tail);
         p.free().map_err(|e| Error::Post(PostError::Ring(e)))?;
@@ -177,10 +249,7 @@ impl Qp {
         Ok(())
     }
 
-    /// Raw access for tests: stores `index` as the SQ producer index (a lie about how
-    /// much was posted).
-    #[doc(hidden)]
-    pub fn corrupt_sq_producer(&mut self, index: u32) -> Result<()> {
+    fn corrupt_sq_producer(&mut self, index: u32) -> Result<()> {
         let v = self.map.view();
         let w = v
             .word(self.sq_off + rocex_shm::layout::ring_off::PRODUCER)
@@ -193,7 +262,10 @@ impl Qp {
 
 impl Drop for Qp {
     fn drop(&mut self) {
-        let _ = self.ctx.ch.done(&Request::DestroyQp { qpn: self.qpn });
+        let _ = match &self.ctx.dev {
+            Dev::Daemon(ch) => ch.done(&Request::DestroyQp { qpn: self.qpn }),
+            Dev::Direct(h) => h.destroy_qp(self.qpn),
+        };
     }
 }
 

@@ -1,0 +1,184 @@
+//! The direct data path: the engine runs in this process, one per [`Context`](crate::Context),
+//! and the thread that calls a verb drives it (`docs/verbs.md`, "Direct mode").
+//!
+//! A [`Host`] holds the engine on its UDP port behind one mutex. Posting runs the engine's
+//! turn in the poster's thread, so a request leaves without crossing to another thread;
+//! polling a CQ runs a turn and then takes completions. A progress thread per host sleeps
+//! in poll(2) on the socket, a wake eventfd and the engine's next timer, and takes a turn
+//! when the application does not: a passive responder that posts and polls nothing still
+//! acknowledges, and a WRITE lands in memory the application only watches. It takes the
+//! lock with `try_lock` and backs off briefly while the application holds it, and it uses
+//! no CPU while the device is idle.
+
+mod objects;
+mod open;
+mod progress;
+pub(crate) mod region;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+
+use rocex_io::Driver;
+use rocex_proto::{Event, Instant};
+use rocex_shm::EventFd;
+
+use crate::{Channel, Result};
+
+/// An engine in this process, its progress thread and, when rocexd granted it, the
+/// control connection that holds the grant.
+pub(crate) struct Host {
+    shared: Arc<Shared>,
+    progress: Option<JoinHandle<()>>,
+    /// The connection to rocexd that asked for the slot: it keeps the slot ours, and its
+    /// hang-up says the daemon is gone. `None` for an engine started without a daemon.
+    pub(crate) ctl: Option<Channel>,
+    /// Never written: what a waiter watches in place of the control socket when there is
+    /// no daemon to lose.
+    quiet: EventFd,
+}
+
+impl fmt::Debug for Host {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Host")
+            .field("daemon", &self.ctl.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the host and its progress thread share.
+struct Shared {
+    core: Mutex<Core>,
+    /// Wakes the progress thread: to stop, or to look at a timer earlier than its sleep.
+    wake: EventFd,
+    stop: AtomicBool,
+}
+
+/// The engine and what its events are delivered to.
+pub(crate) struct Core {
+    pub(crate) driver: Driver,
+    /// The completion channel and arm of each CQ, which the engine's `CqNotify` writes.
+    notify: HashMap<u32, Notify>,
+    /// When the progress thread wakes by itself next (`None`: only for a packet or the
+    /// wake eventfd): a caller that leaves an earlier timer wakes it.
+    wakes_at: Option<Instant>,
+}
+
+/// A CQ's completion channel and whether it is armed.
+#[derive(Debug, Clone)]
+pub(crate) struct Notify {
+    pub(crate) ev: Arc<EventFd>,
+    pub(crate) armed: Arc<AtomicBool>,
+}
+
+impl Core {
+    /// One turn of the engine (send, receive, timers, send), then its events: each armed
+    /// CQ that got a completion has its arm taken and its channel written. An I/O error
+    /// is a lost packet, which the transport recovers; the turn is not repeated for it.
+    pub(crate) fn turn(&mut self) {
+        let _ = self.driver.turn();
+        while let Some(ev) = self.driver.engine.poll_event() {
+            if let Event::CqNotify(cq) = ev
+                && let Some(n) = self.notify.get(&cq)
+            {
+                n.armed.store(false, Ordering::Release);
+                let _ = n.ev.signal();
+            }
+        }
+    }
+
+    /// The engine's next timer, if it is earlier than the progress thread's wake-up.
+    fn earlier_timer(&self) -> Option<Instant> {
+        let t = self.driver.engine.poll_timeout()?;
+        self.wakes_at.is_none_or(|w| t < w).then_some(t)
+    }
+}
+
+impl Host {
+    /// Starts the progress thread for the engine on `driver`; `ctl` is the connection to
+    /// rocexd that granted it, if one did.
+    pub(crate) fn start(driver: Driver, ctl: Option<Channel>) -> Result<Self> {
+        let sock = rustix::io::fcntl_dupfd_cloexec(driver.fd(), 0).map_err(std::io::Error::from)?;
+        let shared = Arc::new(Shared {
+            core: Mutex::new(Core {
+                driver,
+                notify: HashMap::new(),
+                wakes_at: None,
+            }),
+            wake: EventFd::new()?,
+            stop: AtomicBool::new(false),
+        });
+        let s = shared.clone();
+        let progress = std::thread::Builder::new()
+            .name("rocex-progress".into())
+            .spawn(move || progress::run(&s, sock))?;
+        Ok(Self {
+            shared,
+            progress: Some(progress),
+            ctl,
+            quiet: EventFd::new()?,
+        })
+    }
+
+    /// Runs `f` on the engine in the caller's thread, and wakes the progress thread when
+    /// `f` left a timer earlier than the one it sleeps towards (a posted request's ACK
+    /// timeout).
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut Core) -> T) -> T {
+        let mut core = lock(&self.shared.core);
+        let r = f(&mut core);
+        let kick = core.earlier_timer();
+        if kick.is_some() {
+            core.wakes_at = kick;
+        }
+        drop(core);
+        if kick.is_some() {
+            let _ = self.shared.wake.signal();
+        }
+        r
+    }
+
+    /// Registers `cq`'s channel and arm for the engine's events.
+    pub(crate) fn watch_cq(&self, cq: u32, n: Notify) {
+        self.with(|c| c.notify.insert(cq, n));
+    }
+
+    /// What a waiter watches for the daemon's loss: the control socket, or, with no
+    /// daemon, a descriptor that never becomes readable.
+    pub(crate) fn liveness_fd(&self) -> BorrowedFd<'_> {
+        match &self.ctl {
+            Some(ch) => ch.sock.as_fd(),
+            None => self.quiet.as_fd(),
+        }
+    }
+
+    /// True when the daemon that granted the engine is gone.
+    pub(crate) fn daemon_gone(&self) -> bool {
+        self.ctl.as_ref().is_some_and(Channel::closed)
+    }
+
+    /// Marks the daemon gone (a waiter saw its socket hang up).
+    pub(crate) fn set_gone(&self) {
+        if let Some(ch) = &self.ctl {
+            ch.gone.set(true);
+        }
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        let _ = self.shared.wake.signal();
+        if let Some(t) = self.progress.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The core, whoever held it last: a caller that panicked while holding it left the
+/// engine's tables consistent (each verb is one engine call).
+fn lock(m: &Mutex<Core>) -> MutexGuard<'_, Core> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}

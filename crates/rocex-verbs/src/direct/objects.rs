@@ -1,0 +1,287 @@
+//! The verbs of a direct context, each one engine call under the host's lock, with the
+//! limits rocexd's control path applies (the same device, reached without the daemon).
+
+use std::sync::Arc;
+
+use rocex_proto::verbs::{AttrMask, QpAttr, QpCap, RecvWr, SendWr};
+use rocex_proto::{MemError, MwBinding, NotifyOn, PdId, QpInit, Region, VerbsError};
+use rocex_shm::control::{QpStat, Stats};
+use rocex_verbs_types::{Access, WorkCompletion};
+
+use super::{Core, Host};
+use crate::{Error, Result};
+
+/// Deepest work queue, most SGEs per request and inline bytes per send a QP may ask
+/// for: rocexd's limits (its `QueryDevice`), so a program sees one device either way.
+pub(crate) const MAX_WR: u32 = 16384;
+/// See [`MAX_WR`].
+pub(crate) const MAX_SGE: u32 = 32;
+/// See [`MAX_WR`].
+pub(crate) const MAX_INLINE: u32 = 1024;
+
+/// An engine refusal as the errno rocexd answers it with.
+pub(crate) fn refused(e: VerbsError) -> Error {
+    const ENOENT: u32 = 2;
+    const ENOMEM: u32 = 12;
+    const EBUSY: u32 = 16;
+    const EINVAL: u32 = 22;
+    let errno = match &e {
+        VerbsError::NoSuchQp(_) | VerbsError::NoSuchCq(_) => ENOENT,
+        VerbsError::CqBusy(_) | VerbsError::Mem(MemError::Busy) => EBUSY,
+        VerbsError::Mem(MemError::UnknownPd { .. } | MemError::UnknownKey { .. }) => ENOENT,
+        VerbsError::Limit(_) => ENOMEM,
+        VerbsError::QueueFull => return Error::QueueFull,
+        _ => EINVAL,
+    };
+    Error::Daemon {
+        errno,
+        detail: e.to_string(),
+    }
+}
+
+fn invalid(detail: &str) -> Error {
+    Error::Daemon {
+        errno: 22,
+        detail: detail.to_owned(),
+    }
+}
+
+/// The caps a QP gets for `cap`, by rocexd's rule: queues rounded up to a power of two,
+/// at least one SGE each way; out of the limits is EINVAL.
+fn grant(cap: QpCap) -> Result<QpCap> {
+    let depth = 1..=MAX_WR;
+    if !depth.contains(&cap.max_send_wr) || !depth.contains(&cap.max_recv_wr) {
+        return Err(invalid("queue depth must be 1..=16384"));
+    }
+    if cap.max_send_sge > MAX_SGE || cap.max_recv_sge > MAX_SGE {
+        return Err(invalid("at most 32 SGEs per work request"));
+    }
+    if cap.max_inline_data > MAX_INLINE {
+        return Err(invalid("at most 1024 inline bytes"));
+    }
+    Ok(QpCap {
+        max_send_wr: cap.max_send_wr.next_power_of_two(),
+        max_recv_wr: cap.max_recv_wr.next_power_of_two(),
+        max_send_sge: cap.max_send_sge.max(1),
+        max_recv_sge: cap.max_recv_sge.max(1),
+        max_inline_data: cap.max_inline_data,
+    })
+}
+
+impl Host {
+    pub(crate) fn alloc_pd(&self) -> u32 {
+        self.with(|c| c.driver.engine.alloc_pd().raw())
+    }
+
+    pub(crate) fn dealloc_pd(&self, pd: u32) -> Result<()> {
+        self.engine(|e| e.dealloc_pd(PdId::from_raw(pd)))
+    }
+
+    /// Registers `region` as `len` bytes at `iova` in `pd`: the keys.
+    pub(crate) fn reg_mr(
+        &self,
+        pd: u32,
+        iova: u64,
+        len: usize,
+        access: Access,
+        region: Arc<dyn Region>,
+    ) -> Result<(u32, u32)> {
+        let k = self.engine(|e| e.reg_mr(PdId::from_raw(pd), iova, len as u64, access, region))?;
+        Ok((k.lkey, k.rkey))
+    }
+
+    pub(crate) fn dereg_mr(&self, lkey: u32) -> Result<()> {
+        self.engine(|e| e.dereg_mr(lkey))
+    }
+
+    pub(crate) fn alloc_mw(&self, pd: u32, type1: bool) -> Result<u32> {
+        let pd = PdId::from_raw(pd);
+        self.engine(|e| match type1 {
+            true => e.alloc_mw_type1(pd),
+            false => e.alloc_mw(pd),
+        })
+    }
+
+    pub(crate) fn dealloc_mw(&self, rkey: u32) -> Result<()> {
+        self.engine(|e| e.dealloc_mw(rkey))
+    }
+
+    pub(crate) fn bind_mw(&self, qpn: u32, mw_rkey: u32, key: u8, to: MwBinding) -> Result<u32> {
+        self.engine(|e| e.bind_mw_on_qp(qpn, mw_rkey, key, to))
+    }
+
+    pub(crate) fn local_invalidate(&self, qpn: u32, rkey: u32) -> Result<()> {
+        self.engine(|e| e.invalidate_mw_on_qp(qpn, rkey))
+    }
+
+    pub(crate) fn create_cq(&self, cqe: u32) -> Result<u32> {
+        self.engine(|e| e.create_cq(cqe as usize))
+    }
+
+    pub(crate) fn resize_cq(&self, cq: u32, cqe: u32) -> Result<()> {
+        self.engine(|e| e.resize_cq(cq, cqe as usize))
+    }
+
+    pub(crate) fn destroy_cq(&self, cq: u32) -> Result<()> {
+        self.with(|c| {
+            c.driver.engine.destroy_cq(cq).map_err(refused)?;
+            c.notify.remove(&cq);
+            Ok(())
+        })
+    }
+
+    pub(crate) fn cq_len(&self, cq: u32) -> u32 {
+        self.with(|c| c.driver.engine.cq_len(cq) as u32)
+    }
+
+    /// Arms `cq`; true when completions already wait (then it stays unarmed).
+    pub(crate) fn arm_cq(&self, cq: u32) -> Result<bool> {
+        self.with(|c| {
+            if c.driver.engine.cq_len(cq) > 0 {
+                return Ok(true);
+            }
+            let armed = c.notify.get(&cq).map(|n| n.armed.clone());
+            c.driver
+                .engine
+                .req_notify_cq(cq, NotifyOn::Next)
+                .map_err(refused)?;
+            if let Some(a) = armed {
+                a.store(true, std::sync::atomic::Ordering::Release);
+            }
+            Ok(false)
+        })
+    }
+
+    /// One turn in the caller's thread, then up to `max` completions of `cq` into `f`.
+    pub(crate) fn poll_cq(&self, cq: u32, max: usize, f: &mut impl FnMut(WorkCompletion)) -> usize {
+        self.with(|c| {
+            c.turn();
+            let mut n = 0;
+            while n < max {
+                let Some(wc) = c.driver.engine.poll_cq(cq) else {
+                    break;
+                };
+                f(wc);
+                n += 1;
+            }
+            n
+        })
+    }
+
+    /// Creates a QP; its number and the caps granted.
+    pub(crate) fn create_qp(&self, init: QpInit) -> Result<(u32, QpCap)> {
+        let cap = grant(init.cap)?;
+        let qpn = self.engine(|e| e.create_qp(QpInit { cap, ..init }))?;
+        Ok((qpn, cap))
+    }
+
+    pub(crate) fn modify_qp(&self, qpn: u32, attr: &QpAttr, mask: AttrMask) -> Result<()> {
+        self.engine(|e| e.modify_qp(qpn, attr, mask))
+    }
+
+    pub(crate) fn query_qp(&self, qpn: u32) -> Result<(QpAttr, QpCap)> {
+        self.engine(|e| e.query_qp(qpn))
+    }
+
+    pub(crate) fn destroy_qp(&self, qpn: u32) -> Result<()> {
+        self.engine(|e| e.destroy_qp(qpn))
+    }
+
+    /// Posts `wrs` and sends at once, in the caller's thread. [`Error::QueueFull`], and
+    /// none posted, when the queue has room for some but not all; otherwise the engine
+    /// checks each, and the first it refuses ends the list (those before it are posted,
+    /// as `ibv_post_send`'s `bad_wr` reports).
+    pub(crate) fn post_send(&self, qpn: u32, wrs: &[SendWr]) -> Result<()> {
+        self.with(|c| {
+            let room = c.driver.engine.send_room(qpn);
+            if room > 0 && room < wrs.len() {
+                return Err(Error::QueueFull);
+            }
+            let now = c.driver.now();
+            let posted = wrs
+                .iter()
+                .try_for_each(|wr| c.driver.engine.post_send(now, qpn, wr.clone()));
+            c.turn();
+            posted.map_err(refused)
+        })
+    }
+
+    /// Posts receive requests, as [`post_send`](Self::post_send).
+    pub(crate) fn post_recv(&self, qpn: u32, wrs: &[RecvWr]) -> Result<()> {
+        self.with(|c| {
+            let room = c.driver.engine.recv_room(qpn);
+            if room > 0 && room < wrs.len() {
+                return Err(Error::QueueFull);
+            }
+            let now = c.driver.now();
+            let posted = wrs
+                .iter()
+                .try_for_each(|wr| c.driver.engine.post_recv(now, qpn, wr.clone()));
+            c.turn();
+            posted.map_err(refused)
+        })
+    }
+
+    /// The engine's counters (group `engine`, rxe's names, as rocexd reports them) and
+    /// every QP's, or only `qpn`'s.
+    pub(crate) fn stats(&self, qpn: Option<u32>) -> Result<Stats> {
+        self.with(|c| {
+            let e = &c.driver.engine;
+            let group = rocex_shm::control::StatGroup {
+                name: "engine".into(),
+                counters: e
+                    .counters()
+                    .iter()
+                    .map(|(n, v)| (n.to_owned(), v))
+                    .collect(),
+            };
+            let mut qpns: Vec<u32> = match qpn {
+                Some(q) => vec![q],
+                None => e.qpns().collect(),
+            };
+            qpns.sort_unstable();
+            let mut qps = Vec::with_capacity(qpns.len());
+            for q in qpns {
+                qps.push(qp_stat(c, q)?);
+            }
+            Ok(Stats {
+                groups: vec![group],
+                qps,
+                next: 0,
+            })
+        })
+    }
+
+    /// Runs one engine call under the lock, its refusal as rocexd's.
+    fn engine<T>(
+        &self,
+        f: impl FnOnce(&mut rocex_proto::Engine) -> Result<T, VerbsError>,
+    ) -> Result<T> {
+        self.with(|c| f(&mut c.driver.engine)).map_err(refused)
+    }
+}
+
+/// One QP's state and counters, under the names rocexd reports them by.
+fn qp_stat(c: &Core, qpn: u32) -> Result<QpStat> {
+    let s = c.driver.engine.qp_status(qpn).map_err(refused)?;
+    Ok(QpStat {
+        qpn,
+        qp_type: s.qp_type,
+        state: s.state,
+        counters: [
+            ("sq_psn", u64::from(s.sq_psn)),
+            ("unacked_psn", u64::from(s.unacked_psn)),
+            ("rq_psn", u64::from(s.rq_psn)),
+            ("msn", u64::from(s.msn)),
+            ("sq_wqes", s.sq_wqes as u64),
+            ("rq_wqes", s.rq_wqes as u64),
+            ("retry_left", u64::from(s.retry_left)),
+            ("rnr_retry_left", u64::from(s.rnr_retry_left)),
+            ("client_pid", u64::from(std::process::id())),
+        ]
+        .into_iter()
+        .chain(s.counters.iter())
+        .map(|(n, v)| (n.to_owned(), v))
+        .collect(),
+    })
+}

@@ -1,0 +1,50 @@
+//! The progress thread: drives the engine when the application does not.
+
+use std::os::fd::OwnedFd;
+use std::sync::TryLockError;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+
+use super::Shared;
+
+/// How long the thread waits before trying again when the application holds the engine:
+/// the application is in a turn of its own (microseconds), which may well take the
+/// packet that woke the thread.
+const BACKOFF: Duration = Duration::from_micros(50);
+
+/// A sleep this long or longer means no timer: wait for a packet or the wake eventfd.
+const FOREVER: Duration = Duration::from_secs(3600);
+
+/// Turns whenever a packet, a timer or the wake eventfd calls for it, until told to stop.
+pub(super) fn run(shared: &Shared, sock: OwnedFd) {
+    while !shared.stop.load(Ordering::Acquire) {
+        let mut core = match shared.core.try_lock() {
+            Ok(c) => c,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                std::thread::sleep(BACKOFF);
+                continue;
+            }
+        };
+        core.turn();
+        let sleep = core.driver.timeout(FOREVER);
+        core.wakes_at = (sleep < FOREVER).then(|| core.driver.now() + sleep);
+        drop(core);
+        if sleep.is_zero() {
+            continue;
+        }
+        let ts = (sleep < FOREVER).then(|| Timespec {
+            tv_sec: sleep.as_secs() as _,
+            tv_nsec: sleep.subsec_nanos() as _,
+        });
+        let mut fds = [
+            PollFd::new(&sock, PollFlags::IN),
+            PollFd::new(&shared.wake, PollFlags::IN),
+        ];
+        if matches!(poll(&mut fds, ts.as_ref()), Ok(n) if n > 0) && !fds[1].revents().is_empty() {
+            let _ = shared.wake.drain();
+        }
+    }
+}

@@ -1,0 +1,341 @@
+//! Two direct contexts (each an engine in this process on its own 127.0.19.x address, as
+//! a granted context runs) move data through the public verbs API, byte for byte, and
+//! make progress when their applications call no verb: a passive responder acknowledges,
+//! a WRITE lands in memory that is only watched, an armed CQ's channel fires, and a peer
+//! that stops answering ends in RETRY_EXC_ERR.
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use rocex_io::UdpPort;
+use rocex_proto::Config;
+use rocex_testkit::pattern;
+use rocex_testkit::rc::rc_attrs;
+use rocex_verbs::verbs::{
+    Access, Mtu, QpAttr, QpCap, QpType, RecvWr, SendOp, SendWr, WcOpcode, WcStatus,
+};
+use rocex_verbs::{CompChannel, Context, Cq, Error, Mr, Pd, Qp, QpInitAttr};
+
+/// Long enough for anything on a loaded machine; reaching it is a failure, not a result.
+const LIMIT: Duration = Duration::from_secs(20);
+
+const MIB: usize = 1 << 20;
+
+/// One end: a direct context and an RC QP with a 2 MiB region. Fields drop in order: the
+/// QP before its CQ and region, the context last.
+struct End {
+    qp: Qp,
+    cq: Cq,
+    mr: Mr,
+    _pd: Pd,
+    ctx: Context,
+}
+
+fn open(ip: &str, seed: u8) -> Context {
+    let ip: IpAddr = ip.parse().unwrap();
+    let port = UdpPort::bind(ip).expect("bind the address's port 4791");
+    let mut config = Config::new(ip, [seed; 32]);
+    config.port_mtu = Mtu::M1024;
+    Context::in_process(port, config).expect("start the engine")
+}
+
+fn end(ctx: Context) -> End {
+    end_on(ctx, None)
+}
+
+/// An end whose CQ signals `channel` (its own private one without).
+fn end_on(ctx: Context, channel: Option<&CompChannel>) -> End {
+    assert!(ctx.is_direct());
+    let pd = ctx.alloc_pd().unwrap();
+    let access =
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
+    let mr = pd.alloc_mr(2 * MIB, access).unwrap();
+    let cq = ctx.create_cq(256, channel).unwrap();
+    let qp = pd
+        .create_qp(&QpInitAttr {
+            qp_type: QpType::Rc,
+            send_cq: &cq,
+            recv_cq: &cq,
+            cap: QpCap::default(),
+        })
+        .unwrap();
+    End {
+        qp,
+        cq,
+        mr,
+        _pd: pd,
+        ctx,
+    }
+}
+
+/// Takes both QPs to RTS towards each other; `tune` changes A's attributes.
+fn connect(a: &End, b: &End, tune: impl Fn(QpAttr) -> QpAttr) {
+    let access = Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
+    let (pa, pb) = (0x1000, 0x2000);
+    let to_b = tune(rc_attrs(
+        pa,
+        (b.ctx.gid_addr(), b.qp.qpn(), pb),
+        Mtu::M1024,
+        access,
+    ));
+    let to_a = rc_attrs(pb, (a.ctx.gid_addr(), a.qp.qpn(), pa), Mtu::M1024, access);
+    for (qp, attr) in [(&a.qp, to_b), (&b.qp, to_a)] {
+        for (step, mask) in attr.rc_steps() {
+            qp.modify(&step, mask).unwrap();
+        }
+    }
+}
+
+fn pair(a: &str, b: &str) -> (End, End) {
+    let (a, b) = (end(open(a, 1)), end(open(b, 2)));
+    connect(&a, &b, |x| x);
+    (a, b)
+}
+
+/// Polls `cq` until one completion comes.
+fn one(cq: &mut Cq) -> rocex_verbs::Wc {
+    cq.poll_wait(LIMIT).expect("a completion")
+}
+
+#[test]
+fn send_recv_and_write_and_read_byte_for_byte() {
+    let (mut a, mut b) = pair("127.0.19.1", "127.0.19.2");
+    // SEND with immediate into a posted receive.
+    let msg = pattern(1, 3000);
+    a.mr.write(0, &msg).unwrap();
+    b.qp.post_recv(&[RecvWr::new(7, [b.mr.sge(0, 4096)])])
+        .unwrap();
+    a.qp.post_send(&[SendWr::new(
+        1,
+        SendOp::SendWithImm(0xabcd),
+        [a.mr.sge(0, 3000)],
+    )])
+    .unwrap();
+    let wc = one(&mut b.cq);
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode),
+        (7, WcStatus::Success, WcOpcode::Recv)
+    );
+    assert_eq!((wc.byte_len, wc.imm_data), (3000, Some(0xabcd)));
+    assert_eq!(wc.qp_num, b.qp.qpn());
+    let mut got = vec![0; 3000];
+    b.mr.read(0, &mut got).unwrap();
+    assert_eq!(got, msg);
+    assert_eq!(one(&mut a.cq).status, WcStatus::Success);
+
+    // A 1 MiB WRITE, 1024 packets at MTU 1024.
+    let data = pattern(2, MIB);
+    a.mr.write(0, &data).unwrap();
+    let op = SendOp::Write(b.mr.remote(MIB as u64));
+    a.qp.post_send(&[SendWr::new(2, op, [a.mr.sge(0, MIB as u32)])])
+        .unwrap();
+    let wc = one(&mut a.cq);
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode),
+        (2, WcStatus::Success, WcOpcode::RdmaWrite)
+    );
+    let mut got = vec![0; MIB];
+    b.mr.read(MIB, &mut got).unwrap();
+    assert!(got == data, "the WRITE's bytes differ at the target");
+
+    // READ it back into another part of A's region.
+    let op = SendOp::Read(b.mr.remote(MIB as u64 + 5));
+    a.qp.post_send(&[SendWr::new(3, op, [a.mr.sge(MIB as u64, 100_000)])])
+        .unwrap();
+    let wc = one(&mut a.cq);
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode),
+        (3, WcStatus::Success, WcOpcode::RdmaRead)
+    );
+    let mut back = vec![0; 100_000];
+    a.mr.read(MIB, &mut back).unwrap();
+    assert!(back[..] == data[5..100_005], "the READ's bytes differ");
+
+    // The engine counted what it did, under rxe's names.
+    let stats = a.ctx.stats().unwrap();
+    let engine = stats.groups.iter().find(|g| g.name == "engine").unwrap();
+    assert!(
+        engine
+            .counters
+            .iter()
+            .any(|(n, v)| n == "sent_pkts" && *v > 1024)
+    );
+    assert_eq!(
+        stats.qps.iter().map(|q| q.qpn).collect::<Vec<_>>(),
+        [a.qp.qpn()]
+    );
+}
+
+#[test]
+fn atomics_return_and_leave_the_right_values() {
+    let (mut a, b) = pair("127.0.19.3", "127.0.19.4");
+    b.mr.write_u64(64, 40).unwrap();
+    let target = b.mr.remote(64);
+    let ops = [
+        SendOp::FetchAdd {
+            remote: target,
+            add: 2,
+        },
+        SendOp::CompareSwap {
+            remote: target,
+            compare: 42,
+            swap: 1000,
+        },
+        SendOp::CompareSwap {
+            remote: target,
+            compare: 42,
+            swap: 7,
+        },
+    ];
+    let wrs: Vec<_> = ops
+        .into_iter()
+        .enumerate()
+        .map(|(i, op)| SendWr::new(i as u64, op, [a.mr.sge(8 * i as u64, 8)]))
+        .collect();
+    a.qp.post_send(&wrs).unwrap();
+    for i in 0..3 {
+        let wc = one(&mut a.cq);
+        assert_eq!((wc.wr_id, wc.status), (i, WcStatus::Success));
+    }
+    // Each original value, in order: 40 before the add, 42 before the swap, 1000 after.
+    assert_eq!(a.mr.read_u64(0).unwrap(), 40);
+    assert_eq!(a.mr.read_u64(8).unwrap(), 42);
+    assert_eq!(a.mr.read_u64(16).unwrap(), 1000);
+    assert_eq!(b.mr.read_u64(64).unwrap(), 1000);
+}
+
+#[test]
+fn a_passive_responder_that_never_polls_still_acknowledges() {
+    let (mut a, b) = pair("127.0.19.5", "127.0.19.6");
+    // B's application calls nothing from here on: its progress thread must answer.
+    let data = pattern(3, 256 * 1024);
+    a.mr.write(0, &data).unwrap();
+    for i in 0..8u64 {
+        let op = SendOp::Write(b.mr.remote(i * 256 * 1024));
+        a.qp.post_send(&[SendWr::new(i, op, [a.mr.sge(0, 256 * 1024)])])
+            .unwrap();
+    }
+    for i in 0..8 {
+        let wc = one(&mut a.cq);
+        assert_eq!((wc.wr_id, wc.status), (i, WcStatus::Success));
+    }
+    let mut got = vec![0; 256 * 1024];
+    b.mr.read(7 * 256 * 1024, &mut got).unwrap();
+    assert!(got == data);
+}
+
+#[test]
+fn a_write_lands_in_memory_the_receiver_only_watches() {
+    let (a, b) = pair("127.0.19.7", "127.0.19.8");
+    let data = pattern(4, 64 * 1024);
+    a.mr.write(0, &data).unwrap();
+    let mut qp = a.qp;
+    let op = SendOp::Write(b.mr.remote(0));
+    qp.post_send(&[SendWr::new(1, op, [a.mr.sge(0, 64 * 1024)])])
+        .unwrap();
+    // Neither application calls a verb now: B watches its last byte as ib_write_lat does.
+    let end = Instant::now() + LIMIT;
+    let mut got = vec![0; 64 * 1024];
+    loop {
+        b.mr.read(0, &mut got).unwrap();
+        if got == data {
+            break;
+        }
+        assert!(Instant::now() < end, "the WRITE never landed");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // And A's engine, driven by its own progress thread meanwhile, took the ACK.
+    let mut cq = a.cq;
+    assert_eq!(one(&mut cq).status, WcStatus::Success);
+}
+
+#[test]
+fn an_armed_cq_writes_its_channel() {
+    let mut a = end(open("127.0.19.9", 1));
+    let ctx = open("127.0.19.10", 2);
+    let chan = ctx.create_comp_channel().unwrap();
+    let mut b = end_on(ctx, Some(&chan));
+    connect(&a, &b, |x| x);
+    b.qp.post_recv(&[RecvWr::new(9, [b.mr.sge(0, 64)])])
+        .unwrap();
+    assert!(!b.cq.req_notify().unwrap(), "nothing is waiting yet");
+    assert!(b.cq.armed().unwrap());
+    a.mr.write(0, b"hello").unwrap();
+    a.qp.post_send(&[SendWr::new(1, SendOp::Send, [a.mr.sge(0, 5)])])
+        .unwrap();
+    // B sleeps on the channel; its progress thread receives the SEND and writes it.
+    assert!(chan.wait(Some(LIMIT)).unwrap(), "no event within the limit");
+    assert!(!b.cq.armed().unwrap(), "the event took the arm");
+    let wc = b.cq.poll(4).unwrap();
+    assert_eq!(wc.len(), 1);
+    assert_eq!((wc[0].wr_id, wc[0].byte_len), (9, 5));
+    let mut got = [0u8; 5];
+    b.mr.read(0, &mut got).unwrap();
+    assert_eq!(&got, b"hello");
+    assert_eq!(one(&mut a.cq).status, WcStatus::Success);
+    // Armed again with a completion already waiting: no sleep, the caller polls.
+    b.qp.post_recv(&[RecvWr::new(10, [b.mr.sge(0, 64)])])
+        .unwrap();
+    a.qp.post_send(&[SendWr::new(2, SendOp::Send, [a.mr.sge(0, 5)])])
+        .unwrap();
+    assert_eq!(one(&mut a.cq).status, WcStatus::Success);
+    assert!(b.cq.req_notify().unwrap(), "a completion was waiting");
+}
+
+#[test]
+fn a_peer_that_stops_answering_gives_retry_exceeded() {
+    let (mut a, b) = (end(open("127.0.19.11", 3)), end(open("127.0.19.12", 4)));
+    // ACK timeout 4.096 us * 2^10 (about 4 ms), one retry.
+    connect(&a, &b, |x| QpAttr {
+        timeout: 10,
+        retry_cnt: 1,
+        ..x
+    });
+    drop(b);
+    let op = SendOp::Write(rocex_verbs::verbs::Remote {
+        addr: 1 << 40,
+        rkey: 1,
+    });
+    a.qp.post_send(&[SendWr::new(5, op, [a.mr.sge(0, 8)])])
+        .unwrap();
+    let wc = one(&mut a.cq);
+    assert_eq!((wc.wr_id, wc.status), (5, WcStatus::RetryExcErr));
+    let qp = a.ctx.qp_stats(a.qp.qpn()).unwrap();
+    assert_eq!(qp.qps[0].state, rocex_verbs::verbs::QpState::Err);
+}
+
+#[test]
+fn what_a_direct_context_does_not_offer_is_refused_by_name() {
+    let mut a = end(open("127.0.19.13", 5));
+    let e = a.ctx.cm_listen(7471).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Unsupported {
+                what: "rdma_listen",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = a.qp.post_raw_send_slot(&[0; 64]).unwrap_err();
+    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    // An engine refusal carries rocexd's errno: a QP deeper than the device's limit.
+    let e = a
+        ._pd
+        .create_qp(&QpInitAttr {
+            qp_type: QpType::Rc,
+            send_cq: &a.cq,
+            recv_cq: &a.cq,
+            cap: QpCap {
+                max_send_wr: 1 << 20,
+                ..QpCap::default()
+            },
+        })
+        .unwrap_err();
+    assert!(matches!(e, Error::Daemon { errno: 22, .. }), "{e}");
+    // The device is the engine's: its address as GID, the port active at its MTU.
+    let attr = a.ctx.query_device().unwrap();
+    assert_eq!(a.ctx.gid_addr(), "127.0.19.13".parse::<IpAddr>().unwrap());
+    assert_eq!((attr.mtu, attr.port_state), (Mtu::M1024 as u8, 4));
+}

@@ -34,13 +34,23 @@ pub struct Rocexd {
     socket_dir: bool,
     netns: Option<String>,
     user: Option<(u32, u32)>,
+    direct: bool,
     args: Vec<OsString>,
+}
+
+/// Whether the tests run their clients on the direct data path: `ROCEX_TEST_DIRECT=1`
+/// starts every daemon with `--direct`, so that each client's `Context::open` is granted
+/// a QPN slot and runs the engine itself (docs/verbs.md, "Direct mode").
+pub fn direct_mode() -> bool {
+    std::env::var_os("ROCEX_TEST_DIRECT").is_some_and(|v| v == "1")
 }
 
 impl Rocexd {
     /// `rocexd --addr addr --spin-limit 200` ([`bins::rocexd`](crate::bins::rocexd)), on a
     /// socket in a fresh directory named for the address unless [`socket`](Self::socket)
     /// names one. The spin limit keeps an idle daemon from holding a core the tests share.
+    /// With `ROCEX_TEST_DIRECT=1` ([`direct_mode`]) it also grants direct slots
+    /// (`--direct`).
     pub fn new(addr: &str) -> Self {
         Self {
             bin: None,
@@ -49,6 +59,7 @@ impl Rocexd {
             socket_dir: false,
             netns: None,
             user: None,
+            direct: direct_mode(),
             args: vec!["--spin-limit".into(), "200".into()],
         }
     }
@@ -98,6 +109,13 @@ impl Rocexd {
         self
     }
 
+    /// Grants no direct slots even under `ROCEX_TEST_DIRECT=1`: for a test of the daemon
+    /// path itself.
+    pub fn daemon_path(mut self) -> Self {
+        self.direct = false;
+        self
+    }
+
     /// More options after the others.
     pub fn args<S: Into<OsString>>(mut self, args: impl IntoIterator<Item = S>) -> Self {
         self.args.extend(args.into_iter().map(Into::into));
@@ -136,6 +154,9 @@ impl Rocexd {
             ),
             false => cmd.arg("--socket").arg(&sock),
         };
+        if self.direct && direct_fits(&self.args) {
+            cmd.arg("--direct");
+        }
         cmd.args(&self.args)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
@@ -171,6 +192,24 @@ impl Rocexd {
         }
         d
     }
+}
+
+/// Whether a daemon with `args` can grant direct slots and its clients still test what
+/// the options ask: only the udp backend shares its port, a direct client's engine runs
+/// DCQCN's defaults, and the daemon's fault injection and capture see only the daemon's
+/// own packets (a configuration file may set any of these).
+fn direct_fits(args: &[OsString]) -> bool {
+    let mut args = args.iter().map(|a| a.to_string_lossy());
+    while let Some(a) = args.next() {
+        let daemon_only = ["--inject", "--pcap", "--config", "--dcqcn"]
+            .iter()
+            .any(|o| a.starts_with(o));
+        let other_backend = a == "--backend" && args.next().is_some_and(|b| b != "udp");
+        if daemon_only || other_backend || a.starts_with("--backend=") && a != "--backend=udp" {
+            return false;
+        }
+    }
+    true
 }
 
 fn log_path(sock: &Path) -> PathBuf {

@@ -106,7 +106,11 @@ pub fn default_socket() -> Result<PathBuf> {
     }
     let mut live: Vec<(PathBuf, IpAddr)> = daemon_sockets()
         .into_iter()
-        .filter_map(|p| Context::open(&p).ok().map(|c| (p, c.gid_addr())))
+        .filter_map(|p| {
+            Context::open_daemon_path(&p)
+                .ok()
+                .map(|c| (p, c.gid_addr()))
+        })
         .collect();
     match live.len() {
         1 => Ok(live.remove(0).0),
@@ -193,9 +197,21 @@ pub struct PortAttr {
 
 impl Context {
     /// Connects to the daemon at `path` and checks the ABI version; a socket no daemon
-    /// answers on is [`Error::Connect`], which names it.
+    /// answers on is [`Error::Connect`], which names it. Unless `ROCEX_DIRECT=0`, it then
+    /// asks for a QPN slot: granted, the context is direct (the engine runs in this
+    /// process, `docs/verbs.md`, "Direct mode"); refused, every verb goes to the daemon.
+    /// [`open_daemon_path`](Self::open_daemon_path) never asks.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref();
+        Self::open_with(path.as_ref(), direct::grant::wanted())
+    }
+
+    /// [`open`](Self::open) without asking for a slot: every verb goes to the daemon, as
+    /// rdma_cm needs (the daemon's CM moves the QPs in its own engine).
+    pub fn open_daemon_path(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(path.as_ref(), false)
+    }
+
+    fn open_with(path: &Path, direct: bool) -> Result<Self> {
         let sock = UnixStream::connect(path).map_err(|source| Error::Connect {
             path: path.to_owned(),
             source,
@@ -220,6 +236,9 @@ impl Context {
         let Response::QueryDevice(attr) = ch.call(&Request::QueryDevice, &[])?.0 else {
             return Err(proto("bad QueryDevice response"));
         };
+        if direct && let Some((grant, sock)) = direct::grant::ask(&ch)? {
+            return Self::granted(ch, attr, grant, sock);
+        }
         Ok(Self {
             dev: Dev::Daemon(Rc::new(ch)),
             attr,

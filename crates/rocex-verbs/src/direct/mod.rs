@@ -10,6 +10,7 @@
 //! lock with `try_lock` and backs off briefly while the application holds it, and it uses
 //! no CPU while the device is idle.
 
+pub(crate) mod grant;
 mod objects;
 mod open;
 mod progress;

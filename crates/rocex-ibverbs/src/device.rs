@@ -165,15 +165,15 @@ pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int 
 pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> u64 {
     // SAFETY: per the contract.
     let d = unsafe { dev(device) };
-    *d.guid.get_or_init(
-        || match Context::open(&d.socket).and_then(|c| c.query_gid(1, 0)) {
+    *d.guid.get_or_init(|| {
+        match Context::open_daemon_path(&d.socket).and_then(|c| c.query_gid(1, 0)) {
             Ok(gid) => guid_of(gid_addr(&gid)),
             Err(e) => {
                 trace("ibv_get_device_guid", &e);
                 0
             }
-        },
-    )
+        }
+    })
 }
 
 /// The node GUID of the device at `addr`, in network order.
@@ -181,7 +181,8 @@ fn guid_of(addr: IpAddr) -> u64 {
     u64::from_ne_bytes(eui64(mac_for(addr)))
 }
 
-/// `ibv_open_device`: a connection to the device's daemon.
+/// `ibv_open_device`: a connection to the device's daemon, direct when it grants a slot
+/// (rocex-verbs' `Context::open`).
 ///
 /// # Safety
 ///
@@ -189,8 +190,21 @@ fn guid_of(addr: IpAddr) -> u64 {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
     // SAFETY: per the contract.
+    unsafe { open_device(device, |p| Context::open(p)) }
+}
+
+/// Opens `device` with `open` (direct if granted, or the daemon path only).
+///
+/// # Safety
+///
+/// `device` is a device of this library.
+pub(crate) unsafe fn open_device(
+    device: *mut ibv_device,
+    open: fn(&Path) -> rocex_verbs::Result<Context>,
+) -> *mut ibv_context {
+    // SAFETY: per the contract.
     let d = unsafe { dev(device) };
-    let verbs = match Context::open(&d.socket) {
+    let verbs = match open(&d.socket) {
         Ok(c) => c,
         Err(e) => {
             trace("ibv_open_device", &e);

@@ -24,6 +24,20 @@ fn addr_of(family: u32, raw: &[u8; 16]) -> Option<IpAddr> {
     }
 }
 
+/// `ibv_open_device` on the daemon path only: rdma_cm's contexts, whose QPs rocexd's CM
+/// moves in its own engine (a direct context's engine is out of its reach).
+///
+/// # Safety
+///
+/// `device` is a device of this library.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rocex_open_device_daemon_path(
+    device: *mut ibv_device,
+) -> *mut ibv_context {
+    // SAFETY: per the contract.
+    unsafe { crate::device::open_device(device, |p| rocex_verbs::Context::open_daemon_path(p)) }
+}
+
 /// The device's own address: its family, and the address in `addr`.
 ///
 /// # Safety
@@ -264,6 +278,7 @@ pub unsafe extern "C" fn rocex_cm_poll(
 }
 
 symver! {
+    rocex_open_device_daemon_path @ "ROCEX_PRIVATE_1",
     rocex_context_addr @ "ROCEX_PRIVATE_1",
     rocex_cm_listen @ "ROCEX_PRIVATE_1",
     rocex_cm_unlisten @ "ROCEX_PRIVATE_1",

@@ -40,7 +40,6 @@ macro_rules! table {
 table! {
     ibv_get_device_list: "IBVERBS_1.1" => fn(*mut c_int) -> *mut *mut ibv_device;
     ibv_free_device_list: "IBVERBS_1.1" => fn(*mut *mut ibv_device);
-    ibv_open_device: "IBVERBS_1.1" => fn(*mut ibv_device) -> Ctx;
     ibv_query_port: "IBVERBS_1.1" => fn(Ctx, u8, *mut ibv_port_attr) -> c_int;
     ibv_alloc_pd: "IBVERBS_1.1" => fn(Ctx) -> *mut ibv_pd;
     ibv_create_comp_channel: "IBVERBS_1.0" => fn(Ctx) -> *mut ibv_comp_channel;
@@ -53,6 +52,7 @@ table! {
     ibv_destroy_qp: "IBVERBS_1.1" => fn(*mut ibv_qp) -> c_int;
     ibv_create_srq: "IBVERBS_1.1" => fn(*mut ibv_pd, *mut ibv_srq_init_attr) -> *mut ibv_srq;
     ibv_destroy_srq: "IBVERBS_1.1" => fn(*mut ibv_srq) -> c_int;
+    rocex_open_device_daemon_path: "ROCEX_PRIVATE_1" => fn(*mut ibv_device) -> Ctx;
     rocex_context_addr: "ROCEX_PRIVATE_1" => fn(Ctx, *mut [u8; 16]) -> c_int;
     rocex_cm_listen: "ROCEX_PRIVATE_1" => fn(Ctx, u16, u16) -> c_int;
     rocex_cm_unlisten: "ROCEX_PRIVATE_1" => fn(Ctx, u16, u16) -> c_int;

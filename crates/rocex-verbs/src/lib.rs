@@ -236,8 +236,15 @@ impl Context {
         let Response::QueryDevice(attr) = ch.call(&Request::QueryDevice, &[])?.0 else {
             return Err(proto("bad QueryDevice response"));
         };
-        if direct && let Some((grant, sock)) = direct::grant::ask(&ch)? {
-            return Self::granted(ch, attr, grant, sock);
+        if direct {
+            match direct::grant::ask(&ch) {
+                Ok(Some((grant, sock))) => return Self::granted(ch, attr, grant, sock),
+                Ok(None) => {}
+                // A daemon older than the request closes the connection that sends it
+                // (docs/abi.md §6.4): a new one, which does not ask, is the daemon path.
+                Err(Error::DaemonGone) => return Self::open_with(path, false),
+                Err(e) => return Err(e),
+            }
         }
         Ok(Self {
             dev: Dev::Daemon(Rc::new(ch)),

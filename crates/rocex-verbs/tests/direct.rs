@@ -334,6 +334,8 @@ fn what_a_direct_context_does_not_offer_is_refused_by_name() {
         })
         .unwrap_err();
     assert!(matches!(e, Error::Daemon { errno: 22, .. }), "{e}");
+    let e = a.ctx.create_cq(0, None).unwrap_err();
+    assert!(matches!(e, Error::Daemon { errno: 22, .. }), "{e}");
     // The device is the engine's: its address as GID, the port active at its MTU.
     let attr = a.ctx.query_device().unwrap();
     assert_eq!(a.ctx.gid_addr(), "127.0.19.13".parse::<IpAddr>().unwrap());

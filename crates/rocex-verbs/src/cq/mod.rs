@@ -30,12 +30,6 @@ impl Context {
                 (cq, Imp::Ring(ring))
             }
             Dev::Direct(h) => {
-                if cqe > self.attr.max_cqe {
-                    return Err(Error::Daemon {
-                        errno: 22,
-                        detail: format!("{cqe} CQ entries; the device has {}", self.attr.max_cqe),
-                    });
-                }
                 let cq = h.create_cq(cqe)?;
                 let armed = Arc::new(AtomicBool::new(false));
                 let ev = channel.ev.clone();

@@ -114,12 +114,20 @@ impl Host {
         self.engine(|e| e.invalidate_mw_on_qp(qpn, rkey))
     }
 
+    /// A CQ of `cqe` entries: 0 or more than the device's `max_cqe` is EINVAL, as rocexd
+    /// answers.
     pub(crate) fn create_cq(&self, cqe: u32) -> Result<u32> {
-        self.engine(|e| e.create_cq(cqe as usize))
+        self.engine(|e| {
+            cqe_in_range(e, cqe)?;
+            e.create_cq(cqe as usize)
+        })
     }
 
     pub(crate) fn resize_cq(&self, cq: u32, cqe: u32) -> Result<()> {
-        self.engine(|e| e.resize_cq(cq, cqe as usize))
+        self.engine(|e| {
+            cqe_in_range(e, cqe)?;
+            e.resize_cq(cq, cqe as usize)
+        })
     }
 
     pub(crate) fn destroy_cq(&self, cq: u32) -> Result<()> {
@@ -258,6 +266,13 @@ impl Host {
         f: impl FnOnce(&mut rocex_proto::Engine) -> Result<T, VerbsError>,
     ) -> Result<T> {
         self.with(|c| f(&mut c.driver.engine)).map_err(refused)
+    }
+}
+
+fn cqe_in_range(e: &rocex_proto::Engine, cqe: u32) -> Result<(), VerbsError> {
+    match cqe == 0 || cqe as usize > e.config().max_cqe {
+        true => Err(VerbsError::BadAttribute("cqe out of range")),
+        false => Ok(()),
     }
 }
 

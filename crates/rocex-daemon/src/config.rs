@@ -57,7 +57,7 @@ pub(crate) struct Args {
     pub(crate) dcqcn: Option<String>,
     /// A TOML file with the same keys (addr, socket, mtu, backend, gso, peers_are_rocex,
     /// rxe_recovery, selective_repeat, ecn, dscp, pcap, spin_limit, inject, metrics,
-    /// [limits], [dcqcn]).
+    /// direct, [limits], [dcqcn]).
     #[arg(long)]
     pub(crate) config: Option<PathBuf>,
     /// Write every frame sent and received to this pcap file.
@@ -75,6 +75,11 @@ pub(crate) struct Args {
     /// (e.g. 127.0.0.1:9479).
     #[arg(long, value_name = "ADDR:PORT")]
     pub(crate) metrics: Option<SocketAddr>,
+    /// Offer clients the direct data path: each may run the engine in its own process, the
+    /// kernel steering its QPs' packets to it by QPN slot (docs/architecture.md, "The direct
+    /// data path"). Only with the udp backend.
+    #[arg(long)]
+    pub(crate) direct: bool,
     /// Per-client limits.
     #[command(flatten)]
     pub(crate) limits: crate::limits::LimitArgs,
@@ -98,6 +103,7 @@ struct FileConfig {
     spin_limit: Option<u32>,
     inject: Option<String>,
     metrics: Option<SocketAddr>,
+    direct: Option<bool>,
     limits: Option<crate::limits::LimitKeys>,
     dcqcn: Option<toml::Table>,
 }
@@ -135,6 +141,8 @@ pub(crate) struct Settings {
     pub(crate) inject: Option<rocex_io::Faults>,
     /// Where the Prometheus endpoint listens.
     pub(crate) metrics: Option<SocketAddr>,
+    /// Direct slots offered (`--direct`).
+    pub(crate) direct: bool,
     /// Per-client limits.
     pub(crate) limits: crate::limits::Limits,
 }
@@ -158,6 +166,12 @@ pub(crate) enum ConfigError {
     Backend(rocex_io::UnknownBackend),
     /// A DCQCN parameter that is not one, or a value it cannot take.
     Dcqcn(rocex_proto::DcqcnParamError),
+    /// `--direct` with a backend other than udp: clients get UDP sockets of the daemon's
+    /// `SO_REUSEPORT` group.
+    DirectBackend(rocex_io::BackendKind),
+    /// `--direct` with DCQCN parameters of its own: a direct client's engine runs the
+    /// defaults, and would pace differently from the daemon's.
+    DirectDcqcn,
 }
 
 impl std::fmt::Display for ConfigError {
@@ -171,6 +185,13 @@ impl std::fmt::Display for ConfigError {
             Self::Dscp(d) => write!(f, "DSCP {d} is not in 0..=63"),
             Self::Backend(e) => write!(f, "{e}"),
             Self::Dcqcn(e) => write!(f, "{e}"),
+            Self::DirectBackend(b) => write!(
+                f,
+                "--direct needs the udp backend, not {b}: direct clients share its UDP port"
+            ),
+            Self::DirectDcqcn => f.write_str(
+                "--direct with DCQCN parameters: a direct client's engine runs DCQCN's defaults",
+            ),
         }
     }
 }
@@ -221,6 +242,13 @@ impl Args {
             return Err(ConfigError::Dscp(dscp));
         }
         let congestion = dcqcn(file.dcqcn.as_ref(), self.dcqcn.as_deref())?;
+        let direct = self.direct || file.direct.unwrap_or(false);
+        if direct && backend != rocex_io::BackendKind::Udp {
+            return Err(ConfigError::DirectBackend(backend));
+        }
+        if direct && congestion != rocex_proto::Congestion::default() {
+            return Err(ConfigError::DirectDcqcn);
+        }
         Ok(Settings {
             addr,
             socket: self
@@ -244,6 +272,7 @@ impl Args {
                 (None, None) => None,
             },
             metrics: self.metrics.or(file.metrics),
+            direct,
             limits: self.limits.merge(file.limits),
         })
     }
@@ -399,6 +428,37 @@ mod tests {
             e.to_string().starts_with("unknown DCQCN parameter `alpha`"),
             "{e}"
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn direct_only_on_the_udp_backend_and_default_dcqcn() {
+        let dir = std::env::temp_dir().join(format!("rocexd-direct-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("c.toml");
+        std::fs::write(&f, "addr = \"10.0.0.1\"\ndirect = true\n").unwrap();
+        let path = f.to_str().unwrap();
+        assert!(
+            Args::parse_from(["rocexd", "--config", path])
+                .settings()
+                .unwrap()
+                .direct
+        );
+        let a = Args::parse_from(["rocexd", "--addr", "10.0.0.1"]);
+        assert!(!a.settings().unwrap().direct);
+        let a = Args::parse_from(["rocexd", "--addr", "10.0.0.1", "--direct", "--ecn"]);
+        assert!(a.settings().unwrap().direct);
+        for backend in ["afpacket", "uring"] {
+            let a = Args::parse_from(["rocexd", "--config", path, "--backend", backend]);
+            let e = a.settings().unwrap_err();
+            assert!(matches!(e, ConfigError::DirectBackend(_)), "{backend}");
+            assert!(
+                e.to_string().starts_with("--direct needs the udp backend"),
+                "{e}"
+            );
+        }
+        let a = Args::parse_from(["rocexd", "--config", path, "--dcqcn", "g=0.5"]);
+        assert!(matches!(a.settings(), Err(ConfigError::DirectDcqcn)));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

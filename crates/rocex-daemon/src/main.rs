@@ -24,7 +24,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Parser;
-use rocex_proto::{Config, Engine};
+use rocex_proto::{Config, Engine, QpnSlot};
 
 /// Set by SIGINT/SIGTERM; the event loop checks it every turn (poll(2) wakes with EINTR).
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -114,9 +114,20 @@ fn run(settings: config::Settings) -> Result<(), Box<dyn std::error::Error>> {
         Some(a) => Some(metrics::bind(a).map_err(|e| format!("metrics endpoint {a}: {e}"))?),
         None => None,
     };
-    let backend = net::open(&settings)
+    let (backend, group) = net::open(&settings)
         .map_err(|e| format!("{} backend on {}: {e}", settings.backend, settings.addr))?;
     cfg.udp_source_port = backend.fixed_source_port();
+    if group.is_some() {
+        // The daemon's QPs (QP1 aside) are slot 0's; the clients' engines take the others.
+        cfg.qpn_slot = Some(QpnSlot {
+            bits: net::SLOT_BITS,
+            slot: 0,
+        });
+    }
+    let direct = group.map(|g| {
+        let grant = net::grant(&cfg, g.options());
+        server::Direct::new(g, grant)
+    });
     let engine = Engine::new(cfg);
     let tap = match &settings.pcap {
         Some(p) => Some(pcap::Tap::create(p).map_err(|e| format!("{}: {e}", p.display()))?),
@@ -137,6 +148,7 @@ fn run(settings: config::Settings) -> Result<(), Box<dyn std::error::Error>> {
         ecn = settings.ecn,
         dscp = settings.dscp,
         metrics = ?settings.metrics,
+        direct = settings.direct,
         "rocexd serving"
     );
     let socket = settings.socket.clone();
@@ -147,6 +159,7 @@ fn run(settings: config::Settings) -> Result<(), Box<dyn std::error::Error>> {
         watch,
         listener,
         settings,
+        direct,
     )?;
     let r = server.run(&STOP);
     let _ = std::fs::remove_file(&socket);

@@ -27,7 +27,7 @@ const MAX_HEAD: usize = 8192;
 const CLIENT_PID: &str = "client_pid";
 
 /// Counters of the daemon's own group that are levels, not counts.
-const DAEMON_GAUGES: [&str; 4] = ["clients", "qps", "mrs", "registered_bytes"];
+const DAEMON_GAUGES: [&str; 5] = ["clients", "qps", "mrs", "registered_bytes", "direct_slots"];
 
 /// Per-QP values that are levels (PSNs, queue depths, retries left); the others
 /// (retransmissions, NAKs, duplicates) are counts.

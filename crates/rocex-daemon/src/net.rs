@@ -6,8 +6,9 @@
 
 use std::io;
 
-use rocex_io::{Backend, BackendOptions, Driver, RxMeta};
-use rocex_proto::{Engine, Instant, Transmit};
+use rocex_io::{Backend, BackendOptions, Driver, RxMeta, SteerGroup};
+use rocex_proto::{Config, Engine, Instant, Transmit};
+use rocex_shm::control::DirectGrant;
 
 use crate::config::Settings;
 use crate::pcap::Tap;
@@ -29,9 +30,41 @@ pub(crate) fn options(settings: &Settings) -> BackendOptions {
     }
 }
 
-/// Opens the backend the settings name.
-pub(crate) fn open(settings: &Settings) -> io::Result<Box<dyn Backend>> {
-    rocex_io::open(settings.backend, settings.addr, options(settings))
+/// Low QPN bits that name a direct slot: 31 clients beside the daemon (slot 0), 19
+/// random bits left in each QPN.
+pub(crate) const SLOT_BITS: u8 = 5;
+
+/// What a direct client is granted (`docs/abi.md` §6.6), but for its slot: the settings of
+/// the daemon's engine `cfg` and of its port `opts`, which the client's engine and port
+/// take so that their packets are the daemon's.
+pub(crate) fn grant(cfg: &Config, opts: BackendOptions) -> DirectGrant {
+    DirectGrant {
+        slot: 0,
+        slot_bits: SLOT_BITS,
+        addr: cfg.local,
+        mtu: cfg.port_mtu as u8,
+        max_qp: cfg.max_qp as u32,
+        max_cqe: cfg.max_cqe as u32,
+        selective_repeat: cfg.selective_repeat,
+        sr_window: cfg.sr_window,
+        rxe_recovery: cfg.rxe_recovery,
+        ecn: cfg.congestion.ecn,
+        no_gso: opts.no_gso,
+        no_gro: opts.no_gro,
+        peers_are_rocex: opts.peers_are_rocex,
+        tos: opts.tos(0),
+    }
+}
+
+/// Opens the backend the settings name; with `--direct`, on slot 0 of a steering group,
+/// which comes with it.
+pub(crate) fn open(settings: &Settings) -> io::Result<(Box<dyn Backend>, Option<SteerGroup>)> {
+    if !settings.direct {
+        let backend = rocex_io::open(settings.backend, settings.addr, options(settings))?;
+        return Ok((backend, None));
+    }
+    let group = SteerGroup::open(settings.addr, SLOT_BITS, options(settings))?;
+    Ok((Box::new(group.port()?), Some(group)))
 }
 
 /// The engine on `backend`, with the faults the settings ask for.

@@ -25,12 +25,14 @@ use crate::spin::Spin;
 use crate::wire_latency::WIRE_SAMPLE_EVERY;
 
 mod cq;
+mod direct;
 mod event_loop;
 mod mw;
 mod pd_mr;
 mod qp;
 mod stat;
 
+pub(crate) use direct::Direct;
 use pd_mr::NewMr;
 
 /// Counters of hostile or failed input, logged at shutdown.
@@ -46,6 +48,9 @@ pub(crate) struct Stats {
     pub(crate) over_limit: u64,
     /// Ring faults.
     pub(crate) pump: PumpStats,
+    /// `OpenDirect`s refused for want of `--direct` (the slots' own refusals are
+    /// [`Direct::refused`]).
+    pub(crate) direct_refused: u64,
 }
 
 /// A request's answer: the response and the descriptors that go with it.
@@ -136,16 +141,19 @@ pub(crate) struct Server {
     turns: u32,
     /// Whether an empty pass polls again or sleeps.
     spin: Spin,
+    /// The direct data path's slots (`--direct`).
+    direct: Option<Direct>,
 }
 
 impl Server {
-    /// A server for the engine on `driver`, recording into `watch`, and a bound Unix
-    /// listener.
+    /// A server for the engine on `driver`, recording into `watch`, a bound Unix listener,
+    /// and the direct slots when it offers them.
     pub(crate) fn new(
         mut driver: Driver,
         watch: Watch,
         listener: UnixListener,
         settings: Settings,
+        direct: Option<Direct>,
     ) -> io::Result<Self> {
         listener.set_nonblocking(true)?;
         driver.engine.sample_sends(WIRE_SAMPLE_EVERY);
@@ -166,6 +174,7 @@ impl Server {
             stats: Stats::default(),
             turns: 0,
             spin,
+            direct,
         })
     }
 
@@ -277,10 +286,16 @@ impl Server {
         match req {
             Request::Hello { .. } => Reply::err(libc::EINVAL, "Hello was already answered"),
             Request::Stat { qpn, cursor } => self.stat(qpn, cursor),
-            Request::OpenDirect => Reply::err(
-                libc::EOPNOTSUPP,
-                "direct data path: rocexd was started without --direct",
-            ),
+            Request::OpenDirect => match &mut self.direct {
+                Some(d) => d.open(id),
+                None => {
+                    self.stats.direct_refused += 1;
+                    Reply::err(
+                        libc::EOPNOTSUPP,
+                        "direct data path: rocexd was started without --direct",
+                    )
+                }
+            },
             req @ (Request::CmListen { .. }
             | Request::CmUnlisten { .. }
             | Request::CmConnect { .. }
@@ -358,6 +373,9 @@ impl Server {
             return;
         };
         self.mr_bytes.remove(&id);
+        if let Some(d) = &mut self.direct {
+            d.close(id);
+        }
         let now = self.now();
         self.cm.forget(&mut self.driver.engine, now, id);
         self.stats.disconnects += 1;

@@ -20,7 +20,7 @@ use rocex_io::{Hooks, RxMeta};
 use rocex_proto::{Engine, Instant, Transmit};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
-use super::Server;
+use super::{Direct, Server};
 use crate::client::{Client, Gone};
 use crate::cm::Cm;
 use crate::net::Watch;
@@ -37,6 +37,7 @@ struct Rings<'s> {
     stats: &'s mut PumpStats,
     cm: &'s mut Cm,
     watch: &'s mut Watch,
+    direct: Option<&'s mut Direct>,
 }
 
 impl Hooks for Rings<'_> {
@@ -64,6 +65,9 @@ impl Hooks for Rings<'_> {
 
     fn received(&mut self, meta: &RxMeta, payload: &[u8]) {
         self.watch.received(meta, payload);
+        if let Some(d) = &mut self.direct {
+            d.received(payload);
+        }
     }
 
     fn sent(&mut self, t: &Transmit, payload: &[u8]) {
@@ -113,8 +117,13 @@ impl Server {
             stats: &mut self.stats.pump,
             cm: &mut self.cm,
             watch: &mut self.watch,
+            direct: self.direct.as_mut(),
         };
-        match self.driver.turn_with(&mut rings) {
+        let r = self.driver.turn_with(&mut rings);
+        if let Some(d) = &mut self.direct {
+            d.repair();
+        }
+        match r {
             Ok(b) => busy | b,
             // ICMP errors (a peer that is gone) surface here; the transport's timers deal
             // with the loss.

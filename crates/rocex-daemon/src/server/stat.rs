@@ -103,6 +103,10 @@ impl Server {
             (q + c.qps.len() as u64, m + c.mrs.len() as u64)
         });
         let registered: u64 = self.mr_bytes.values().map(MrBytes::total).sum();
+        // Slots granted, refused, datagrams drained, program attached again.
+        let direct = self.direct.as_ref().map_or((0, 0, 0, 0), |d| {
+            (d.in_use(), d.refused, d.drained(), d.reattached)
+        });
         let mut groups = vec![
             group("engine", &engine),
             group(
@@ -117,6 +121,10 @@ impl Server {
                     ("bad_frames", s.bad_frames),
                     ("disconnects", s.disconnects),
                     ("cm_listens", self.cm.listens()),
+                    ("direct_slots", direct.0),
+                    ("direct_refused", s.direct_refused + direct.1),
+                    ("direct_drained", direct.2),
+                    ("direct_reattached", direct.3),
                     ("bad_descriptors", s.pump.bad_descriptors),
                     ("broken_rings", s.pump.broken_rings),
                     ("refused_wrs", s.pump.refused),

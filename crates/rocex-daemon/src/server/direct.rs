@@ -1,0 +1,129 @@
+//! The direct data path's slots (`--direct`, `docs/abi.md` §6.6): a client that asks gets
+//! a QPN slot and its socket of the daemon's steering group, and runs the engine in its
+//! own process; the slot is the connection's until it closes.
+
+use std::collections::BTreeMap;
+
+use rocex_io::SteerGroup;
+use rocex_shm::control::{DirectGrant, Response};
+
+use super::Reply;
+
+/// The steering group and who holds which slot.
+#[derive(Debug)]
+pub(crate) struct Direct {
+    group: SteerGroup,
+    /// The grant every client gets, but for its slot: the daemon's own settings.
+    template: DirectGrant,
+    /// Slots by client.
+    slots: BTreeMap<u64, u32>,
+    /// `OpenDirect`s refused: every slot taken, or a second one on a connection.
+    pub(super) refused: u64,
+    /// Packets of a granted slot that reached the daemon: the group had lost its program.
+    pub(super) misrouted: u64,
+    /// Times the program was attached again after that.
+    pub(super) reattached: u64,
+    /// A misrouted packet was seen this turn.
+    stale: bool,
+}
+
+impl Direct {
+    pub(crate) fn new(group: SteerGroup, template: DirectGrant) -> Self {
+        Self {
+            group,
+            template,
+            slots: BTreeMap::new(),
+            refused: 0,
+            misrouted: 0,
+            reattached: 0,
+            stale: false,
+        }
+    }
+
+    /// Slots granted now.
+    pub(super) fn in_use(&self) -> u64 {
+        self.slots.len() as u64
+    }
+
+    /// Datagrams found in a slot's socket when it was granted or given back.
+    pub(super) fn drained(&self) -> u64 {
+        self.group.drained()
+    }
+
+    /// `OpenDirect` from client `id`: a slot and its socket, or why not.
+    pub(super) fn open(&mut self, id: u64) -> Reply {
+        if let Some(slot) = self.slots.get(&id) {
+            self.refused += 1;
+            return Reply::err(
+                libc::EEXIST,
+                format!("this connection holds direct slot {slot} already"),
+            );
+        }
+        match self.group.grant() {
+            Ok(Some(g)) => {
+                self.slots.insert(id, g.slot);
+                tracing::info!(client = id, slot = g.slot, "direct slot granted");
+                Reply {
+                    resp: Response::Direct(DirectGrant {
+                        slot: g.slot,
+                        ..self.template
+                    }),
+                    fds: vec![g.socket.into()],
+                }
+            }
+            Ok(None) => {
+                self.refused += 1;
+                let n = (1u32 << self.group.bits()) - 1;
+                Reply::err(libc::ENOMEM, format!("direct slots: all {n} are granted"))
+            }
+            Err(e) => {
+                self.refused += 1;
+                Reply::err(libc::EIO, format!("direct slot: {e}"))
+            }
+        }
+    }
+
+    /// Looks at a packet the daemon received: one for a granted slot's QP can only come
+    /// through a group without its program, which any member may remove
+    /// (`docs/security.md`).
+    pub(super) fn received(&mut self, payload: &[u8]) {
+        // The BTH's destination QP, bytes 5..8.
+        let Some(&[a, b, c]) = payload.get(5..8).map(|q| <&[u8; 3]>::try_from(q).unwrap()) else {
+            return;
+        };
+        let qpn = u32::from_be_bytes([0, a, b, c]);
+        let slot = qpn & ((1 << self.group.bits()) - 1);
+        if qpn != 1 && slot != 0 && self.group.is_granted(slot) {
+            self.misrouted += 1;
+            self.stale = true;
+        }
+    }
+
+    /// Attaches the group's program again after a turn that received a misrouted packet.
+    pub(super) fn repair(&mut self) {
+        if !std::mem::take(&mut self.stale) {
+            return;
+        }
+        match self.group.attach() {
+            Ok(()) => {
+                self.reattached += 1;
+                tracing::warn!(
+                    misrouted = self.misrouted,
+                    "the steering group had lost its program (a direct client removed it): attached again"
+                );
+            }
+            Err(e) => tracing::warn!("cannot attach the steering program again: {e}"),
+        }
+    }
+
+    /// Client `id` is gone: its slot's QPNs come back to the daemon.
+    pub(super) fn close(&mut self, id: u64) {
+        let Some(slot) = self.slots.remove(&id) else {
+            return;
+        };
+        match self.group.free(slot) {
+            Ok(drained) => tracing::info!(client = id, slot, drained, "direct slot freed"),
+            Err(e) => tracing::warn!(client = id, slot, "direct slot {slot}: {e}"),
+        }
+    }
+}

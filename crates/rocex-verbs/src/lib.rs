@@ -292,6 +292,7 @@ impl Context {
     pub fn query_device(&self) -> Result<DeviceAttr> {
         let ch = match &self.dev {
             Dev::Daemon(ch) => ch,
+            Dev::Direct(h) if h.daemon_gone() => return Err(Error::DaemonGone),
             Dev::Direct(_) => return Ok(self.attr),
         };
         match ch.call(&Request::QueryDevice, &[])?.0 {
@@ -384,7 +385,7 @@ impl Context {
                 Response::AllocPd { pd } => pd,
                 r => return Err(proto(format!("unexpected {r:?}"))),
             },
-            Dev::Direct(h) => h.alloc_pd(),
+            Dev::Direct(h) => h.alloc_pd()?,
         };
         Ok(Pd {
             ctx: self.clone(),

@@ -1,7 +1,8 @@
 //! Direct contexts granted by rocexd: `Context::open` on a daemon started with `--direct`
 //! runs the engine in this process on the slot's steered socket (rocexd counts the slot),
 //! on one without it every verb goes to the daemon; a direct end and a daemon-path end
-//! move data both ways, byte for byte; the daemon's death wakes a direct context's waiter.
+//! move data both ways, byte for byte; the daemon's death wakes a direct context's waiter
+//! and ends its engine.
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -128,8 +129,15 @@ fn the_daemons_death_wakes_a_direct_waiter() {
     let ctx = Context::open(&d.sock).unwrap();
     assert!(ctx.is_direct());
     let chan = ctx.create_comp_channel().unwrap();
+    let mut cq = ctx.create_cq(16, Some(&chan)).unwrap();
     d.kill();
     let r = chan.wait(Some(LIMIT));
     assert!(matches!(r, Err(Error::DaemonGone)), "{r:?}");
     assert!(ctx.is_gone());
+    // The grant ended with the daemon: control verbs fail at once, and a poller learns it
+    // from the progress thread, which drops the engine and its socket.
+    assert!(matches!(ctx.alloc_pd(), Err(Error::DaemonGone)));
+    assert!(matches!(ctx.query_device(), Err(Error::DaemonGone)));
+    let r = cq.poll_wait(LIMIT);
+    assert!(matches!(r, Err(Error::DaemonGone)), "{r:?}");
 }

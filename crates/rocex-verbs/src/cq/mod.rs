@@ -39,7 +39,7 @@ impl Context {
                         ev,
                         armed: armed.clone(),
                     },
-                );
+                )?;
                 (
                     cq,
                     Imp::Local {
@@ -97,7 +97,7 @@ impl Cq {
     pub fn pending(&self) -> Result<u32> {
         match &self.imp {
             Imp::Ring(r) => r.pending(),
-            Imp::Local { host, .. } => Ok(host.cq_len(self.cq)),
+            Imp::Local { host, .. } => host.cq_len(self.cq),
         }
     }
 
@@ -163,7 +163,7 @@ impl Cq {
     pub fn take_with(&mut self, max: usize, mut f: impl FnMut(WorkCompletion)) -> Result<usize> {
         match &mut self.imp {
             Imp::Ring(r) => r.take_with(max, f),
-            Imp::Local { host, .. } => Ok(host.poll_cq(self.cq, max, &mut f)),
+            Imp::Local { host, .. } => host.poll_cq(self.cq, max, &mut f),
         }
     }
 

@@ -18,7 +18,7 @@ pub(crate) mod region;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -27,7 +27,7 @@ use rocex_io::Driver;
 use rocex_proto::{Event, Instant};
 use rocex_shm::EventFd;
 
-use crate::{Channel, Result};
+use crate::{Channel, Error, Result};
 
 /// An engine in this process, its progress thread and, when rocexd granted it, the
 /// control connection that holds the grant.
@@ -52,7 +52,10 @@ impl fmt::Debug for Host {
 
 /// What the host and its progress thread share.
 struct Shared {
-    core: Mutex<Core>,
+    /// The engine; `None` once the daemon that granted it is gone, which ends the grant:
+    /// the engine and its socket are dropped and every verb answers
+    /// [`Error::DaemonGone`], as on the daemon path.
+    core: Mutex<Option<Core>>,
     /// Wakes the progress thread: to stop, or to look at a timer earlier than its sleep.
     wake: EventFd,
     stop: AtomicBool,
@@ -102,20 +105,21 @@ impl Host {
     /// Starts the progress thread for the engine on `driver`; `ctl` is the connection to
     /// rocexd that granted it, if one did.
     pub(crate) fn start(driver: Driver, ctl: Option<Channel>) -> Result<Self> {
-        let sock = rustix::io::fcntl_dupfd_cloexec(driver.fd(), 0).map_err(std::io::Error::from)?;
+        let sock = dup(driver.fd())?;
+        let daemon = ctl.as_ref().map(|c| dup(&c.sock)).transpose()?;
         let shared = Arc::new(Shared {
-            core: Mutex::new(Core {
+            core: Mutex::new(Some(Core {
                 driver,
                 notify: HashMap::new(),
                 wakes_at: None,
-            }),
+            })),
             wake: EventFd::new()?,
             stop: AtomicBool::new(false),
         });
         let s = shared.clone();
         let progress = std::thread::Builder::new()
             .name("rocex-progress".into())
-            .spawn(move || progress::run(&s, sock))?;
+            .spawn(move || progress::run(&s, sock, daemon))?;
         Ok(Self {
             shared,
             progress: Some(progress),
@@ -126,24 +130,37 @@ impl Host {
 
     /// Runs `f` on the engine in the caller's thread, and wakes the progress thread when
     /// `f` left a timer earlier than the one it sleeps towards (a posted request's ACK
-    /// timeout).
-    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut Core) -> T) -> T {
-        let mut core = lock(&self.shared.core);
-        let r = f(&mut core);
+    /// timeout). [`Error::DaemonGone`] once the daemon that granted the engine is gone.
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut Core) -> T) -> Result<T> {
+        let mut guard = lock(&self.shared.core);
+        let Some(core) = guard.as_mut() else {
+            return Err(Error::DaemonGone);
+        };
+        let r = f(core);
         let kick = core.earlier_timer();
         if kick.is_some() {
             core.wakes_at = kick;
         }
-        drop(core);
+        drop(guard);
         if kick.is_some() {
             let _ = self.shared.wake.signal();
         }
-        r
+        Ok(r)
+    }
+
+    /// [`with`](Self::with) for a control verb, which also asks the kernel whether the
+    /// daemon hung up (one poll(2)): a verb after the daemon's death fails at once, as
+    /// on the daemon path, where the data path learns it from the progress thread.
+    pub(crate) fn control<T>(&self, f: impl FnOnce(&mut Core) -> T) -> Result<T> {
+        if self.daemon_gone() {
+            return Err(Error::DaemonGone);
+        }
+        self.with(f)
     }
 
     /// Registers `cq`'s channel and arm for the engine's events.
-    pub(crate) fn watch_cq(&self, cq: u32, n: Notify) {
-        self.with(|c| c.notify.insert(cq, n));
+    pub(crate) fn watch_cq(&self, cq: u32, n: Notify) -> Result<()> {
+        self.with(|c| c.notify.insert(cq, n)).map(drop)
     }
 
     /// What a waiter watches for the daemon's loss: the control socket, or, with no
@@ -157,7 +174,7 @@ impl Host {
 
     /// True when the daemon that granted the engine is gone.
     pub(crate) fn daemon_gone(&self) -> bool {
-        self.ctl.as_ref().is_some_and(Channel::closed)
+        lock(&self.shared.core).is_none() || self.ctl.as_ref().is_some_and(Channel::closed)
     }
 
     /// Marks the daemon gone (a waiter saw its socket hang up).
@@ -180,6 +197,11 @@ impl Drop for Host {
 
 /// The core, whoever held it last: a caller that panicked while holding it left the
 /// engine's tables consistent (each verb is one engine call).
-fn lock(m: &Mutex<Core>) -> MutexGuard<'_, Core> {
+fn lock(m: &Mutex<Option<Core>>) -> MutexGuard<'_, Option<Core>> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A descriptor of the progress thread's own for `fd`.
+fn dup(fd: impl AsFd) -> Result<OwnedFd> {
+    Ok(rustix::io::fcntl_dupfd_cloexec(fd, 0).map_err(std::io::Error::from)?)
 }

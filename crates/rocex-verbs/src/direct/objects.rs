@@ -69,8 +69,8 @@ fn grant(cap: QpCap) -> Result<QpCap> {
 }
 
 impl Host {
-    pub(crate) fn alloc_pd(&self) -> u32 {
-        self.with(|c| c.driver.engine.alloc_pd().raw())
+    pub(crate) fn alloc_pd(&self) -> Result<u32> {
+        self.control(|c| c.driver.engine.alloc_pd().raw())
     }
 
     pub(crate) fn dealloc_pd(&self, pd: u32) -> Result<()> {
@@ -135,10 +135,10 @@ impl Host {
             c.driver.engine.destroy_cq(cq).map_err(refused)?;
             c.notify.remove(&cq);
             Ok(())
-        })
+        })?
     }
 
-    pub(crate) fn cq_len(&self, cq: u32) -> u32 {
+    pub(crate) fn cq_len(&self, cq: u32) -> Result<u32> {
         self.with(|c| c.driver.engine.cq_len(cq) as u32)
     }
 
@@ -157,11 +157,16 @@ impl Host {
                 a.store(true, std::sync::atomic::Ordering::Release);
             }
             Ok(false)
-        })
+        })?
     }
 
     /// One turn in the caller's thread, then up to `max` completions of `cq` into `f`.
-    pub(crate) fn poll_cq(&self, cq: u32, max: usize, f: &mut impl FnMut(WorkCompletion)) -> usize {
+    pub(crate) fn poll_cq(
+        &self,
+        cq: u32,
+        max: usize,
+        f: &mut impl FnMut(WorkCompletion),
+    ) -> Result<usize> {
         self.with(|c| {
             c.turn();
             let mut n = 0;
@@ -211,7 +216,7 @@ impl Host {
                 .try_for_each(|wr| c.driver.engine.post_send(now, qpn, wr.clone()));
             c.turn();
             posted.map_err(refused)
-        })
+        })?
     }
 
     /// Posts receive requests, as [`post_send`](Self::post_send).
@@ -227,13 +232,13 @@ impl Host {
                 .try_for_each(|wr| c.driver.engine.post_recv(now, qpn, wr.clone()));
             c.turn();
             posted.map_err(refused)
-        })
+        })?
     }
 
     /// The engine's counters (group `engine`, rxe's names, as rocexd reports them) and
     /// every QP's, or only `qpn`'s.
     pub(crate) fn stats(&self, qpn: Option<u32>) -> Result<Stats> {
-        self.with(|c| {
+        self.control(|c| {
             let e = &c.driver.engine;
             let group = rocex_shm::control::StatGroup {
                 name: "engine".into(),
@@ -257,7 +262,7 @@ impl Host {
                 qps,
                 next: 0,
             })
-        })
+        })?
     }
 
     /// Runs one engine call under the lock, its refusal as rocexd's.
@@ -265,7 +270,7 @@ impl Host {
         &self,
         f: impl FnOnce(&mut rocex_proto::Engine) -> Result<T, VerbsError>,
     ) -> Result<T> {
-        self.with(|c| f(&mut c.driver.engine)).map_err(refused)
+        self.control(|c| f(&mut c.driver.engine))?.map_err(refused)
     }
 }
 

@@ -17,10 +17,13 @@ const BACKOFF: Duration = Duration::from_micros(50);
 /// A sleep this long or longer means no timer: wait for a packet or the wake eventfd.
 const FOREVER: Duration = Duration::from_secs(3600);
 
-/// Turns whenever a packet, a timer or the wake eventfd calls for it, until told to stop.
-pub(super) fn run(shared: &Shared, sock: OwnedFd) {
+/// Turns whenever a packet, a timer or the wake eventfd calls for it, until told to stop
+/// or until `daemon` (the control connection that holds the grant) hangs up: then the
+/// engine and its socket go, and the slot's address is the daemon's again.
+pub(super) fn run(shared: &Shared, sock: OwnedFd, daemon: Option<OwnedFd>) {
+    let mut gone = false;
     while !shared.stop.load(Ordering::Acquire) {
-        let mut core = match shared.core.try_lock() {
+        let mut guard = match shared.core.try_lock() {
             Ok(c) => c,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => {
@@ -28,10 +31,17 @@ pub(super) fn run(shared: &Shared, sock: OwnedFd) {
                 continue;
             }
         };
+        if gone {
+            *guard = None;
+            return;
+        }
+        let Some(core) = guard.as_mut() else {
+            return;
+        };
         core.turn();
         let sleep = core.driver.timeout(FOREVER);
         core.wakes_at = (sleep < FOREVER).then(|| core.driver.now() + sleep);
-        drop(core);
+        drop(guard);
         if sleep.is_zero() {
             continue;
         }
@@ -39,12 +49,20 @@ pub(super) fn run(shared: &Shared, sock: OwnedFd) {
             tv_sec: sleep.as_secs() as _,
             tv_nsec: sleep.subsec_nanos() as _,
         });
+        // The daemon writes on the control connection only to answer, and a direct
+        // context asks it nothing more: a hang-up is all this can report.
+        let hangup = PollFlags::RDHUP | PollFlags::HUP | PollFlags::ERR;
         let mut fds = [
             PollFd::new(&sock, PollFlags::IN),
             PollFd::new(&shared.wake, PollFlags::IN),
+            PollFd::new(daemon.as_ref().unwrap_or(&sock), PollFlags::RDHUP),
         ];
-        if matches!(poll(&mut fds, ts.as_ref()), Ok(n) if n > 0) && !fds[1].revents().is_empty() {
-            let _ = shared.wake.drain();
+        let n = if daemon.is_some() { 3 } else { 2 };
+        if matches!(poll(&mut fds[..n], ts.as_ref()), Ok(k) if k > 0) {
+            if !fds[1].revents().is_empty() {
+                let _ = shared.wake.drain();
+            }
+            gone = n == 3 && fds[2].revents().intersects(hangup);
         }
     }
 }

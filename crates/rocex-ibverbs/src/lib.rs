@@ -92,6 +92,8 @@ pub(crate) fn errno_of(e: &rocex_verbs::Error) -> i32 {
         Error::Post(_) => libc::EINVAL,
         Error::DaemonGone => libc::EIO,
         Error::Timeout => libc::ETIMEDOUT,
+        // What a direct context does not offer (rdma_cm through ROCEX_PRIVATE_1).
+        Error::Unsupported { .. } => libc::EOPNOTSUPP,
         // No daemon at the device's socket: the socket's own reason, ENOENT (no file) or
         // ECONNREFUSED (a dead daemon's file), which a program's perror then names.
         Error::Connect { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),

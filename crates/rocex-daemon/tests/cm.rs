@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 mod common;
 
-use common::{ACCESS, Daemon, End, T, daemon, end, ok, pattern};
+use common::{ACCESS, Daemon, End, T, end, ok, pattern, ring_daemon};
 use rocex_verbs::verbs::{AttrMask, QpAttr, QpState, RecvWr, SendOp, WcOpcode};
 use rocex_verbs::{CmEvent, CmEventKind, Context};
 
@@ -40,8 +40,8 @@ const ADDR_B: [u8; 4] = [127, 0, 9, 2];
 
 #[test]
 fn connect_accept_move_data_and_disconnect() {
-    let da = daemon("127.0.9.1", &[]);
-    let db = daemon("127.0.9.2", &[]);
+    let da = ring_daemon("127.0.9.1", &[]);
+    let db = ring_daemon("127.0.9.2", &[]);
     let mut a = cm_end(&da);
     let mut b = cm_end(&db);
     b.ctx.cm_listen(7471).unwrap();
@@ -110,8 +110,8 @@ fn connect_accept_move_data_and_disconnect() {
 
 #[test]
 fn nobody_listening_and_a_refusal_are_rejections() {
-    let da = daemon("127.0.9.3", &[]);
-    let db = daemon("127.0.9.4", &[]);
+    let da = ring_daemon("127.0.9.3", &[]);
+    let db = ring_daemon("127.0.9.4", &[]);
     let a = cm_end(&da);
     let b = cm_end(&db);
     let peer = IpAddr::from([127, 0, 9, 4]);

@@ -10,7 +10,7 @@ use std::time::Duration;
 mod common;
 
 use common::{T, daemon, end, every_op, loopback, ok, pair, pattern, post_garbage_slots};
-use common::{post_undefined_opcode, send_recv, write_burst};
+use common::{post_undefined_opcode, ring_daemon, send_recv, write_burst};
 use rocex_verbs::verbs::{QpState, SendOp, SendWr, WcOpcode, WcStatus};
 
 #[test]
@@ -111,7 +111,7 @@ fn killed_client_leaves_daemon_serving() {
 
 #[test]
 fn hostile_client_gets_errors_and_others_are_unaffected() {
-    let mut d = daemon("127.0.5.4", &[]);
+    let mut d = ring_daemon("127.0.5.4", &[]);
     let (mut good_x, mut good_y) = loopback(&d.sock);
     let (mut bad, _bad_peer) = loopback(&d.sock);
 

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{RDMA_ACCESS, daemon_at, socket_in};
+use common::{RDMA_ACCESS, ring_daemon_at, socket_in};
 use rocex_verbs::verbs::{QpCap, QpType};
 use rocex_verbs::{Context, Error, QpInitAttr};
 
@@ -22,7 +22,7 @@ fn is_limit(r: Result<impl std::fmt::Debug, Error>, key: &str) {
 #[test]
 fn every_limit_is_enforced_per_client() {
     let sock = socket_in("limits");
-    let _d = daemon_at(
+    let _d = ring_daemon_at(
         "127.0.6.5",
         &sock,
         &[
@@ -95,7 +95,7 @@ fn limits_come_from_the_config_file_and_flags_win() {
     let sock = socket_in("limits-file");
     let cfg = sock.with_file_name("rocexd.toml");
     std::fs::write(&cfg, "[limits]\nmax_pds = 1\nmax_cqs = 1\n").unwrap();
-    let _d = daemon_at(
+    let _d = ring_daemon_at(
         "127.0.6.6",
         &sock,
         &["--config", cfg.to_str().unwrap(), "--max-cqs", "2"],

@@ -15,13 +15,13 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{Daemon, T, daemon, loopback, send_recv};
+use common::{Daemon, T, loopback, ring_daemon, send_recv};
 use rocex_testkit::listen::{self, Proto};
 
 /// A daemon on `addr` serving its metrics on a port of 127.0.0.1 the kernel picks, and
 /// that port once it listens.
 fn with_metrics(addr: &str) -> (Daemon, u16) {
-    let mut d = daemon(addr, &["--metrics", "127.0.0.1:0"]);
+    let mut d = ring_daemon(addr, &["--metrics", "127.0.0.1:0"]);
     let at = listen::wait_bound(&mut d.child, Proto::Tcp, T, "rocexd's metrics endpoint");
     (d, at.port())
 }

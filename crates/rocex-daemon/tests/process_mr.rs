@@ -8,7 +8,7 @@
 mod common;
 
 use common::{
-    ACCESS, End, T, connect, daemon_at, end, ok, pair, pair_at, pattern, rocexd, socket_in,
+    ACCESS, End, T, connect, end, ok, pair, pair_at, pattern, ring_daemon_at, rocexd, socket_in,
 };
 use rocex_verbs::verbs::{Mtu, QpCap, QpType, RecvWr, Remote, SendOp, SendWr, WcOpcode, WcStatus};
 use rocex_verbs::{Context, Error, Qp, QpInitAttr};
@@ -24,8 +24,8 @@ fn run(sges: Vec<rocex_verbs::verbs::Sge>, x: &mut End, id: u64, op: SendOp) -> 
 #[test]
 fn a_vec_is_the_target_and_source_of_rdma() {
     let (sa, sb) = (socket_in("pmr-a"), socket_in("pmr-b"));
-    let _da = daemon_at("127.0.8.1", &sa, &[]);
-    let _db = daemon_at("127.0.8.2", &sb, &[]);
+    let _da = ring_daemon_at("127.0.8.1", &sa, &[]);
+    let _db = ring_daemon_at("127.0.8.2", &sb, &[]);
     let (mut a, mut b) = (end(&sa), end(&sb));
     pair(&a, &b);
 
@@ -170,8 +170,8 @@ fn qp_beside(x: &End, peer: &End) -> Qp {
 #[test]
 fn unmapped_memory_fails_the_access_not_the_daemon() {
     let (sa, sb) = (socket_in("pmr-c"), socket_in("pmr-d"));
-    let mut da = daemon_at("127.0.8.3", &sa, &["--max-mr-bytes", "2M"]);
-    let _db = daemon_at("127.0.8.4", &sb, &[]);
+    let mut da = ring_daemon_at("127.0.8.3", &sa, &["--max-mr-bytes", "2M"]);
+    let _db = ring_daemon_at("127.0.8.4", &sb, &[]);
     // Three QPs on one PD of the owner `a`, each with its own peer on the other daemon:
     // every error below moves its QPs to the error state.
     let (mut a, mut b, mut b2, b3) = (end(&sa), end(&sb), end(&sb), end(&sb));
@@ -268,6 +268,7 @@ fn a_daemon_without_ptrace_permission_refuses_with_eperm() {
         .bin(&exe)
         .socket(&sock)
         .user(65534, 65534)
+        .daemon_path()
         .start();
     let ctx = Context::open(&d.sock).unwrap();
     let pd = ctx.alloc_pd().unwrap();
@@ -309,8 +310,8 @@ fn write_stream(x: &mut End, remote: impl Fn(u64) -> Remote, count: u64) -> f64 
 #[ignore = "a measurement, run by hand"]
 fn write_speed_memfd_vs_process() {
     let (sa, sb) = (socket_in("pmr-e"), socket_in("pmr-f"));
-    let _da = daemon_at("127.0.8.5", &sa, &[]);
-    let _db = daemon_at("127.0.8.6", &sb, &[]);
+    let _da = ring_daemon_at("127.0.8.5", &sa, &[]);
+    let _db = ring_daemon_at("127.0.8.6", &sb, &[]);
     let (a, mut b) = (end(&sa), end(&sb));
     pair_at(&a, &b, Mtu::M4096);
     let mut vec = vec![0u8; 64 << 10];

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{ACCESS, T, daemon, end_with, ok, pair, pattern, read_back};
+use common::{ACCESS, T, end_with, ok, pair, pattern, read_back, ring_daemon};
 use rocex_verbs::verbs::{Mtu, QpAttr, QpCap, SendOp, SendWr, WcOpcode};
 
 /// The attributes `common::connect` takes a QP through, towards `peer` (address, QPN, PSN).
@@ -17,7 +17,7 @@ fn towards(my_psn: u32, peer: (IpAddr, u32, u32)) -> QpAttr {
 
 #[test]
 fn sends_posted_before_rts_wait_in_the_ring() {
-    let d = daemon("127.0.5.31", &[]);
+    let d = ring_daemon("127.0.5.31", &[]);
     let cap = QpCap {
         max_send_wr: 8,
         max_recv_wr: 8,
@@ -59,7 +59,7 @@ fn sends_posted_before_rts_wait_in_the_ring() {
 
 #[test]
 fn a_client_faster_than_the_engine_loses_nothing() {
-    let d = daemon("127.0.5.32", &[]);
+    let d = ring_daemon("127.0.5.32", &[]);
     // Four slots in the ring and four requests in the engine: the ring refills while the
     // engine's queue is still full, so the daemon must leave descriptors in it.
     let cap = QpCap {

@@ -202,7 +202,7 @@ fn killed_client_is_reclaimed() {
     let Some(net) = Net::up("killed_client_is_reclaimed", &LAYOUT) else {
         return;
     };
-    let mut d = net.daemons("udp");
+    let mut d = net.ring_daemons("udp");
     let watch = [
         Context::open(&d[0].sock).unwrap(),
         Context::open(&d[1].sock).unwrap(),
@@ -272,7 +272,7 @@ fn hostile_client_is_contained() {
     let Some(net) = Net::up("hostile_client_is_contained", &LAYOUT) else {
         return;
     };
-    let mut d = net.daemons("udp");
+    let mut d = net.ring_daemons("udp");
     let socks = [d[0].sock.clone(), d[1].sock.clone()];
     let (started_tx, started_rx) = std::sync::mpsc::channel();
     let good = std::thread::spawn(move || {

@@ -44,6 +44,18 @@ pub(crate) fn daemon_at(addr: &str, sock: &Path, extra: &[&str]) -> Daemon {
     rocexd(addr).socket(sock).args(extra).start()
 }
 
+/// [`daemon`] that grants no direct slots even under `ROCEX_TEST_DIRECT=1`, for a test of
+/// what the daemon does with its clients' rings, objects, limits and counters, or of its
+/// CM: its clients always post through it.
+pub(crate) fn ring_daemon(addr: &str, extra: &[&str]) -> Daemon {
+    rocexd(addr).daemon_path().args(extra).start()
+}
+
+/// [`ring_daemon`] serving `sock`.
+pub(crate) fn ring_daemon_at(addr: &str, sock: &Path, extra: &[&str]) -> Daemon {
+    rocexd(addr).socket(sock).daemon_path().args(extra).start()
+}
+
 /// One endpoint: context, PD, MR, CQ, QP (dropped in that order).
 pub(crate) struct End {
     pub(crate) qp: Qp,

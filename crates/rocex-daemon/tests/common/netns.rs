@@ -51,4 +51,15 @@ impl Net {
     pub(crate) fn daemons(&self, backend: &str) -> [Daemon; 2] {
         [self.daemon(0, backend), self.daemon(1, backend)]
     }
+
+    /// Both daemons on `backend`, granting no direct slots (`super::ring_daemon`).
+    pub(crate) fn ring_daemons(&self, backend: &str) -> [Daemon; 2] {
+        let side = |i| {
+            self.rocexd(i)
+                .daemon_path()
+                .args(["--backend", backend])
+                .start()
+        };
+        [side(0), side(1)]
+    }
 }

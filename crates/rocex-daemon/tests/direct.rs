@@ -5,8 +5,8 @@
 //! slots and a daemon without `--direct` are refused with errors a client tells apart;
 //! when the connection closes the slot's QPNs come back to the daemon and the slot goes
 //! to the next client, on a new socket when the old one is still held; a client that
-//! removes the group's program has it attached again. Daemons on 127.0.47.1 to
-//! 127.0.47.5.
+//! removes the group's program has it attached again; a new daemon on the address waits
+//! until the old one's clients let their sockets go. Daemons on 127.0.47.1 to 127.0.47.6.
 
 mod common;
 
@@ -321,4 +321,33 @@ fn a_program_removed_by_a_client_is_attached_again() {
     }
     got.retain(|&t| t != 50);
     assert_eq!(got, (60..70).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_new_daemon_waits_until_the_old_ones_clients_let_go() {
+    let sock = socket_in("direct-restart");
+    let mut d = rocexd("127.0.47.6")
+        .socket(&sock)
+        .daemon_path()
+        .args(["--direct"])
+        .start();
+    let mut a = Control::open(&sock);
+    let (_, kept) = a.open_direct().unwrap();
+    d.kill();
+    drop(a);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rocexd"))
+        .args(["--addr", "127.0.47.6", "--direct", "--socket"])
+        .arg(sock.with_file_name("again.sock"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let me = format!("is already in use by pid {} (", std::process::id());
+    assert!(err.contains(&me), "{err}");
+    drop(kept);
+    let _again = rocexd("127.0.47.6")
+        .socket(&sock)
+        .daemon_path()
+        .args(["--direct"])
+        .start();
 }

@@ -3,7 +3,7 @@
 //! given back routes to slot 0 again; a granted (locked) socket cannot replace the
 //! group's program or its own filter, and when it removes the group's program it still
 //! reads nothing of another slot's; a slot whose socket another process kept is granted
-//! on a new socket. Each test has its own 127.0.219.x address.
+//! on a new socket. Each test has its own 127.0.219.x address (and one ::1).
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -37,8 +37,12 @@ fn group(last: u8) -> (IpAddr, SteerGroup) {
 /// Sends each `(qpn, tag)` to `ip:4791`, each from its own source port so that a group
 /// without its program would spread them by hash.
 fn send(ip: IpAddr, what: &[(u32, u8)]) {
+    let from = match ip {
+        IpAddr::V4(_) => IpAddr::from([127, 0, 219, 250]),
+        IpAddr::V6(_) => ip,
+    };
     for &(qpn, tag) in what {
-        let s = UdpSocket::bind(SocketAddr::new(IpAddr::from([127, 0, 219, 250]), 0)).unwrap();
+        let s = UdpSocket::bind(SocketAddr::new(from, 0)).unwrap();
         s.send_to(&datagram(qpn, tag), SocketAddr::new(ip, 4791))
             .unwrap();
     }
@@ -98,6 +102,18 @@ fn each_datagram_reaches_the_socket_of_its_slot() {
     assert_eq!(tags_until(&a.socket, 11), [10, 11]);
     assert_eq!(tags_until(&b.socket, 21), [20, 21]);
     assert_eq!(port_tags_until(&mut rocexd, 33), [30, 31, 32, 33]);
+}
+
+#[test]
+fn over_ipv6_too() {
+    // The programs read the UDP payload and the UDP header, the same over either family.
+    let ip = IpAddr::from(std::net::Ipv6Addr::LOCALHOST);
+    let mut g = SteerGroup::open(ip, BITS, BackendOptions::default()).unwrap();
+    let mut rocexd = g.port().unwrap();
+    let a = g.grant().unwrap().unwrap();
+    send(ip, &[(0x0101, 1), (0x0102, 2), (0x0001, 3), (0x0201, 4)]);
+    assert_eq!(tags_until(&a.socket, 4), [1, 4]);
+    assert_eq!(port_tags_until(&mut rocexd, 3), [2, 3]);
 }
 
 #[test]

@@ -173,6 +173,13 @@ impl Rtt {
         Some(now + (srtt * 2).max(MIN_RTO))
     }
 
+    /// Whether an answer at `now` to a packet resent at `again` can be the resend's: no
+    /// answer comes sooner than the shortest round trip seen (RFC 8985's check before it
+    /// trusts the time of a retransmission that an acknowledgement covers).
+    pub(crate) fn may_answer(&self, again: Instant, now: Instant) -> bool {
+        self.min.is_some_and(|m| now - again >= m)
+    }
+
     /// The tail-loss probe went: the next deadline is the early one.
     pub(crate) fn probed(&mut self) {
         self.probe = false;

@@ -100,6 +100,7 @@ impl Qp {
         self.sr.send.sync(oldest);
         let high = self.req.high_psn;
         let mut highest = None;
+        let mut latest = None;
         // The SACK's PSNs and the send queue both ascend: one pass over each.
         let mut wqes = self.sq.iter().filter(|w| w.started).peekable();
         for q in sack.psns(cumulative) {
@@ -110,6 +111,7 @@ impl Qp {
             // (a READ's too: a stream of READs has no other packets to show them).
             self.comp.rtt.held(q, ctx.now);
             highest = Some(q);
+            latest = latest.max(self.sr_resend_answered(q, ctx.now));
             while wqes.next_if(|w| w.last_psn().is_before(q)).is_some() {}
             // A READ's or atomic's PSNs are marked by their responses, not here.
             if wqes
@@ -151,8 +153,15 @@ impl Qp {
             }
         }
         for q in holes {
-            self.sr_hole(q, highest, None);
+            self.sr_hole(q, highest, latest, None);
         }
+    }
+
+    /// When `q` was last resent, if the answer at `now` that shows it arrived can be that
+    /// resend's. A hole resent before then and still missing was lost again.
+    fn sr_resend_answered(&self, q: Psn, now: Instant) -> Option<Instant> {
+        let again = self.sr.send.resent_time(q)?;
+        self.comp.rtt.may_answer(again, now).then_some(again)
     }
 
     /// Queues `q` for resending unless the peer holds it, or its last resend may still
@@ -161,7 +170,13 @@ impl Qp {
     /// asked again is answered after whatever the responder had queued, which no later PSN
     /// reveals; request packets have their SACKs, and resending them on time alone cost
     /// goodput at 10% loss (queues, not loss, delayed the answers).
-    fn sr_hole(&mut self, q: Psn, highest: Psn, now: Option<Instant>) {
+    ///
+    /// "Sent after" is in time, as RACK has it (RFC 8985): a packet past `q` first sent
+    /// after the resend (`highest` at or past the frontier then), or any packet resent
+    /// after it (`latest`: the last resend of a packet the answer shows arrived, if the
+    /// answer can be that resend's). By PSN alone a resend answered only by the answers to
+    /// other resends, with nothing new sent, looked unanswered for ever.
+    fn sr_hole(&mut self, q: Psn, highest: Psn, latest: Option<Instant>, now: Option<Instant>) {
         let rto = now.and_then(|n| self.comp.rtt.deadline(n).map(|d| (n, d.since(n))));
         let Some(m) = self.sr.send.mark(q) else {
             return;
@@ -169,7 +184,9 @@ impl Qp {
         let overdue = m
             .resent_time
             .is_some_and(|t| rto.is_some_and(|(n, r)| n >= t + r * 2));
-        if m.got || (m.resent_at.is_some_and(|at| highest.is_before(at)) && !overdue) {
+        let overtaken = m.resent_time.is_some_and(|t| latest.is_some_and(|l| t < l));
+        if m.got || (m.resent_at.is_some_and(|at| highest.is_before(at)) && !overdue && !overtaken)
+        {
             return;
         }
         self.sr.send.queue(q, false);
@@ -271,6 +288,7 @@ impl Qp {
     /// A response at `psn` came: the responder answers in PSN order, so every response
     /// before it still missing (READ data, atomic results) is lost.
     fn sr_response_holes(&mut self, psn: Psn, now: Instant) {
+        let latest = self.sr_resend_answered(psn, now);
         let oldest = self.comp.psn;
         let mut holes = Vec::new();
         for w in self.sq.iter().filter(|w| w.started && w.needs_response()) {
@@ -288,7 +306,7 @@ impl Qp {
             }
         }
         for q in holes {
-            self.sr_hole(q, psn, Some(now));
+            self.sr_hole(q, psn, latest, Some(now));
         }
     }
 
@@ -435,10 +453,18 @@ impl Qp {
 
     /// The tail-loss probe (`Rtt::probe_at`): the highest PSN sent that the peer
     /// is not known to hold goes again (a READ: its missing responses from there), and
-    /// the timer waits for the early deadline.
+    /// the timer waits for the early deadline. So does the oldest resend still unanswered:
+    /// two round trips after the last packet sent, it was lost too. Nothing else shows that
+    /// when nothing new follows it (a lost resend of the oldest READ request, the
+    /// application's queue waiting for that READ): the answer to a probe of the tail only
+    /// restarted the timer, probe after probe, and the stream stood still for
+    /// milliseconds.
     pub(super) fn sr_probe(&mut self, ctx: &Ctx<'_>) {
         self.comp.rtt.probed();
         self.sr.send.sync(self.comp.psn);
+        if let Some(q) = self.sr.send.unanswered_resend() {
+            self.sr.send.queue(q, false);
+        }
         let mut q = self.req.high_psn;
         while q.is_after(self.comp.psn) {
             q = q.sub(1);

@@ -98,6 +98,24 @@ impl Sender {
         d >= 0 && self.marks.get(d as usize).is_some_and(|m| m.got)
     }
 
+    /// The oldest PSN resent and not yet known held, unless it waits to be resent again.
+    pub(crate) fn unanswered_resend(&self) -> Option<Psn> {
+        let d = self
+            .marks
+            .iter()
+            .position(|m| m.resent_time.is_some() && !m.got && !m.queued)?;
+        Some(self.base.add(d as u32))
+    }
+
+    /// When `psn` (at or past the base) was last resent, if it was.
+    pub(crate) fn resent_time(&self, psn: Psn) -> Option<Instant> {
+        let d = psn.diff(self.base);
+        (d >= 0)
+            .then(|| self.marks.get(d as usize))
+            .flatten()
+            .and_then(|m| m.resent_time)
+    }
+
     /// Queues `psn` for resending unless it is queued already or the peer holds it;
     /// `again` (the timer's resend) resends it whatever is known, so that the peer
     /// answers with what it holds now.

@@ -4,9 +4,12 @@
 //! (which counts them as for no QP); a second request on the connection, a full set of
 //! slots and a daemon without `--direct` are refused with errors a client tells apart;
 //! when the connection closes the slot's QPNs come back to the daemon and the slot goes
-//! to the next client, on a new socket when the old one is still held; a client that
+//! to the next client, unless a process still holds its socket; a client that
 //! removes the group's program has it attached again; a new daemon on the address waits
 //! until the old one's clients let their sockets go. Daemons on 127.0.47.1 to 127.0.47.6.
+//! The tests take turns (`rocex_testkit::serial`): starting a daemon forks this process,
+//! and until it execs the child holds a copy of every slot socket the other tests hold,
+//! which rocexd rightly takes for a process keeping a slot.
 
 mod common;
 
@@ -139,6 +142,7 @@ fn sender() -> UdpSocket {
 
 #[test]
 fn a_slot_steers_its_qpns_to_the_client_until_the_connection_closes() {
+    let _serial = rocex_testkit::serial();
     let sock = socket_in("direct");
     let ip = IpAddr::from([127, 0, 47, 1]);
     let _d = rocexd("127.0.47.1")
@@ -193,40 +197,42 @@ fn a_slot_steers_its_qpns_to_the_client_until_the_connection_closes() {
     send_to_qpn(&peer, ip, 0x1234 << 5 | 1, 11);
     b.wait_counter("engine", "drop_no_qp", no_qp + 2);
 
-    // The next client gets slot 1 again.
+    // The next client gets slot 1 again: rocexd made sure no other process holds its
+    // socket, which only a root daemon can for every process.
+    if rocex_testkit::require_root(&rocex_testkit::this_test()).is_none() {
+        return;
+    }
     let mut c = Control::open(&sock);
     let (g3, c_sock) = c.open_direct().unwrap();
     assert_eq!(g3.slot, 1);
-    // Only a root daemon reads every process's descriptors; any other takes a new
-    // socket whenever one it cannot see might hold the old one.
-    if rocex_testkit::require_root(&rocex_testkit::this_test()).is_some() {
-        assert_eq!(
-            inode(&c_sock),
-            first,
-            "no one else holds it: the same socket"
-        );
-    }
+    assert_eq!(inode(&c_sock), first, "the same socket");
     send_to_qpn(&peer, ip, 0x0777 << 5 | 1, 12);
     assert_eq!(next_tag(&c_sock), 12);
 
-    // A client whose connection closes while its process keeps the socket: the slot's
-    // next holder gets a new socket, and the kept one hears nothing more.
+    // A client whose connection closes while its process keeps the socket: its slot is
+    // not granted again while the socket is held, and its QPNs are the daemon's.
     drop(c);
     b.wait_counter("daemon", "direct_slots", 1);
     let mut d = Control::open(&sock);
     let (g4, d_sock) = d.open_direct().unwrap();
-    assert_eq!(g4.slot, 1);
-    assert_ne!(inode(&d_sock), inode(&c_sock), "a new socket for the slot");
+    assert_eq!(g4.slot, 3, "slot 1's socket is held, slot 2 is granted");
     send_to_qpn(&peer, ip, 0x0777 << 5 | 1, 13);
-    assert_eq!(next_tag(&d_sock), 13);
+    b.wait_counter("engine", "drop_no_qp", no_qp + 3);
+    send_to_qpn(&peer, ip, 0x0777 << 5 | 3, 14);
+    assert_eq!(next_tag(&d_sock), 14);
     c_sock.set_nonblocking(true).unwrap();
     let mut buf = [0u8; 64];
     let kept = c_sock.recv(&mut buf).unwrap_err();
     assert_eq!(kept.kind(), io::ErrorKind::WouldBlock);
+    // Let go of, it is granted again.
+    drop(c_sock);
+    let mut e = Control::open(&sock);
+    assert_eq!(e.open_direct().unwrap().0.slot, 1);
 }
 
 #[test]
 fn every_slot_granted_is_a_limit_and_without_direct_there_is_none() {
+    let _serial = rocex_testkit::serial();
     let sock = socket_in("direct-full");
     let _d = rocexd("127.0.47.2")
         .socket(&sock)
@@ -262,6 +268,7 @@ fn every_slot_granted_is_a_limit_and_without_direct_there_is_none() {
 
 #[test]
 fn direct_takes_only_the_udp_backend() {
+    let _serial = rocex_testkit::serial();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_rocexd"))
         .args(["--addr", "127.0.47.4", "--direct", "--backend", "uring"])
         .output()
@@ -276,6 +283,7 @@ fn direct_takes_only_the_udp_backend() {
 
 #[test]
 fn a_program_removed_by_a_client_is_attached_again() {
+    let _serial = rocex_testkit::serial();
     let sock = socket_in("direct-detach");
     let ip = IpAddr::from([127, 0, 47, 5]);
     let _d = rocexd("127.0.47.5")
@@ -325,6 +333,7 @@ fn a_program_removed_by_a_client_is_attached_again() {
 
 #[test]
 fn a_new_daemon_waits_until_the_old_ones_clients_let_go() {
+    let _serial = rocex_testkit::serial();
     let sock = socket_in("direct-restart");
     let mut d = rocexd("127.0.47.6")
         .socket(&sock)

@@ -73,8 +73,17 @@ impl Direct {
             }
             Ok(None) => {
                 self.refused += 1;
-                let n = (1u32 << self.group.bits()) - 1;
-                Reply::err(libc::ENOMEM, format!("direct slots: all {n} are granted"))
+                let n = (1u64 << self.group.bits()) - 1;
+                let why = if self.in_use() == n {
+                    format!("direct slots: all {n} are granted")
+                } else {
+                    format!(
+                        "direct slots: {} of {n} granted, the others' sockets still held by \
+                         processes that kept them",
+                        self.in_use()
+                    )
+                };
+                Reply::err(libc::ENOMEM, why)
             }
             Err(e) => {
                 self.refused += 1;

@@ -8,17 +8,17 @@
 //! socket of the datagram's slot when that slot is granted, else slot 0's, the daemon's,
 //! which also takes QP1 (the CM). A group's index is a socket's place in join order, and a
 //! socket that leaves hands its index to the last one (`reuseport_detach_sock`), so the
-//! group keeps a descriptor of every socket it ever made for its whole life, and the
-//! program names indices, not slots.
+//! group makes its sockets in slot order and keeps a descriptor of each for its whole
+//! life: a socket's index is its slot.
 //!
 //! A granted socket goes out locked (`SO_LOCK_FILTER`): its holder can neither attach a
 //! program of its own to the group nor change its socket's own filter, which keeps its
 //! slot's QPNs only. The kernel lets any member remove the group's program
 //! (`SO_DETACH_REUSEPORT_BPF` does not look at the lock); datagrams are then spread by
 //! hash, and the filter keeps the holder from reading any other slot's. A slot given back
-//! is granted again on its socket only when no other process still holds that socket
-//! (`/proc/<pid>/fd`); else a new socket joins the group for the slot and the old one is
-//! retired, kept and never routed to again.
+//! is granted again only when no other process still holds its socket (`/proc/<pid>/fd`):
+//! a process that kept it would read the next holder's packets (its filter keeps that
+//! slot's), so until then the slot is skipped and its QPNs stay the daemon's.
 
 mod program;
 
@@ -34,8 +34,6 @@ use crate::{BackendOptions, UdpPort};
 
 /// Most slot bits a group takes: 64 slots, whose program stays a short list of compares.
 pub const MAX_SLOT_BITS: u8 = 6;
-/// Sockets a group may hold, retired ones included, per slot.
-const MEMBERS_PER_SLOT: usize = 8;
 
 /// A slot handed to a client: its number and a descriptor of its socket, locked.
 #[derive(Debug)]
@@ -53,13 +51,11 @@ pub struct SteerGroup {
     local: IpAddr,
     bits: u8,
     opts: BackendOptions,
-    /// Every socket the group made, in join order: a socket's index is its place here.
+    /// The group's sockets in join order, which is slot order.
     members: Vec<UdpSocket>,
-    /// The index of each slot's current socket.
-    index: Vec<usize>,
     /// Slots granted now.
     granted: Vec<bool>,
-    /// Slots whose current socket has been handed out.
+    /// Slots whose socket has been handed out.
     handed: Vec<bool>,
     /// Datagrams found in sockets when their slot was granted or given back.
     drained: u64,
@@ -88,7 +84,6 @@ impl SteerGroup {
                 ..opts
             },
             members: Vec::with_capacity(slots),
-            index: (0..slots).collect(),
             granted: vec![false; slots],
             handed: vec![false; slots],
             drained: 0,
@@ -131,11 +126,6 @@ impl SteerGroup {
         self.granted.get(slot as usize).copied().unwrap_or(false)
     }
 
-    /// Sockets made for a slot whose old socket another process still held.
-    pub fn retired(&self) -> usize {
-        self.members.len() - self.index.len()
-    }
-
     /// Datagrams found waiting in a socket when its slot was granted or given back.
     pub fn drained(&self) -> u64 {
         self.drained
@@ -146,23 +136,14 @@ impl SteerGroup {
         UdpPort::from_socket(self.members[0].try_clone()?, self.local, self.opts)
     }
 
-    /// Grants the lowest free slot: routes its QPNs to its socket and hands out a locked
-    /// descriptor of it. `None` when every slot is granted (or held by a process that has
-    /// kept a socket it was granted, and the group is at its size limit).
+    /// Grants the lowest free slot whose socket no other process holds: routes its QPNs
+    /// to its socket and hands out a locked descriptor of it. `None` when there is none.
     pub fn grant(&mut self) -> io::Result<Option<Granted>> {
-        for slot in 1..self.index.len() {
-            if self.granted[slot] {
+        for slot in 1..self.members.len() {
+            let sock = &self.members[slot];
+            if self.granted[slot] || self.handed[slot] && held_elsewhere(socket_inode(sock)?) {
                 continue;
             }
-            let current = &self.members[self.index[slot]];
-            if self.handed[slot] && held_elsewhere(socket_inode(current)?) {
-                if self.members.len() >= MEMBERS_PER_SLOT * self.index.len() {
-                    continue;
-                }
-                self.index[slot] = self.join(slot as u32)?;
-                self.handed[slot] = false;
-            }
-            let sock = &self.members[self.index[slot]];
             self.drained += drain(sock);
             set_flag(sock, libc::SO_LOCK_FILTER)?;
             let socket = sock.try_clone()?;
@@ -188,7 +169,7 @@ impl SteerGroup {
         }
         self.granted[slot as usize] = false;
         self.attach()?;
-        let n = drain(&self.members[self.index[slot as usize]]);
+        let n = drain(&self.members[slot as usize]);
         self.drained += n;
         Ok(n)
     }
@@ -196,16 +177,15 @@ impl SteerGroup {
     /// Attaches the program for the slots granted now, through slot 0's socket (never
     /// locked); also what puts the program back after a member removed it.
     pub fn attach(&self) -> io::Result<()> {
-        let routes: Vec<(u32, usize)> = (0..self.index.len())
-            .filter(|&s| self.granted[s])
-            .map(|s| (s as u32, self.index[s]))
+        let granted: Vec<u32> = (0..self.members.len() as u32)
+            .filter(|&s| self.granted[s as usize])
             .collect();
-        let prog = program::steering(self.bits, &routes);
+        let prog = program::steering(self.bits, &granted);
         set_program(&self.members[0], libc::SO_ATTACH_REUSEPORT_CBPF, prog)
     }
 
-    /// A new socket for `slot` joins the group; returns its index.
-    fn join(&mut self, slot: u32) -> io::Result<usize> {
+    /// The socket of `slot` joins the group, at that index.
+    fn join(&mut self, slot: u32) -> io::Result<()> {
         let s = unbound_roce_socket(self.local, self.opts)?;
         s.set_reuse_port(true)?;
         bind_roce_port(&s, self.local)?;
@@ -216,7 +196,7 @@ impl SteerGroup {
             set_program(&sock, libc::SO_ATTACH_FILTER, filter)?;
         }
         self.members.push(sock);
-        Ok(self.members.len() - 1)
+        Ok(())
     }
 }
 

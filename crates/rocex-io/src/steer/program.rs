@@ -58,12 +58,12 @@ fn load_slot(at: u32, bits: u8, gsi: u32) -> [sock_filter; 5] {
 }
 
 /// The group's program (`SO_ATTACH_REUSEPORT_CBPF`): the index of the socket that takes a
-/// datagram. Each `(slot, index)` of `routes` sends the QPNs of `slot` to the socket at
-/// `index`; QP1 and every other slot go to index 0, rocexd's.
-pub(crate) fn steering(bits: u8, routes: &[(u32, usize)]) -> Vec<sock_filter> {
+/// datagram, which is its slot's for each slot of `granted`, and 0 (rocexd's) for QP1 and
+/// every other slot.
+pub(crate) fn steering(bits: u8, granted: &[u32]) -> Vec<sock_filter> {
     let mut p = load_slot(0, bits, 0).to_vec();
-    for &(slot, index) in routes {
-        p.extend([if_eq(slot), ret(index as u32)]);
+    for &slot in granted {
+        p.extend([if_eq(slot), ret(slot)]);
     }
     p.push(ret(0));
     p
@@ -116,15 +116,15 @@ mod tests {
     }
 
     #[test]
-    fn each_routed_slot_goes_to_its_index_and_the_rest_to_rocexd() {
-        let p = steering(5, &[(3, 3), (17, 40)]);
+    fn each_granted_slot_goes_to_its_socket_and_the_rest_to_rocexd() {
+        let p = steering(5, &[3, 17]);
         assert!(p.len() <= libc::BPF_MAXINSNS as usize);
         // The reserved byte before the QPN is ignored, the QPN's upper 19 bits too.
         for (qpn, index) in [
             (0x00_0003, 3),
             (0xab_cd63, 3),
-            (0x7f_ff71, 40),
-            (0x00_0011, 40),
+            (0x7f_ff71, 17),
+            (0x00_0011, 17),
             (1, 0),
             (0x00_0021, 0),
             (0x12_3400, 0),
@@ -133,12 +133,12 @@ mod tests {
             assert_eq!(run(&p, &bth(qpn)), index, "QPN {qpn:#08x}");
         }
         assert_eq!(run(&p, &bth(3)[..7]), 0, "too short for the QPN");
-        assert_eq!(run(&steering(5, &[]), &bth(3)), 0, "nothing routed");
+        assert_eq!(run(&steering(5, &[]), &bth(3)), 0, "nothing granted");
     }
 
     #[test]
     fn qp1_stays_with_rocexd_even_in_slot_1() {
-        let p = steering(5, &[(1, 1)]);
+        let p = steering(5, &[1]);
         assert_eq!(run(&p, &bth(1)), 0);
         assert_eq!(run(&p, &bth(0x21)), 1);
         assert_eq!(run(&p, &bth(0x1_0001)), 1);

@@ -139,17 +139,27 @@ impl SteerGroup {
     /// Grants the lowest free slot whose socket no other process holds: routes its QPNs
     /// to its socket and hands out a locked descriptor of it. `None` when there is none.
     pub fn grant(&mut self) -> io::Result<Option<Granted>> {
-        for slot in 1..self.members.len() {
+        let free = (1..self.members.len()).filter(|&s| !self.granted[s]);
+        let given_back = free
+            .clone()
+            .filter(|&s| self.handed[s])
+            .map(|s| socket_inode(&self.members[s]))
+            .collect::<io::Result<Vec<_>>>()?;
+        let held = held_elsewhere(&given_back);
+        for slot in free {
             let sock = &self.members[slot];
-            if self.granted[slot] || self.handed[slot] && held_elsewhere(socket_inode(sock)?) {
+            if self.handed[slot] && held.contains(&socket_inode(sock)?) {
                 continue;
             }
             self.drained += drain(sock);
             set_flag(sock, libc::SO_LOCK_FILTER)?;
             let socket = sock.try_clone()?;
             self.granted[slot] = true;
+            if let Err(e) = self.attach() {
+                self.granted[slot] = false;
+                return Err(e);
+            }
             self.handed[slot] = true;
-            self.attach()?;
             return Ok(Some(Granted {
                 slot: slot as u32,
                 socket,
@@ -217,16 +227,15 @@ fn set_flag(sock: &UdpSocket, name: libc::c_int) -> io::Result<()> {
     crate::sockopt::set(sock, libc::SOL_SOCKET, name, &(1 as libc::c_int))
 }
 
-/// Reads and drops what waits in `sock`; returns how many datagrams. `MSG_DONTWAIT`: a
-/// holder may have made the shared file blocking.
+/// Reads and drops what waits in `sock`, at most a full receive buffer of the smallest
+/// datagrams; returns how many. `MSG_DONTWAIT`: a holder may have made the shared file
+/// blocking.
 fn drain(sock: &UdpSocket) -> u64 {
-    let mut buf = [MaybeUninit::<u8>::uninit(); 2048];
-    let mut n = 0;
-    while SockRef::from(sock)
-        .recv_with_flags(&mut buf, libc::MSG_DONTWAIT | libc::MSG_TRUNC)
-        .is_ok()
-    {
-        n += 1;
-    }
-    n
+    const MOST: u64 = 1 << 16;
+    let mut buf = [MaybeUninit::<u8>::uninit(); 64];
+    let s = SockRef::from(sock);
+    let flags = libc::MSG_DONTWAIT | libc::MSG_TRUNC;
+    (0..MOST)
+        .take_while(|_| s.recv_with_flags(&mut buf, flags).is_ok())
+        .count() as u64
 }

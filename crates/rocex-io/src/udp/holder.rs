@@ -71,35 +71,43 @@ pub(crate) fn socket_inode(fd: &impl AsRawFd) -> io::Result<u64> {
         .ok_or_else(|| io::Error::other(format!("{} is not a socket", link.display())))
 }
 
-/// Whether a process other than this one may hold a descriptor of the socket `inode`:
-/// true when one does, and when a process's descriptors cannot be read (another user's,
-/// to a daemon that is not root), since it might.
-pub(crate) fn held_elsewhere(inode: u64) -> bool {
+/// Which of the sockets `inodes` a process other than this one may hold a descriptor of,
+/// in one pass over `/proc`: those one does, and all of them when a process's descriptors
+/// cannot be read (another user's, to a daemon that is not root), since it might.
+pub(crate) fn held_elsewhere(inodes: &[u64]) -> Vec<u64> {
+    if inodes.is_empty() {
+        return Vec::new();
+    }
     let me = std::process::id();
-    let want = format!("socket:[{inode}]");
     let Ok(procs) = std::fs::read_dir("/proc") else {
-        return true;
+        return inodes.to_vec();
     };
-    procs.flatten().any(|entry| {
+    let mut held = Vec::new();
+    for entry in procs.flatten() {
         let Some(pid) = entry
             .file_name()
             .to_str()
             .and_then(|n| n.parse::<u32>().ok())
         else {
-            return false;
+            continue;
         };
         if pid == me {
-            return false;
+            continue;
         }
         match std::fs::read_dir(entry.path().join("fd")) {
-            Ok(fds) => fds
-                .flatten()
-                .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| *t == *want)),
+            Ok(fds) => held.extend(fds.flatten().filter_map(|fd| {
+                let t = std::fs::read_link(fd.path()).ok()?;
+                let n = t.to_str()?.strip_prefix("socket:[")?.strip_suffix(']')?;
+                n.parse().ok().filter(|i| inodes.contains(i))
+            })),
             // Gone since the directory was listed: holds nothing.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
-            Err(_) => true,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(_) => return inodes.to_vec(),
         }
-    })
+    }
+    held.sort_unstable();
+    held.dedup();
+    held
 }
 
 /// The inodes of the UDP sockets that keep `addr` from being bound (one bound to `addr`

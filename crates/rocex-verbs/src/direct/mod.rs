@@ -6,9 +6,9 @@
 //! polling a CQ runs a turn and then takes completions. A progress thread per host sleeps
 //! in poll(2) on the socket, a wake eventfd and the engine's next timer, and takes a turn
 //! when the application does not: a passive responder that posts and polls nothing still
-//! acknowledges, and a WRITE lands in memory the application only watches. It takes the
-//! lock with `try_lock` and backs off briefly while the application holds it, and it uses
-//! no CPU while the device is idle.
+//! acknowledges, and a WRITE lands in memory the application only watches. It waits for
+//! the lock while the application holds it (one turn at most), and it uses no CPU while
+//! the device is idle.
 
 pub(crate) mod grant;
 mod objects;

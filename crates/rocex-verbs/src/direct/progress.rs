@@ -1,18 +1,13 @@
 //! The progress thread: drives the engine when the application does not.
 
 use std::os::fd::OwnedFd;
-use std::sync::TryLockError;
+use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
 use super::Shared;
-
-/// How long the thread waits before trying again when the application holds the engine:
-/// the application is in a turn of its own (microseconds), which may well take the
-/// packet that woke the thread.
-const BACKOFF: Duration = Duration::from_micros(50);
 
 /// A sleep this long or longer means no timer: wait for a packet or the wake eventfd.
 const FOREVER: Duration = Duration::from_secs(3600);
@@ -23,14 +18,11 @@ const FOREVER: Duration = Duration::from_secs(3600);
 pub(super) fn run(shared: &Shared, sock: OwnedFd, daemon: Option<OwnedFd>) {
     let mut gone = false;
     while !shared.stop.load(Ordering::Acquire) {
-        let mut guard = match shared.core.try_lock() {
-            Ok(c) => c,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => {
-                std::thread::sleep(BACKOFF);
-                continue;
-            }
-        };
+        // A blocking wait, not a try-and-back-off: the program holds the lock for one
+        // turn at most and never blocks under it, and on a busy machine the holder is
+        // often the thread this one's wake-up preempted, so a spin or a sleep here waits
+        // on a thread that is not running (measured: docs/verbs.md, "Direct mode").
+        let mut guard = shared.core.lock().unwrap_or_else(PoisonError::into_inner);
         if gone {
             *guard = None;
             return;

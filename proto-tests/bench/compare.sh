@@ -7,8 +7,9 @@
 #
 # The data path applications take (the table "through rocexd, pinned and unpinned") runs
 # the same measurements twice, pinned as above and with nothing pinned, as users run: 8 B
-# WRITE round trips and 64 B SEND rate through two rocexd against the engine in the perf
-# process, 64 KiB WRITE through two rocexd against iperf3, and an idle daemon's CPU and an
+# WRITE round trips and 64 B SEND rate through two rocexd, and with the engine in each
+# application's process (rocexd --direct), against the engine in the perf process, 64 KiB
+# WRITE on both paths against iperf3, and an idle daemon's CPU and an
 # idle client's context switches over 10 s. --path-only runs just that table; side_by_side.sh
 # runs it for two builds in alternation.
 #
@@ -156,17 +157,19 @@ for i, l in enumerate(lines):
 else:
     print("nan nan nan nan nan")'; }
 
-# starts rocexd A on cpu0 and B on cpu1 (unpinned with PIN=0) with backend $2, control sockets $WORK/$1A.sock and
-# $WORK/$1B.sock (set in SA and SB), and waits for both sockets
+# starts rocexd A on cpu0 and B on cpu1 (unpinned with PIN=0) with backend $2 and any
+# further flags ($3...), control sockets $WORK/$1A.sock and $WORK/$1B.sock (set in SA and
+# SB), and waits for both sockets
 daemons_up() {
   SA="$WORK/$1A.sock" SB="$WORK/$1B.sock"
   rm -f "$SA" "$SB"
-  local pa=(taskset -c 0) pb=(taskset -c 1)
+  local pa=(taskset -c 0) pb=(taskset -c 1) tag="$1" backend="$2"
+  shift 2
   [ "${PIN:-1}" = 1 ] || pa=() pb=()
   # started directly, not through inA/inB, so that $! is the daemon's own PID
-  ip netns exec "$NA" "${pa[@]}" "$ROCEXD" --addr "$IPA" --socket "$SA" --backend "$2" >"$WORK/$1A.log" 2>&1 &
+  ip netns exec "$NA" "${pa[@]}" "$ROCEXD" --addr "$IPA" --socket "$SA" --backend "$backend" "$@" >"$WORK/${tag}A.log" 2>&1 &
   DPA=$!; PIDS+=("$DPA")
-  ip netns exec "$NB" "${pb[@]}" "$ROCEXD" --addr "$IPB" --socket "$SB" --backend "$2" >"$WORK/$1B.log" 2>&1 &
+  ip netns exec "$NB" "${pb[@]}" "$ROCEXD" --addr "$IPB" --socket "$SB" --backend "$backend" "$@" >"$WORK/${tag}B.log" 2>&1 &
   DPB=$!; PIDS+=("$DPB")
   for _ in $(seq 50); do [ -S "$SA" ] && [ -S "$SB" ] && break; sleep 0.1; done
 }
@@ -223,19 +226,23 @@ path_lat() {
   "$PY" -c 'import sys; print(*(2 * float(x) for x in sys.argv[1:]))' "$l50" "$l99"
 }
 
-# the data-path table for one placement ($1: pinned or unpinned)
+# the data-path table for one placement ($1: pinned or unpinned): the application's path
+# through the two rocexd ("rocexd"), then with the engine in each application's process
+# and rocexd keeping the control path (rocexd --direct, "direct")
 path_table() {
-  local mode="$1" j bps
+  local mode="$1" j bps via
   PIN=1; [ "$mode" = unpinned ] && PIN=0
-  daemons_up p udp
-  read -r a b <<<"$(path_lat daemon)"; record "$run" "path_${mode}_rocexd_lat_p50_us" "$a"; record "$run" "path_${mode}_rocexd_lat_p99_us" "$b"
-  SRV_ARGS=(--size 64 --iters 200000 --socket "$SB")
-  j="$(rocex_pair "$run" path_send64 send bw --size 64 --iters 200000 --socket "$SA")"
-  record "$run" "path_${mode}_rocexd_send64_mpps" "$(jget mpps <<<"$j")"
-  SRV_ARGS=(--size 65536 --mtu 4096 --socket "$SB")
-  j="$(rocex_pair "$run" path_wbw write bw --size 65536 --mtu 4096 --duration "$SECS" --socket "$SA")"
-  record "$run" "path_${mode}_rocexd_wbw_gbps" "$(jget gbps <<<"$j")"
-  daemons_down
+  for via in rocexd direct; do
+    if [ "$via" = direct ]; then daemons_up p udp --direct; else daemons_up p udp; fi
+    read -r a b <<<"$(path_lat daemon)"; record "$run" "path_${mode}_${via}_lat_p50_us" "$a"; record "$run" "path_${mode}_${via}_lat_p99_us" "$b"
+    SRV_ARGS=(--size 64 --iters 200000 --socket "$SB")
+    j="$(rocex_pair "$run" "path_send64_$via" send bw --size 64 --iters 200000 --socket "$SA")"
+    record "$run" "path_${mode}_${via}_send64_mpps" "$(jget mpps <<<"$j")"
+    SRV_ARGS=(--size 65536 --mtu 4096 --socket "$SB")
+    j="$(rocex_pair "$run" "path_wbw_$via" write bw --size 65536 --mtu 4096 --duration "$SECS" --socket "$SA")"
+    record "$run" "path_${mode}_${via}_wbw_gbps" "$(jget gbps <<<"$j")"
+    daemons_down
+  done
   read -r a b <<<"$(path_lat inproc)"; record "$run" "path_${mode}_inproc_lat_p50_us" "$a"; record "$run" "path_${mode}_inproc_lat_p99_us" "$b"
   SRV_ARGS=(--size 64 --iters 200000)
   j="$(rocex_pair "$run" path_send64_inproc send bw --size 64 --iters 200000)"

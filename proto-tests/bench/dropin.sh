@@ -6,19 +6,22 @@
 # B (UDP backend, MTU 4096); each run does the four measurements one after another, first
 # with nothing pinned, then with daemon A and the client on cpu0, daemon B and the server on
 # cpu1. Prints every run's figures and a markdown table of the medians and the ratios
-# drop-in / rocex perf. A benchmark, not a test: it asserts nothing. Needs root.
+# drop-in / rocex perf. With --direct the daemons run with `--direct`: each program's
+# engine runs in its own process (docs/architecture.md, "The direct data path"). A
+# benchmark, not a test: it asserts nothing. Needs root.
 #
-#   proto-tests/bench/dropin.sh [--runs N] [--secs S] [--lat-iters N]
+#   proto-tests/bench/dropin.sh [--runs N] [--secs S] [--lat-iters N] [--direct]
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
-RUNS=5 SECS=4 LAT_ITERS=2000
+RUNS=5 SECS=4 LAT_ITERS=2000 DAEMON_FLAGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) RUNS="$2"; shift 2 ;;
     --secs) SECS="$2"; shift 2 ;;
     --lat-iters) LAT_ITERS="$2"; shift 2 ;;
+    --direct) DAEMON_FLAGS=(--direct); shift ;;
     -h|--help) sed -n '2,/^set /{/^#/p}' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
@@ -73,9 +76,9 @@ daemons_up() {
   rm -f "$SA" "$SB"
   # Not through inA/inB: a function in the background is a subshell, whose PID is not
   # the daemon's.
-  ip netns exec "$NA" ${PIN:+taskset -c 0} "$ROCEXD" --addr "$IPA" --socket "$SA" >"$WORK/a.log" 2>&1 &
+  ip netns exec "$NA" ${PIN:+taskset -c 0} "$ROCEXD" --addr "$IPA" --socket "$SA" "${DAEMON_FLAGS[@]}" >"$WORK/a.log" 2>&1 &
   DPA=$!
-  ip netns exec "$NB" ${PIN:+taskset -c 1} "$ROCEXD" --addr "$IPB" --socket "$SB" >"$WORK/b.log" 2>&1 &
+  ip netns exec "$NB" ${PIN:+taskset -c 1} "$ROCEXD" --addr "$IPB" --socket "$SB" "${DAEMON_FLAGS[@]}" >"$WORK/b.log" 2>&1 &
   DPB=$!
   for _ in $(seq 100); do [ -S "$SA" ] && [ -S "$SB" ] && return 0; sleep 0.1; done
   echo "rocexd did not start: $(tail -n 3 "$WORK"/[ab].log)" >&2
@@ -131,7 +134,7 @@ ratio() { python3 -c 'import sys
 a, b = (float(x) for x in sys.argv[1:])
 print("nan" if a != a or b != b or b == 0 else f"{a / b:.2f}")' "$1" "$2"; }
 
-echo "drop-in bench: $RUNS runs of ${SECS} s (bandwidth) and $LAT_ITERS iterations (latency), kernel $(uname -r), $(nproc) cpus, load average $(cut -d" " -f1-3 /proc/loadavg)" >&2
+echo "drop-in bench${DAEMON_FLAGS:+ (rocexd ${DAEMON_FLAGS[*]})}: $RUNS runs of ${SECS} s (bandwidth) and $LAT_ITERS iterations (latency), kernel $(uname -r), $(nproc) cpus, load average $(cut -d" " -f1-3 /proc/loadavg)" >&2
 for PIN in "" 1; do
   mode=$([ -n "$PIN" ] && echo pinned || echo unpinned)
   daemons_up

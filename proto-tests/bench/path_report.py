@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The data-path table of compare.sh: through two rocexd against the engine in the perf
-process and the kernel's references, pinned and unpinned, and the idle costs.
+"""The data-path table of compare.sh: through two rocexd, and with the engine in each
+application's process (rocexd --direct), against the engine in the perf process and the
+kernel's references, pinned and unpinned, and the idle costs.
 
   path_report.py RESULTS.tsv CONDITIONS RUNS  -> markdown on stdout
 """
@@ -9,6 +10,8 @@ import sys
 from report import fmt, load, med
 
 MODES = ("pinned", "unpinned")
+# The application's two paths: through the daemons, and with the engine in its process.
+VIAS = (("rocexd", "through rocexd"), ("direct", "with rocexd --direct"))
 
 
 def main():
@@ -29,9 +32,13 @@ def main():
         ("same, p99", "us", "rocexd_lat_p99_us", 2),
         ("8 B WRITE round trip, engine in the perf process (UDP), p50", "us", "inproc_lat_p50_us", 2),
         ("same, p99", "us", "inproc_lat_p99_us", 2),
+        ("8 B WRITE round trip, engine in each application (rocexd --direct), p50", "us", "direct_lat_p50_us", 2),
+        ("same, p99", "us", "direct_lat_p99_us", 2),
         ("64 KiB WRITE through two rocexd, 3 s", "Gb/s", "rocexd_wbw_gbps", 2),
+        ("64 KiB WRITE, rocexd --direct, 3 s", "Gb/s", "direct_wbw_gbps", 2),
         ("iperf3 TCP, 1 stream, 3 s", "Gb/s", "iperf3_gbps", 2),
         ("64 B SEND through two rocexd, 1 QP", "M msg/s", "rocexd_send64_mpps", 3),
+        ("64 B SEND, rocexd --direct, 1 QP", "M msg/s", "direct_send64_mpps", 3),
         ("64 B SEND, engine in the perf process, 1 QP", "M msg/s", "inproc_send64_mpps", 3),
     ]
     for name, unit, key, nd in rows:
@@ -44,10 +51,16 @@ def main():
     out.append("| goal (ratio per run, then median) | pinned | unpinned | target |")
     out.append("|---|---:|---:|---|")
     goals = [
-        ("8 B WRITE p50 through rocexd / in-process p50", "rocexd_lat_p50_us", "inproc_lat_p50_us", 3, "<= 1.5"),
-        ("8 B WRITE p99 through rocexd, us", "rocexd_lat_p99_us", None, 1, "<= 100"),
-        ("64 KiB WRITE through rocexd / iperf3", "rocexd_wbw_gbps", "iperf3_gbps", 3, ">= 1.0"),
-        ("64 B SEND through rocexd / in-process", "rocexd_send64_mpps", "inproc_send64_mpps", 3, ">= 0.9"),
+        (f"8 B WRITE p50 {how} / in-process p50", f"{via}_lat_p50_us", "inproc_lat_p50_us", 3, "<= 1.5")
+        for via, how in VIAS
+    ] + [
+        (f"8 B WRITE p99 {how}, us", f"{via}_lat_p99_us", None, 1, "<= 100") for via, how in VIAS
+    ] + [
+        (f"64 KiB WRITE {how} / iperf3", f"{via}_wbw_gbps", "iperf3_gbps", 3, ">= 1.0")
+        for via, how in VIAS
+    ] + [
+        (f"64 B SEND {how} / in-process", f"{via}_send64_mpps", "inproc_send64_mpps", 3, ">= 0.9")
+        for via, how in VIAS
     ]
     for name, a, b, nd, target in goals:
         cells = []

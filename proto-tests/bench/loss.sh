@@ -22,7 +22,10 @@
 # runs and writes them into docs/performance.md between the LOSS markers, and the chart
 # docs/perf/loss.svg (rocex-plot). Needs root and nft. LOSS_RESULTS=FILE (a results.tsv
 # kept with KEEP_WORK=1) reports on an earlier run's measurements instead, REV=COMMIT
-# naming the commit they were taken on.
+# naming the commit they were taken on. LOSSES="0 1" and STREAMS="read:16384" narrow a
+# run to those loss rates (0 must be one: the ratios divide by it) and streams (OP:SIZE);
+# the doc is then left alone. PCAP=1 (with KEEP_WORK=1) has each rocexd capture its frames
+# into the work directory (A-MODE-RUN.pcap, B-...), and keeps its log with its counters.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -31,7 +34,12 @@ RUNS=3
 OUT="$ROOT/docs/performance.md"
 WRITE_DOC=1
 SECS="${SECS:-3}"
-LOSSES=(0 0.1 1 5 10)
+NARROW=0
+[ -n "${LOSSES:-}" ] && NARROW=1
+[ -n "${STREAMS:-}" ] && NARROW=1
+read -ra LOSSES <<<"${LOSSES:-0 0.1 1 5 10}"
+read -ra STREAMS <<<"${STREAMS:-write:65536 read:16384}"
+PCAP="${PCAP:-0}"
 LAB=0
 MODES=(rocex rxe)
 ARGS=()
@@ -45,6 +53,7 @@ for a in "$@"; do
 done
 source "$HERE/args.sh"
 bench_args "${ARGS[@]}"
+[ "$NARROW" = 1 ] && WRITE_DOC=0
 [ "$LAB" = 1 ] && exec "$HERE/loss_lab.sh" "${ARGS[@]}"
 
 REV="${REV:-$(git -C "$ROOT" rev-parse --short HEAD)}"
@@ -111,17 +120,19 @@ EOF
   done
 }
 
-# daemons_up MODE: rocexd in each namespace, with --rxe-recovery for MODE=rxe and
+# daemons_up MODE RUN: rocexd in each namespace, with --rxe-recovery for MODE=rxe and
 # --selective-repeat for MODE=sr
 daemons_up() {
   local extra=()
   [ "$1" = rxe ] && extra=(--rxe-recovery)
   [ "$1" = sr ] && extra=(--selective-repeat)
+  local pa=() pb=()
+  if [ "$PCAP" = 1 ]; then pa=(--pcap "$WORK/A-$1-$2.pcap"); pb=(--pcap "$WORK/B-$1-$2.pcap"); fi
   SA="$WORK/A.sock" SB="$WORK/B.sock"
   rm -f "$SA" "$SB"
-  ip netns exec "$NA" "$ROCEXD" --addr "$IPA" --socket "$SA" "${extra[@]}" >"$WORK/A.log" 2>&1 &
+  ip netns exec "$NA" "$ROCEXD" --addr "$IPA" --socket "$SA" "${extra[@]}" "${pa[@]}" >"$WORK/A-$1-$2.log" 2>&1 &
   DPA=$!; PIDS+=("$DPA")
-  ip netns exec "$NB" "$ROCEXD" --addr "$IPB" --socket "$SB" "${extra[@]}" >"$WORK/B.log" 2>&1 &
+  ip netns exec "$NB" "$ROCEXD" --addr "$IPB" --socket "$SB" "${extra[@]}" "${pb[@]}" >"$WORK/B-$1-$2.log" 2>&1 &
   DPB=$!; PIDS+=("$DPB")
   for _ in $(seq 50); do [ -S "$SA" ] && [ -S "$SB" ] && break; sleep 0.1; done
 }
@@ -140,10 +151,10 @@ wait_tcp() {
 # when it failed)
 stream() {
   local op="$1" size="$2" sp j=""
-  ip netns exec "$NB" timeout 120 "$ROCEX" perf "$op" bw --size "$size" --mtu 4096 --socket "$SB" >/dev/null 2>&1 &
+  ip netns exec "$NB" timeout 120 "$ROCEX" perf "$op" bw --size "$size" --mtu 4096 ${PERF_ARGS:-} --socket "$SB" >/dev/null 2>&1 &
   sp=$!; PIDS+=("$sp")
   wait_tcp "$sp" &&
-    j="$(ip netns exec "$NA" timeout 120 "$ROCEX" perf "$op" bw "$IPB" --size "$size" --mtu 4096 \
+    j="$(ip netns exec "$NA" timeout 120 "$ROCEX" perf "$op" bw "$IPB" --size "$size" --mtu 4096 ${PERF_ARGS:-} \
       --duration "$SECS" --socket "$SA" --json 2>"$WORK/cli.err" | tail -n 1)"
   wait "$sp" 2>/dev/null || true
   "$PY" -c 'import json,sys
@@ -156,8 +167,8 @@ T0=$SECONDS
 for run in $(seq 1 "$RUNS"); do
   [ "$MEASURE" = 1 ] || break
   for mode in "${MODES[@]}"; do
-    daemons_up "$mode"
-    for spec in write:65536 read:16384; do
+    daemons_up "$mode" "$run"
+    for spec in "${STREAMS[@]}"; do
       op="${spec%%:*}"; size="${spec#*:}"
       for loss in "${LOSSES[@]}"; do
         set_loss "$loss"
@@ -187,7 +198,7 @@ lines = []
 for op, size in (("write", "64 KiB WRITE"), ("read", "16 KiB READ")):
     for mode, name in (("rocex", "rocex recovery"), ("rxe", "rxe's recovery (--rxe-recovery)"),
                        ("sr", "selective repeat (--selective-repeat)")):
-        if not any(k[1] == mode for k in g):
+        if not any(k[1:3] == (mode, op) for k in g):
             continue
         base = [g[k] for k in g if k[1:3] == (mode, op) and k[3] == 0 and not math.isnan(g[k])]
         rel, abs_ = [], []
@@ -212,10 +223,10 @@ for label, abs_, rel in lines:
                  + " | ".join(f"{os_(r)} ({gb(a)})" for l, r, a in zip(losses, rel, abs_) if l > 0) + " |")
 text = "\n".join(table)
 print(text)
-import os
-os.makedirs(os.path.dirname(jpath), exist_ok=True)
-json.dump(data, open(jpath, "w"), indent=1)
 if write_doc == "1":
+    import os
+    os.makedirs(os.path.dirname(jpath), exist_ok=True)
+    json.dump(data, open(jpath, "w"), indent=1)
     doc = open(out).read()
     begin, end = "<!-- LOSS:BEGIN (proto-tests/bench/loss.sh) -->", "<!-- LOSS:END -->"
     body = (f"{begin}\nGoodput relative to the same stream without loss in the same run, medians of "

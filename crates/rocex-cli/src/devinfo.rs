@@ -21,7 +21,7 @@ fn mtu_name(v: u8) -> String {
 
 pub(crate) fn run(a: &Args) -> ExitCode {
     let opened = crate::choose::daemon(a.socket.as_deref())
-        .and_then(|s| rocex_verbs::Context::open(&s).map(|c| (s, c)));
+        .and_then(|s| rocex_verbs::Context::open_daemon_path(&s).map(|c| (s, c)));
     let (socket, ctx) = match opened {
         Ok(o) => o,
         Err(e) => {

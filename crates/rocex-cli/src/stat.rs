@@ -88,7 +88,8 @@ pub(crate) fn run(a: &Args) -> ExitCode {
         }
     };
     let shown = socket.display().to_string();
-    let stats = rocex_verbs::Context::open(&socket).and_then(|ctx| match a.qp {
+    // The daemon's counters: a context granted a direct slot would read its own engine's.
+    let stats = rocex_verbs::Context::open_daemon_path(&socket).and_then(|ctx| match a.qp {
         Some(q) => ctx.qp_stats(q),
         None => ctx.stats(),
     });

@@ -253,7 +253,11 @@ impl Server {
         if !c.fds.is_empty() && c.fds.len() > 4 {
             c.fds.clear();
         }
-        if let Response::Error { errno, detail } = &reply.resp {
+        // A refused OpenDirect is an answer, not a bad request: every client of a daemon
+        // without `--direct` asks, and `direct_refused` counts it.
+        if let Response::Error { errno, detail } = &reply.resp
+            && k != kind::OPEN_DIRECT
+        {
             c.errors += 1;
             self.stats.request_errors += 1;
             self.stats.over_limit += u64::from(*errno == libc::EDQUOT as u32);

@@ -50,9 +50,11 @@ impl Device {
         Self::open_at(rocex_verbs::default_socket()?)
     }
 
-    /// Opens the device whose daemon listens on the Unix socket `path`.
+    /// Opens the device whose daemon listens on the Unix socket `path`, on the daemon path
+    /// (`docs/verbs.md`, "Direct mode"): a device's connections may be made by rdma_cm,
+    /// whose QPs rocexd's CM moves in its own engine.
     pub fn open_at(path: impl AsRef<Path>) -> Result<Self> {
-        let ctx = Context::open(path)?;
+        let ctx = Context::open_daemon_path(path)?;
         let attr = ctx.query_device()?;
         let mtu = Mtu::from_ibv(attr.mtu).ok_or_else(|| {
             Error::Device(rocex_verbs::Error::Protocol(format!(

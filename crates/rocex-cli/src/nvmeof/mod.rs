@@ -82,7 +82,8 @@ type Failure = Box<dyn std::error::Error>;
 
 fn go(a: &Args) -> Result<(), Failure> {
     let socket = crate::choose::daemon(a.socket.as_deref())?;
-    let ctx = rocex_verbs::Context::open(&socket)?;
+    // NVMe/RDMA connects by rdma_cm, which needs the daemon path.
+    let ctx = rocex_verbs::Context::open_daemon_path(&socket)?;
     let hostid = io::host_id();
     let hostnqn = a
         .hostnqn

@@ -127,7 +127,7 @@ fn qp_numbers_stay_in_the_engines_slot() {
     assert_eq!(qpns.len(), 2001);
     assert!(
         qpns.iter()
-            .all(|&q| q & 31 == 17 && q >= 16 && q <= 0xff_ffff),
+            .all(|&q| q & 31 == 17 && (16..=0xff_ffff).contains(&q)),
         "{qpns:?}"
     );
 }

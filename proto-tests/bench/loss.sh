@@ -24,8 +24,10 @@
 # kept with KEEP_WORK=1) reports on an earlier run's measurements instead, REV=COMMIT
 # naming the commit they were taken on. LOSSES="0 1" and STREAMS="read:16384" narrow a
 # run to those loss rates (0 must be one: the ratios divide by it) and streams (OP:SIZE);
-# the doc is then left alone. PCAP=1 (with KEEP_WORK=1) has each rocexd capture its frames
-# into the work directory (A-MODE-RUN.pcap, B-...), and keeps its log with its counters.
+# the doc is then left alone. PERF_ARGS adds options to both ends' `rocex perf` (e.g.
+# "--cq-mod 1"; a diagnosis, not the benchmark). PCAP=1 (with KEEP_WORK=1) has each rocexd
+# capture its frames into the work directory (A-MODE-RUN.pcap, B-...), next to its log
+# with the counters it prints at exit; a capture slows the daemons several times over.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -165,6 +165,9 @@ int main(void)
 		pthread_join(t[i], NULL);
 	if (failed)
 		return printf("failed %d after %ld\n", failed, received), 1;
-	printf("ok %ld %d\n", received, events >= ITERS);
+	/* Every fed message was taken by the thread woken only by events; one event may
+	 * cover two messages when the poll after it re-armed the CQ finds the next one too. */
+	printf("ok %ld %d\n", received,
+	       events >= 1 && __atomic_load_n(&erecv, __ATOMIC_ACQUIRE) >= ITERS);
 	return 0;
 }

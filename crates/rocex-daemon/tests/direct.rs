@@ -263,6 +263,11 @@ fn every_slot_granted_is_a_limit_and_without_direct_there_is_none() {
     let (errno, detail) = c.open_direct().unwrap_err();
     assert_eq!(errno, libc::EOPNOTSUPP as u32, "{detail}");
     assert_eq!(c.counter("daemon", "direct_refused"), 1);
+    assert_eq!(
+        c.counter("daemon", "request_errors"),
+        0,
+        "every client may ask"
+    );
     assert_eq!(c.counter("daemon", "direct_slots"), 0);
 }
 

@@ -270,6 +270,18 @@ impl Context {
         matches!(self.dev, Dev::Direct(_))
     }
 
+    /// For a program that waits by spinning (on its memory, say) rather than on a CQ: on a
+    /// direct context, one turn of the engine in the caller's thread when no other thread
+    /// holds it, counted as an empty CQ poll, so that the caller takes the packets and the
+    /// progress thread stands aside (`docs/verbs.md`, "Direct mode"). Through rocexd it
+    /// does nothing: the daemon drives the engine.
+    pub fn progress(&self) -> Result<()> {
+        match &self.dev {
+            Dev::Daemon(_) => Ok(()),
+            Dev::Direct(h) => h.progress(),
+        }
+    }
+
     /// rocexd's control channel, for what only the daemon serves: a direct context
     /// answers [`Error::Unsupported`] naming `what`.
     pub(crate) fn daemon(&self, what: &'static str) -> Result<&Channel> {

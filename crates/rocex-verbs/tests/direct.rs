@@ -1,7 +1,8 @@
 //! Two direct contexts (each an engine in this process on its own 127.0.19.x address, as
 //! a granted context runs) move data through the public verbs API, byte for byte, and
 //! make progress when their applications call no verb: a passive responder acknowledges,
-//! a WRITE lands in memory that is only watched, an armed CQ's channel fires, and a peer
+//! a WRITE lands in memory that is only watched (also after the application polled and
+//! took the socket, or drove the engine itself), an armed CQ's channel fires, and a peer
 //! that stops answering ends in RETRY_EXC_ERR.
 
 use std::net::IpAddr;
@@ -247,6 +248,53 @@ fn a_write_lands_in_memory_the_receiver_only_watches() {
     // And A's engine, driven by its own progress thread meanwhile, took the ACK.
     let mut cq = a.cq;
     assert_eq!(one(&mut cq).status, WcStatus::Success);
+}
+
+/// Watches `mr` until its first `data.len()` bytes are `data`, calling `between` each time.
+fn watch(mr: &Mr, data: &[u8], mut between: impl FnMut()) {
+    let end = Instant::now() + LIMIT;
+    let mut got = vec![0; data.len()];
+    loop {
+        mr.read(0, &mut got).unwrap();
+        if got == data {
+            return;
+        }
+        assert!(Instant::now() < end, "the WRITE never landed");
+        between();
+    }
+}
+
+#[test]
+fn the_progress_thread_gets_the_socket_back_when_the_poller_stops() {
+    let (mut a, mut b) = pair("127.0.19.15", "127.0.19.16");
+    let write = |a: &mut End, b: &End, seed: u64, id: u64| {
+        let data = pattern(seed, 4096);
+        a.mr.write(0, &data).unwrap();
+        let op = SendOp::Write(b.mr.remote(0));
+        a.qp.post_send(&[SendWr::new(id, op, [a.mr.sge(0, 4096)])])
+            .unwrap();
+        data
+    };
+    // B polls, finds nothing and takes the lease; then it only watches its memory, as
+    // ib_write_lat does between its CQ polls: the lease runs out and the progress thread
+    // takes the WRITE.
+    assert!(b.cq.poll(1).unwrap().is_empty());
+    let data = write(&mut a, &b, 5, 1);
+    watch(&b.mr, &data, || {
+        std::thread::sleep(Duration::from_millis(1))
+    });
+    assert_eq!(one(&mut a.cq).status, WcStatus::Success);
+    // B drives its engine while it watches (rocex perf's busy wait): its own turns take
+    // the WRITE.
+    let data = write(&mut a, &b, 6, 2);
+    watch(&b.mr, &data, || b.ctx.progress().unwrap());
+    assert_eq!(one(&mut a.cq).status, WcStatus::Success);
+    // And stops: the progress thread is back on the socket for the next one.
+    let data = write(&mut a, &b, 7, 3);
+    watch(&b.mr, &data, || {
+        std::thread::sleep(Duration::from_millis(1))
+    });
+    assert_eq!(one(&mut a.cq).status, WcStatus::Success);
 }
 
 #[test]

@@ -197,8 +197,17 @@ impl Nic for DaemonNic {
     }
 
     fn wait(&mut self, max: Duration) -> io::Result<()> {
-        if self.busy_poll || !self.ready.is_empty() {
-            std::thread::yield_now();
+        if !self.ready.is_empty() {
+            return Ok(());
+        }
+        if self.busy_poll {
+            // A direct context's engine turns in this thread while it waits, which keeps
+            // its progress thread off the socket; through rocexd the yield lets the
+            // daemon's engine run.
+            match self.ctx.is_direct() {
+                true => self.ctx.progress().map_err(daemon_err)?,
+                false => std::thread::yield_now(),
+            }
             return Ok(());
         }
         // Every CQ but the last is armed here, the last by its wait: a completion on any

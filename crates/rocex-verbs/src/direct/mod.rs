@@ -4,29 +4,35 @@
 //! A [`Host`] holds the engine on its UDP port behind one mutex. Posting runs the engine's
 //! turn in the poster's thread, so a request leaves without crossing to another thread;
 //! polling a CQ runs a turn and then takes completions. A progress thread per host sleeps
-//! in poll(2) on the socket, a wake eventfd and the engine's next timer, and takes a turn
-//! when the application does not: a passive responder that posts and polls nothing still
-//! acknowledges, and a WRITE lands in memory the application only watches. It waits for
-//! the lock while the application holds it (one turn at most), and it uses no CPU while
-//! the device is idle.
+//! in epoll on the socket, a wake eventfd and a timerfd at the engine's next deadline, and
+//! takes a turn when the application does not: a
+//! passive responder that posts and polls nothing still acknowledges, and a WRITE lands in
+//! memory the application only watches. While the application polls and finds nothing
+//! (it holds the lease) the socket is out of the thread's set and the timerfd waits for
+//! the lease's end: the poller takes the packets and runs the timers, and nothing wakes a
+//! second thread to contend for the lock. It uses no CPU while the device is idle.
 
 pub(crate) mod grant;
+mod lease;
 mod objects;
 mod open;
 mod progress;
 pub(crate) mod region;
+mod waits;
 
 use std::collections::HashMap;
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::thread::JoinHandle;
 
 use rocex_io::Driver;
 use rocex_proto::{Event, Instant};
 use rocex_shm::EventFd;
 
+use self::lease::Lease;
+use self::waits::Waits;
 use crate::{Channel, Error, Result};
 
 /// An engine in this process, its progress thread and, when rocexd granted it, the
@@ -56,8 +62,8 @@ struct Shared {
     /// the engine and its socket are dropped and every verb answers
     /// [`Error::DaemonGone`], as on the daemon path.
     core: Mutex<Option<Core>>,
-    /// Wakes the progress thread: to stop, or to look at a timer earlier than its sleep.
-    wake: EventFd,
+    /// What the progress thread sleeps on; its eventfd wakes it to stop.
+    waits: Waits,
     stop: AtomicBool,
 }
 
@@ -66,9 +72,12 @@ pub(crate) struct Core {
     pub(crate) driver: Driver,
     /// The completion channel and arm of each CQ, which the engine's `CqNotify` writes.
     notify: HashMap<u32, Notify>,
-    /// When the progress thread wakes by itself next (`None`: only for a packet or the
-    /// wake eventfd): a caller that leaves an earlier timer wakes it.
+    /// When the engine's timerfd fires next (`None`: disarmed): a caller that leaves an
+    /// earlier timer re-arms it.
     wakes_at: Option<Instant>,
+    /// Who has the socket and the timerfd: the progress thread, or the application that
+    /// polls.
+    lease: Lease,
 }
 
 /// A CQ's completion channel and whether it is armed.
@@ -93,12 +102,6 @@ impl Core {
             }
         }
     }
-
-    /// The engine's next timer, if it is earlier than the progress thread's wake-up.
-    fn earlier_timer(&self) -> Option<Instant> {
-        let t = self.driver.engine.poll_timeout()?;
-        self.wakes_at.is_none_or(|w| t < w).then_some(t)
-    }
 }
 
 impl Host {
@@ -112,14 +115,15 @@ impl Host {
                 driver,
                 notify: HashMap::new(),
                 wakes_at: None,
+                lease: Lease::Free,
             })),
-            wake: EventFd::new()?,
+            waits: Waits::new(sock, daemon)?,
             stop: AtomicBool::new(false),
         });
         let s = shared.clone();
         let progress = std::thread::Builder::new()
             .name("rocex-progress".into())
-            .spawn(move || progress::run(&s, sock, daemon))?;
+            .spawn(move || progress::run(&s))?;
         Ok(Self {
             shared,
             progress: Some(progress),
@@ -128,24 +132,31 @@ impl Host {
         })
     }
 
-    /// Runs `f` on the engine in the caller's thread, and wakes the progress thread when
-    /// `f` left a timer earlier than the one it sleeps towards (a posted request's ACK
-    /// timeout). [`Error::DaemonGone`] once the daemon that granted the engine is gone.
+    /// Runs `f` on the engine in the caller's thread, and re-arms the progress thread's
+    /// timer when `f` left an earlier one. [`Error::DaemonGone`] once the daemon that
+    /// granted the engine is gone.
     pub(crate) fn with<T>(&self, f: impl FnOnce(&mut Core) -> T) -> Result<T> {
-        let mut guard = lock(&self.shared.core);
-        let Some(core) = guard.as_mut() else {
-            return Err(Error::DaemonGone);
+        self.with_waits(|c, _| f(c))
+    }
+
+    /// [`with`](Self::with), `f` also given the wait set (to take or give up the lease).
+    fn with_waits<T>(&self, f: impl FnOnce(&mut Core, &Waits) -> T) -> Result<T> {
+        enter(lock(&self.shared.core), &self.shared.waits, f)
+    }
+
+    /// One turn in the caller's thread if no other thread holds the engine, counted as an
+    /// empty poll: the caller holds the lease ([`Context::progress`](crate::Context::progress)).
+    pub(crate) fn progress(&self) -> Result<()> {
+        let guard = match self.shared.core.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            // The holder is turning the engine now.
+            Err(TryLockError::WouldBlock) => return Ok(()),
         };
-        let r = f(core);
-        let kick = core.earlier_timer();
-        if kick.is_some() {
-            core.wakes_at = kick;
-        }
-        drop(guard);
-        if kick.is_some() {
-            let _ = self.shared.wake.signal();
-        }
-        Ok(r)
+        enter(guard, &self.shared.waits, |c, w| {
+            c.turn();
+            c.extend_lease(w);
+        })
     }
 
     /// [`with`](Self::with) for a control verb, which also asks the kernel whether the
@@ -188,7 +199,7 @@ impl Host {
 impl Drop for Host {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Release);
-        let _ = self.shared.wake.signal();
+        let _ = self.shared.waits.wake.signal();
         if let Some(t) = self.progress.take() {
             let _ = t.join();
         }
@@ -199,6 +210,20 @@ impl Drop for Host {
 /// engine's tables consistent (each verb is one engine call).
 fn lock(m: &Mutex<Option<Core>>) -> MutexGuard<'_, Option<Core>> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Runs `f` on the engine `guard` holds, then re-arms the timer it left earlier.
+fn enter<T>(
+    mut guard: MutexGuard<'_, Option<Core>>,
+    w: &Waits,
+    f: impl FnOnce(&mut Core, &Waits) -> T,
+) -> Result<T> {
+    let Some(core) = guard.as_mut() else {
+        return Err(Error::DaemonGone);
+    };
+    let r = f(core, w);
+    core.arm_earlier_timer(w);
+    Ok(r)
 }
 
 /// A descriptor of the progress thread's own for `fd`.

@@ -142,9 +142,11 @@ impl Host {
         self.with(|c| c.driver.engine.cq_len(cq) as u32)
     }
 
-    /// Arms `cq`; true when completions already wait (then it stays unarmed).
+    /// Arms `cq`; true when completions already wait (then it stays unarmed). A program
+    /// that arms is about to block: the lease ends, and the progress thread turns for it.
     pub(crate) fn arm_cq(&self, cq: u32) -> Result<bool> {
-        self.with(|c| {
+        self.with_waits(|c, w| {
+            c.end_lease(w);
             if c.driver.engine.cq_len(cq) > 0 {
                 return Ok(true);
             }
@@ -160,14 +162,17 @@ impl Host {
         })?
     }
 
-    /// One turn in the caller's thread, then up to `max` completions of `cq` into `f`.
+    /// One turn in the caller's thread, then up to `max` completions of `cq` into `f`. An
+    /// empty poll takes or extends the lease (the program will poll again); completions
+    /// give the socket back (the program goes on to other work, perhaps to spin on its
+    /// memory).
     pub(crate) fn poll_cq(
         &self,
         cq: u32,
         max: usize,
         f: &mut impl FnMut(WorkCompletion),
     ) -> Result<usize> {
-        self.with(|c| {
+        self.with_waits(|c, w| {
             c.turn();
             let mut n = 0;
             while n < max {
@@ -176,6 +181,10 @@ impl Host {
                 };
                 f(wc);
                 n += 1;
+            }
+            match n {
+                0 => c.extend_lease(w),
+                _ => c.release_lease(w),
             }
             n
         })

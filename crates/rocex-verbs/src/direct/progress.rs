@@ -1,60 +1,51 @@
 //! The progress thread: drives the engine when the application does not.
 
-use std::os::fd::OwnedFd;
-use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use rustix::event::{PollFd, PollFlags, Timespec, poll};
-
-use super::Shared;
+use super::lease::Lease;
+use super::{Shared, lock};
 
 /// A sleep this long or longer means no timer: wait for a packet or the wake eventfd.
 const FOREVER: Duration = Duration::from_secs(3600);
 
-/// Turns whenever a packet, a timer or the wake eventfd calls for it, until told to stop
-/// or until `daemon` (the control connection that holds the grant) hangs up: then the
-/// engine and its socket go, and the slot's address is the daemon's again.
-pub(super) fn run(shared: &Shared, sock: OwnedFd, daemon: Option<OwnedFd>) {
-    let mut gone = false;
-    while !shared.stop.load(Ordering::Acquire) {
+/// Turns whenever a packet or the engine's timer calls for it, until told to stop or until
+/// the control connection that holds the grant hangs up: then the engine and its socket
+/// go, and the slot's address is the daemon's again. While the application holds the lease
+/// it does nothing, and takes the socket and the timers back when the lease ends.
+pub(super) fn run(shared: &Shared) {
+    let w = &shared.waits;
+    loop {
+        let woken = w.wait();
+        if shared.stop.load(Ordering::Acquire) {
+            return;
+        }
         // A blocking wait, not a try-and-back-off: the program holds the lock for one
         // turn at most and never blocks under it, and on a busy machine the holder is
         // often the thread this one's wake-up preempted, so a spin or a sleep here waits
         // on a thread that is not running (measured: docs/verbs.md, "Direct mode").
-        let mut guard = shared.core.lock().unwrap_or_else(PoisonError::into_inner);
-        if gone {
+        let mut guard = lock(&shared.core);
+        if woken.hangup {
             *guard = None;
             return;
         }
         let Some(core) = guard.as_mut() else {
             return;
         };
-        core.turn();
-        let sleep = core.driver.timeout(FOREVER);
-        core.wakes_at = (sleep < FOREVER).then(|| core.driver.now() + sleep);
-        drop(guard);
-        if sleep.is_zero() {
+        if woken.timer && core.lease_timer(w) {
             continue;
         }
-        let ts = (sleep < FOREVER).then(|| Timespec {
-            tv_sec: sleep.as_secs() as _,
-            tv_nsec: sleep.subsec_nanos() as _,
-        });
-        // The daemon writes on the control connection only to answer, and a direct
-        // context asks it nothing more: a hang-up is all this can report.
-        let hangup = PollFlags::RDHUP | PollFlags::HUP | PollFlags::ERR;
-        let mut fds = [
-            PollFd::new(&sock, PollFlags::IN),
-            PollFd::new(&shared.wake, PollFlags::IN),
-            PollFd::new(daemon.as_ref().unwrap_or(&sock), PollFlags::RDHUP),
-        ];
-        let n = if daemon.is_some() { 3 } else { 2 };
-        if matches!(poll(&mut fds[..n], ts.as_ref()), Ok(k) if k > 0) {
-            if !fds[1].revents().is_empty() {
-                let _ = shared.wake.drain();
-            }
-            gone = n == 3 && fds[2].revents().intersects(hangup);
+        // A packet that woke this thread just as the application took the lease is the
+        // application's to take. Any other turn ends a lease given back: the timerfd is
+        // the engine's again.
+        if let Lease::Held(_) = core.lease {
+            continue;
         }
+        core.lease = Lease::Free;
+        core.turn();
+        let sleep = core.driver.timeout(FOREVER);
+        let armed = (sleep < FOREVER).then_some(sleep);
+        core.wakes_at = armed.map(|d| core.driver.now() + d);
+        w.arm_timer(armed);
     }
 }

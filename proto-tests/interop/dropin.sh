@@ -3,12 +3,12 @@
 # (also ib_send_bw -R), rping, ucmatose and udaddy binaries under `rocex run` on the host side of
 # the lab's bridge (a rocexd there, started per case by dropin_host.sh) against the same
 # programs on kernel rxe in the guest (the rxe lab), in both roles, with and without 5% loss
-# on the guest's egress. Each run's capture must pass
+# on the guest's egress, through rocexd and on the direct path (rocexd --direct). Each run's capture must pass
 # `rocex dump --check` and `rocex conform replay`. Prints one line per case and
 # "dropin-interop: N passed, N failed"; exits non-zero on any failure. Needs root.
 #
 # Usage: dropin.sh [--quick] [--role server|client] [--only REGEX]
-#   --quick     the CI subset: ib_write_bw 64 KiB, in both roles
+#   --quick     the CI subset: ib_write_bw 64 KiB, in both roles, through rocexd and direct
 #   --role R    only the cases where rxe plays R
 #   --only RE   only cases whose name matches RE
 # ROCEX=/path/to/rocex uses that binary (rocexd and the libraries beside it) instead of
@@ -16,7 +16,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 source "$root/proto-tests/interop/lib.sh"
-interop_start interop-dropin '^dropin-rxe_[a-z]+-write_bw-64k$' "-p rocex-cli -p rocex-daemon -p rocex-ibverbs -p rocex-rdmacm -p rocex-dv-mlx5 -p rocex-dv-efa" "$@"
+interop_start interop-dropin '^dropin-rxe_[a-z]+-write_bw-64k(-direct)?$' "-p rocex-cli -p rocex-daemon -p rocex-ibverbs -p rocex-rdmacm -p rocex-dv-mlx5 -p rocex-dv-efa" "$@"
 
 host="bash $root/proto-tests/interop/dropin_host.sh $rocex"
 
@@ -60,6 +60,20 @@ read_bw-16k-loss5|read_bw|--loss 5 --set SIZE=16384 --set ITERS=50|ib_read_bw -d
 send_lat-4k-loss5|send_lat|--loss 5 --set SIZE=4096 --set ITERS=50|ib_send_lat -d rocex0 -m \$RXE_LAB_MTU -s 4096 -n 50 -F
 atomic_bw-faa-loss5|atomic_bw_faa|--loss 5 --set ITERS=200|ib_atomic_bw -d rocex0 -m \$RXE_LAB_MTU -A FETCH_AND_ADD -n 200 -F
 EOF_CASES
+    # rocexd --direct: the program's engine runs in its own process on the slot's steered
+    # socket (docs/architecture.md, "The direct data path"); the wire is the same.
+    while IFS='|' read -r name scenario lab args; do
+        [[ -z $name ]] && continue
+        peer_case "dropin-rxe_$role-$name-direct" "$scenario" "$role" "$lab" \
+            "ROCEXD_ARGS=--direct $host $args {peer}"
+    done <<EOF_DIRECT
+write_bw-64k|write_bw|--set SIZE=65536 --set ITERS=200|ib_write_bw -d rocex0 -m \$RXE_LAB_MTU -s 65536 -n 200 -F
+read_bw-64k|read_bw|--set SIZE=65536 --set ITERS=200|ib_read_bw -d rocex0 -m \$RXE_LAB_MTU -s 65536 -n 200 -F
+rc_pingpong-64k-mtu4096-events|rc_pingpong|--mtu 4096 --set SIZE=65536 --set ITERS=20 --set EVENTS=1|ibv_rc_pingpong -d rocex0 -g 1 -m \$RXE_LAB_MTU -s 65536 -n 20 -e
+send_lat-64|send_lat|--set SIZE=64 --set ITERS=100|ib_send_lat -d rocex0 -m \$RXE_LAB_MTU -s 64 -n 100 -F
+atomic_bw-faa|atomic_bw_faa|--set ITERS=200|ib_atomic_bw -d rocex0 -m \$RXE_LAB_MTU -A FETCH_AND_ADD -n 200 -F
+write_bw-16k-loss5|write_bw|--loss 5 --set SIZE=16384 --set ITERS=100|ib_write_bw -d rocex0 -m \$RXE_LAB_MTU -s 16384 -n 100 -F
+EOF_DIRECT
     # rocexd --ecn: its packets ECT(0), DCQCN on (docs/congestion.md); rxe ignores both.
     peer_case "dropin-rxe_$role-write_bw-64k-ecn" write_bw "$role" \
         "--set SIZE=65536 --set ITERS=200" \

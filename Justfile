@@ -29,6 +29,9 @@ test:
     export ROCEX_SKIP_LOG="$PWD/target/test-skips.log"
     mkdir -p target && : > "$ROCEX_SKIP_LOG"
     cargo test --workspace --all-targets; status=$?
+    # The client suites again with every test daemon granting direct slots, so each
+    # program runs its own engine (docs/verbs.md, "Direct mode").
+    ROCEX_TEST_DIRECT=1 cargo test -p rocex-ibverbs -p rocex-rdmacm -p rocex-daemon || status=1
     cargo test --workspace --doc || status=1
     "{{just_executable()}}" loom || status=1
     if [ -s "$ROCEX_SKIP_LOG" ]; then

@@ -25,8 +25,7 @@ pub(crate) enum Lease {
     /// deadline.
     Free,
     /// The application, until the instant: the socket is out of the set, and the timerfd
-    /// waits for the lease's end (extending it moves only the instant; the thread looks
-    /// again when the timerfd fires).
+    /// waits for the lease's end (`Core::wakes_at`, moved on at most every half lease).
     Held(Instant),
     /// The application polled and got completions: the socket is back in the set at once
     /// (a program that now spins on its memory needs the progress thread for the next
@@ -54,18 +53,23 @@ impl Core {
     }
 
     /// The application polled and found nothing: it holds the socket for [`LEASE`] more.
+    /// The timerfd is moved on once half the lease has gone by, so that a program that
+    /// keeps polling never wakes the thread (one syscall per half lease).
     pub(super) fn extend_lease(&mut self, w: &Waits) {
-        let end = self.driver.now() + LEASE;
+        let now = self.driver.now();
         match self.lease {
             Lease::Free => {
-                w.stand_aside(Some(LEASE));
+                w.stand_aside();
                 self.wakes_at = None;
             }
-            // The timerfd fires at the earlier end, and the thread looks again.
-            Lease::Released => w.stand_aside(None),
+            Lease::Released => w.stand_aside(),
             Lease::Held(_) => {}
         }
-        self.lease = Lease::Held(end);
+        if self.wakes_at.is_none_or(|at| at < now + LEASE / 2) {
+            w.arm_timer(Some(LEASE));
+            self.wakes_at = Some(now + LEASE);
+        }
+        self.lease = Lease::Held(now + LEASE);
     }
 
     /// The application got completions and may go on to spin on its memory: the socket is
@@ -96,6 +100,7 @@ impl Core {
         match self.lease {
             Lease::Held(end) if end > now => {
                 w.arm_timer(Some(end.since(now)));
+                self.wakes_at = Some(end);
                 return true;
             }
             Lease::Held(_) => w.take_socket_back(),

@@ -72,8 +72,9 @@ pub(crate) struct Core {
     pub(crate) driver: Driver,
     /// The completion channel and arm of each CQ, which the engine's `CqNotify` writes.
     notify: HashMap<u32, Notify>,
-    /// When the engine's timerfd fires next (`None`: disarmed): a caller that leaves an
-    /// earlier timer re-arms it.
+    /// When the progress thread's timerfd fires next (`None`: disarmed): at the engine's
+    /// next deadline, which a caller that leaves an earlier one re-arms it for, or during
+    /// a lease at about its end.
     wakes_at: Option<Instant>,
     /// Who has the socket and the timerfd: the progress thread, or the application that
     /// polls.

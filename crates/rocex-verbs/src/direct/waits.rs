@@ -114,12 +114,9 @@ impl Waits {
     }
 
     /// The application takes the socket: the progress thread no longer wakes for its
-    /// packets; the timer is set to `lease` from now when given.
-    pub(super) fn stand_aside(&self, lease: Option<Duration>) {
+    /// packets.
+    pub(super) fn stand_aside(&self) {
         let _ = epoll::delete(&self.epoll, &self.sock);
-        if lease.is_some() {
-            arm(&self.timer, lease);
-        }
     }
 
     /// The socket is the progress thread's again: a packet already waiting wakes it.

@@ -208,8 +208,8 @@ fn view(socket: &str, addr: &str, before: &Stats, now: &Stats, secs: f64, rows: 
 }
 
 pub(crate) fn run(a: &Args) -> ExitCode {
-    let opened =
-        crate::choose::daemon(a.socket.as_deref()).and_then(|s| Context::open_daemon_path(&s).map(|c| (s, c)));
+    let opened = crate::choose::daemon(a.socket.as_deref())
+        .and_then(|s| Context::open_daemon_path(&s).map(|c| (s, c)));
     let (socket, ctx) = match opened {
         Ok(o) => o,
         Err(e) => {

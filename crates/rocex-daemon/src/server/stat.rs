@@ -49,23 +49,12 @@ impl Server {
                 qpn,
                 qp_type: s.qp_type,
                 state: s.state,
-                counters: [
-                    ("sq_psn", u64::from(s.sq_psn)),
-                    ("unacked_psn", u64::from(s.unacked_psn)),
-                    ("rq_psn", u64::from(s.rq_psn)),
-                    ("msn", u64::from(s.msn)),
-                    ("sq_wqes", s.sq_wqes as u64),
-                    ("rq_wqes", s.rq_wqes as u64),
-                    ("retry_left", u64::from(s.retry_left)),
-                    ("rnr_retry_left", u64::from(s.rnr_retry_left)),
+                counters: s
+                    .named()
                     // Whose QP it is (0: the daemon's own, or a pid the kernel did not give).
-                    ("client_pid", owner_pid(qpn)),
-                ]
-                .into_iter()
-                // Its retransmissions, RNR and sequence NAKs, duplicates (rxe's names).
-                .chain(s.counters.iter())
-                .map(|(n, v)| (n.to_owned(), v))
-                .collect(),
+                    .chain([("client_pid", owner_pid(qpn))])
+                    .map(|(n, v)| (n.to_owned(), v))
+                    .collect(),
             })
         };
         if qpn != 0 {

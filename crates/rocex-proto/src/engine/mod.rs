@@ -213,6 +213,25 @@ pub struct QpStatus {
     pub counters: QpCounters,
 }
 
+impl QpStatus {
+    /// The PSNs, queue depths and retries left, then the counters, by the names `rocex
+    /// stat` reports them under (rxe's for the counters).
+    pub fn named(&self) -> impl Iterator<Item = (&'static str, u64)> {
+        [
+            ("sq_psn", u64::from(self.sq_psn)),
+            ("unacked_psn", u64::from(self.unacked_psn)),
+            ("rq_psn", u64::from(self.rq_psn)),
+            ("msn", u64::from(self.msn)),
+            ("sq_wqes", self.sq_wqes as u64),
+            ("rq_wqes", self.rq_wqes as u64),
+            ("retry_left", u64::from(self.retry_left)),
+            ("rnr_retry_left", u64::from(self.rnr_retry_left)),
+        ]
+        .into_iter()
+        .chain(self.counters.iter())
+    }
+}
+
 /// One RDMA device.
 #[derive(Debug)]
 pub struct Engine {

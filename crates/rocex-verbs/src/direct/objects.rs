@@ -297,20 +297,10 @@ fn qp_stat(c: &Core, qpn: u32) -> Result<QpStat> {
         qpn,
         qp_type: s.qp_type,
         state: s.state,
-        counters: [
-            ("sq_psn", u64::from(s.sq_psn)),
-            ("unacked_psn", u64::from(s.unacked_psn)),
-            ("rq_psn", u64::from(s.rq_psn)),
-            ("msn", u64::from(s.msn)),
-            ("sq_wqes", s.sq_wqes as u64),
-            ("rq_wqes", s.rq_wqes as u64),
-            ("retry_left", u64::from(s.retry_left)),
-            ("rnr_retry_left", u64::from(s.rnr_retry_left)),
-            ("client_pid", u64::from(std::process::id())),
-        ]
-        .into_iter()
-        .chain(s.counters.iter())
-        .map(|(n, v)| (n.to_owned(), v))
-        .collect(),
+        counters: s
+            .named()
+            .chain([("client_pid", u64::from(std::process::id()))])
+            .map(|(n, v)| (n.to_owned(), v))
+            .collect(),
     })
 }

@@ -64,11 +64,30 @@ pub(crate) fn bound_elsewhere(local: IpAddr, ours: &[u64]) -> io::Result<()> {
 /// The inode of the socket `fd`, as `/proc/self/fd` names it (`socket:[N]`).
 pub(crate) fn socket_inode(fd: &impl AsRawFd) -> io::Result<u64> {
     let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
-    link.to_str()
-        .and_then(|l| l.strip_prefix("socket:["))
-        .and_then(|l| l.strip_suffix(']'))
-        .and_then(|n| n.parse().ok())
-        .ok_or_else(|| io::Error::other(format!("{} is not a socket", link.display())))
+    inode_of(&link).ok_or_else(|| io::Error::other(format!("{} is not a socket", link.display())))
+}
+
+/// The inode a descriptor's `/proc` link names when it is a socket (`socket:[N]`).
+fn inode_of(link: &std::path::Path) -> Option<u64> {
+    link.to_str()?
+        .strip_prefix("socket:[")?
+        .strip_suffix(']')?
+        .parse()
+        .ok()
+}
+
+/// Every process in `/proc` with the sockets its descriptors name, or the error reading
+/// them gave (NotFound: it has exited since the directory was listed).
+fn processes() -> io::Result<impl Iterator<Item = (u32, io::Result<Vec<u64>>)>> {
+    Ok(std::fs::read_dir("/proc")?.flatten().filter_map(|entry| {
+        let pid = entry.file_name().to_str()?.parse::<u32>().ok()?;
+        let sockets = std::fs::read_dir(entry.path().join("fd")).map(|fds| {
+            fds.flatten()
+                .filter_map(|fd| inode_of(&std::fs::read_link(fd.path()).ok()?))
+                .collect()
+        });
+        Some((pid, sockets))
+    }))
 }
 
 /// Which of the sockets `inodes` a process other than this one may hold a descriptor of,
@@ -79,27 +98,13 @@ pub(crate) fn held_elsewhere(inodes: &[u64]) -> Vec<u64> {
         return Vec::new();
     }
     let me = std::process::id();
-    let Ok(procs) = std::fs::read_dir("/proc") else {
+    let Ok(procs) = processes() else {
         return inodes.to_vec();
     };
     let mut held = Vec::new();
-    for entry in procs.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        match std::fs::read_dir(entry.path().join("fd")) {
-            Ok(fds) => held.extend(fds.flatten().filter_map(|fd| {
-                let t = std::fs::read_link(fd.path()).ok()?;
-                let n = t.to_str()?.strip_prefix("socket:[")?.strip_suffix(']')?;
-                n.parse().ok().filter(|i| inodes.contains(i))
-            })),
+    for (_, sockets) in procs.filter(|(pid, _)| *pid != me) {
+        match sockets {
+            Ok(s) => held.extend(s.into_iter().filter(|i| inodes.contains(i))),
             // Gone since the directory was listed: holds nothing.
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(_) => return inodes.to_vec(),
@@ -134,28 +139,14 @@ fn holders(addr: SocketAddr) -> Option<Vec<String>> {
     if inodes.is_empty() {
         return None;
     }
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
-            continue;
-        };
-        let holds = fds.flatten().any(|fd| {
-            std::fs::read_link(fd.path()).is_ok_and(|t| {
-                let t = t.to_string_lossy();
-                inodes.iter().any(|i| *t == format!("socket:[{i}]"))
-            })
-        });
-        if holds {
-            found.push(format!("pid {pid} ({})", command_line(pid)));
-        }
-    }
+    let found: Vec<String> = processes()
+        .ok()?
+        .filter(|(_, s)| {
+            s.as_ref()
+                .is_ok_and(|s| s.iter().any(|i| inodes.contains(i)))
+        })
+        .map(|(pid, _)| format!("pid {pid} ({})", command_line(pid)))
+        .collect();
     (!found.is_empty()).then_some(found)
 }
 

@@ -72,9 +72,22 @@ impl Core {
         self.lease = Lease::Held(now + LEASE);
     }
 
+    /// The application turned the engine itself ([`Context::progress`](crate::Context::progress)):
+    /// it holds the lease as after an empty poll, and, since a program that waits this way
+    /// drives its own waits, its completions leave the lease with it until it stops calling
+    /// for [`LEASE`] (the peer's next request, a few microseconds behind its ACK, is then
+    /// the program's own to take, not a wake-up of the progress thread).
+    pub(super) fn drive(&mut self, w: &Waits) {
+        self.extend_lease(w);
+        self.driven_until = Some(self.driver.now() + LEASE);
+    }
+
     /// The application got completions and may go on to spin on its memory: the socket is
-    /// the progress thread's again.
+    /// the progress thread's again, unless the application drives its own waits.
     pub(super) fn release_lease(&mut self, w: &Waits) {
+        if self.driven_until.is_some_and(|t| t > self.driver.now()) {
+            return;
+        }
         if let Lease::Held(_) = self.lease {
             w.take_socket_back();
             self.lease = Lease::Released;

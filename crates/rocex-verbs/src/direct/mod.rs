@@ -79,6 +79,9 @@ pub(crate) struct Core {
     /// Who has the socket and the timerfd: the progress thread, or the application that
     /// polls.
     lease: Lease,
+    /// Until when the application drives its own waits (its last
+    /// [`Context::progress`](crate::Context::progress) and a lease after it).
+    driven_until: Option<Instant>,
 }
 
 /// A CQ's completion channel and whether it is armed.
@@ -117,6 +120,7 @@ impl Host {
                 notify: HashMap::new(),
                 wakes_at: None,
                 lease: Lease::Free,
+                driven_until: None,
             })),
             waits: Waits::new(sock, daemon)?,
             stop: AtomicBool::new(false),
@@ -156,7 +160,7 @@ impl Host {
         };
         enter(guard, &self.shared.waits, |c, w| {
             c.turn();
-            c.extend_lease(w);
+            c.drive(w);
         })
     }
 

@@ -161,6 +161,14 @@ impl Driver {
         Ok(self.receive(now, &mut ())? | sent)
     }
 
+    /// Sends what the engine has and does nothing else: for a caller that has just posted
+    /// in its own thread (rocex-verbs' direct contexts), whose receives and timers wait
+    /// for its next poll or its progress thread. Returns whether anything was sent.
+    pub fn send_now(&mut self) -> io::Result<bool> {
+        let now = self.now();
+        self.transmit(now, &mut ())
+    }
+
     /// Receives waiting datagrams and runs the timers due at `now`; the timers run even
     /// when a receive failed (an ICMP error from a peer that is gone surfaces here).
     fn receive(&mut self, now: Instant, hooks: &mut impl Hooks) -> io::Result<bool> {

@@ -97,6 +97,20 @@ impl Core {
     /// is a lost packet, which the transport recovers; the turn is not repeated for it.
     pub(crate) fn turn(&mut self) {
         let _ = self.driver.turn();
+        self.deliver_events();
+    }
+
+    /// What a post calls for: its packets sent at once, nothing received (the next poll
+    /// or the progress thread does that, so a burst of posts is not a burst of empty
+    /// receives), and the events of what completed at once (a post to a QP in error).
+    pub(crate) fn after_post(&mut self) {
+        let _ = self.driver.send_now();
+        self.deliver_events();
+    }
+
+    /// The engine's events: each armed CQ that got a completion has its arm taken and its
+    /// channel written.
+    fn deliver_events(&mut self) {
         while let Some(ev) = self.driver.engine.poll_event() {
             if let Event::CqNotify(cq) = ev
                 && let Some(n) = self.notify.get(&cq)

@@ -223,7 +223,7 @@ impl Host {
             let posted = wrs
                 .iter()
                 .try_for_each(|wr| c.driver.engine.post_send(now, qpn, wr.clone()));
-            c.turn();
+            c.after_post();
             posted.map_err(refused)
         })?
     }
@@ -239,7 +239,7 @@ impl Host {
             let posted = wrs
                 .iter()
                 .try_for_each(|wr| c.driver.engine.post_recv(now, qpn, wr.clone()));
-            c.turn();
+            c.after_post();
             posted.map_err(refused)
         })?
     }

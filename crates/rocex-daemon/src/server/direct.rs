@@ -96,13 +96,12 @@ impl Direct {
     /// through a group without its program, which any member may remove
     /// (`docs/security.md`).
     pub(super) fn received(&mut self, payload: &[u8]) {
-        // The BTH's destination QP, bytes 5..8.
-        let Some(&[a, b, c]) = payload.get(5..8).map(|q| <&[u8; 3]>::try_from(q).unwrap()) else {
+        let Ok(bth) = rocex_wire::bth::Header::new_checked(payload) else {
             return;
         };
-        let qpn = u32::from_be_bytes([0, a, b, c]);
-        let slot = qpn & ((1 << self.group.bits()) - 1);
-        if qpn != 1 && slot != 0 && self.group.is_granted(slot) {
+        let qpn = bth.dest_qp();
+        let slot = self.group.slot_of(qpn);
+        if qpn != rocex_proto::GSI_QPN && slot != 0 && self.group.is_granted(slot) {
             self.misrouted += 1;
             self.stale = true;
         }

@@ -121,6 +121,11 @@ impl SteerGroup {
         self.granted.iter().filter(|&&g| g).count() as u32
     }
 
+    /// The slot a QP number names: its low [`bits`](Self::bits), as the program reads them.
+    pub fn slot_of(&self, qpn: u32) -> u32 {
+        qpn & ((1 << self.bits) - 1)
+    }
+
     /// Whether `slot` is granted now.
     pub fn is_granted(&self, slot: u32) -> bool {
         self.granted.get(slot as usize).copied().unwrap_or(false)

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use rocex_proto::verbs::{AttrMask, QpAttr, QpCap, RecvWr, SendWr};
-use rocex_proto::{MemError, MwBinding, NotifyOn, PdId, QpInit, Region, VerbsError};
+use rocex_proto::{
+    Engine, Instant, MemError, MwBinding, NotifyOn, PdId, QpInit, Region, VerbsError,
+};
 use rocex_shm::control::{QpStat, Stats};
 use rocex_verbs_types::{Access, WorkCompletion};
 
@@ -214,31 +216,31 @@ impl Host {
     /// checks each, and the first it refuses ends the list (those before it are posted,
     /// as `ibv_post_send`'s `bad_wr` reports).
     pub(crate) fn post_send(&self, qpn: u32, wrs: &[SendWr]) -> Result<()> {
-        self.with(|c| {
-            let room = c.driver.engine.send_room(qpn);
-            if room > 0 && room < wrs.len() {
-                return Err(Error::QueueFull);
-            }
-            let now = c.driver.now();
-            let posted = wrs
-                .iter()
-                .try_for_each(|wr| c.driver.engine.post_send(now, qpn, wr.clone()));
-            c.after_post();
-            posted.map_err(refused)
-        })?
+        self.post(qpn, wrs, Engine::send_room, Engine::post_send)
     }
 
     /// Posts receive requests, as [`post_send`](Self::post_send).
     pub(crate) fn post_recv(&self, qpn: u32, wrs: &[RecvWr]) -> Result<()> {
+        self.post(qpn, wrs, Engine::recv_room, Engine::post_recv)
+    }
+
+    /// [`post_send`](Self::post_send) for either queue: its room and its post.
+    fn post<W: Clone>(
+        &self,
+        qpn: u32,
+        wrs: &[W],
+        room: fn(&Engine, u32) -> usize,
+        post: fn(&mut Engine, Instant, u32, W) -> std::result::Result<(), VerbsError>,
+    ) -> Result<()> {
         self.with(|c| {
-            let room = c.driver.engine.recv_room(qpn);
+            let room = room(&c.driver.engine, qpn);
             if room > 0 && room < wrs.len() {
                 return Err(Error::QueueFull);
             }
             let now = c.driver.now();
             let posted = wrs
                 .iter()
-                .try_for_each(|wr| c.driver.engine.post_recv(now, qpn, wr.clone()));
+                .try_for_each(|wr| post(&mut c.driver.engine, now, qpn, wr.clone()));
             c.after_post();
             posted.map_err(refused)
         })?

@@ -18,12 +18,13 @@ pub struct Reth {
     pub len: u32,
 }
 
-/// rocex's selective-repeat ETH: where a SEND or WRITE packet belongs in its message.
+/// rocex's selective-repeat ETH: where a SEND or WRITE packet belongs in its message, or
+/// where a READ request's run of READs starts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SrEth {
-    /// Receive message number.
+    /// Receive message number; on a READ request, the PSN its run of READs starts at.
     pub msg: u32,
-    /// Byte offset in the message.
+    /// Byte offset in the message (of the range asked, on a READ request).
     pub offset: u32,
 }
 

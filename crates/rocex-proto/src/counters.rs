@@ -32,6 +32,8 @@ counters! {
     duplicate_request,
     /// Requests received ahead of the expected PSN.
     out_of_seq_request,
+    /// Selective repeat: READs answered past a hole that holds only READs.
+    sr_reads_early,
     /// RNR NAKs received.
     rcvd_rnr_err,
     /// RNR NAKs sent.

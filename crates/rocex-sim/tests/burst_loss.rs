@@ -228,10 +228,12 @@ fn streams_keep_their_goodput_when_whole_bursts_are_lost() {
 
 /// A READ request lost, and its resend lost too, when nothing new can follow it: the
 /// application waits for that READ's completion to post more (`CQ_MOD`), so no later
-/// request can show the resend lost, and the responder, holding every READ after the
-/// hole, answers each tail-loss probe with the same SACK. The probe resends the oldest
-/// resend still unanswered. Before, it probed only the tail, each answer restarted the
-/// timer, and the stream stood still for milliseconds (0.32 of lossless goodput here).
+/// request can show the resend lost. The responder answers the READs after the hole at
+/// once (only READs are in it), and their responses show the READ missing; so does the
+/// tail-loss probe, which resends the oldest resend still unanswered. Before READs were
+/// answered past the hole, the probe alone recovered it, with a third resend;
+/// before it took the oldest unanswered resend along, each answer to a probe of the tail
+/// restarted the timer and the stream stood still for milliseconds (0.32).
 #[test]
 fn a_lost_resend_of_a_read_request_goes_again_with_the_tail_loss_probe() {
     // READ 150's request, from side a (node 0), whose first PSN is 100; a READ takes 4.
@@ -242,7 +244,7 @@ fn a_lost_resend_of_a_read_request_goes_again_with_the_tail_loss_probe() {
     let lossy = run(1, true, Op::Read, time, move |_, from, bytes| {
         let (pkt, _) = PacketRepr::parse(bytes).expect("the engines' packets parse");
         let hit = from == 0
-            && pkt.opcode() == Opcode::RC_RDMA_READ_REQUEST
+            && pkt.opcode() == Opcode::SR_RDMA_READ_REQUEST
             && pkt.bth.psn == psn
             && dropped < 2;
         dropped += u32::from(hit);
@@ -250,10 +252,7 @@ fn a_lost_resend_of_a_read_request_goes_again_with_the_tail_loss_probe() {
     });
     let rel = lossy.gbps / clean.gbps;
     eprintln!("{rel:.3} of {:.2} Gb/s, {lossy:?}", clean.gbps);
-    assert_eq!(
-        lossy.retransmitted, 3,
-        "the request twice, the tail's probe once: {lossy:?}"
-    );
+    assert_eq!(lossy.retransmitted, 2, "the request twice: {lossy:?}");
     assert_eq!(lossy.timeouts, 0, "{lossy:?}");
-    assert!(rel > 0.8, "{rel:.3} of lossless goodput: {lossy:?}");
+    assert!(rel > 0.9, "{rel:.3} of lossless goodput: {lossy:?}");
 }

@@ -190,8 +190,8 @@ fn one_end_without_selective_repeat_fails_clearly() {
     }
 }
 
-/// Both ends on: a READ and a WRITE between them over a clean link use rocex's opcodes
-/// (WRITE) and rxe's (READ), and complete.
+/// Both ends on: a READ and a WRITE between them over a clean link use rocex's opcodes,
+/// and complete; READ responses keep rxe's.
 #[test]
 fn both_ends_on_write_and_read() {
     let params = Params {
@@ -224,8 +224,9 @@ fn both_ends_on_write_and_read() {
     let ops = ops.borrow();
     assert!(ops.contains(&Opcode::SR_RDMA_WRITE_FIRST));
     assert!(ops.contains(&Opcode::SR_RDMA_WRITE_LAST));
-    assert!(ops.contains(&Opcode::RC_RDMA_READ_REQUEST));
+    assert!(ops.contains(&Opcode::SR_RDMA_READ_REQUEST));
     assert!(!ops.contains(&Opcode::RC_RDMA_WRITE_FIRST));
+    assert!(!ops.contains(&Opcode::RC_RDMA_READ_REQUEST));
 }
 
 /// What b sent: opcode, PSN, AETH syndrome.
@@ -237,6 +238,8 @@ struct Hostile {
     a: Side,
     b: Side,
     answers: Rc<RefCell<Vec<Answer>>>,
+    /// b's READ responses: PSN and payload.
+    read_data: Rc<RefCell<Vec<(Psn, Vec<u8>)>>>,
 }
 
 impl Hostile {
@@ -248,7 +251,8 @@ impl Hostile {
         let mut p = Pair::new(13, link(0.0, 0.0, 0.0), params);
         let (a, b) = (p.side('a'), p.side('b'));
         let answers = Rc::new(RefCell::new(Vec::new()));
-        let got = answers.clone();
+        let read_data = Rc::new(RefCell::new(Vec::new()));
+        let (got, data) = (answers.clone(), read_data.clone());
         p.fabric.intercept(move |from, _, bytes| {
             let pkt = PacketRepr::parse(bytes).unwrap().0;
             if from == 1 {
@@ -257,10 +261,19 @@ impl Hostile {
                     pkt.bth.psn,
                     pkt.aeth.map(|a: AethRepr| a.syndrome),
                 ));
+                if pkt.opcode() == Opcode::RC_RDMA_READ_RESPONSE_ONLY {
+                    data.borrow_mut().push((pkt.bth.psn, pkt.payload.to_vec()));
+                }
             }
             true
         });
-        Self { p, a, b, answers }
+        Self {
+            p,
+            a,
+            b,
+            answers,
+            read_data,
+        }
     }
 
     /// b's expected PSN plus `ahead`.
@@ -276,13 +289,27 @@ impl Hostile {
 
     /// Delivers an SR WRITE packet to b as if from a.
     fn write(&mut self, op: Opcode, psn: Psn, reth: RethRepr, offset: u32, payload: &[u8]) {
+        self.deliver(op, psn, reth, SrEthRepr { msg: 0, offset }, payload);
+    }
+
+    /// Delivers an SR READ request to b as if from a, saying its run of READs starts at
+    /// `run`.
+    fn read(&mut self, psn: Psn, run: Psn, reth: RethRepr) {
+        let sreth = SrEthRepr {
+            msg: run.value(),
+            offset: 0,
+        };
+        self.deliver(Opcode::SR_RDMA_READ_REQUEST, psn, reth, sreth, &[]);
+    }
+
+    fn deliver(&mut self, op: Opcode, psn: Psn, reth: RethRepr, sreth: SrEthRepr, data: &[u8]) {
         let mut bth = BthRepr::new(op, self.b.qpn, psn);
         bth.ack_req = true;
-        bth.pad = rocex_wire::packet::pad_for(payload.len());
+        bth.pad = rocex_wire::packet::pad_for(data.len());
         let mut pkt = PacketRepr::new(bth);
         pkt.reth = Some(reth);
-        pkt.sreth = Some(SrEthRepr { msg: 0, offset });
-        pkt.payload = payload;
+        pkt.sreth = Some(sreth);
+        pkt.payload = data;
         let mut buf = vec![0; pkt.buffer_len()];
         pkt.emit(&mut buf).unwrap();
         let now = self.p.now();
@@ -387,4 +414,78 @@ fn hostile_packets_get_naks() {
     );
     assert_ok(&h.p.completions(&a, 1, Duration::from_millis(10)));
     assert_eq!(read_bytes(&b, 8192, 2000), pattern(5, 2000));
+}
+
+/// A READ past a hole that holds only READs (its run of READs starts at or before the
+/// expected PSN) is answered at once, with the responder's bytes and a SACK that shows it
+/// held; the READ that fills the hole is answered then, and the expected PSN passes both.
+#[test]
+fn a_read_past_a_hole_of_reads_is_answered_at_once() {
+    let mut h = Hostile::new();
+    let e = h.psn(0);
+    write_bytes(&h.b, 0, &pattern(7, 1024));
+    let reth = h.reth(0, 1024);
+    h.read(e.add(1), e, reth);
+    assert_eq!(*h.read_data.borrow(), [(e.add(1), pattern(7, 1024))]);
+    assert!(
+        h.answers
+            .borrow()
+            .contains(&(Opcode::SR_ACKNOWLEDGE, e.sub(1), Some(Syndrome::ACK))),
+        "{:?}",
+        h.answers.borrow()
+    );
+    assert_eq!(h.p.fabric.node(h.b.node).counters().sr_reads_early, 1);
+    assert_eq!(h.psn(0), e, "the hole is still open");
+    // Asked again while the hole is open: answered again from the saved READ.
+    h.read(e.add(1), e, reth);
+    assert_eq!(h.read_data.borrow().len(), 2);
+    h.read(e, e, reth);
+    assert_eq!(h.read_data.borrow().last(), Some(&(e, pattern(7, 1024))));
+    assert_eq!(h.psn(0), e.add(2), "the expected PSN passed both READs");
+    assert_eq!(h.p.fabric.node(h.b.node).counters().sr_reads_early, 1);
+    assert_eq!(h.p.qp_state(&h.b), QpState::Rts);
+}
+
+/// A READ past a hole that may hold a WRITE (its run starts at itself) waits for the hole,
+/// so that it reads what the WRITE in it wrote, as in order; so does a READ whose run is
+/// said to start past the expected PSN.
+#[test]
+fn a_read_past_a_hole_that_may_hold_a_write_waits_for_it() {
+    for run in [1, 0x7f_0000] {
+        let mut h = Hostile::new();
+        let e = h.psn(0);
+        write_bytes(&h.b, 0, &[0x11; 1024]);
+        let reth = h.reth(0, 1024);
+        h.read(e.add(1), e.add(run), reth);
+        assert!(h.read_data.borrow().is_empty(), "{:?}", h.answers.borrow());
+        h.write(Opcode::SR_RDMA_WRITE_ONLY, e, reth, 0, &[0x22; 1024]);
+        assert_eq!(*h.read_data.borrow(), [(e.add(1), vec![0x22; 1024])]);
+        assert_eq!(h.p.fabric.node(h.b.node).counters().sr_reads_early, 0);
+        assert_eq!(h.psn(0), e.add(2));
+    }
+}
+
+/// A READ from an end with selective repeat to one without fails at once with a remote
+/// invalid request error, as a SEND does: the end without it does not know the READ's
+/// form. The other way the READ is rxe's, and works.
+#[test]
+fn a_read_to_an_end_without_selective_repeat_fails_clearly() {
+    for (ends, status) in [
+        ((true, false), WcStatus::RemInvReqErr),
+        ((false, true), WcStatus::Success),
+    ] {
+        let params = Params {
+            selective_repeat: ends,
+            ..Params::default()
+        };
+        let mut p = Pair::new(14, link(0.0, 0.0, 0.0), params);
+        let (a, b) = (p.side('a'), p.side('b'));
+        write_bytes(&b, 0, &pattern(4, 3000));
+        p.post_send(
+            &a,
+            wr(3, SendOp::Read(remote(&b, 0)), vec![sge(&a, 0, 3000)]),
+        );
+        let wcs = p.completions(&a, 1, Duration::from_millis(50));
+        assert_eq!((wcs.len(), wcs[0].status), (1, status), "{ends:?}");
+    }
 }

@@ -336,6 +336,7 @@ opcodes! {
     SR_RDMA_WRITE_LAST_WITH_IMMEDIATE = 0xc9, Rc, Write, Last, [Reth, SrEth, ImmDt], true;
     SR_RDMA_WRITE_ONLY = 0xca, Rc, Write, Only, [Reth, SrEth], true;
     SR_RDMA_WRITE_ONLY_WITH_IMMEDIATE = 0xcb, Rc, Write, Only, [Reth, SrEth, ImmDt], true;
+    SR_RDMA_READ_REQUEST = 0xcc, Rc, ReadRequest, Only, [Reth, SrEth], false;
     SR_ACKNOWLEDGE = 0xd1, Rc, Acknowledge, Only, [Aeth, Sack], false;
     SR_SEND_LAST_WITH_INVALIDATE = 0xd6, Rc, Send, Last, [SrEth, Ieth], true;
     SR_SEND_ONLY_WITH_INVALIDATE = 0xd7, Rc, Send, Only, [SrEth, Ieth], true;
@@ -351,8 +352,9 @@ impl Opcode {
         (0..=255u8).map(Self).filter(|op| op.info().is_some())
     }
 
-    /// rocex's selective-repeat form of an RC SEND, WRITE or ACK opcode: the same code with
-    /// the top two bits set (`docs/wire.md`, "Selective repeat"); `None` for the others.
+    /// rocex's selective-repeat form of an RC SEND, WRITE, READ request or ACK opcode: the
+    /// same code with the top two bits set (`docs/wire.md`, "Selective repeat"); `None` for
+    /// the others.
     pub fn selective(self) -> Option<Self> {
         let sr = Self(self.0 | MANUFACTURER);
         (self.0 < 0x20 && sr.info().is_some()).then_some(sr)
@@ -480,7 +482,7 @@ mod tests {
         ] {
             assert!(Opcode(code).info().is_none(), "{code:#x}");
         }
-        assert_eq!(Opcode::all().count(), 55);
+        assert_eq!(Opcode::all().count(), 56);
     }
 
     #[test]
@@ -496,11 +498,18 @@ mod tests {
             assert_eq!(a.invalidate, b.invalidate);
             assert!(b.exts.contains(Ext::SrEth) || b.exts.contains(Ext::Sack));
             // Every WRITE packet carries its RETH, so it can be placed out of order.
-            assert_eq!(b.exts.contains(Ext::Reth), b.operation == Operation::Write);
+            assert_eq!(
+                b.exts.contains(Ext::Reth),
+                matches!(b.operation, Operation::Write | Operation::ReadRequest)
+            );
             n += 1;
         }
-        assert_eq!(n, 15);
-        assert_eq!(Opcode::RC_RDMA_READ_REQUEST.selective(), None);
+        assert_eq!(n, 16);
+        assert_eq!(
+            Opcode::RC_RDMA_READ_REQUEST.selective(),
+            Some(Opcode::SR_RDMA_READ_REQUEST)
+        );
+        assert_eq!(Opcode::RC_COMPARE_SWAP.selective(), None);
         assert_eq!(Opcode::UC_SEND_ONLY.selective(), None);
     }
 }

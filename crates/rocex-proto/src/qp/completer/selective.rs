@@ -476,6 +476,17 @@ impl Qp {
         self.comp.timer = self.next_deadline(ctx);
     }
 
+    /// The PSN from which every request up to READ `i` is a READ: the first of the READs
+    /// before it on the send queue, back to a request of another kind. Everything before
+    /// the queue's head is acknowledged, so the run may start there. A responder that has
+    /// every request before it may answer the READ past a hole, as in order: the hole
+    /// holds only READs, which change nothing (`docs/wire.md`, "Selective repeat").
+    fn sr_read_run(&self, i: usize) -> Psn {
+        let reads = self.sq.iter().take(i + 1).rev();
+        let run = reads.take_while(|w| matches!(w.wr.op, SendOp::Read(_)));
+        run.last().map_or(self.sq[i].first_psn, |w| w.first_psn)
+    }
+
     /// Whether a resend is waiting.
     pub(crate) fn sr_resend_pending(&self) -> bool {
         self.sr.on && !self.sr.send.resend.is_empty()
@@ -562,8 +573,8 @@ impl Qp {
     }
 
     /// Gives a request packet of work request `i` its selective-repeat form: SEND and
-    /// WRITE packets their SR opcode and placement, a READ asked for again its range, a
-    /// resent packet AckReq.
+    /// WRITE packets their SR opcode and placement, a READ its SR opcode, the start of its
+    /// run of READs and the range it asks for, a resent packet AckReq.
     pub(crate) fn sr_shape(
         &self,
         p: &mut PacketRepr<'_>,
@@ -581,10 +592,15 @@ impl Qp {
         let Some(op) = p.bth.opcode.selective() else {
             return;
         };
-        let recv = self.sq.iter().take(i).filter(|w| w.consumes_recv()).count() as u32;
+        let msg = if matches!(w.wr.op, SendOp::Read(_)) {
+            self.sr_read_run(i).value()
+        } else {
+            let recv = self.sq.iter().take(i).filter(|w| w.consumes_recv()).count() as u32;
+            self.sr.send.recv_done.wrapping_add(recv)
+        };
         p.bth.opcode = op;
         p.sreth = Some(SrEthRepr {
-            msg: self.sr.send.recv_done.wrapping_add(recv),
+            msg,
             offset: offset as u32,
         });
         if let SendOp::Write(r) | SendOp::WriteWithImm(r, _) = w.wr.op {

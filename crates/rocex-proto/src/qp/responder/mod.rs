@@ -472,6 +472,20 @@ impl Qp {
     }
 
     fn exec_read(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>) -> Result<(), Refusal> {
+        let npkts = self.answer_read(ctx, pkt, (self.resp.msn + 1) & MSN_MASK)?;
+        self.resp.count_message();
+        self.resp.psn = pkt.bth.psn.add(npkts);
+        Ok(())
+    }
+
+    /// Checks a READ's target, keeps it to answer again and queues its responses, their
+    /// AETHs carrying `msn`; the PSNs it takes.
+    fn answer_read(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        pkt: &PacketRepr<'_>,
+        msn: u32,
+    ) -> Result<u32, Refusal> {
         let reth = pkt.reth.ok_or(INVALID)?;
         let target = self.remote_rw(ctx, reth, Access::REMOTE_READ)?;
         // Memory that can vanish (another process's pages) is probed at both ends now, so
@@ -494,8 +508,6 @@ impl Qp {
                 kind,
             },
         );
-        self.resp.count_message();
-        let msn = self.resp.msn;
         self.resp.out.push_back(Reply::Read(ReadJob {
             request: psn,
             first: psn,
@@ -505,8 +517,7 @@ impl Qp {
             target,
             msn,
         }));
-        self.resp.psn = psn.add(npkts);
-        Ok(())
+        Ok(npkts)
     }
 
     fn exec_atomic(

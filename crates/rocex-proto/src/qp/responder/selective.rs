@@ -1,7 +1,9 @@
 //! The responder under selective repeat (`qp/sr`): SEND and WRITE packets placed as they
 //! come within [`SPAN`] PSNs of the expected one, messages completed in PSN order once the
 //! expected PSN passes their last packet, READ and atomic requests executed in order, and
-//! acknowledgements that carry the PSNs held past the cumulative one.
+//! acknowledgements that carry the PSNs held past the cumulative one. A READ whose
+//! requester says that only READs come between the expected PSN and it is answered at
+//! once, past the hole.
 //!
 //! A packet is checked for itself before it is placed: its SRETH offset against the path
 //! MTU and its place in the message, a WRITE's RETH (rkey, bounds) for the whole message, a
@@ -17,6 +19,7 @@ use rocex_wire::{OpcodeInfo, PacketRepr, Psn, Syndrome};
 use super::{ACCESS, INVALID, LENGTH, Refusal, Reply, Stop, place};
 use crate::Ctx;
 use crate::qp::Qp;
+use crate::qp::requester::packets;
 use crate::qp::sr::{Deferred, EndKind, MsgEnd, SPAN, Slot};
 use crate::verbs::{QpState, WcOpcode, WcStatus};
 
@@ -146,15 +149,29 @@ impl Qp {
     }
 
     /// A READ, atomic, ATOMIC_WRITE or FLUSH: executed when it is the expected PSN, as the
-    /// in-order responder executes it; past a hole it is kept, and executed when the hole
-    /// fills (the SACK shows it held).
+    /// in-order responder executes it; past a hole a READ whose hole holds only READs is
+    /// answered at once, and the others are kept and executed when the hole fills (the
+    /// SACK shows them held).
     fn sr_in_order(&mut self, ctx: &mut Ctx<'_>, pkt: &PacketRepr<'_>, info: &OpcodeInfo, d: i32) {
         if d > 0 {
             ctx.counters.out_of_seq_request += 1;
             let d = d as u32;
-            match (d < SPAN, Deferred::keep(pkt)) {
-                (true, Some(kept)) if matches!(self.sr.resp.get(d), Slot::Missing) => {
-                    self.sr.resp.set(d, Slot::Deferred(kept));
+            let read = info.operation == Operation::ReadRequest;
+            match self.sr.resp.get(d) {
+                _ if d >= SPAN => ctx.counters.drop_out_of_seq += 1,
+                Slot::Missing if read && self.sr_read_runs_from(pkt, d) => {
+                    self.sr_read_early(ctx, pkt, info, d);
+                }
+                Slot::Missing => match Deferred::keep(pkt) {
+                    Some(kept) => self.sr.resp.set(d, Slot::Deferred(kept)),
+                    None => ctx.counters.drop_out_of_seq += 1,
+                },
+                // A range of a READ answered early, asked again.
+                Slot::Answered | Slot::Got if read => {
+                    ctx.counters.duplicate_request += 1;
+                    self.counters.duplicate_request += 1;
+                    self.duplicate(ctx, pkt, info);
+                    return self.sr_replay_first(pkt.bth.psn);
                 }
                 _ => ctx.counters.drop_out_of_seq += 1,
             }
@@ -165,6 +182,60 @@ impl Qp {
             && self.sr.resp.holds_beyond()
         {
             self.sr_acknowledge(false);
+        }
+    }
+
+    /// Whether READ request `pkt`, `d` PSNs past the expected one, may be answered now: it
+    /// is in rocex's form, every request before the expected PSN up to it is a READ (its
+    /// run of READs starts at or before the expected PSN: the hole holds only READs, and
+    /// answering it first reads what answering in order would), and its PSNs fit in the
+    /// window, none of them held. A hole holding a WRITE keeps it for the hole, so that a
+    /// READ after a WRITE still reads what the WRITE wrote.
+    fn sr_read_runs_from(&self, pkt: &PacketRepr<'_>, d: u32) -> bool {
+        let (Some(e), Some(reth)) = (pkt.sreth, pkt.reth) else {
+            return false;
+        };
+        let npkts = packets(u64::from(reth.dma_len), self.mtu());
+        pkt.opcode().is_selective()
+            && !Psn::new(e.msg).is_after(self.resp.psn)
+            && d + npkts <= SPAN
+            && (d..d + npkts).all(|k| matches!(self.sr.resp.get(k), Slot::Missing))
+    }
+
+    /// Answers READ `pkt` past a hole of READs: checked as in order, its responses queued
+    /// now, its PSNs marked held (the first [`Slot::Answered`], so that the MSN counts it
+    /// when the expected PSN passes). A refusal waits for the expected PSN, as a refused
+    /// WRITE packet does.
+    fn sr_read_early(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        pkt: &PacketRepr<'_>,
+        info: &OpcodeInfo,
+        d: u32,
+    ) {
+        let msn = self.resp.msn;
+        let answered = self
+            .check_access(pkt, info)
+            .and_then(|()| self.check_length(pkt, info))
+            .and_then(|()| match self.attr.max_dest_rd_atomic {
+                0 => Err(INVALID),
+                _ => self.answer_read(ctx, pkt, msn),
+            });
+        match answered {
+            Ok(npkts) => {
+                ctx.counters.sr_reads_early += 1;
+                self.sr.resp.set(d, Slot::Answered);
+                for k in 1..npkts {
+                    self.sr.resp.set(d + k, Slot::Got);
+                }
+            }
+            Err(r) => self.sr.resp.set(
+                d,
+                Slot::Refused {
+                    nak: r.nak,
+                    status: r.recv_status,
+                },
+            ),
         }
     }
 
@@ -271,6 +342,7 @@ impl Qp {
             self.resp.psn = psn.add(1);
             match slot {
                 Slot::Missing | Slot::Got => {}
+                Slot::Answered => self.resp.count_message(),
                 Slot::Deferred(kept) => {
                     self.resp.psn = psn;
                     let pkt = kept.packet();

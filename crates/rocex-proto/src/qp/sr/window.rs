@@ -18,6 +18,9 @@ pub(crate) enum Slot {
     /// Placed, and the last packet of a message: it completes when the expected PSN
     /// passes it.
     End(MsgEnd),
+    /// The first PSN of a READ answered past a hole of READs (its other PSNs are `Got`):
+    /// the MSN counts it when the expected PSN passes it.
+    Answered,
     /// A READ, atomic, ATOMIC_WRITE or FLUSH that came past a hole: executed, in order,
     /// when the expected PSN reaches it.
     Deferred(Box<Deferred>),
@@ -141,7 +144,7 @@ impl RespWindow {
             m.set(i);
         }
         for (j, s) in self.slots.iter().enumerate() {
-            if matches!(s, Slot::Got | Slot::End(_) | Slot::Deferred(_)) {
+            if !matches!(s, Slot::Missing | Slot::Refused { .. }) {
                 m.set(below + j as u32);
             }
         }

@@ -40,10 +40,15 @@ fn daemon_err(e: rocex_verbs::Error) -> io::Error {
 
 impl DaemonNic {
     /// Opens the device the daemon at `socket` serves; `busy_poll` makes waits spin
-    /// instead of sleeping on the completion channel (latency tests).
+    /// instead of sleeping on the completion channel (latency tests). A direct context
+    /// always spins, as perftest polls its CQ: its engine turns in the thread that waits,
+    /// and sleeping on the channel handed every packet to the progress thread and every
+    /// completion back through an eventfd (64 B SEND at 0.21 M msg/s against 0.74 in the
+    /// same run with the engine in the perf process, `docs/performance.md`).
     pub(crate) fn open(socket: &Path, busy_poll: bool) -> io::Result<Self> {
         let ctx = Context::open(socket)
             .map_err(|e| io::Error::other(format!("rocexd at {}: {e}", socket.display())))?;
+        let busy_poll = busy_poll || ctx.is_direct();
         let pd = ctx.alloc_pd().map_err(daemon_err)?;
         Ok(Self {
             qps: Vec::new(),
@@ -225,9 +230,12 @@ impl Nic for DaemonNic {
 
     /// Long: the daemon runs the engine, and a completion wakes the wait (the CQs are
     /// armed), so a client waiting for its moderated completions need not wake the core
-    /// it shares with the daemon thousands of times a second.
+    /// it shares with the daemon thousands of times a second. None when the waits spin.
     fn idle_wait(&self) -> Duration {
-        Duration::from_millis(10)
+        match self.busy_poll {
+            true => Duration::ZERO,
+            false => Duration::from_millis(10),
+        }
     }
 
     fn linger(&mut self, d: Duration) -> io::Result<()> {

@@ -197,8 +197,14 @@ impl Nic for DaemonNic {
         Ok(self.ready.pop_front())
     }
 
+    /// Through rocexd nothing: the daemon turns the engine. A direct context that spins
+    /// turns its own, so that it drives its waits (`Context::progress`) from the first
+    /// post on, not only once a poll found nothing.
     fn turn(&mut self) -> io::Result<()> {
-        Ok(())
+        match self.busy_poll && self.ctx.is_direct() {
+            true => self.ctx.progress().map_err(daemon_err),
+            false => Ok(()),
+        }
     }
 
     fn wait(&mut self, max: Duration) -> io::Result<()> {

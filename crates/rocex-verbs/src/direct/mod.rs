@@ -26,6 +26,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use rocex_io::Driver;
 use rocex_proto::{Event, Instant};
@@ -34,6 +35,10 @@ use rocex_shm::EventFd;
 use self::lease::Lease;
 use self::waits::Waits;
 use crate::{Channel, Error, Result};
+
+/// How long after a program's own step a CQ poll takes completions without receiving
+/// again ([`Core::poll_turn`]).
+const FRESH: Duration = Duration::from_micros(2);
 
 /// An engine in this process, its progress thread and, when rocexd granted it, the
 /// control connection that holds the grant.
@@ -82,6 +87,10 @@ pub(crate) struct Core {
     /// Until when the application drives its own waits (its last
     /// [`Context::progress`](crate::Context::progress) and a lease after it).
     driven_until: Option<Instant>,
+    /// The driver busy-polls ([`Core::step`]) until the next turn.
+    stepping: bool,
+    /// When the program's last [`Context::progress`](crate::Context::progress) stepped.
+    stepped_at: Option<Instant>,
 }
 
 /// A CQ's completion channel and whether it is armed.
@@ -96,8 +105,40 @@ impl Core {
     /// CQ that got a completion has its arm taken and its channel written. An I/O error
     /// is a lost packet, which the transport recovers; the turn is not repeated for it.
     pub(crate) fn turn(&mut self) {
+        if self.stepping {
+            self.stepping = false;
+            self.driver.busy_poll(false);
+        }
         let _ = self.driver.turn();
         self.deliver_events();
+    }
+
+    /// One step of a program that drives its own waits, as a busy-polling engine in the
+    /// program's process steps (`Driver::step`): what is waiting is sent, then what came is
+    /// received; the ACKs it calls for leave with the next post or step, in one batch with
+    /// the program's answer.
+    pub(crate) fn step(&mut self) {
+        if !self.stepping {
+            self.stepping = true;
+            self.driver.busy_poll(true);
+        }
+        let _ = self.driver.step();
+        self.deliver_events();
+    }
+
+    /// What a CQ poll runs first: nothing within [`FRESH`] of the program's own step (it
+    /// received a moment ago; a loop of progress, poll and a look at its memory then
+    /// costs one receive, not three), a step while it drives its waits, else a turn.
+    pub(crate) fn poll_turn(&mut self) {
+        let now = self.driver.now();
+        if self.stepped_at.is_some_and(|t| now < t + FRESH) {
+            return;
+        }
+        if self.driven_until.is_some_and(|t| t > now) {
+            self.step();
+        } else {
+            self.turn();
+        }
     }
 
     /// What a post calls for: its packets sent at once, nothing received (the next poll
@@ -135,6 +176,8 @@ impl Host {
                 wakes_at: None,
                 lease: Lease::Free,
                 driven_until: None,
+                stepping: false,
+                stepped_at: None,
             })),
             waits: Waits::new(sock, daemon)?,
             stop: AtomicBool::new(false),
@@ -173,7 +216,8 @@ impl Host {
             Err(TryLockError::WouldBlock) => return Ok(()),
         };
         enter(guard, &self.shared.waits, |c, w| {
-            c.turn();
+            c.step();
+            c.stepped_at = Some(c.driver.now());
             c.drive(w);
         })
     }

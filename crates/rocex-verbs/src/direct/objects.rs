@@ -175,7 +175,7 @@ impl Host {
         f: &mut impl FnMut(WorkCompletion),
     ) -> Result<usize> {
         self.with_waits(|c, w| {
-            c.turn();
+            c.poll_turn();
             let mut n = 0;
             while n < max {
                 let Some(wc) = c.driver.engine.poll_cq(cq) else {

@@ -232,14 +232,16 @@ fn both_ends_on_write_and_read() {
 /// What b sent: opcode, PSN, AETH syndrome.
 type Answer = (Opcode, Psn, Option<Syndrome>);
 
+/// One of b's READ responses: its PSN and payload.
+type ReadResponse = (Psn, Vec<u8>);
+
 /// A pair with selective repeat on both ends, for packets made by hand to b's QP.
 struct Hostile {
     p: Pair,
     a: Side,
     b: Side,
     answers: Rc<RefCell<Vec<Answer>>>,
-    /// b's READ responses: PSN and payload.
-    read_data: Rc<RefCell<Vec<(Psn, Vec<u8>)>>>,
+    read_data: Rc<RefCell<Vec<ReadResponse>>>,
 }
 
 impl Hostile {

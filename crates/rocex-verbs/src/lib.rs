@@ -270,11 +270,13 @@ impl Context {
         matches!(self.dev, Dev::Direct(_))
     }
 
-    /// For a program that waits by spinning (on its memory, say) rather than on a CQ: on a
-    /// direct context, one turn of the engine in the caller's thread when no other thread
-    /// holds it, counted as an empty CQ poll, so that the caller takes the packets and the
-    /// progress thread stands aside (`docs/verbs.md`, "Direct mode"). Through rocexd it
-    /// does nothing: the daemon drives the engine.
+    /// For a program that drives its own waits by spinning (on its memory, or on this and
+    /// CQ polls): on a direct context, one step of the engine in the caller's thread when
+    /// no other thread holds it, counted as an empty CQ poll, so that the caller takes the
+    /// packets and the progress thread stands aside. A step sends what waits, then
+    /// receives; the ACKs that calls for leave with the caller's next post or step, so call
+    /// it again soon, as a busy-polling program does (`docs/verbs.md`, "Direct mode").
+    /// Through rocexd it does nothing: the daemon drives the engine.
     pub fn progress(&self) -> Result<()> {
         match &self.dev {
             Dev::Daemon(_) => Ok(()),

@@ -44,7 +44,8 @@ impl DaemonNic {
     /// always spins, as perftest polls its CQ: its engine turns in the thread that waits,
     /// and sleeping on the channel handed every packet to the progress thread and every
     /// completion back through an eventfd (64 B SEND at 0.21 M msg/s against 0.74 in the
-    /// same run with the engine in the perf process, `docs/performance.md`).
+    /// same run with the engine in the perf process; `docs/architecture.md`, "The direct
+    /// data path").
     pub(crate) fn open(socket: &Path, busy_poll: bool) -> io::Result<Self> {
         let ctx = Context::open(socket)
             .map_err(|e| io::Error::other(format!("rocexd at {}: {e}", socket.display())))?;

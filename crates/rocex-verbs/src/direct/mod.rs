@@ -117,7 +117,7 @@ impl Core {
     /// program's process steps (`Driver::step`): what is waiting is sent, then what came is
     /// received; the ACKs it calls for leave with the next post or step, in one batch with
     /// the program's answer.
-    pub(crate) fn step(&mut self) {
+    fn step(&mut self) {
         if !self.stepping {
             self.stepping = true;
             self.driver.busy_poll(true);

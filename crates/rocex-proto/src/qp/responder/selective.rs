@@ -186,17 +186,21 @@ impl Qp {
     }
 
     /// Whether READ request `pkt`, `d` PSNs past the expected one, may be answered now: it
-    /// is in rocex's form, every request before the expected PSN up to it is a READ (its
-    /// run of READs starts at or before the expected PSN: the hole holds only READs, and
-    /// answering it first reads what answering in order would), and its PSNs fit in the
-    /// window, none of them held. A hole holding a WRITE keeps it for the hole, so that a
-    /// READ after a WRITE still reads what the WRITE wrote.
+    /// is in rocex's form, asks for its READ from the start (a range asked again, offset
+    /// past 0, is part of a READ this responder may not have seen: answered as a READ of
+    /// its own, its responses would not be shaped as the requester's READ expects them),
+    /// every request before the expected PSN up to it is a READ (its run of READs starts
+    /// at or before the expected PSN: the hole holds only READs, and answering it first
+    /// reads what answering in order would), and its PSNs fit in the window, none of them
+    /// held. A hole holding a WRITE keeps it for the hole, so that a READ after a WRITE
+    /// still reads what the WRITE wrote.
     fn sr_read_runs_from(&self, pkt: &PacketRepr<'_>, d: u32) -> bool {
         let (Some(e), Some(reth)) = (pkt.sreth, pkt.reth) else {
             return false;
         };
         let npkts = packets(u64::from(reth.dma_len), self.mtu());
         pkt.opcode().is_selective()
+            && e.offset == 0
             && !Psn::new(e.msg).is_after(self.resp.psn)
             && d + npkts <= SPAN
             && (d..d + npkts).all(|k| matches!(self.sr.resp.get(k), Slot::Missing))

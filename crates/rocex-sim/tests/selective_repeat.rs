@@ -59,14 +59,7 @@ struct Outcome {
 /// Sends `messages` mixed requests from a to b ([`Mix::run`] checks everything that
 /// arrives) and counts the selective-repeat packets on the wire.
 fn run(seed: u64, link: Link, selective: bool, messages: u64) -> Outcome {
-    let params = Params {
-        mtu: Mtu::M1024,
-        buf_len: 8 << 20,
-        timeout: 10,
-        selective_repeat: (selective, selective),
-        ..Params::default()
-    };
-    let mut p = Pair::new(seed, link, params);
+    let mut p = mix_pair(seed, link, selective);
     let (a, b) = (p.side('a'), p.side('b'));
     let seen = Rc::new(RefCell::new((0u64, 0u64)));
     let s = seen.clone();
@@ -94,6 +87,19 @@ fn run(seed: u64, link: Link, selective: bool, messages: u64) -> Outcome {
         sr_acks,
         virtual_time: p.now().since(Instant::ZERO),
     }
+}
+
+/// A pair for the mixes: MTU 1024, 8 MiB on each side, selective repeat on both ends or
+/// neither.
+fn mix_pair(seed: u64, link: Link, selective: bool) -> Pair {
+    let params = Params {
+        mtu: Mtu::M1024,
+        buf_len: 8 << 20,
+        timeout: 10,
+        selective_repeat: (selective, selective),
+        ..Params::default()
+    };
+    Pair::new(seed, link, params)
 }
 
 fn link(loss: f64, duplicate: f64, reorder: f64) -> Link {
@@ -526,14 +532,7 @@ fn read_streams_through_loss_duplication_and_reordering_complete() {
     };
     for seed in 0..16 {
         for (loss, dup, reorder) in [(0.01, 0.0, 0.0), (0.05, 0.02, 0.05), (0.1, 0.02, 0.05)] {
-            let params = Params {
-                mtu: Mtu::M1024,
-                buf_len: 8 << 20,
-                timeout: 10,
-                selective_repeat: (true, true),
-                ..Params::default()
-            };
-            let mut p = Pair::new(seed, link(loss, dup, reorder), params);
+            let mut p = mix_pair(seed, link(loss, dup, reorder), true);
             READS.run(&mut p, 200);
         }
     }

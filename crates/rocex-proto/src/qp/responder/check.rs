@@ -1,7 +1,7 @@
 //! The checks an in-sequence request passes before it executes, in rxe's order
-//! (`check_op_seq`, `check_op_valid`, then `check_length`; the receive queue and the
-//! READ/atomic resources are checked between the last two, in `rc_execute`). Each refusal
-//! is an invalid request (NAK 0x61).
+//! (`check_op_seq`, `check_op_valid`, then `check_length`; the READ/atomic resources,
+//! `check_rd_atomic`, and the receive queue, in `rc_execute`, are checked between the last
+//! two). Each refusal is an invalid request (NAK 0x61).
 
 use rocex_mem::Access;
 use rocex_wire::opcode::{Operation, Position};
@@ -46,6 +46,20 @@ impl Qp {
             Ok(())
         } else {
             Err(INVALID)
+        }
+    }
+
+    /// A READ or atomic takes a responder resource: refused when the QP offers none
+    /// (`max_dest_rd_atomic` 0).
+    pub(super) fn check_rd_atomic(&self, info: &OpcodeInfo) -> Result<(), Refusal> {
+        let needs = matches!(
+            info.operation,
+            Operation::ReadRequest | Operation::CompareSwap | Operation::FetchAdd
+        );
+        if needs && self.attr.max_dest_rd_atomic == 0 {
+            Err(INVALID)
+        } else {
+            Ok(())
         }
     }
 

@@ -344,13 +344,7 @@ impl Qp {
         let psn = pkt.bth.psn;
         self.check_sequence(info)?;
         self.check_access(pkt, info)?;
-        if matches!(
-            info.operation,
-            Operation::ReadRequest | Operation::CompareSwap | Operation::FetchAdd
-        ) && self.attr.max_dest_rd_atomic == 0
-        {
-            return Err(INVALID.into());
-        }
+        self.check_rd_atomic(info)?;
         // A message that needs a receive WQE waits for one: RNR NAK (C9-146).
         let needs_recv = match info.operation {
             Operation::Send => info.position.starts(),

@@ -220,11 +220,9 @@ impl Qp {
         let msn = self.resp.msn;
         let answered = self
             .check_access(pkt, info)
+            .and_then(|()| self.check_rd_atomic(info))
             .and_then(|()| self.check_length(pkt, info))
-            .and_then(|()| match self.attr.max_dest_rd_atomic {
-                0 => Err(INVALID),
-                _ => self.answer_read(ctx, pkt, msn),
-            });
+            .and_then(|()| self.answer_read(ctx, pkt, msn));
         match answered {
             Ok(npkts) => {
                 ctx.counters.sr_reads_early += 1;

@@ -79,13 +79,13 @@ impl Core {
     /// the program's own to take, not a wake-up of the progress thread).
     pub(super) fn drive(&mut self, w: &Waits) {
         self.extend_lease(w);
-        self.driven_until = Some(self.driver.now() + LEASE);
+        self.driven_at = Some(self.driver.now());
     }
 
     /// The application got completions and may go on to spin on its memory: the socket is
     /// the progress thread's again, unless the application drives its own waits.
     pub(super) fn release_lease(&mut self, w: &Waits) {
-        if self.driven_until.is_some_and(|t| t > self.driver.now()) {
+        if self.drives_within(self.driver.now(), LEASE) {
             return;
         }
         if let Lease::Held(_) = self.lease {

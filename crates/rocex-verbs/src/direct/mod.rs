@@ -32,7 +32,7 @@ use rocex_io::Driver;
 use rocex_proto::{Event, Instant};
 use rocex_shm::EventFd;
 
-use self::lease::Lease;
+use self::lease::{LEASE, Lease};
 use self::waits::Waits;
 use crate::{Channel, Error, Result};
 
@@ -84,13 +84,10 @@ pub(crate) struct Core {
     /// Who has the socket and the timerfd: the progress thread, or the application that
     /// polls.
     lease: Lease,
-    /// Until when the application drives its own waits (its last
-    /// [`Context::progress`](crate::Context::progress) and a lease after it).
-    driven_until: Option<Instant>,
-    /// The driver busy-polls ([`Core::step`]) until the next turn.
-    stepping: bool,
-    /// When the program's last [`Context::progress`](crate::Context::progress) stepped.
-    stepped_at: Option<Instant>,
+    /// When the application last drove its own waits
+    /// ([`Context::progress`](crate::Context::progress)): it drives them for a lease after
+    /// ([`Core::drives_within`]).
+    driven_at: Option<Instant>,
 }
 
 /// A CQ's completion channel and whether it is armed.
@@ -105,10 +102,7 @@ impl Core {
     /// CQ that got a completion has its arm taken and its channel written. An I/O error
     /// is a lost packet, which the transport recovers; the turn is not repeated for it.
     pub(crate) fn turn(&mut self) {
-        if self.stepping {
-            self.stepping = false;
-            self.driver.busy_poll(false);
-        }
+        self.driver.busy_poll(false);
         let _ = self.driver.turn();
         self.deliver_events();
     }
@@ -118,10 +112,7 @@ impl Core {
     /// received; the ACKs it calls for leave with the next post or step, in one batch with
     /// the program's answer.
     fn step(&mut self) {
-        if !self.stepping {
-            self.stepping = true;
-            self.driver.busy_poll(true);
-        }
+        self.driver.busy_poll(true);
         let _ = self.driver.step();
         self.deliver_events();
     }
@@ -131,14 +122,19 @@ impl Core {
     /// costs one receive, not three), a step while it drives its waits, else a turn.
     pub(crate) fn poll_turn(&mut self) {
         let now = self.driver.now();
-        if self.stepped_at.is_some_and(|t| now < t + FRESH) {
+        if self.drives_within(now, FRESH) {
             return;
         }
-        if self.driven_until.is_some_and(|t| t > now) {
+        if self.drives_within(now, LEASE) {
             self.step();
         } else {
             self.turn();
         }
+    }
+
+    /// Whether the application drove its own waits less than `d` before `now`.
+    fn drives_within(&self, now: Instant, d: Duration) -> bool {
+        self.driven_at.is_some_and(|t| now < t + d)
     }
 
     /// What a post calls for: its packets sent at once, nothing received (the next poll
@@ -175,9 +171,7 @@ impl Host {
                 notify: HashMap::new(),
                 wakes_at: None,
                 lease: Lease::Free,
-                driven_until: None,
-                stepping: false,
-                stepped_at: None,
+                driven_at: None,
             })),
             waits: Waits::new(sock, daemon)?,
             stop: AtomicBool::new(false),
@@ -217,7 +211,6 @@ impl Host {
         };
         enter(guard, &self.shared.waits, |c, w| {
             c.step();
-            c.stepped_at = Some(c.driver.now());
             c.drive(w);
         })
     }

@@ -71,19 +71,17 @@ fn end_on(ctx: Context, channel: Option<&CompChannel>) -> End {
 
 /// Takes both QPs to RTS towards each other; `tune` changes A's attributes.
 fn connect(a: &End, b: &End, tune: impl Fn(QpAttr) -> QpAttr) {
-    let access = Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
     let (pa, pb) = (0x1000, 0x2000);
-    let to_b = tune(rc_attrs(
-        pa,
-        (b.ctx.gid_addr(), b.qp.qpn(), pb),
-        Mtu::M1024,
-        access,
-    ));
-    let to_a = rc_attrs(pb, (a.ctx.gid_addr(), a.qp.qpn(), pa), Mtu::M1024, access);
-    for (qp, attr) in [(&a.qp, to_b), (&b.qp, to_a)] {
-        for (step, mask) in attr.rc_steps() {
-            qp.modify(&step, mask).unwrap();
-        }
+    to_rts(&a.qp, pa, (b.ctx.gid_addr(), b.qp.qpn(), pb), tune);
+    to_rts(&b.qp, pb, (a.ctx.gid_addr(), a.qp.qpn(), pa), |x| x);
+}
+
+/// Takes `qp` to RTS with send PSN `psn` towards `peer` (address, QPN, its send PSN).
+fn to_rts(qp: &Qp, psn: u32, peer: (IpAddr, u32, u32), tune: impl Fn(QpAttr) -> QpAttr) {
+    let access = Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
+    let attr = tune(rc_attrs(psn, peer, Mtu::M1024, access));
+    for (step, mask) in attr.rc_steps() {
+        qp.modify(&step, mask).unwrap();
     }
 }
 
@@ -388,4 +386,109 @@ fn what_a_direct_context_does_not_offer_is_refused_by_name() {
     let attr = a.ctx.query_device().unwrap();
     assert_eq!(a.ctx.gid_addr(), "127.0.19.13".parse::<IpAddr>().unwrap());
     assert_eq!((attr.mtu, attr.port_state), (Mtu::M1024 as u8, 4));
+}
+
+/// The direct path's own counter `name` (group `direct`).
+fn direct_counter(ctx: &Context, name: &str) -> u64 {
+    let stats = ctx.stats().unwrap();
+    let group = stats.groups.iter().find(|g| g.name == "direct").unwrap();
+    group.counters.iter().find(|(n, _)| n == name).unwrap().1
+}
+
+/// Writes `byte` from `from`'s offset 64 to `to`'s offset 0, and polls (no other verb)
+/// until it completes.
+fn write_byte(from: &mut End, to: rocex_verbs::verbs::Remote, byte: u8, id: u64) {
+    from.mr.write(64, &[byte]).unwrap();
+    let op = SendOp::Write(to);
+    from.qp
+        .post_send(&[SendWr::new(id, op, [from.mr.sge(64, 1)])])
+        .unwrap();
+    let end = Instant::now() + LIMIT;
+    loop {
+        if let Some(wc) = from.cq.poll(1).unwrap().pop() {
+            assert_eq!((wc.wr_id, wc.status), (id, WcStatus::Success));
+            return;
+        }
+        assert!(Instant::now() < end, "the WRITE never completed");
+    }
+}
+
+/// Spins on `mr`'s first byte, calling no verb, until it is `byte`.
+fn spin_for(mr: &Mr, byte: u8) {
+    let end = Instant::now() + LIMIT;
+    let mut got = [0u8];
+    loop {
+        mr.read(0, &mut got).unwrap();
+        if got[0] == byte {
+            return;
+        }
+        assert!(Instant::now() < end, "the peer's WRITE never landed");
+    }
+}
+
+#[test]
+fn a_poll_lingers_for_the_answer_of_a_peer_that_watches_its_memory() {
+    // ib_write_lat's loop on both ends: wait for the peer's byte on memory, write it back,
+    // poll until that WRITE completes. B runs in a thread of its own (a context stays in
+    // the thread that opened it), and answers 3 us after A's WRITE landed, well after the
+    // ACK that completes A's WRITE: the answer is in A's memory when A's poll returns only
+    // if the poll waited for it.
+    const ROUNDS: u16 = 1000;
+    const THINK: Duration = Duration::from_micros(3);
+    let (ip_a, ip_b) = ("127.0.19.17", "127.0.19.18");
+    let mut a = end(open(ip_a, 1));
+    let to_a = (a.qp.qpn(), a.mr.remote(0));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let peer = std::thread::spawn(move || {
+        let mut b = end(open(ip_b, 2));
+        to_rts(
+            &b.qp,
+            0x2000,
+            (ip_a.parse().unwrap(), to_a.0, 0x1000),
+            |x| x,
+        );
+        tx.send((b.qp.qpn(), b.mr.remote(0))).unwrap();
+        for r in 1..=ROUNDS {
+            spin_for(&b.mr, r as u8);
+            let think = Instant::now() + THINK;
+            while Instant::now() < think {
+                std::hint::spin_loop();
+            }
+            write_byte(&mut b, to_a.1, r as u8, r.into());
+        }
+    });
+    let (qpn_b, to_b) = rx.recv().unwrap();
+    to_rts(&a.qp, 0x1000, (ip_b.parse().unwrap(), qpn_b, 0x2000), |x| x);
+    let mut landed_at_return = 0;
+    for r in 1..=ROUNDS {
+        write_byte(&mut a, to_b, r as u8, r.into());
+        let mut got = [0u8];
+        a.mr.read(0, &mut got).unwrap();
+        landed_at_return += u32::from(got[0] == r as u8);
+        spin_for(&a.mr, r as u8);
+    }
+    peer.join().unwrap();
+    let answered = direct_counter(&a.ctx, "linger_answered");
+    eprintln!(
+        "A: {answered} lingers answered, {} in vain, {landed_at_return} of {ROUNDS} answers \
+         landed when the poll returned",
+        direct_counter(&a.ctx, "linger_in_vain")
+    );
+    // Without lingering the answer lands only when A's progress thread wakes for it.
+    assert!(answered > 0 && landed_at_return > 0);
+}
+
+#[test]
+fn a_poll_whose_peer_never_answers_lingers_ever_more_rarely() {
+    let (mut a, b) = pair("127.0.19.19", "127.0.19.20");
+    let to_b = b.mr.remote(0);
+    for r in 1..=20u8 {
+        write_byte(&mut a, to_b, r, r.into());
+    }
+    // Chances 1, 3, 7 and 15 wait in vain; 1, 3 and 7 chances after them are skipped, and
+    // the 5 after the fourth.
+    let count = |name| direct_counter(&a.ctx, name);
+    assert_eq!(count("linger_answered"), 0);
+    assert_eq!(count("linger_in_vain"), 4);
+    assert_eq!(count("linger_skipped"), 16);
 }

@@ -14,6 +14,7 @@
 
 pub(crate) mod grant;
 mod lease;
+mod linger;
 mod objects;
 mod open;
 mod progress;
@@ -33,6 +34,7 @@ use rocex_proto::{Event, Instant};
 use rocex_shm::EventFd;
 
 use self::lease::{LEASE, Lease};
+use self::linger::Linger;
 use self::waits::Waits;
 use crate::{Channel, Error, Result};
 
@@ -88,6 +90,8 @@ pub(crate) struct Core {
     /// ([`Context::progress`](crate::Context::progress)): it drives them for a lease after
     /// ([`Core::drives_within`]).
     driven_at: Option<Instant>,
+    /// Whether a poll that took a request's completion waits for the peer's answer.
+    linger: Linger,
 }
 
 /// A CQ's completion channel and whether it is armed.
@@ -172,6 +176,7 @@ impl Host {
                 wakes_at: None,
                 lease: Lease::Free,
                 driven_at: None,
+                linger: Linger::default(),
             })),
             waits: Waits::new(sock, daemon)?,
             stop: AtomicBool::new(false),

@@ -8,7 +8,7 @@ use rocex_proto::{
     Engine, Instant, MemError, MwBinding, NotifyOn, PdId, QpInit, Region, VerbsError,
 };
 use rocex_shm::control::{QpStat, Stats};
-use rocex_verbs_types::{Access, WorkCompletion};
+use rocex_verbs_types::{Access, WcOpcode, WorkCompletion};
 
 use super::{Core, Host};
 use crate::{Error, Result};
@@ -167,7 +167,8 @@ impl Host {
     /// One turn in the caller's thread, then up to `max` completions of `cq` into `f`. An
     /// empty poll takes or extends the lease (the program will poll again); completions
     /// give the socket back (the program goes on to other work, perhaps to spin on its
-    /// memory).
+    /// memory). After a SEND or WRITE completed, the poll may first wait a moment for the
+    /// peer's answer ([`Core::linger`]).
     pub(crate) fn poll_cq(
         &self,
         cq: u32,
@@ -177,12 +178,19 @@ impl Host {
         self.with_waits(|c, w| {
             c.poll_turn();
             let mut n = 0;
+            let mut asked = None;
             while n < max {
                 let Some(wc) = c.driver.engine.poll_cq(cq) else {
                     break;
                 };
+                if matches!(wc.opcode, WcOpcode::Send | WcOpcode::RdmaWrite) {
+                    asked = Some(wc.qp_num);
+                }
                 f(wc);
                 n += 1;
+            }
+            if let Some(qpn) = asked {
+                c.linger(qpn, w);
             }
             match n {
                 0 => c.extend_lease(w),
@@ -246,8 +254,9 @@ impl Host {
         })?
     }
 
-    /// The engine's counters (group `engine`, rxe's names, as rocexd reports them) and
-    /// every QP's, or only `qpn`'s.
+    /// The engine's counters (group `engine`, rxe's names, as rocexd reports them), the
+    /// direct path's own (group `direct`: [`Core::linger`]'s) and every QP's, or only
+    /// `qpn`'s.
     pub(crate) fn stats(&self, qpn: Option<u32>) -> Result<Stats> {
         self.control(|c| {
             let e = &c.driver.engine;
@@ -268,8 +277,17 @@ impl Host {
             for q in qpns {
                 qps.push(qp_stat(c, q)?);
             }
+            let direct = rocex_shm::control::StatGroup {
+                name: "direct".into(),
+                counters: c
+                    .linger
+                    .counters()
+                    .iter()
+                    .map(|&(n, v)| (n.to_owned(), v))
+                    .collect(),
+            };
             Ok(Stats {
-                groups: vec![group],
+                groups: vec![group, direct],
                 qps,
                 next: 0,
             })

@@ -395,13 +395,20 @@ fn direct_counter(ctx: &Context, name: &str) -> u64 {
     group.counters.iter().find(|(n, _)| n == name).unwrap().1
 }
 
-/// Writes `byte` from `from`'s offset 64 to `to`'s offset 0, and polls (no other verb)
-/// until it completes.
-fn write_byte(from: &mut End, to: rocex_verbs::verbs::Remote, byte: u8, id: u64) {
-    from.mr.write(64, &[byte]).unwrap();
+/// Where a ping-pong's WRITEs come from in their sender's region (they land at offset 0).
+const SOURCE: usize = MIB;
+
+/// WRITEs `len` bytes of `byte` from `from`'s [`SOURCE`] to `to`, and polls (no other
+/// verb) until it completes.
+fn write_bytes(from: &mut End, to: rocex_verbs::verbs::Remote, len: usize, byte: u8, id: u64) {
+    from.mr.write(SOURCE, &vec![byte; len]).unwrap();
     let op = SendOp::Write(to);
     from.qp
-        .post_send(&[SendWr::new(id, op, [from.mr.sge(64, 1)])])
+        .post_send(&[SendWr::new(
+            id,
+            op,
+            [from.mr.sge(SOURCE as u64, len as u32)],
+        )])
         .unwrap();
     let end = Instant::now() + LIMIT;
     loop {
@@ -413,29 +420,39 @@ fn write_byte(from: &mut End, to: rocex_verbs::verbs::Remote, byte: u8, id: u64)
     }
 }
 
-/// Spins on `mr`'s first byte, calling no verb, until it is `byte`.
-fn spin_for(mr: &Mr, byte: u8) {
-    let end = Instant::now() + LIMIT;
+/// Whether the last of `len` bytes at `mr`'s offset 0 is `byte` (a WRITE lands in order).
+fn landed(mr: &Mr, len: usize, byte: u8) -> bool {
     let mut got = [0u8];
-    loop {
-        mr.read(0, &mut got).unwrap();
-        if got[0] == byte {
-            return;
-        }
+    mr.read(len - 1, &mut got).unwrap();
+    got[0] == byte
+}
+
+/// Spins, calling no verb, until the last of `len` bytes at `mr`'s offset 0 is `byte`.
+fn spin_for(mr: &Mr, len: usize, byte: u8) {
+    let end = Instant::now() + LIMIT;
+    while !landed(mr, len, byte) {
         assert!(Instant::now() < end, "the peer's WRITE never landed");
     }
 }
 
 #[test]
 fn a_poll_lingers_for_the_answer_of_a_peer_that_watches_its_memory() {
-    // ib_write_lat's loop on both ends: wait for the peer's byte on memory, write it back,
-    // poll until that WRITE completes. B runs in a thread of its own (a context stays in
-    // the thread that opened it), and answers 3 us after A's WRITE landed, well after the
-    // ACK that completes A's WRITE: the answer is in A's memory when A's poll returns only
-    // if the poll waited for it.
+    // ib_write_lat's loop on both ends: wait for the peer's bytes on memory, write them
+    // back, poll until that WRITE completes. B runs in a thread of its own (a context
+    // stays in the thread that opened it), and answers 3 us after A's WRITE landed, well
+    // after the ACK that completes A's WRITE: the answer is in A's memory when A's poll
+    // returns only if the poll waited for it, for an answer of 16 packets to its end.
+    for (len, ips) in [
+        (1, ("127.0.19.17", "127.0.19.18")),
+        (16 * 1024, ("127.0.19.21", "127.0.19.22")),
+    ] {
+        ping_pong(len, ips);
+    }
+}
+
+fn ping_pong(len: usize, (ip_a, ip_b): (&'static str, &'static str)) {
     const ROUNDS: u16 = 1000;
     const THINK: Duration = Duration::from_micros(3);
-    let (ip_a, ip_b) = ("127.0.19.17", "127.0.19.18");
     let mut a = end(open(ip_a, 1));
     let to_a = (a.qp.qpn(), a.mr.remote(0));
     let (tx, rx) = std::sync::mpsc::channel();
@@ -449,33 +466,31 @@ fn a_poll_lingers_for_the_answer_of_a_peer_that_watches_its_memory() {
         );
         tx.send((b.qp.qpn(), b.mr.remote(0))).unwrap();
         for r in 1..=ROUNDS {
-            spin_for(&b.mr, r as u8);
+            spin_for(&b.mr, len, r as u8);
             let think = Instant::now() + THINK;
             while Instant::now() < think {
                 std::hint::spin_loop();
             }
-            write_byte(&mut b, to_a.1, r as u8, r.into());
+            write_bytes(&mut b, to_a.1, len, r as u8, r.into());
         }
     });
     let (qpn_b, to_b) = rx.recv().unwrap();
     to_rts(&a.qp, 0x1000, (ip_b.parse().unwrap(), qpn_b, 0x2000), |x| x);
     let mut landed_at_return = 0;
     for r in 1..=ROUNDS {
-        write_byte(&mut a, to_b, r as u8, r.into());
-        let mut got = [0u8];
-        a.mr.read(0, &mut got).unwrap();
-        landed_at_return += u32::from(got[0] == r as u8);
-        spin_for(&a.mr, r as u8);
+        write_bytes(&mut a, to_b, len, r as u8, r.into());
+        landed_at_return += u32::from(landed(&a.mr, len, r as u8));
+        spin_for(&a.mr, len, r as u8);
     }
     peer.join().unwrap();
     let answered = direct_counter(&a.ctx, "linger_answered");
     eprintln!(
-        "A: {answered} lingers answered, {} in vain, {landed_at_return} of {ROUNDS} answers \
-         landed when the poll returned",
+        "{len} B: A's lingers: {answered} answered, {} in vain; {landed_at_return} of \
+         {ROUNDS} answers whole when the poll returned",
         direct_counter(&a.ctx, "linger_in_vain")
     );
     // Without lingering the answer lands only when A's progress thread wakes for it.
-    assert!(answered > 0 && landed_at_return > 0);
+    assert!(answered > 0 && landed_at_return > 0, "{len} B");
 }
 
 #[test]
@@ -483,7 +498,7 @@ fn a_poll_whose_peer_never_answers_lingers_ever_more_rarely() {
     let (mut a, b) = pair("127.0.19.19", "127.0.19.20");
     let to_b = b.mr.remote(0);
     for r in 1..=20u8 {
-        write_byte(&mut a, to_b, r, r.into());
+        write_bytes(&mut a, to_b, 1, r, r.into());
     }
     // Chances 1, 3, 7 and 15 wait in vain; 1, 3 and 7 chances after them are skipped, and
     // the 5 after the fourth.

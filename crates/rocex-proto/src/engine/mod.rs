@@ -205,6 +205,8 @@ pub struct QpStatus {
     pub sq_wqes: usize,
     /// Receive work requests not yet consumed.
     pub rq_wqes: usize,
+    /// A SEND or WRITE message is partly received: its first packet in, its last not yet.
+    pub receiving: bool,
     /// Transport retries left for the current request (7: unlimited).
     pub retry_left: u8,
     /// RNR retries left for the current request (7: unlimited).

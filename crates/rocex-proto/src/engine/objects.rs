@@ -302,6 +302,7 @@ impl Engine {
             msn: qp.resp.msn,
             sq_wqes: qp.sq.len(),
             rq_wqes: qp.rq.len(),
+            receiving: qp.resp.receiving(),
             retry_left: qp.comp.retry_left,
             rnr_retry_left: qp.comp.rnr_left,
             counters: qp.counters,

@@ -17,28 +17,50 @@ use super::Core;
 use super::lease::LEASE;
 use super::waits::Waits;
 
-/// How long a poll waits for the peer's answer: a few of the peer's system calls (its
-/// ACK, its return from the poll, its post), measured 4-7 us on this machine.
-const WINDOW: Duration = Duration::from_micros(10);
+/// How long a poll waits for the peer's answer at least: a few of the peer's system calls
+/// (its ACK, its return from the poll, its post), measured 4-7 us on this machine for an
+/// answer of one packet.
+const MIN_WINDOW: Duration = Duration::from_micros(10);
+
+/// How long at most: a larger answer takes the peer longer to land the request and to
+/// send (64 KiB: 30-40 us here), but past a few wake-ups of the progress thread waiting
+/// costs more than it saves.
+const MAX_WINDOW: Duration = Duration::from_micros(100);
 
 /// The skips after lingers in vain in a row grow no further than 2^this - 1.
 const MAX_BACKOFF: u32 = 10;
 
 /// Whether lingering has been paying.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Linger {
+    /// How long the next linger waits: twice the last answer's delay, doubled after one
+    /// in vain.
+    window: Duration,
     /// Lingers in vain in a row.
     misses: u32,
     /// Chances left to skip before lingering again.
     skip: u32,
-    /// The QP last lingered for and the PSN its responder expected then: one that has
-    /// moved on since received the peer's answer already, and there is nothing to wait
-    /// for.
-    answered_from: Option<(u32, u32)>,
+    /// The QP of the last post of requests and the PSN its responder expected then: one
+    /// that has moved on since received the peer's answer already.
+    asked_at: Option<(u32, u32)>,
     /// Lingers a packet ended, lingers in vain, and chances skipped after one in vain.
     answered: u64,
     in_vain: u64,
     skipped: u64,
+}
+
+impl Default for Linger {
+    fn default() -> Self {
+        Self {
+            window: MIN_WINDOW,
+            misses: 0,
+            skip: 0,
+            asked_at: None,
+            answered: 0,
+            in_vain: 0,
+            skipped: 0,
+        }
+    }
 }
 
 impl Linger {
@@ -53,10 +75,16 @@ impl Linger {
 }
 
 impl Core {
+    fn rx_packets(&self) -> u64 {
+        self.driver.backend_counters().rx_packets
+    }
+
     /// Run by a poll that took completions, the last of them `qpn`'s. When the program
     /// does not drive its own waits (a program that does receives the answer itself),
-    /// the QP has nothing more in flight, and its peer has sent nothing since the last
-    /// linger: holds the socket and turns until a packet comes or [`WINDOW`] is over.
+    /// the QP has nothing more in flight, and its peer has sent nothing since the program
+    /// posted on it (or only the first packets of a message): holds the socket and turns until
+    /// a packet comes, and on until the message it began is whole, or until the window
+    /// passes without one.
     pub(super) fn linger(&mut self, qpn: u32, w: &Waits) {
         let now = self.driver.now();
         if self.drives_within(now, LEASE) {
@@ -65,9 +93,11 @@ impl Core {
         let Ok(qp) = self.driver.engine.qp_status(qpn) else {
             return;
         };
-        let last = self.linger.answered_from.replace((qpn, qp.rq_psn));
-        let answered = last.is_some_and(|(q, psn)| q == qpn && psn != qp.rq_psn);
-        if qp.sq_wqes > 0 || answered {
+        let answered = self
+            .linger
+            .asked_at
+            .is_some_and(|(q, psn)| q == qpn && psn != qp.rq_psn);
+        if qp.sq_wqes > 0 || (answered && !qp.receiving) {
             return;
         }
         if self.linger.skip > 0 {
@@ -77,26 +107,42 @@ impl Core {
         }
         // A packet must not wake the progress thread to queue on the lock this holds.
         self.extend_lease(w);
-        let rx = self.driver.backend_counters().rx_packets;
-        let end = now + WINDOW;
         self.driver.busy_poll(false);
+        let window = self.linger.window;
+        let (mut rx, mut end, mut heard) = (self.rx_packets(), now + window, None);
         loop {
             let _ = self.driver.turn();
-            if self.driver.backend_counters().rx_packets != rx {
-                self.linger.misses = 0;
-                self.linger.answered += 1;
-                break;
-            }
-            if self.driver.now() >= end {
-                self.linger.misses = (self.linger.misses + 1).min(MAX_BACKOFF);
-                self.linger.in_vain += 1;
-                self.linger.skip = (1 << self.linger.misses) - 1;
+            if self.rx_packets() != rx {
+                // The answer may be a message of many packets: wait on for the rest.
+                let t = self.driver.now();
+                (rx, end) = (self.rx_packets(), t + window);
+                heard.get_or_insert(t.since(now));
+                let st = self.driver.engine.qp_status(qpn);
+                if !st.is_ok_and(|s| s.receiving) {
+                    break;
+                }
+            } else if self.driver.now() >= end {
                 break;
             }
         }
+        if let Some(after) = heard {
+            self.linger.window = (after * 2).clamp(MIN_WINDOW, MAX_WINDOW);
+            self.linger.misses = 0;
+            self.linger.answered += 1;
+        } else {
+            self.linger.window = (window * 2).min(MAX_WINDOW);
+            self.linger.misses = (self.linger.misses + 1).min(MAX_BACKOFF);
+            self.linger.skip = (1 << self.linger.misses) - 1;
+            self.linger.in_vain += 1;
+        }
         self.deliver_events();
+    }
+
+    /// Requests were posted on `qpn`: what its responder expects now tells a later linger
+    /// whether the peer answered meanwhile.
+    pub(super) fn asked(&mut self, qpn: u32) {
         if let Ok(qp) = self.driver.engine.qp_status(qpn) {
-            self.linger.answered_from = Some((qpn, qp.rq_psn));
+            self.linger.asked_at = Some((qpn, qp.rq_psn));
         }
     }
 }

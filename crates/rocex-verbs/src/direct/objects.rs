@@ -224,21 +224,23 @@ impl Host {
     /// checks each, and the first it refuses ends the list (those before it are posted,
     /// as `ibv_post_send`'s `bad_wr` reports).
     pub(crate) fn post_send(&self, qpn: u32, wrs: &[SendWr]) -> Result<()> {
-        self.post(qpn, wrs, Engine::send_room, Engine::post_send)
+        self.post(qpn, wrs, Engine::send_room, Engine::post_send, Core::asked)
     }
 
     /// Posts receive requests, as [`post_send`](Self::post_send).
     pub(crate) fn post_recv(&self, qpn: u32, wrs: &[RecvWr]) -> Result<()> {
-        self.post(qpn, wrs, Engine::recv_room, Engine::post_recv)
+        self.post(qpn, wrs, Engine::recv_room, Engine::post_recv, |_, _| {})
     }
 
-    /// [`post_send`](Self::post_send) for either queue: its room and its post.
+    /// [`post_send`](Self::post_send) for either queue: its room, its post, and what is
+    /// noted of it before it is sent.
     fn post<W: Clone>(
         &self,
         qpn: u32,
         wrs: &[W],
         room: fn(&Engine, u32) -> usize,
         post: fn(&mut Engine, Instant, u32, W) -> std::result::Result<(), VerbsError>,
+        note: fn(&mut Core, u32),
     ) -> Result<()> {
         self.with(|c| {
             let room = room(&c.driver.engine, qpn);
@@ -249,6 +251,7 @@ impl Host {
             let posted = wrs
                 .iter()
                 .try_for_each(|wr| post(&mut c.driver.engine, now, qpn, wr.clone()));
+            note(c, qpn);
             c.after_post();
             posted.map_err(refused)
         })?

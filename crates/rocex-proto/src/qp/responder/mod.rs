@@ -158,6 +158,12 @@ impl Responder {
         !self.out.is_empty()
     }
 
+    /// Whether a SEND or WRITE message is partly received: its first packet in, its last
+    /// not yet.
+    pub(crate) fn receiving(&self) -> bool {
+        self.msg.is_some()
+    }
+
     /// Drops the message in progress (the QP is going to ERROR); returns its receive WQE.
     pub(crate) fn clear_in_progress(&mut self) {
         if let Some(InMsg::Write { recv: None, .. }) = &self.msg {

@@ -75,13 +75,19 @@ impl Linger {
 }
 
 impl Core {
+    /// Whether `qpn` has send work requests not yet completed.
+    pub(super) fn in_flight(&self, qpn: u32) -> bool {
+        let qp = self.driver.engine.qp_status(qpn);
+        qp.is_ok_and(|q| q.sq_wqes > 0)
+    }
+
     fn rx_packets(&self) -> u64 {
         self.driver.backend_counters().rx_packets
     }
 
-    /// Run by a poll that took completions, the last of them `qpn`'s. When the program
-    /// does not drive its own waits (a program that does receives the answer itself),
-    /// the QP has nothing more in flight, and its peer has sent nothing since the program
+    /// Run by a poll that took completions, the last of them a request's of `qpn`, which
+    /// has nothing more in flight. When the program does not drive its own waits (a
+    /// program that does receives the answer itself) and its peer has sent nothing since the program
     /// posted on it (or only the first packets of a message): holds the socket and turns until
     /// a packet comes, and on until the message it began is whole, or until the window
     /// passes without one.
@@ -97,7 +103,7 @@ impl Core {
             .linger
             .asked_at
             .is_some_and(|(q, psn)| q == qpn && psn != qp.rq_psn);
-        if qp.sq_wqes > 0 || (answered && !qp.receiving) {
+        if answered && !qp.receiving {
             return;
         }
         if self.linger.skip > 0 {

@@ -165,10 +165,11 @@ impl Host {
     }
 
     /// One turn in the caller's thread, then up to `max` completions of `cq` into `f`. An
-    /// empty poll takes or extends the lease (the program will poll again); completions
-    /// give the socket back (the program goes on to other work, perhaps to spin on its
-    /// memory). After a SEND or WRITE completed, the poll may first wait a moment for the
-    /// peer's answer ([`Core::linger`]).
+    /// empty poll takes or extends the lease (the program will poll again), and so does
+    /// one whose last completion's QP has requests still in flight (it polls on for
+    /// them). Otherwise completions give the socket back (the program goes on to other
+    /// work, perhaps to spin on its memory), after a SEND or WRITE perhaps once the poll
+    /// has waited a moment for the peer's answer ([`Core::linger`]).
     pub(crate) fn poll_cq(
         &self,
         cq: u32,
@@ -178,23 +179,24 @@ impl Host {
         self.with_waits(|c, w| {
             c.poll_turn();
             let mut n = 0;
-            let mut asked = None;
+            let mut last = None;
             while n < max {
                 let Some(wc) = c.driver.engine.poll_cq(cq) else {
                     break;
                 };
-                if matches!(wc.opcode, WcOpcode::Send | WcOpcode::RdmaWrite) {
-                    asked = Some(wc.qp_num);
-                }
+                last = Some((wc.qp_num, wc.opcode));
                 f(wc);
                 n += 1;
             }
-            if let Some(qpn) = asked {
-                c.linger(qpn, w);
-            }
-            match n {
-                0 => c.extend_lease(w),
-                _ => c.release_lease(w),
+            match last {
+                None => c.extend_lease(w),
+                Some((qpn, _)) if c.in_flight(qpn) => c.extend_lease(w),
+                Some((qpn, op)) => {
+                    if matches!(op, WcOpcode::Send | WcOpcode::RdmaWrite) {
+                        c.linger(qpn, w);
+                    }
+                    c.release_lease(w);
+                }
             }
             n
         })

@@ -156,15 +156,19 @@ fn opcode(qp_type: QpType, op: &SendOp, pos: Position) -> Opcode {
 }
 
 impl Qp {
-    /// READ and atomic requests sent and not yet answered. Under selective repeat, one
-    /// whose responses have all come no longer counts though it waits to complete in
-    /// order (`Qp::sr_answered`).
-    fn rd_atomic_outstanding(&self) -> usize {
-        self.sq
-            .iter()
-            .take(self.req.next)
-            .filter(|w| w.is_rd_atomic() && !(self.sr.on && self.sr_answered(w)))
-            .count()
+    /// Whether at least `n` READ and atomic requests are sent and not yet answered. Under
+    /// selective repeat, one whose responses have all come no longer counts though it
+    /// waits to complete in order (`Qp::sr_answered`). It stops at the `n`th: the requester
+    /// asks before each request, behind up to `max_rd_atomic` of them.
+    fn rd_atomic_outstanding(&self, n: usize) -> bool {
+        n == 0
+            || self
+                .sq
+                .iter()
+                .take(self.req.next)
+                .filter(|w| w.is_rd_atomic() && !(self.sr.on && self.sr_answered(w)))
+                .nth(n - 1)
+                .is_some()
     }
 
     /// Whether the requester can send a packet now.
@@ -192,11 +196,12 @@ impl Qp {
             return false;
         }
         if self.req.offset == 0 {
-            let outstanding = self.rd_atomic_outstanding();
-            if wqe.is_rd_atomic() && outstanding >= usize::from(self.attr.max_rd_atomic) {
+            if wqe.is_rd_atomic()
+                && self.rd_atomic_outstanding(usize::from(self.attr.max_rd_atomic))
+            {
                 return false;
             }
-            if wqe.wr.flags.fence && outstanding > 0 {
+            if wqe.wr.flags.fence && self.rd_atomic_outstanding(1) {
                 return false;
             }
         }

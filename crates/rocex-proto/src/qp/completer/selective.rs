@@ -5,6 +5,8 @@
 //! keep the in-order rules: a NAK's PSN acknowledges every PSN before it, as the
 //! selective-repeat responder sends NAKs only at its expected PSN.
 
+use core::time::Duration;
+
 use rocex_wire::{Opcode, PacketRepr, Psn, RethRepr, SackRepr, SrEthRepr, Syndrome};
 
 use super::scatter;
@@ -176,8 +178,15 @@ impl Qp {
     /// after it (`latest`: the last resend of a packet the answer shows arrived, if the
     /// answer can be that resend's). By PSN alone a resend answered only by the answers to
     /// other resends, with nothing new sent, looked unanswered for ever.
-    fn sr_hole(&mut self, q: Psn, highest: Psn, latest: Option<Instant>, now: Option<Instant>) {
-        let rto = now.and_then(|n| self.comp.rtt.deadline(n).map(|d| (n, d.since(n))));
+    ///
+    /// `rto` is the time now and the retransmit timeout then, for a missing READ response.
+    fn sr_hole(
+        &mut self,
+        q: Psn,
+        highest: Psn,
+        latest: Option<Instant>,
+        rto: Option<(Instant, Duration)>,
+    ) {
         let Some(m) = self.sr.send.mark(q) else {
             return;
         };
@@ -287,26 +296,31 @@ impl Qp {
 
     /// A response at `psn` came: the responder answers in PSN order, so every response
     /// before it still missing (READ data, atomic results) is lost.
+    /// Each response calls it, and a hole holds the oldest PSN back for the round trips its
+    /// recovery takes, so it walks the queue by index, with no list to build, and reads
+    /// the retransmit timeout once.
     fn sr_response_holes(&mut self, psn: Psn, now: Instant) {
         let latest = self.sr_resend_answered(psn, now);
+        let rto = self.comp.rtt.deadline(now).map(|d| (now, d.since(now)));
         let oldest = self.comp.psn;
-        let mut holes = Vec::new();
-        for w in self.sq.iter().filter(|w| w.started && w.needs_response()) {
+        for i in 0..self.sq.len() {
+            let w = &self.sq[i];
+            if !(w.started && w.needs_response()) {
+                continue;
+            }
             if !w.first_psn.is_before(psn) {
                 break;
             }
-            let mut q = if w.first_psn.is_before(oldest) {
+            let (first, npkts) = (w.first_psn, w.npkts.max(1));
+            let mut q = if first.is_before(oldest) {
                 oldest
             } else {
-                w.first_psn
+                first
             };
-            while w.holds(q) && q.is_before(psn) {
-                holes.push(q);
+            while q.in_window(first, npkts) && q.is_before(psn) {
+                self.sr_hole(q, psn, latest, rto);
                 q = q.add(1);
             }
-        }
-        for q in holes {
-            self.sr_hole(q, psn, latest, Some(now));
         }
     }
 

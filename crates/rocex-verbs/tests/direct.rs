@@ -439,20 +439,26 @@ fn spin_for(mr: &Mr, len: usize, byte: u8) {
 fn a_poll_lingers_for_the_answer_of_a_peer_that_watches_its_memory() {
     // ib_write_lat's loop on both ends: wait for the peer's bytes on memory, write them
     // back, poll until that WRITE completes. B runs in a thread of its own (a context
-    // stays in the thread that opened it), and answers 3 us after A's WRITE landed, well
-    // after the ACK that completes A's WRITE: the answer is in A's memory when A's poll
-    // returns only if the poll waited for it, for an answer of 16 packets to its end.
+    // stays in the thread that opened it), and answers 30 us after A's WRITE landed, long
+    // after the ACK that completes A's WRITE (A's polls see the ACK alone) and within the
+    // longest window: the answer is in A's memory when A's poll returns only if the poll
+    // waited for it, for an answer of 16 packets to its end.
+    // On a loaded machine A's thread may be off its core while both come; so a set of
+    // rounds in which no linger was needed is tried again, a few times.
     for (len, ips) in [
         (1, ("127.0.19.17", "127.0.19.18")),
         (16 * 1024, ("127.0.19.21", "127.0.19.22")),
     ] {
-        ping_pong(len, ips);
+        let lingered = (0..3).any(|_| ping_pong(len, ips));
+        assert!(lingered, "{len} B: no poll waited for an answer and got it");
     }
 }
 
-fn ping_pong(len: usize, (ip_a, ip_b): (&'static str, &'static str)) {
+/// A's and B's rounds of `len` bytes; whether a poll of A's waited for an answer that came
+/// and found it whole on return. Every answer lands, byte for byte, either way.
+fn ping_pong(len: usize, (ip_a, ip_b): (&'static str, &'static str)) -> bool {
     const ROUNDS: u16 = 1000;
-    const THINK: Duration = Duration::from_micros(3);
+    const THINK: Duration = Duration::from_micros(30);
     let mut a = end(open(ip_a, 1));
     let to_a = (a.qp.qpn(), a.mr.remote(0));
     let (tx, rx) = std::sync::mpsc::channel();
@@ -469,7 +475,7 @@ fn ping_pong(len: usize, (ip_a, ip_b): (&'static str, &'static str)) {
             spin_for(&b.mr, len, r as u8);
             let think = Instant::now() + THINK;
             while Instant::now() < think {
-                std::hint::spin_loop();
+                std::thread::yield_now();
             }
             write_bytes(&mut b, to_a.1, len, r as u8, r.into());
         }
@@ -490,7 +496,7 @@ fn ping_pong(len: usize, (ip_a, ip_b): (&'static str, &'static str)) {
         direct_counter(&a.ctx, "linger_in_vain")
     );
     // Without lingering the answer lands only when A's progress thread wakes for it.
-    assert!(answered > 0 && landed_at_return > 0, "{len} B");
+    answered > 0 && landed_at_return > 0
 }
 
 #[test]

@@ -13,6 +13,8 @@
 
 use std::time::Duration;
 
+use rocex_proto::Instant;
+
 use super::Core;
 use super::lease::LEASE;
 use super::waits::Waits;
@@ -47,6 +49,19 @@ pub(super) struct Linger {
     answered: u64,
     in_vain: u64,
     skipped: u64,
+}
+
+/// A poll's linger under way.
+pub(super) struct Lingering {
+    qpn: u32,
+    began: Instant,
+    /// When it ends if nothing more comes.
+    end: Instant,
+    /// Datagrams the port had received when last looked at.
+    rx: u64,
+    /// How long after it began the first packet came.
+    heard: Option<Duration>,
+    window: Duration,
 }
 
 impl Default for Linger {
@@ -87,61 +102,70 @@ impl Core {
 
     /// Run by a poll that took completions, the last of them a request's of `qpn`, which
     /// has nothing more in flight. When the program does not drive its own waits (a
-    /// program that does receives the answer itself) and its peer has sent nothing since the program
-    /// posted on it (or only the first packets of a message): holds the socket and turns until
-    /// a packet comes, and on until the message it began is whole, or until the window
-    /// passes without one.
-    pub(super) fn linger(&mut self, qpn: u32, w: &Waits) {
+    /// program that does receives the answer itself) and its peer has sent nothing since
+    /// the program posted on it (or only the first packets of a message), the poll holds
+    /// the socket and lingers: [`Core::linger_turn`] until a packet comes, and on until
+    /// the message it began is whole, or until the window passes without one.
+    pub(super) fn begin_linger(&mut self, qpn: u32, w: &Waits) -> Option<Lingering> {
         let now = self.driver.now();
         if self.drives_within(now, LEASE) {
-            return;
+            return None;
         }
-        let Ok(qp) = self.driver.engine.qp_status(qpn) else {
-            return;
-        };
+        let qp = self.driver.engine.qp_status(qpn).ok()?;
         let answered = self
             .linger
             .asked_at
             .is_some_and(|(q, psn)| q == qpn && psn != qp.rq_psn);
         if answered && !qp.receiving {
-            return;
+            return None;
         }
         if self.linger.skip > 0 {
             self.linger.skip -= 1;
             self.linger.skipped += 1;
-            return;
+            return None;
         }
-        // A packet must not wake the progress thread to queue on the lock this holds.
+        // A packet must not wake the progress thread to queue on the engine's lock.
         self.extend_lease(w);
-        self.driver.busy_poll(false);
         let window = self.linger.window;
-        let (mut rx, mut end, mut heard) = (self.rx_packets(), now + window, None);
-        loop {
-            let _ = self.driver.turn();
-            if self.rx_packets() != rx {
-                // The answer may be a message of many packets: wait on for the rest.
-                let t = self.driver.now();
-                (rx, end) = (self.rx_packets(), t + window);
-                heard.get_or_insert(t.since(now));
-                let st = self.driver.engine.qp_status(qpn);
-                if !st.is_ok_and(|s| s.receiving) {
-                    break;
-                }
-            } else if self.driver.now() >= end {
-                break;
-            }
+        Some(Lingering {
+            qpn,
+            began: now,
+            end: now + window,
+            rx: self.rx_packets(),
+            heard: None,
+            window,
+        })
+    }
+
+    /// One turn of a linger, under the lock, which is free between turns for the
+    /// program's other threads; true when it is over.
+    pub(super) fn linger_turn(&mut self, l: &mut Lingering) -> bool {
+        self.turn();
+        let now = self.driver.now();
+        let rx = self.rx_packets();
+        if rx == l.rx {
+            return now >= l.end;
         }
-        if let Some(after) = heard {
-            self.linger.window = (after * 2).clamp(MIN_WINDOW, MAX_WINDOW);
-            self.linger.misses = 0;
-            self.linger.answered += 1;
+        // The answer may be a message of many packets: wait on for the rest.
+        (l.rx, l.end) = (rx, now + l.window);
+        l.heard.get_or_insert(now.since(l.began));
+        let qp = self.driver.engine.qp_status(l.qpn);
+        !qp.is_ok_and(|q| q.receiving)
+    }
+
+    /// A linger is over: the next one's window, and its backing off when none came.
+    pub(super) fn end_linger(&mut self, l: Lingering) {
+        let g = &mut self.linger;
+        if let Some(after) = l.heard {
+            g.window = (after * 2).clamp(MIN_WINDOW, MAX_WINDOW);
+            g.misses = 0;
+            g.answered += 1;
         } else {
-            self.linger.window = (window * 2).min(MAX_WINDOW);
-            self.linger.misses = (self.linger.misses + 1).min(MAX_BACKOFF);
-            self.linger.skip = (1 << self.linger.misses) - 1;
-            self.linger.in_vain += 1;
+            g.window = (l.window * 2).min(MAX_WINDOW);
+            g.misses = (g.misses + 1).min(MAX_BACKOFF);
+            g.skip = (1 << g.misses) - 1;
+            g.in_vain += 1;
         }
-        self.deliver_events();
     }
 
     /// Requests were posted on `qpn`: what its responder expects now tells a later linger

@@ -169,14 +169,14 @@ impl Host {
     /// one whose last completion's QP has requests still in flight (it polls on for
     /// them). Otherwise completions give the socket back (the program goes on to other
     /// work, perhaps to spin on its memory), after a SEND or WRITE perhaps once the poll
-    /// has waited a moment for the peer's answer ([`Core::linger`]).
+    /// has waited a moment for the peer's answer ([`Core::begin_linger`]).
     pub(crate) fn poll_cq(
         &self,
         cq: u32,
         max: usize,
         f: &mut impl FnMut(WorkCompletion),
     ) -> Result<usize> {
-        self.with_waits(|c, w| {
+        let (n, lingering) = self.with_waits(|c, w| {
             c.poll_turn();
             let mut n = 0;
             let mut last = None;
@@ -188,18 +188,34 @@ impl Host {
                 f(wc);
                 n += 1;
             }
-            match last {
-                None => c.extend_lease(w),
-                Some((qpn, _)) if c.in_flight(qpn) => c.extend_lease(w),
-                Some((qpn, op)) => {
-                    if matches!(op, WcOpcode::Send | WcOpcode::RdmaWrite) {
-                        c.linger(qpn, w);
-                    }
-                    c.release_lease(w);
+            let lingering = match last {
+                None => {
+                    c.extend_lease(w);
+                    None
                 }
-            }
-            n
-        })
+                Some((qpn, _)) if c.in_flight(qpn) => {
+                    c.extend_lease(w);
+                    None
+                }
+                Some((qpn, op)) => {
+                    let asked = matches!(op, WcOpcode::Send | WcOpcode::RdmaWrite);
+                    let l = asked.then(|| c.begin_linger(qpn, w)).flatten();
+                    if l.is_none() {
+                        c.release_lease(w);
+                    }
+                    l
+                }
+            };
+            (n, lingering)
+        })?;
+        if let Some(mut l) = lingering {
+            while let Ok(false) = self.with(|c| c.linger_turn(&mut l)) {}
+            let _ = self.with_waits(|c, w| {
+                c.end_linger(l);
+                c.release_lease(w);
+            });
+        }
+        Ok(n)
     }
 
     /// Creates a QP; its number and the caps granted.
@@ -260,7 +276,7 @@ impl Host {
     }
 
     /// The engine's counters (group `engine`, rxe's names, as rocexd reports them), the
-    /// direct path's own (group `direct`: [`Core::linger`]'s) and every QP's, or only
+    /// direct path's own (group `direct`: the lingers') and every QP's, or only
     /// `qpn`'s.
     pub(crate) fn stats(&self, qpn: Option<u32>) -> Result<Stats> {
         self.control(|c| {

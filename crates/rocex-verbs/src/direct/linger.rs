@@ -96,7 +96,8 @@ impl Core {
         qp.is_ok_and(|q| q.sq_wqes > 0)
     }
 
-    fn rx_packets(&self) -> u64 {
+    /// Datagrams the port has received.
+    pub(super) fn rx_packets(&self) -> u64 {
         self.driver.backend_counters().rx_packets
     }
 

@@ -92,6 +92,8 @@ pub(crate) struct Core {
     driven_at: Option<Instant>,
     /// Whether a poll that took a request's completion waits for the peer's answer.
     linger: Linger,
+    /// Turns of the progress thread's spin that took packets (`progress::spin`).
+    spun: u64,
 }
 
 /// A CQ's completion channel and whether it is armed.
@@ -177,6 +179,7 @@ impl Host {
                 lease: Lease::Free,
                 driven_at: None,
                 linger: Linger::default(),
+                spun: 0,
             })),
             waits: Waits::new(sock, daemon)?,
             stop: AtomicBool::new(false),

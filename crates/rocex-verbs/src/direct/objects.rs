@@ -276,7 +276,7 @@ impl Host {
     }
 
     /// The engine's counters (group `engine`, rxe's names, as rocexd reports them), the
-    /// direct path's own (group `direct`: the lingers') and every QP's, or only
+    /// direct path's own (group `direct`: the lingers' and the progress thread's spin's) and every QP's, or only
     /// `qpn`'s.
     pub(crate) fn stats(&self, qpn: Option<u32>) -> Result<Stats> {
         self.control(|c| {
@@ -304,6 +304,7 @@ impl Host {
                     .linger
                     .counters()
                     .iter()
+                    .chain(&[("spin_received", c.spun)])
                     .map(|&(n, v)| (n.to_owned(), v))
                     .collect(),
             };

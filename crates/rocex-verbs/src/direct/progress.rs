@@ -3,11 +3,15 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::lease::Lease;
+use super::lease::{LEASE, Lease};
 use super::{Shared, lock};
 
 /// A sleep this long or longer means no timer: wait for a packet or the wake eventfd.
 const FOREVER: Duration = Duration::from_secs(3600);
+
+/// How long the thread keeps turning after the last packet it took for a program that
+/// neither polls nor drives its engine ([`spin`]).
+const SPIN: Duration = Duration::from_micros(50);
 
 /// Turns whenever a packet or the engine's timer calls for it, until told to stop or until
 /// the control connection that holds the grant hangs up: then the engine and its socket
@@ -41,11 +45,57 @@ pub(super) fn run(shared: &Shared) {
         if let Lease::Held(_) = core.lease {
             continue;
         }
+        let now = core.driver.now();
+        let passive = core.lease == Lease::Free && !core.drives_within(now, LEASE);
         core.lease = Lease::Free;
+        let rx = core.rx_packets();
         core.turn();
+        if passive && core.rx_packets() != rx {
+            drop(guard);
+            spin(shared);
+            guard = lock(&shared.core);
+        }
+        let Some(core) = guard.as_mut() else {
+            return;
+        };
+        if core.lease != Lease::Free {
+            continue;
+        }
         let sleep = core.driver.timeout(FOREVER);
         let armed = (sleep < FOREVER).then_some(sleep);
         core.wakes_at = armed.map(|d| core.driver.now() + d);
         w.arm_timer(armed);
+    }
+}
+
+/// Keeps turning while packets come, until none has for [`SPIN`], the program takes the
+/// lease, or the thread is told to stop. Run after a turn that took packets while the
+/// program neither polled nor drove its engine: a passive responder (`ib_read_lat`'s
+/// server answers READs, `ib_write_bw`'s acknowledges) whose next request, a round trip
+/// away, would otherwise be a wake-up from epoll, which on a halted virtual CPU costs
+/// tens of microseconds (`docs/verbs.md`, "Direct mode"). The lock is free between turns.
+fn spin(shared: &Shared) {
+    let mut until = None;
+    while !shared.stop.load(Ordering::Acquire) {
+        let mut guard = lock(&shared.core);
+        let Some(core) = guard.as_mut() else {
+            return;
+        };
+        if core.lease != Lease::Free {
+            return;
+        }
+        let rx = core.rx_packets();
+        core.turn();
+        let now = core.driver.now();
+        if core.rx_packets() != rx {
+            core.spun += 1;
+            until = Some(now + SPIN);
+        } else if until.is_none() {
+            until = Some(now + SPIN);
+        } else if until.is_some_and(|u| now >= u) {
+            return;
+        }
+        drop(guard);
+        std::hint::spin_loop();
     }
 }

@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use rocex_proto::Instant;
+use rocex_proto::{Instant, QpStatus};
 
 use super::Core;
 use super::lease::LEASE;
@@ -90,29 +90,29 @@ impl Linger {
 }
 
 impl Core {
-    /// Whether `qpn` has send work requests not yet completed.
-    pub(super) fn in_flight(&self, qpn: u32) -> bool {
-        let qp = self.driver.engine.qp_status(qpn);
-        qp.is_ok_and(|q| q.sq_wqes > 0)
-    }
-
     /// Datagrams the port has received.
-    pub(super) fn rx_packets(&self) -> u64 {
+    fn rx_packets(&self) -> u64 {
         self.driver.backend_counters().rx_packets
     }
 
-    /// Run by a poll that took completions, the last of them a request's of `qpn`, which
-    /// has nothing more in flight. When the program does not drive its own waits (a
+    /// One turn ([`Core::turn`]); whether it received a datagram.
+    pub(super) fn turn_heard(&mut self) -> bool {
+        let rx = self.rx_packets();
+        self.turn();
+        self.rx_packets() != rx
+    }
+
+    /// Run by a poll that took completions, the last of them a request's of `qpn` (whose
+    /// status is `qp`), which has nothing more in flight. When the program does not drive its own waits (a
     /// program that does receives the answer itself) and its peer has sent nothing since
     /// the program posted on it (or only the first packets of a message), the poll holds
     /// the socket and lingers: [`Core::linger_turn`] until a packet comes, and on until
     /// the message it began is whole, or until the window passes without one.
-    pub(super) fn begin_linger(&mut self, qpn: u32, w: &Waits) -> Option<Lingering> {
+    pub(super) fn begin_linger(&mut self, qpn: u32, qp: &QpStatus, w: &Waits) -> Option<Lingering> {
         let now = self.driver.now();
         if self.drives_within(now, LEASE) {
             return None;
         }
-        let qp = self.driver.engine.qp_status(qpn).ok()?;
         let answered = self
             .linger
             .asked_at

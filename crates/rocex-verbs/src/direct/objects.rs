@@ -188,18 +188,22 @@ impl Host {
                 f(wc);
                 n += 1;
             }
+            // One look at the QP serves both questions: requests in flight, and a linger.
+            let last = last.map(|(qpn, op)| (qpn, op, c.driver.engine.qp_status(qpn).ok()));
             let lingering = match last {
+                // The program polls again: for more, or for the rest of what is in flight.
                 None => {
                     c.extend_lease(w);
                     None
                 }
-                Some((qpn, _)) if c.in_flight(qpn) => {
+                Some((_, _, Some(qp))) if qp.sq_wqes > 0 => {
                     c.extend_lease(w);
                     None
                 }
-                Some((qpn, op)) => {
+                Some((qpn, op, qp)) => {
                     let asked = matches!(op, WcOpcode::Send | WcOpcode::RdmaWrite);
-                    let l = asked.then(|| c.begin_linger(qpn, w)).flatten();
+                    let qp = qp.filter(|_| asked);
+                    let l = qp.and_then(|qp| c.begin_linger(qpn, &qp, w));
                     if l.is_none() {
                         c.release_lease(w);
                     }
@@ -276,19 +280,12 @@ impl Host {
     }
 
     /// The engine's counters (group `engine`, rxe's names, as rocexd reports them), the
-    /// direct path's own (group `direct`: the lingers' and the progress thread's spin's) and every QP's, or only
-    /// `qpn`'s.
+    /// direct path's own (group `direct`: the lingers' and the progress thread's spin's)
+    /// and every QP's, or only `qpn`'s.
     pub(crate) fn stats(&self, qpn: Option<u32>) -> Result<Stats> {
         self.control(|c| {
             let e = &c.driver.engine;
-            let group = rocex_shm::control::StatGroup {
-                name: "engine".into(),
-                counters: e
-                    .counters()
-                    .iter()
-                    .map(|(n, v)| (n.to_owned(), v))
-                    .collect(),
-            };
+            let group = stat_group("engine", e.counters().iter());
             let mut qpns: Vec<u32> = match qpn {
                 Some(q) => vec![q],
                 None => e.qpns().collect(),
@@ -298,16 +295,8 @@ impl Host {
             for q in qpns {
                 qps.push(qp_stat(c, q)?);
             }
-            let direct = rocex_shm::control::StatGroup {
-                name: "direct".into(),
-                counters: c
-                    .linger
-                    .counters()
-                    .iter()
-                    .chain(&[("spin_received", c.spun)])
-                    .map(|&(n, v)| (n.to_owned(), v))
-                    .collect(),
-            };
+            let spun = [("spin_received", c.spun)];
+            let direct = stat_group("direct", c.linger.counters().into_iter().chain(spun));
             Ok(Stats {
                 groups: vec![group, direct],
                 qps,
@@ -322,6 +311,17 @@ impl Host {
         f: impl FnOnce(&mut rocex_proto::Engine) -> Result<T, VerbsError>,
     ) -> Result<T> {
         self.control(|c| f(&mut c.driver.engine))?.map_err(refused)
+    }
+}
+
+/// A group of counters as a `Stat` answer carries them.
+fn stat_group<'a>(
+    name: &str,
+    counters: impl Iterator<Item = (&'a str, u64)>,
+) -> rocex_shm::control::StatGroup {
+    rocex_shm::control::StatGroup {
+        name: name.into(),
+        counters: counters.map(|(n, v)| (n.to_owned(), v)).collect(),
     }
 }
 

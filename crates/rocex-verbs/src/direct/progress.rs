@@ -3,6 +3,8 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use rocex_proto::Instant;
+
 use super::lease::{LEASE, Lease};
 use super::{Shared, lock};
 
@@ -48,11 +50,10 @@ pub(super) fn run(shared: &Shared) {
         let now = core.driver.now();
         let passive = core.lease == Lease::Free && !core.drives_within(now, LEASE);
         core.lease = Lease::Free;
-        let rx = core.rx_packets();
-        core.turn();
-        if passive && core.rx_packets() != rx {
+        if core.turn_heard() && passive {
+            let until = core.driver.now() + SPIN;
             drop(guard);
-            spin(shared);
+            spin(shared, until);
             guard = lock(&shared.core);
         }
         let Some(core) = guard.as_mut() else {
@@ -68,14 +69,14 @@ pub(super) fn run(shared: &Shared) {
     }
 }
 
-/// Keeps turning while packets come, until none has for [`SPIN`], the program takes the
-/// lease, or the thread is told to stop. Run after a turn that took packets while the
-/// program neither polled nor drove its engine: a passive responder (`ib_read_lat`'s
-/// server answers READs, `ib_write_bw`'s acknowledges) whose next request, a round trip
-/// away, would otherwise be a wake-up from epoll, which on a halted virtual CPU costs
-/// tens of microseconds (`docs/verbs.md`, "Direct mode"). The lock is free between turns.
-fn spin(shared: &Shared) {
-    let mut until = None;
+/// Keeps turning while packets come, until none has come for [`SPIN`] (`until`: the last
+/// one's time plus that), the program takes the lease, or the thread is told to stop. Run
+/// after a turn that took packets while the program neither polled nor drove its engine:
+/// a passive responder (`ib_read_lat`'s server answers READs, `ib_write_bw`'s
+/// acknowledges) whose next request, a round trip away, would otherwise be a wake-up from
+/// epoll, which on a halted virtual CPU costs tens of microseconds (`docs/verbs.md`,
+/// "Direct mode"). The lock is free between turns.
+fn spin(shared: &Shared, mut until: Instant) {
     while !shared.stop.load(Ordering::Acquire) {
         let mut guard = lock(&shared.core);
         let Some(core) = guard.as_mut() else {
@@ -84,15 +85,10 @@ fn spin(shared: &Shared) {
         if core.lease != Lease::Free {
             return;
         }
-        let rx = core.rx_packets();
-        core.turn();
-        let now = core.driver.now();
-        if core.rx_packets() != rx {
+        if core.turn_heard() {
             core.spun += 1;
-            until = Some(now + SPIN);
-        } else if until.is_none() {
-            until = Some(now + SPIN);
-        } else if until.is_some_and(|u| now >= u) {
+            until = core.driver.now() + SPIN;
+        } else if core.driver.now() >= until {
             return;
         }
         drop(guard);

@@ -104,8 +104,12 @@ impl TxQueue {
     /// Queues the `len` bytes at the start of [`TxQueue::room`]; returns whether the
     /// queue is due to be sent.
     fn push(&mut self, dest: IpAddr, tos: u8, len: usize) -> bool {
+        let packet = &self.buf[self.used..self.used + len];
         self.packets.push(Queued {
             dest,
+            qpn: rocex_wire::bth::Header::new_checked(packet)
+                .ok()
+                .map(|bth| bth.dest_qp()),
             at: self.used,
             len,
             tos,
@@ -412,11 +416,19 @@ mod tests {
 
     const MIDDLE: rocex_wire::Opcode = rocex_wire::Opcode::RC_RDMA_WRITE_MIDDLE;
 
-    /// `n` packets of `len` bytes from `src` to `dst`, each with its ID-0 ICRC.
+    /// `n` packets of `len` bytes from `src` to QP 0x11 at `dst`, each with its ID-0 ICRC.
     fn packets(src: IpAddr, dst: IpAddr, n: usize, len: usize) -> Vec<Vec<u8>> {
         let from = SocketAddr::new(src, ROCE_V2_PORT);
+        // The BTH's DestQP is bytes 5..8.
+        let fill = |i: usize| {
+            move |j: usize| match j {
+                5 | 6 => 0,
+                7 => 0x11,
+                _ => (i * 31 + j) as u8,
+            }
+        };
         (0..n)
-            .map(|i| sealed_packet(MIDDLE, len, |j| (i * 31 + j) as u8, from, dst))
+            .map(|i| sealed_packet(MIDDLE, len, fill(i), from, dst))
             .collect()
     }
 

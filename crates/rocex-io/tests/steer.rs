@@ -6,7 +6,8 @@
 //! granted again until it lets go. Each test has its own 127.0.219.x address (and one ::1).
 //! The tests take turns (`rocex_testkit::serial`): a child between `fork` and `exec` holds
 //! a copy of every descriptor of this process, a socket given back included, and the group
-//! rightly skips a slot whose socket another process holds.
+//! rightly skips a slot whose socket another process holds. A sender's batch for QPs of two
+//! slots reaches both.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -303,4 +304,39 @@ fn a_port_is_made_only_on_a_socket_bound_to_its_address() {
     let e = UdpPort::from_socket(other, ip, BackendOptions::default()).unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
     assert!(e.to_string().contains("not 127.0.219.8:4791"), "{e}");
+}
+
+/// Datagrams of one length to one address may leave as one UDP GSO send, which the
+/// receiving kernel steers as one (by its first segment's QPN) before it cuts it: a send
+/// that joined two slots' datagrams would hand the second to the first's socket, whose
+/// filter drops it. The sender therefore never joins datagrams for two QPs.
+#[test]
+fn a_batch_for_two_slots_reaches_both() {
+    let _serial = rocex_testkit::serial();
+    let (ip, mut g) = group(7);
+    let _rocexd = g.port().unwrap();
+    let a = g.grant().unwrap().unwrap();
+    let b = g.grant().unwrap().unwrap();
+    let mut tx = UdpPort::bind(IpAddr::from([127, 0, 219, 251])).unwrap();
+    // Four bytes after the tag stand for the ICRC, which the sender fixes in each segment.
+    let packet = |qpn, tag| [datagram(qpn, tag), vec![0; 4]].concat();
+    for (qpn, tag) in [(0x21, 10), (0x02, 20), (0x41, 11), (0x22, 21)] {
+        tx.send(ip, 4791, 0, &packet(qpn, tag)).unwrap();
+    }
+    tx.flush().unwrap();
+    let tags = |s: &UdpSocket, last| {
+        let end = Instant::now() + Duration::from_secs(10);
+        let (mut got, mut buf) = (Vec::new(), [0u8; 64]);
+        while got.last() != Some(&last) {
+            assert!(Instant::now() < end, "no {last}; got {got:?}");
+            match s.recv(&mut buf) {
+                Ok(_) => got.push(buf[12]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        got
+    };
+    assert_eq!(tags(&a.socket, 11), [10, 11]);
+    assert_eq!(tags(&b.socket, 21), [20, 21]);
 }

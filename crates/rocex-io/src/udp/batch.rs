@@ -5,6 +5,11 @@
 //! same address with the same length and the same TOS (one message has one IP header)
 //! therefore form one run, closed by a shorter packet, by [`MAX_SEGMENTS`] or by
 //! [`MAX_GSO_BYTES`]. Everything else is a run of one.
+//!
+//! A run's packets are also for one destination QP. A receiving kernel that steers by QPN
+//! (a `SO_REUSEPORT` group's program, `crate::steer`) picks the socket for the whole
+//! message by its first segment's before it cuts it, and that socket's filter then drops
+//! every segment for another slot's QP.
 
 use std::net::IpAddr;
 
@@ -13,10 +18,12 @@ pub(crate) const MAX_SEGMENTS: usize = 64;
 /// Most bytes in one GSO send: the largest UDP payload over IPv4 (65535 - 20 - 8).
 pub(crate) const MAX_GSO_BYTES: usize = 65_507;
 
-/// A packet in the send buffer: `len` bytes from `at`, for `dest` with IP TOS `tos`.
+/// A packet in the send buffer: `len` bytes from `at`, for QP `qpn` (none in a datagram
+/// too short for a BTH) at `dest`, with IP TOS `tos`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Queued {
     pub(super) dest: IpAddr,
+    pub(super) qpn: Option<u32>,
     pub(super) at: usize,
     pub(super) len: usize,
     pub(super) tos: u8,
@@ -42,6 +49,7 @@ pub(super) fn plan(queue: &[Queued], gso: bool, runs: &mut Vec<Run>) {
             let fits = gso
                 && !*closed
                 && q.dest == head.dest
+                && q.qpn == head.qpn
                 && q.tos == head.tos
                 && q.len <= run.segment
                 && run.count < MAX_SEGMENTS
@@ -80,6 +88,7 @@ mod tests {
             .map(|&(dest, len)| {
                 let q = Queued {
                     dest,
+                    qpn: Some(0x11),
                     at,
                     len,
                     tos: 0,
@@ -106,6 +115,18 @@ mod tests {
         q[2].tos = 0x6a;
         q[3].tos = 0x6a;
         assert_eq!(runs_of(&q, true), [(0, 2, 100), (2, 2, 100), (4, 1, 100)]);
+    }
+
+    #[test]
+    fn another_qp_starts_a_run() {
+        // An ACK for each of two QPs, then a message's packets for one of them.
+        let mut q = queue(&[(B, 48), (B, 48), (B, 100), (B, 100)]);
+        q[1].qpn = Some(0x22);
+        q[3].qpn = None;
+        assert_eq!(
+            runs_of(&q, true),
+            [(0, 1, 48), (1, 1, 48), (2, 1, 100), (3, 1, 100)]
+        );
     }
 
     #[test]

@@ -94,9 +94,12 @@ impl Core {
         }
     }
 
-    /// The application is about to block (it armed a CQ): the socket and the engine's
-    /// timers are the progress thread's at once.
+    /// The application is about to block (it armed a CQ): what waits to be sent (an ACK
+    /// an answered linger held) leaves, and the socket and the engine's timers are the
+    /// progress thread's at once.
     pub(super) fn end_lease(&mut self, w: &Waits) {
+        self.linger.came_back(self.driver.now());
+        let _ = self.driver.send_now();
         if let Lease::Held(_) = self.lease {
             w.take_socket_back();
         }

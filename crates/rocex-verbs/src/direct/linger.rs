@@ -10,6 +10,14 @@
 //! at its memory, and nothing has to wake. A poll that lingers in vain makes the next
 //! ones skip the wait (1, 3, 7 ... of them), so a program whose peer does not answer that
 //! quickly, or at all, pays the window rarely.
+//!
+//! Once answered, the poll keeps the lease and the answer's ACK waits for the program's
+//! next post or poll, so that its reply leaves first, alone, and the socket does not go
+//! to the progress thread and back (two `epoll_ctl`) between the poll and the post. That
+//! pays only while the program comes back at once (a ping-pong); one that does not leaves
+//! the ACK and its peer's next packets waiting until the lease ends (1 ms at most), so a
+//! late return makes the next answered lingers give both up at once (1, 3, 7 ... of
+//! them), as a linger in vain makes the next chances skip.
 
 use std::time::Duration;
 
@@ -32,6 +40,11 @@ const MAX_WINDOW: Duration = Duration::from_micros(100);
 /// The skips after lingers in vain in a row grow no further than 2^this - 1.
 const MAX_BACKOFF: u32 = 10;
 
+/// How soon after an answered linger the program must post or poll again for the held
+/// ACK to have cost its peer nothing worth the saving: the shortest window, a few of the
+/// peer's system calls.
+const PROMPT: Duration = MIN_WINDOW;
+
 /// Whether lingering has been paying.
 #[derive(Debug)]
 pub(super) struct Linger {
@@ -45,10 +58,19 @@ pub(super) struct Linger {
     /// The QP of the last post of requests and the PSN its responder expected then: one
     /// that has moved on since received the peer's answer already.
     asked_at: Option<(u32, u32)>,
-    /// Lingers a packet ended, lingers in vain, and chances skipped after one in vain.
+    /// When the last answered linger returned holding the lease and the answer's ACK,
+    /// until the program's next post or poll.
+    held_at: Option<Instant>,
+    /// Late returns after a hold, in a row, and answered lingers left to give it up.
+    late: u32,
+    hold_skip: u32,
+    /// Lingers a packet ended, lingers in vain, and chances skipped after one in vain;
+    /// answered lingers that held, and returns that came late.
     answered: u64,
     in_vain: u64,
     skipped: u64,
+    held: u64,
+    held_late: u64,
 }
 
 /// A poll's linger under way.
@@ -71,21 +93,53 @@ impl Default for Linger {
             misses: 0,
             skip: 0,
             asked_at: None,
+            held_at: None,
+            late: 0,
+            hold_skip: 0,
             answered: 0,
             in_vain: 0,
             skipped: 0,
+            held: 0,
+            held_late: 0,
         }
     }
 }
 
 impl Linger {
     /// Its counters, as a direct context's `stats` reports them (group `direct`).
-    pub(super) fn counters(&self) -> [(&'static str, u64); 3] {
+    pub(super) fn counters(&self) -> [(&'static str, u64); 5] {
         [
             ("linger_answered", self.answered),
             ("linger_in_vain", self.in_vain),
             ("linger_skipped", self.skipped),
+            ("linger_held", self.held),
+            ("linger_held_late", self.held_late),
         ]
+    }
+
+    /// An answered linger returns: whether it keeps the lease and holds the ACK.
+    fn hold(&mut self, now: Instant) -> bool {
+        if self.hold_skip > 0 {
+            self.hold_skip -= 1;
+            return false;
+        }
+        self.held_at = Some(now);
+        self.held += 1;
+        true
+    }
+
+    /// The program posts or polls: a return that came late gives up the next holds.
+    pub(super) fn came_back(&mut self, now: Instant) {
+        let Some(at) = self.held_at.take() else {
+            return;
+        };
+        if now.since(at) <= PROMPT {
+            self.late = 0;
+            return;
+        }
+        self.late = (self.late + 1).min(MAX_BACKOFF);
+        self.hold_skip = (1 << self.late) - 1;
+        self.held_late += 1;
     }
 }
 
@@ -139,9 +193,10 @@ impl Core {
     }
 
     /// One turn of a linger, under the lock, which is free between turns for the
-    /// program's other threads; true when it is over.
+    /// program's other threads; true when it is over. A step: what the packets received
+    /// call for (the answer's ACK) waits for [`Core::end_linger`].
     pub(super) fn linger_turn(&mut self, l: &mut Lingering) -> bool {
-        self.turn();
+        self.step();
         let now = self.driver.now();
         let rx = self.rx_packets();
         if rx == l.rx {
@@ -154,19 +209,27 @@ impl Core {
         !qp.is_ok_and(|q| q.receiving)
     }
 
-    /// A linger is over: the next one's window, and its backing off when none came.
-    pub(super) fn end_linger(&mut self, l: Lingering) {
+    /// A linger is over: the next one's window, and its backing off when none came. An
+    /// answered one keeps the lease and the ACK unless late returns gave that up; else
+    /// what it received is answered now and the socket goes back to the progress thread.
+    pub(super) fn end_linger(&mut self, l: Lingering, w: &Waits) {
+        let now = self.driver.now();
         let g = &mut self.linger;
         if let Some(after) = l.heard {
             g.window = (after * 2).clamp(MIN_WINDOW, MAX_WINDOW);
             g.misses = 0;
             g.answered += 1;
+            if g.hold(now) {
+                return;
+            }
         } else {
             g.window = (l.window * 2).min(MAX_WINDOW);
             g.misses = (g.misses + 1).min(MAX_BACKOFF);
             g.skip = (1 << g.misses) - 1;
             g.in_vain += 1;
         }
+        let _ = self.driver.send_now();
+        self.release_lease(w);
     }
 
     /// Requests were posted on `qpn`: what its responder expects now tells a later linger

@@ -117,7 +117,7 @@ impl Core {
     /// program's process steps (`Driver::step`): what is waiting is sent, then what came is
     /// received; the ACKs it calls for leave with the next post or step, in one batch with
     /// the program's answer.
-    fn step(&mut self) {
+    pub(super) fn step(&mut self) {
         self.driver.busy_poll(true);
         let _ = self.driver.step();
         self.deliver_events();
@@ -128,6 +128,7 @@ impl Core {
     /// costs one receive, not three), a step while it drives its waits, else a turn.
     pub(crate) fn poll_turn(&mut self) {
         let now = self.driver.now();
+        self.linger.came_back(now);
         if self.drives_within(now, FRESH) {
             return;
         }
@@ -147,6 +148,7 @@ impl Core {
     /// or the progress thread does that, so a burst of posts is not a burst of empty
     /// receives), and the events of what completed at once (a post to a QP in error).
     pub(crate) fn after_post(&mut self) {
+        self.linger.came_back(self.driver.now());
         let _ = self.driver.send_now();
         self.deliver_events();
     }

@@ -214,10 +214,7 @@ impl Host {
         })?;
         if let Some(mut l) = lingering {
             while let Ok(false) = self.with(|c| c.linger_turn(&mut l)) {}
-            let _ = self.with_waits(|c, w| {
-                c.end_linger(l);
-                c.release_lease(w);
-            });
+            let _ = self.with_waits(|c, w| c.end_linger(l, w));
         }
         Ok(n)
     }

@@ -3,7 +3,9 @@
 //! answers the other's message (the client opens the SEND test, the server the WRITE
 //! test, as perftest does); a WRITE is seen arriving by polling the last byte of the
 //! remote area for the sender's counter, as perftest does, and each sample is half a
-//! round trip.
+//! round trip. As in perftest's loops (`run_iter_lat_write`, `run_iter_lat_send`: a TX
+//! depth of one, each request signaled), a side polls until its message completes before
+//! it looks for the peer's next, so each half round trip includes the peer's ACK.
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -98,8 +100,8 @@ fn one_at_a_time(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
     Ok(outcome(seq, start, lat, check, errors))
 }
 
-/// Has the peer's message number `n` arrived? Reaps our own send completions on the way.
-/// `sent` is raised to the last of our WRITEs seen completed.
+/// Has the peer's message number `n` arrived? Reaps our own send completions on the way:
+/// `sent` is raised to the last of our messages seen completed.
 fn arrived(
     ctx: &mut Ctx,
     p: &Params,
@@ -131,7 +133,9 @@ fn arrived(
             let mut seen = false;
             while let Some(wc) = ctx.nic.poll_cq()? {
                 wc_ok(&wc)?;
-                if wc.opcode == rocex_proto::verbs::WcOpcode::Recv {
+                if wc.opcode != rocex_proto::verbs::WcOpcode::Recv {
+                    *sent = (*sent).max(split(wc.wr_id).1);
+                } else {
                     let (q, k) = split(wc.wr_id);
                     if wc.byte_len != p.size {
                         *errors += 1;
@@ -162,6 +166,8 @@ fn ping_pong(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
     let mut lat = Vec::with_capacity(iters.min(1 << 20) as usize);
     let (mut sent_at, mut seen_at): (Option<Instant>, Option<Instant>) = (None, None);
     let mut sent = 0u64;
+    // The peer's next message, taken while this side waited for its own to complete.
+    let mut early = false;
     let start = Instant::now();
     let deadline = p.duration.map(|d| start + d);
     let over = |grace: Duration| deadline.is_some_and(|d| Instant::now() >= d + grace);
@@ -179,7 +185,8 @@ fn ping_pong(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
             // message until the next call, so that the answer goes out with it, first.
             let mut spins = 0u32;
             loop {
-                if arrived(ctx, p, rcnt + 1, check, &mut errors, &mut sent)? {
+                if early || arrived(ctx, p, rcnt + 1, check, &mut errors, &mut sent)? {
+                    early = false;
                     break;
                 }
                 // The clock only now and then: a busy poll spins in a microsecond.
@@ -217,6 +224,20 @@ fn ping_pong(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
             sent_at = Some(seen_at.take().unwrap_or_else(Instant::now));
             post_request(ctx, p, 0, scnt, true)?;
             ctx.nic.turn()?;
+            let since = Instant::now();
+            // The peer's next message may come first: a SEND's is taken here.
+            while sent < scnt && !over(GRACE) {
+                early |= arrived(ctx, p, rcnt + 1, check, &mut errors, &mut sent)?;
+                if since.elapsed() > STALL {
+                    return Err(io::Error::other(format!(
+                        "message {scnt} did not complete within {} s",
+                        STALL.as_secs()
+                    )));
+                }
+                if sent < scnt {
+                    ctx.nic.wait(Duration::from_millis(1))?;
+                }
+            }
         }
     }
     if p.op == Op::Write {

@@ -7,9 +7,10 @@
 //! since the ICRC covers the source port.
 //!
 //! Sending: [`Backend::send`] queues into one buffer and [`Backend::flush`] sends the
-//! queue with one `sendmmsg`; consecutive packets to one address with one length (the
-//! last may be shorter: a message's MIDDLE packets and its LAST) travel as one GSO
-//! message, which the kernel (or the NIC) cuts into datagrams numbered 0, 1, 2, ...
+//! queue with one `sendmmsg`; packets to one address with one length (the last may be
+//! shorter: a message's MIDDLE packets and its LAST), for QPs a steering receiver hands to
+//! one socket, travel as one GSO message (`batch`), which the kernel (or the NIC) cuts
+//! into datagrams numbered 0, 1, 2, ...
 //! Each segment's ICRC is fixed for its ID before the send (`ids`). A kernel that refuses
 //! GSO (EIO, EINVAL) is remembered and sent to one datagram at a time.
 //!
@@ -82,7 +83,11 @@ struct TxQueue {
     buf: Vec<u8>,
     used: usize,
     packets: Vec<Queued>,
+    /// The packets' indices in the order runs take them (`batch::plan`).
+    order: Vec<usize>,
     runs: Vec<Run>,
+    /// The byte ranges the messages send (`sys::TxMsg`).
+    spans: Vec<(usize, usize)>,
     msgs: Vec<TxMsg>,
 }
 
@@ -92,7 +97,9 @@ impl TxQueue {
             buf: vec![0; TX_FLUSH_BYTES + MAX_PACKET],
             used: 0,
             packets: Vec::new(),
+            order: Vec::new(),
             runs: Vec::new(),
+            spans: Vec::new(),
             msgs: Vec::new(),
         }
     }
@@ -107,9 +114,11 @@ impl TxQueue {
         let packet = &self.buf[self.used..self.used + len];
         self.packets.push(Queued {
             dest,
-            qpn: rocex_wire::bth::Header::new_checked(packet)
-                .ok()
-                .map(|bth| bth.dest_qp()),
+            slot: batch::slot_key(
+                rocex_wire::bth::Header::new_checked(packet)
+                    .ok()
+                    .map(|bth| bth.dest_qp()),
+            ),
             at: self.used,
             len,
             tos,
@@ -166,23 +175,33 @@ impl UdpPort {
     /// Fixes the ICRCs of a GSO run's segments for the IDs the kernel gives them; XOR
     /// undoes it, so the same call restores a run that has to go out one by one.
     fn fix_run(&mut self, run: Run) {
-        if run.count < 2 || !self.tx.packets[run.first].dest.is_ipv4() {
+        let order = &self.tx.order[run.first..run.first + run.count];
+        if run.count < 2 || !self.tx.packets[order[0]].dest.is_ipv4() {
             return;
         }
-        for id in 1..run.count {
-            let q = self.tx.packets[run.first + id];
+        for (id, &i) in order.iter().enumerate().skip(1) {
+            let q = self.tx.packets[i];
             self.ids
                 .fix_segment(id, &mut self.tx.buf[q.at..q.at + q.len]);
         }
     }
 
-    fn msg_of(&self, run: Run) -> TxMsg {
-        let first = self.tx.packets[run.first];
-        let last = self.tx.packets[run.first + run.count - 1];
+    /// The message of a run, its packets' bytes added to the span list (one span for
+    /// packets that lie side by side).
+    fn msg_of(&mut self, run: Run) -> TxMsg {
+        let order = &self.tx.order[run.first..run.first + run.count];
+        let first = self.tx.packets[order[0]];
+        let start = self.tx.spans.len();
+        for &i in order {
+            let q = self.tx.packets[i];
+            match self.tx.spans[start..].last_mut() {
+                Some((at, len)) if *at + *len == q.at => *len += q.len,
+                _ => self.tx.spans.push((q.at, q.len)),
+            }
+        }
         TxMsg {
             dest: SocketAddr::new(first.dest, ROCE_V2_PORT),
-            at: first.at,
-            len: last.at + last.len - first.at,
+            spans: start..self.tx.spans.len(),
             segment: (run.count > 1).then_some(run.segment as u16),
             tos: self.tos_cmsg(first.tos),
         }
@@ -198,7 +217,8 @@ impl UdpPort {
     fn send_all(&mut self) -> io::Result<()> {
         let mut done = 0;
         while done < self.tx.msgs.len() {
-            match sys::sendmmsg(self.sock.as_fd(), &self.tx.buf, &self.tx.msgs[done..]) {
+            let (buf, spans) = (&self.tx.buf, &self.tx.spans);
+            match sys::sendmmsg(self.sock.as_fd(), buf, spans, &self.tx.msgs[done..]) {
                 Ok(n) => {
                     self.counters.tx_batches += 1;
                     for r in &self.tx.runs[done..done + n] {
@@ -244,21 +264,24 @@ impl UdpPort {
 
     /// Sends a run's packets as plain datagrams (after the kernel refused GSO).
     fn send_one_by_one(&mut self, run: Run) -> io::Result<()> {
-        let msgs: Vec<TxMsg> = (run.first..run.first + run.count)
-            .map(|i| {
-                let q = self.tx.packets[i];
-                TxMsg {
-                    dest: SocketAddr::new(q.dest, ROCE_V2_PORT),
-                    at: q.at,
-                    len: q.len,
-                    segment: None,
-                    tos: self.tos_cmsg(q.tos),
-                }
+        let order = &self.tx.order[run.first..run.first + run.count];
+        let spans: Vec<(usize, usize)> = order
+            .iter()
+            .map(|&i| (self.tx.packets[i].at, self.tx.packets[i].len))
+            .collect();
+        let msgs: Vec<TxMsg> = order
+            .iter()
+            .enumerate()
+            .map(|(k, &i)| TxMsg {
+                dest: SocketAddr::new(self.tx.packets[i].dest, ROCE_V2_PORT),
+                spans: k..k + 1,
+                segment: None,
+                tos: self.tos_cmsg(self.tx.packets[i].tos),
             })
             .collect();
         let mut done = 0;
         while done < msgs.len() {
-            match sys::sendmmsg(self.sock.as_fd(), &self.tx.buf, &msgs[done..]) {
+            match sys::sendmmsg(self.sock.as_fd(), &self.tx.buf, &spans, &msgs[done..]) {
                 Ok(n) => {
                     self.counters.tx_batches += 1;
                     self.counters.tx_packets += n as u64;
@@ -383,14 +406,15 @@ impl Backend for UdpPort {
             return Ok(());
         }
         let mut runs = std::mem::take(&mut self.tx.runs);
-        batch::plan(&self.tx.packets, self.gso, &mut runs);
-        for &run in &runs {
-            self.fix_run(run);
-        }
-        self.tx.runs = runs;
+        batch::plan(&self.tx.packets, self.gso, &mut self.tx.order, &mut runs);
+        self.tx.spans.clear();
         let mut msgs = std::mem::take(&mut self.tx.msgs);
         msgs.clear();
-        msgs.extend(self.tx.runs.iter().map(|&r| self.msg_of(r)));
+        for &run in &runs {
+            self.fix_run(run);
+            msgs.push(self.msg_of(run));
+        }
+        self.tx.runs = runs;
         self.tx.msgs = msgs;
         let r = self.send_all();
         self.tx.clear();
@@ -418,12 +442,17 @@ mod tests {
 
     /// `n` packets of `len` bytes from `src` to QP 0x11 at `dst`, each with its ID-0 ICRC.
     fn packets(src: IpAddr, dst: IpAddr, n: usize, len: usize) -> Vec<Vec<u8>> {
+        packets_to(0x11, src, dst, n, len)
+    }
+
+    /// [`packets`] to QP `qpn` (one byte of it).
+    fn packets_to(qpn: u8, src: IpAddr, dst: IpAddr, n: usize, len: usize) -> Vec<Vec<u8>> {
         let from = SocketAddr::new(src, ROCE_V2_PORT);
         // The BTH's DestQP is bytes 5..8.
         let fill = |i: usize| {
             move |j: usize| match j {
                 5 | 6 => 0,
-                7 => 0x11,
+                7 => qpn,
                 _ => (i * 31 + j) as u8,
             }
         };
@@ -474,6 +503,41 @@ mod tests {
             let mut fixed = want.clone();
             ids.fix_segment(i, &mut fixed);
             assert_eq!(p, &fixed, "segment {i} carries the ICRC for ID {i}");
+        }
+    }
+
+    #[test]
+    fn interleaved_qps_leave_as_a_run_each_in_one_call_every_icrc_checking() {
+        let (a, b) = (
+            IpAddr::from([127, 0, 201, 10]),
+            IpAddr::from([127, 0, 201, 11]),
+        );
+        let mut tx = UdpPort::bind(a).unwrap();
+        let opts = BackendOptions {
+            peers_are_rocex: true,
+            ..BackendOptions::default()
+        };
+        let mut rx = UdpPort::open(b, opts).unwrap();
+        let (p, q) = (
+            packets_to(0x11, a, b, 5, 500),
+            packets_to(0x22, a, b, 5, 500),
+        );
+        for (x, y) in p.iter().zip(&q) {
+            tx.send(b, ROCE_V2_PORT, 0, x).unwrap();
+            tx.send(b, ROCE_V2_PORT, 0, y).unwrap();
+        }
+        tx.flush().unwrap();
+        let c = tx.counters();
+        assert_eq!((c.tx_packets, c.tx_batches), (10, 1), "{c:?}");
+        let got = receive(&mut rx, 10);
+        assert!(got.iter().all(|(_, s)| *s == IcrcStatus::Valid));
+        // Each QP's packets, in order, with their bytes (but the ICRC, fixed per segment).
+        for (qpn, sent) in [(0x11, &p), (0x22, &q)] {
+            let mine: Vec<_> = got.iter().filter(|(d, _)| d[7] == qpn).collect();
+            assert_eq!(mine.len(), 5);
+            for ((d, _), want) in mine.iter().zip(sent.iter()) {
+                assert_eq!(d[..d.len() - 4], want[..want.len() - 4]);
+            }
         }
     }
 

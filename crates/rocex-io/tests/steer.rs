@@ -320,7 +320,8 @@ fn a_batch_for_two_slots_reaches_both() {
     let mut tx = UdpPort::bind(IpAddr::from([127, 0, 219, 251])).unwrap();
     // Four bytes after the tag stand for the ICRC, which the sender fixes in each segment.
     let packet = |qpn, tag| [datagram(qpn, tag), vec![0; 4]].concat();
-    for (qpn, tag) in [(0x21, 10), (0x02, 20), (0x41, 11), (0x22, 21)] {
+    // Two QPs' datagrams interleaved: each QP's leave as one GSO send.
+    for (qpn, tag) in [(0x21, 10), (0x02, 20), (0x21, 11), (0x02, 21)] {
         tx.send(ip, 4791, 0, &packet(qpn, tag)).unwrap();
     }
     tx.flush().unwrap();

@@ -6,6 +6,7 @@
 use std::io;
 use std::mem::{self, MaybeUninit};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::ops::Range;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
 /// `linux/udp.h`: sockopt level and names (libc lacks them for glibc targets).
@@ -26,14 +27,14 @@ pub(super) const MAX_RX: usize = 32;
 #[derive(Clone, Copy)]
 struct Control([u8; 64]);
 
-/// One message of a send: `len` bytes of the send buffer from `at`, to `dest`, cut by the
+/// One message of a send: the send buffer's byte ranges `spans[spans.start..spans.end]`
+/// of the send's span list (`(at, len)` each), one after another, to `dest`, cut by the
 /// kernel into datagrams of `segment` bytes (the last may be shorter) when it is set, each
 /// with IP TOS (traffic class) `tos` when it is set, else the socket's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct TxMsg {
     pub(super) dest: SocketAddr,
-    pub(super) at: usize,
-    pub(super) len: usize,
+    pub(super) spans: Range<usize>,
     pub(super) segment: Option<u16>,
     pub(super) tos: Option<u8>,
 }
@@ -128,34 +129,47 @@ fn empty_msghdr() -> libc::msghdr {
     unsafe { mem::zeroed() }
 }
 
-/// Sends up to [`MAX_MSGS`] of `msgs`, whose bytes lie in `buf`, in one `sendmmsg`.
-/// Returns how many messages the kernel took; an error means it took none (the error is
-/// the first message's).
+/// Sends up to [`MAX_MSGS`] of `msgs`, whose bytes lie in `buf` at `spans`, in one
+/// `sendmmsg`. Returns how many messages the kernel took; an error means it took none
+/// (the error is the first message's).
 ///
 /// # Panics
 ///
-/// If a message's range lies outside `buf`.
-pub(super) fn sendmmsg(fd: BorrowedFd<'_>, buf: &[u8], msgs: &[TxMsg]) -> io::Result<usize> {
+/// If a message's spans lie outside `spans`, or a span outside `buf`.
+pub(super) fn sendmmsg(
+    fd: BorrowedFd<'_>,
+    buf: &[u8],
+    spans: &[(usize, usize)],
+    msgs: &[TxMsg],
+) -> io::Result<usize> {
     let n = msgs.len().min(MAX_MSGS);
+    // One iovec a span, all made before any header points into them.
+    let iovs: Vec<libc::iovec> = msgs[..n]
+        .iter()
+        .flat_map(|m| &spans[m.spans.clone()])
+        .map(|&(at, len)| {
+            let bytes = &buf[at..at + len];
+            libc::iovec {
+                // The kernel only reads through it (sendmmsg).
+                iov_base: bytes.as_ptr().cast_mut().cast(),
+                iov_len: bytes.len(),
+            }
+        })
+        .collect();
     // Only the `n` entries used are written: zeroing all of them cost more than a small
     // packet's whole send path.
     let mut names = [const { MaybeUninit::<libc::sockaddr_in6>::uninit() }; MAX_MSGS];
     let mut controls = [const { MaybeUninit::<Control>::uninit() }; MAX_MSGS];
-    let mut iovs = [const { MaybeUninit::<libc::iovec>::uninit() }; MAX_MSGS];
     let mut hdrs = [const { MaybeUninit::<libc::mmsghdr>::uninit() }; MAX_MSGS];
+    let mut first_iov = 0;
     for (i, m) in msgs[..n].iter().enumerate() {
-        let bytes = &buf[m.at..m.at + m.len];
-        let iov = iovs[i].write(libc::iovec {
-            // The kernel only reads through it (sendmmsg).
-            iov_base: bytes.as_ptr().cast_mut().cast(),
-            iov_len: bytes.len(),
-        });
         let name = names[i].write(zeroed_in6());
         let mut h = empty_msghdr();
         h.msg_namelen = write_addr(m.dest, name);
         h.msg_name = (name as *mut libc::sockaddr_in6).cast();
-        h.msg_iov = iov;
-        h.msg_iovlen = 1;
+        h.msg_iov = iovs[first_iov..].as_ptr().cast_mut();
+        h.msg_iovlen = m.spans.len() as _;
+        first_iov += m.spans.len();
         // SAFETY: CMSG_SPACE is arithmetic on its argument.
         let (seg_space, tos_space) = unsafe {
             (

@@ -75,7 +75,7 @@ pub struct Config {
     /// The low bits every QP number this engine makes carries, when several engines share
     /// one device address: a kernel steering program routes each packet to the process
     /// whose slot its destination QPN names (`docs/architecture.md`, "The direct data
-    /// path"). `None`: any number.
+    /// path"). [`QpnSlot::ALONE`] by default. `None`: any number.
     pub qpn_slot: Option<QpnSlot>,
 }
 
@@ -89,6 +89,12 @@ pub struct QpnSlot {
 }
 
 impl QpnSlot {
+    /// An engine alone on its address: every QP number ends in six zero bits. A sender
+    /// joins packets into one UDP GSO send only for QPNs that agree in their low six bits,
+    /// which one socket of any steering receiver takes (rocex-io's UDP backend), so this
+    /// lets a peer join its packets for all of this engine's QPs.
+    pub const ALONE: Self = Self { bits: 6, slot: 0 };
+
     /// The mask of the slot's bits.
     pub fn mask(self) -> u32 {
         (1 << self.bits) - 1
@@ -120,7 +126,7 @@ impl Config {
             rxe_recovery: false,
             selective_repeat: false,
             sr_window: crate::qp::sr::DEFAULT_WINDOW,
-            qpn_slot: None,
+            qpn_slot: Some(QpnSlot::ALONE),
         }
     }
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use rocex_testkit::pattern;
-use rocex_verbs::verbs::{SendOp, SendWr, WcStatus};
+use rocex_verbs::verbs::{Remote, SendOp, SendWr, WcStatus};
 
 /// Held by each test here for its whole run.
 static ALONE: Mutex<()> = Mutex::new(());
@@ -48,29 +48,16 @@ fn a_poll_lingers_for_the_answer_of_a_peer_that_watches_its_memory() {
 fn ping_pong(len: usize, (ip_a, ip_b): (&'static str, &'static str)) -> bool {
     const ROUNDS: u16 = 1000;
     const THINK: Duration = Duration::from_micros(30);
-    let mut a = end(open(ip_a, 1));
-    let to_a = (a.qp.qpn(), a.mr.remote(0));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let peer = std::thread::spawn(move || {
-        let mut b = end(open(ip_b, 2));
-        to_rts(
-            &b.qp,
-            0x2000,
-            (ip_a.parse().unwrap(), to_a.0, 0x1000),
-            |x| x,
-        );
-        tx.send((b.qp.qpn(), b.mr.remote(0))).unwrap();
+    let (mut a, to_b, peer) = with_peer((ip_a, ip_b), move |mut b, to_a| {
         for r in 1..=ROUNDS {
             spin_for(&b.mr, len, r as u8);
             let think = Instant::now() + THINK;
             while Instant::now() < think {
                 std::thread::yield_now();
             }
-            write_bytes(&mut b, to_a.1, len, r as u8, r.into());
+            write_bytes(&mut b, to_a, len, r as u8, r.into());
         }
     });
-    let (qpn_b, to_b) = rx.recv().unwrap();
-    to_rts(&a.qp, 0x1000, (ip_b.parse().unwrap(), qpn_b, 0x2000), |x| x);
     let mut landed_at_return = 0;
     for r in 1..=ROUNDS {
         write_bytes(&mut a, to_b, len, r as u8, r.into());
@@ -100,26 +87,13 @@ fn a_program_that_comes_back_late_after_an_answer_holds_its_ack_ever_more_rarely
     // (B's WRITE completed only then), and the next 1, 3, 7, ... answered lingers send it
     // at once instead.
     const ROUNDS: u8 = 20;
-    let (ip_a, ip_b) = ("127.0.19.25", "127.0.19.26");
-    let mut a = end(open(ip_a, 1));
-    let to_a = (a.qp.qpn(), a.mr.remote(0));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let peer = std::thread::spawn(move || {
-        let mut b = end(open(ip_b, 2));
-        to_rts(
-            &b.qp,
-            0x2000,
-            (ip_a.parse().unwrap(), to_a.0, 0x1000),
-            |x| x,
-        );
-        tx.send((b.qp.qpn(), b.mr.remote(0))).unwrap();
+    let ips = ("127.0.19.25", "127.0.19.26");
+    let (mut a, to_b, peer) = with_peer(ips, |mut b, to_a| {
         for r in 1..=ROUNDS {
             spin_for(&b.mr, 1, r);
-            write_bytes(&mut b, to_a.1, 1, r, r.into());
+            write_bytes(&mut b, to_a, 1, r, r.into());
         }
     });
-    let (qpn_b, to_b) = rx.recv().unwrap();
-    to_rts(&a.qp, 0x1000, (ip_b.parse().unwrap(), qpn_b, 0x2000), |x| x);
     for r in 1..=ROUNDS {
         write_bytes(&mut a, to_b, 1, r, r.into());
         spin_for(&a.mr, 1, r);
@@ -136,6 +110,28 @@ fn a_program_that_comes_back_late_after_an_answer_holds_its_ack_ever_more_rarely
     // All answered: holds on chances 1, 3, 7 and 15 of 20.
     assert!(held >= 1 && late == held, "every hold came back late");
     assert!(3 * held <= answered, "holds back off: {held} of {answered}");
+}
+
+/// A at `ip_a`, connected to B at `ip_b`, which runs `peer` in a thread of its own (a
+/// context stays in the thread that opened it) with where A's memory is; A, B's memory
+/// and B's thread.
+fn with_peer(
+    (ip_a, ip_b): (&'static str, &'static str),
+    peer: impl FnOnce(End, Remote) + Send + 'static,
+) -> (End, Remote, std::thread::JoinHandle<()>) {
+    let a = end(open(ip_a, 1));
+    let to_a = (a.qp.qpn(), a.mr.remote(0));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let b = std::thread::spawn(move || {
+        let b = end(open(ip_b, 2));
+        let peer_a = (ip_a.parse().unwrap(), to_a.0, 0x1000);
+        to_rts(&b.qp, 0x2000, peer_a, |x| x);
+        tx.send((b.qp.qpn(), b.mr.remote(0))).unwrap();
+        peer(b, to_a.1);
+    });
+    let (qpn_b, to_b) = rx.recv().unwrap();
+    to_rts(&a.qp, 0x1000, (ip_b.parse().unwrap(), qpn_b, 0x2000), |x| x);
+    (a, to_b, b)
 }
 
 #[test]

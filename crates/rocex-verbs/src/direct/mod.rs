@@ -220,6 +220,7 @@ impl Host {
             Err(TryLockError::WouldBlock) => return Ok(()),
         };
         enter(guard, &self.shared.waits, |c, w| {
+            c.linger.came_back(c.driver.now());
             c.step();
             c.drive(w);
         })

@@ -477,18 +477,28 @@ mod tests {
         got
     }
 
-    #[test]
-    fn a_run_goes_out_in_one_gso_send_with_each_segment_fixed() {
+    /// A sender at 127.0.201.`a` and a receiver at 127.0.201.`b` that knows its peers are
+    /// rocex (their GSO segments' identifications).
+    fn rocex_pair(a: u8, b: u8) -> (IpAddr, IpAddr, UdpPort, UdpPort) {
         let (a, b) = (
-            IpAddr::from([127, 0, 201, 5]),
-            IpAddr::from([127, 0, 201, 6]),
+            IpAddr::from([127, 0, 201, a]),
+            IpAddr::from([127, 0, 201, b]),
         );
-        let mut tx = UdpPort::bind(a).unwrap();
         let opts = BackendOptions {
             peers_are_rocex: true,
             ..BackendOptions::default()
         };
-        let mut rx = UdpPort::open(b, opts).unwrap();
+        (
+            a,
+            b,
+            UdpPort::bind(a).unwrap(),
+            UdpPort::open(b, opts).unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_run_goes_out_in_one_gso_send_with_each_segment_fixed() {
+        let (a, b, mut tx, mut rx) = rocex_pair(5, 6);
         let sent = packets(a, b, 10, 1000);
         for p in &sent {
             tx.send(b, ROCE_V2_PORT, 0, p).unwrap();
@@ -508,16 +518,7 @@ mod tests {
 
     #[test]
     fn interleaved_qps_leave_as_a_run_each_in_one_call_every_icrc_checking() {
-        let (a, b) = (
-            IpAddr::from([127, 0, 201, 10]),
-            IpAddr::from([127, 0, 201, 11]),
-        );
-        let mut tx = UdpPort::bind(a).unwrap();
-        let opts = BackendOptions {
-            peers_are_rocex: true,
-            ..BackendOptions::default()
-        };
-        let mut rx = UdpPort::open(b, opts).unwrap();
+        let (a, b, mut tx, mut rx) = rocex_pair(10, 11);
         let (p, q) = (
             packets_to(0x11, a, b, 5, 500),
             packets_to(0x22, a, b, 5, 500),

@@ -37,7 +37,7 @@ const MIN_WINDOW: Duration = Duration::from_micros(10);
 /// costs more than it saves.
 const MAX_WINDOW: Duration = Duration::from_micros(100);
 
-/// The skips after lingers in vain in a row grow no further than 2^this - 1.
+/// The chances skipped after misses in a row grow no further than 2^this - 1.
 const MAX_BACKOFF: u32 = 10;
 
 /// How soon after an answered linger the program must post or poll again for the held
@@ -51,19 +51,16 @@ pub(super) struct Linger {
     /// How long the next linger waits: twice the last answer's delay, doubled after one
     /// in vain.
     window: Duration,
-    /// Lingers in vain in a row.
-    misses: u32,
-    /// Chances left to skip before lingering again.
-    skip: u32,
+    /// Lingers in vain back off.
+    lingers: Backoff,
     /// The QP of the last post of requests and the PSN its responder expected then: one
     /// that has moved on since received the peer's answer already.
     asked_at: Option<(u32, u32)>,
     /// When the last answered linger returned holding the lease and the answer's ACK,
     /// until the program's next post or poll.
     held_at: Option<Instant>,
-    /// Late returns after a hold, in a row, and answered lingers left to give it up.
-    late: u32,
-    hold_skip: u32,
+    /// Late returns after a hold back off.
+    holds: Backoff,
     /// Lingers a packet ended, lingers in vain, and chances skipped after one in vain;
     /// answered lingers that held, and returns that came late.
     answered: u64,
@@ -90,12 +87,10 @@ impl Default for Linger {
     fn default() -> Self {
         Self {
             window: MIN_WINDOW,
-            misses: 0,
-            skip: 0,
+            lingers: Backoff::default(),
             asked_at: None,
             held_at: None,
-            late: 0,
-            hold_skip: 0,
+            holds: Backoff::default(),
             answered: 0,
             in_vain: 0,
             skipped: 0,
@@ -119,8 +114,7 @@ impl Linger {
 
     /// An answered linger returns: whether it keeps the lease and holds the ACK.
     fn hold(&mut self, now: Instant) -> bool {
-        if self.hold_skip > 0 {
-            self.hold_skip -= 1;
+        if self.holds.skip() {
             return false;
         }
         self.held_at = Some(now);
@@ -134,12 +128,38 @@ impl Linger {
             return;
         };
         if now.since(at) <= PROMPT {
-            self.late = 0;
+            self.holds.paid();
             return;
         }
-        self.late = (self.late + 1).min(MAX_BACKOFF);
-        self.hold_skip = (1 << self.late) - 1;
+        self.holds.missed();
         self.held_late += 1;
+    }
+}
+
+/// Backing off after misses in a row: the next 1, 3, 7, ... chances are skipped, up to
+/// 2^[`MAX_BACKOFF`] - 1, until one pays again.
+#[derive(Debug, Default)]
+struct Backoff {
+    misses: u32,
+    /// Chances left to skip.
+    skip: u32,
+}
+
+impl Backoff {
+    /// Whether this chance is skipped (one fewer left).
+    fn skip(&mut self) -> bool {
+        let skip = self.skip > 0;
+        self.skip -= u32::from(skip);
+        skip
+    }
+
+    fn missed(&mut self) {
+        self.misses = (self.misses + 1).min(MAX_BACKOFF);
+        self.skip = (1 << self.misses) - 1;
+    }
+
+    fn paid(&mut self) {
+        self.misses = 0;
     }
 }
 
@@ -174,8 +194,7 @@ impl Core {
         if answered && !qp.receiving {
             return None;
         }
-        if self.linger.skip > 0 {
-            self.linger.skip -= 1;
+        if self.linger.lingers.skip() {
             self.linger.skipped += 1;
             return None;
         }
@@ -217,15 +236,14 @@ impl Core {
         let g = &mut self.linger;
         if let Some(after) = l.heard {
             g.window = (after * 2).clamp(MIN_WINDOW, MAX_WINDOW);
-            g.misses = 0;
+            g.lingers.paid();
             g.answered += 1;
             if g.hold(now) {
                 return;
             }
         } else {
             g.window = (l.window * 2).min(MAX_WINDOW);
-            g.misses = (g.misses + 1).min(MAX_BACKOFF);
-            g.skip = (1 << g.misses) - 1;
+            g.lingers.missed();
             g.in_vain += 1;
         }
         let _ = self.driver.send_now();

@@ -518,7 +518,7 @@ mod tests {
 
     #[test]
     fn interleaved_qps_leave_as_a_run_each_in_one_call_every_icrc_checking() {
-        let (a, b, mut tx, mut rx) = rocex_pair(10, 11);
+        let (a, b, mut tx, mut rx) = rocex_pair(12, 13);
         let (p, q) = (
             packets_to(0x11, a, b, 5, 500),
             packets_to(0x22, a, b, 5, 500),

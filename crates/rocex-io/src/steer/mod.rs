@@ -32,8 +32,11 @@ use crate::udp::unbound_roce_socket;
 use crate::udp::{bind_roce_port, bound_elsewhere, configure, held_elsewhere, socket_inode};
 use crate::{BackendOptions, UdpPort};
 
-/// Most slot bits a group takes: 64 slots, whose program stays a short list of compares.
-pub const MAX_SLOT_BITS: u8 = 6;
+/// Most slot bits a group takes: 32 slots, whose program stays a short list of compares.
+/// A sender joins packets into one GSO send only for QPNs that agree in these bits
+/// (`udp::batch`), and an engine alone on its address fixes them (`QpnSlot::ALONE`), so
+/// every bit more would cost each QPN a random bit.
+pub const MAX_SLOT_BITS: u8 = 5;
 
 /// A slot handed to a client: its number and a descriptor of its socket, locked.
 #[derive(Debug)]

@@ -179,13 +179,13 @@ mod tests {
 
     #[test]
     fn the_slot_is_a_steering_groups_at_most() {
-        // 6 low bits; QP1 and a datagram with no BTH go to slot 0, as does QPN 0x40.
+        // 5 low bits; QP1 and a datagram with no BTH go to slot 0, as does QPN 0x40.
         assert_eq!(slot_key(Some(0x12_3401)), 1);
         assert_eq!(slot_key(Some(0x41)), 1);
         assert_eq!(slot_key(Some(1)), 0);
         assert_eq!(slot_key(None), 0);
         assert_eq!(slot_key(Some(0x40)), 0);
-        assert_eq!(slot_key(Some(0xff_ffff)), 63);
+        assert_eq!(slot_key(Some(0xff_ffff)), 31);
     }
 
     #[test]

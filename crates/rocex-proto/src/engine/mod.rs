@@ -89,11 +89,12 @@ pub struct QpnSlot {
 }
 
 impl QpnSlot {
-    /// An engine alone on its address: every QP number ends in six zero bits. A sender
-    /// joins packets into one UDP GSO send only for QPNs that agree in their low six bits,
-    /// which one socket of any steering receiver takes (rocex-io's UDP backend), so this
-    /// lets a peer join its packets for all of this engine's QPs.
-    pub const ALONE: Self = Self { bits: 6, slot: 0 };
+    /// An engine alone on its address: every QP number ends in five zero bits, as rocexd's
+    /// own QPs do beside direct clients (19 random bits are left). A sender joins packets
+    /// into one UDP GSO send only for QPNs that agree in their low five bits, which one
+    /// socket of any steering receiver takes (rocex-io's UDP backend), so this lets a peer
+    /// join its packets for all of this engine's QPs.
+    pub const ALONE: Self = Self { bits: 5, slot: 0 };
 
     /// The mask of the slot's bits.
     pub fn mask(self) -> u32 {

@@ -107,9 +107,15 @@ fn a_program_that_comes_back_late_after_an_answer_holds_its_ack_ever_more_rarely
         count("linger_held_late"),
     );
     eprintln!("A's lingers: {answered} answered, {held} held the ACK, {late} came back late");
-    // All answered: holds on chances 1, 3, 7 and 15 of 20.
-    assert!(held >= 1 && late == held, "every hold came back late");
-    assert!(3 * held <= answered, "holds back off: {held} of {answered}");
+    // Every hold comes back late, so the answered lingers that hold are the 1st, 3rd, 7th,
+    // 15th ... (those the peer answers late or not at all do not count); the last hold
+    // may still wait for the program's next post when the test ends.
+    assert!(answered >= 1, "no linger was answered");
+    assert_eq!(held, u64::from((answered + 1).ilog2()), "holds back off");
+    assert!(
+        late <= held && late + 1 >= held,
+        "every hold came back late"
+    );
 }
 
 /// A at `ip_a`, connected to B at `ip_b`, which runs `peer` in a thread of its own (a

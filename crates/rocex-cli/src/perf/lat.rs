@@ -224,42 +224,53 @@ fn ping_pong(ctx: &mut Ctx, p: &Params) -> io::Result<Outcome> {
             sent_at = Some(seen_at.take().unwrap_or_else(Instant::now));
             post_request(ctx, p, 0, scnt, true)?;
             ctx.nic.turn()?;
-            let since = Instant::now();
             // The peer's next message may come first: a SEND's is taken here.
-            while sent < scnt && !over(GRACE) {
-                early |= arrived(ctx, p, rcnt + 1, check, &mut errors, &mut sent)?;
-                if since.elapsed() > STALL {
-                    return Err(io::Error::other(format!(
-                        "message {scnt} did not complete within {} s",
-                        STALL.as_secs()
-                    )));
-                }
-                if sent < scnt {
-                    ctx.nic.wait(Duration::from_millis(1))?;
-                }
-            }
+            let next = Some((rcnt + 1, check));
+            early |= until_sent(ctx, p, scnt, next, &mut errors, &mut sent, |_| over(GRACE))?;
         }
     }
     if p.op == Op::Write {
         // The counter byte back to the pattern, so that a larger size (`-a`) sends the
         // pattern there; once our last WRITE has completed, for it carries the counter.
-        let since = Instant::now();
         // A timed run's peer may have stopped answering already: a moment is enough.
-        while sent < scnt && !(p.duration.is_some() && since.elapsed() > GRACE) {
-            arrived(ctx, p, 0, false, &mut errors, &mut sent)?;
-            if since.elapsed() > STALL {
-                return Err(io::Error::other(format!(
-                    "WRITE {scnt} did not complete within {} s",
-                    STALL.as_secs()
-                )));
-            }
-            ctx.nic.wait(Duration::from_millis(1))?;
-        }
+        until_sent(ctx, p, scnt, None, &mut errors, &mut sent, |since| {
+            p.duration.is_some() && since.elapsed() > GRACE
+        })?;
         let last = u64::from(p.size) - 1;
         ctx.write_mem(0, ctx.local(0) + last, &[pattern(last)])?;
     }
     let iters = if p.duration.is_some() { rcnt } else { scnt };
     Ok(outcome(iters, start, lat, check, errors))
+}
+
+/// Polls until this side's message `scnt` has completed (`sent` reaches it), unless
+/// `give_up` (given when the wait began) says to stop first, looking meanwhile for the
+/// peer's message `next` (and checking it, with its flag); whether that came.
+fn until_sent(
+    ctx: &mut Ctx,
+    p: &Params,
+    scnt: u64,
+    next: Option<(u64, bool)>,
+    errors: &mut u64,
+    sent: &mut u64,
+    give_up: impl Fn(Instant) -> bool,
+) -> io::Result<bool> {
+    let (n, check) = next.unwrap_or((0, false));
+    let since = Instant::now();
+    let mut came = false;
+    while *sent < scnt && !give_up(since) {
+        came |= arrived(ctx, p, n, check, errors, sent)? && next.is_some();
+        if since.elapsed() > STALL {
+            return Err(io::Error::other(format!(
+                "message {scnt} did not complete within {} s",
+                STALL.as_secs()
+            )));
+        }
+        if *sent < scnt {
+            ctx.nic.wait(Duration::from_millis(1))?;
+        }
+    }
+    Ok(came)
 }
 
 /// A latency test's result: `iters` since `start`, each one's time in `lat_us`, and

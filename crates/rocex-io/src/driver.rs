@@ -22,13 +22,14 @@ pub trait Hooks {
     fn post(&mut self, _engine: &mut Engine, _now: Instant) -> bool {
         false
     }
-    /// After the turn's I/O: takes what the engine produced (completions, events).
-    /// Returns whether there was any.
+    /// After the turn's receive, before what it called for is sent: takes what the
+    /// engine produced (completions, events). Returns whether there was any.
     fn collect(&mut self, _engine: &mut Engine, _now: Instant) -> bool {
         false
     }
-    /// A datagram received, as the engine is handed it.
-    fn received(&mut self, _meta: &RxMeta, _payload: &[u8]) {}
+    /// A datagram received, as the engine was handed it, once the engine has handled it:
+    /// what it wrote to memory is there.
+    fn received(&mut self, _engine: &Engine, _meta: &RxMeta, _payload: &[u8]) {}
     /// A packet the engine built, as it goes to the backend (before fault injection).
     fn sent(&mut self, _t: &Transmit, _payload: &[u8]) {}
     /// A flush carried packets: `handed` read before the send call, `returned` after it.
@@ -127,17 +128,20 @@ impl Driver {
     }
 
     /// [`Driver::turn`] with the caller's work around it: `hooks.post` first, so that what
-    /// it posted leaves before the turn receives, and `hooks.collect` last. One clock
-    /// reading serves the turn: the engine's timers are milliseconds, a turn microseconds.
-    /// An I/O error does not end the turn (a lost packet is the transport's to recover):
-    /// every step runs and the first error is returned.
+    /// it posted leaves before the turn receives, and `hooks.collect` once the turn has
+    /// received, before what that calls for leaves: a send call can take longer than the
+    /// rest of the turn (on a veth the peer's receive runs inside it), and what the
+    /// packets completed or wrote is the application's news. One clock reading serves
+    /// the turn: the engine's timers are milliseconds, a turn microseconds. An I/O error
+    /// does not end the turn (a lost packet is the transport's to recover): every step
+    /// runs and the first error is returned.
     pub fn turn_with(&mut self, hooks: &mut impl Hooks) -> io::Result<bool> {
         let now = self.now();
         let mut busy = hooks.post(&mut self.engine, now);
         let sent = self.transmit(now, hooks);
         let received = self.receive(now, hooks);
-        let answered = self.transmit(now, hooks);
         busy |= hooks.collect(&mut self.engine, now);
+        let answered = self.transmit(now, hooks);
         let mut first_error = None;
         for r in [sent, received, answered] {
             match r {
@@ -185,8 +189,8 @@ impl Driver {
         for _ in 0..batches {
             let engine = &mut self.engine;
             let got = self.port.recv(&mut |meta, payload| {
-                hooks.received(&meta, payload);
                 engine.handle_packet_ecn(now, meta.src, meta.dst, payload, meta.icrc, meta.ecn());
+                hooks.received(engine, &meta, payload);
             });
             match got {
                 Ok(0) => break,

@@ -15,7 +15,7 @@ use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout};
 
 /// Version of the ring and descriptor layout. Any change to a struct in this crate or to the
 /// protocol in `docs/abi.md` bumps it; the control channel refuses a client that differs.
-pub const ABI_VERSION: u32 = 4;
+pub const ABI_VERSION: u32 = 5;
 
 /// `b"ROCEXSHM"` as a native-endian u64 at offset 0 of every region.
 pub const REGION_MAGIC: u64 = u64::from_le_bytes(*b"ROCEXSHM");
@@ -76,7 +76,7 @@ pub enum RingKind {
 /// |---|---|---|---|
 /// | 0 | 0 | daemon, once | magic, kind, geometry |
 /// | 1 | 128 | producer | `producer_index` (the doorbell word) |
-/// | 2 | 256 | consumer | `consumer_index` |
+/// | 2 | 256 | consumer | `consumer_index`, `responder_msn` (SQ) |
 /// | 3 | 384 | consumer | `need_wakeup`, `event_index` |
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
@@ -104,7 +104,12 @@ pub struct RingHeader {
     _pad1: [u32; 31],
     /// Free-running count of slots the consumer has finished with.
     pub consumer_index: u32,
-    _pad2: [u32; 31],
+    /// SQ only: the request messages the QP's responder has completed (its MSN, 24 bits),
+    /// stored by the daemon after each pass that received a packet for the QP. A client
+    /// waiting for its peer's answer (a WRITE into its memory) learns here, with no
+    /// system call, that the answer has landed (`rocex-verbs`' ring-path lingering).
+    pub responder_msn: u32,
+    _pad2: [u32; 30],
     /// Nonzero while the consumer is asleep, or about to sleep, and wants the eventfd.
     pub need_wakeup: u32,
     /// The consumer wants the eventfd once the producer index passes this value
@@ -122,6 +127,8 @@ pub mod ring_off {
     pub const PRODUCER: usize = offset_of!(RingHeader, producer_index);
     /// `consumer_index`.
     pub const CONSUMER: usize = offset_of!(RingHeader, consumer_index);
+    /// `responder_msn`.
+    pub const RESPONDER_MSN: usize = offset_of!(RingHeader, responder_msn);
     /// `need_wakeup`.
     pub const NEED_WAKEUP: usize = offset_of!(RingHeader, need_wakeup);
     /// `event_index`.
@@ -137,6 +144,7 @@ const _: () = {
     assert!(align_of::<RingHeader>() == 4);
     assert!(ring_off::PRODUCER == LINE);
     assert!(ring_off::CONSUMER == 2 * LINE);
+    assert!(ring_off::RESPONDER_MSN == 2 * LINE + 4);
     assert!(ring_off::NEED_WAKEUP == 3 * LINE);
     assert!(ring_off::EVENT_INDEX == 3 * LINE + 4);
     assert!(ring_off::DATA == 4 * LINE);

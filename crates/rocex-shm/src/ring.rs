@@ -191,6 +191,15 @@ impl<'m> Ring<'m> {
         }
     }
 
+    /// Stores the SQ header's `responder_msn` (`Release`), after the messages it counts
+    /// have written their memory.
+    pub fn publish_responder_msn(&self, msn: u32) -> Result<(), MemError> {
+        self.view
+            .word(ring_off::RESPONDER_MSN)?
+            .store(msn, Ordering::Release);
+        Ok(())
+    }
+
     /// Sets both shared indices to `index` and clears the wakeup words (an empty ring
     /// starting at `index`; tests use it to start near `u32::MAX`).
     pub fn reset(&self, index: u32) {

@@ -1,6 +1,6 @@
 //! The control connection to rocexd: one request, one response, with descriptors.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
@@ -11,6 +11,7 @@ use rocex_shm::control::{
 use rocex_shm::region::{recv_fds, send_fds};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
+use crate::answer::Answers;
 use crate::error::{gone_or_io, proto, refusal};
 use crate::{Error, Result};
 
@@ -21,6 +22,8 @@ pub(crate) struct Channel {
     pub(crate) seq: Cell<u64>,
     /// The daemon closed the connection: every later call fails at once.
     pub(crate) gone: Cell<bool>,
+    /// The context's polls' lingering on the rings (`answer.rs`).
+    pub(crate) answers: RefCell<Answers>,
 }
 
 impl Channel {

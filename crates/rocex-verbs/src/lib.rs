@@ -63,6 +63,7 @@ pub use rocex_shm::control::{CmConn, CmEvent, CmEventKind};
 pub use rocex_shm::control::{QpStat, StatGroup, Stats};
 pub use rocex_verbs_types::{Access, WorkCompletion as Wc};
 
+mod answer;
 mod channel;
 mod cm;
 mod cq;
@@ -70,6 +71,7 @@ mod direct;
 mod error;
 mod mr;
 mod mw;
+mod patience;
 mod pd;
 mod qp;
 
@@ -78,6 +80,7 @@ pub(crate) use error::proto;
 pub use error::{Error, Result};
 pub use pd::Pd;
 
+pub use answer::{AnswerWait, Lingered};
 pub use cq::{CompChannel, Cq};
 pub use mr::{FdMr, Mr, ProcessMr, Registration};
 pub use mw::MwBind;
@@ -220,6 +223,7 @@ impl Context {
             sock,
             seq: Cell::new(0),
             gone: Cell::new(false),
+            answers: Default::default(),
         };
         match ch
             .call(
@@ -334,6 +338,17 @@ impl Context {
         }
         all.next = 0;
         Ok(all)
+    }
+
+    /// This process's lingering on rocexd's rings (`linger_answered`, `linger_in_vain`,
+    /// `linger_skipped`; `docs/verbs.md`, "Lingering on the daemon path"), which the
+    /// daemon's [`stats`](Self::stats) cannot see. A direct context counts its own
+    /// lingers in `stats`' group `direct`: empty.
+    pub fn ring_lingers(&self) -> Vec<(&'static str, u64)> {
+        match &self.dev {
+            Dev::Daemon(ch) => ch.answers.borrow().counters().to_vec(),
+            Dev::Direct(_) => Vec::new(),
+        }
     }
 
     /// The device's counters and one QP's (any client's).

@@ -4,6 +4,7 @@
 
 use std::os::fd::OwnedFd;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use rocex_shm::control::{QpCreated, Request, Response};
@@ -11,6 +12,7 @@ use rocex_shm::layout::RING_ALIGN;
 use rocex_shm::{EventFd, PostError, RingKind, RingSpec, SharedRegion, WqWriter};
 use rocex_verbs_types::{AttrMask, QpAttr, QpCap, QpType, RecvWr, SendWr};
 
+use crate::answer::MsnWord;
 use crate::direct::Host;
 use crate::{Context, Cq, Dev, Error, Pd, Result, map_rings, proto, ring_in};
 
@@ -86,7 +88,9 @@ enum Queues {
 /// A QP's SQ and RQ rings in the memfd rocexd made, and its doorbell.
 #[derive(Debug)]
 struct Rings {
-    map: SharedRegion,
+    map: Arc<SharedRegion>,
+    /// Where rocexd says how many of the peer's requests have landed.
+    msn: MsnWord,
     sq: RingSpec,
     sq_off: usize,
     sq_tail: u32,
@@ -110,7 +114,9 @@ impl Qp {
         }
         ring_in(&map, sq_off, sq)?;
         ring_in(&map, rq_off, rq)?;
+        let map = Arc::new(map);
         let rings = Rings {
+            msn: MsnWord::new(map.clone(), sq_off),
             map,
             sq,
             sq_off,
@@ -168,7 +174,16 @@ impl Qp {
     /// once; the first it refuses ends the list, those before it posted.
     pub fn post_send(&mut self, wrs: &[SendWr]) -> Result<()> {
         match &mut self.queues {
-            Queues::Rings(r) => r.post(Queue::Send, wrs, |w, wr| w.post_send(wr)),
+            Queues::Rings(r) => {
+                // Noted before the doorbell: rocexd may run the whole round trip before
+                // this thread looks again.
+                let at = r.msn.load();
+                r.post(Queue::Send, wrs, |w, wr| w.post_send(wr))?;
+                if let Dev::Daemon(ch) = &self.ctx.dev {
+                    ch.answers.borrow_mut().asked(self.qpn, &r.msn, at);
+                }
+                Ok(())
+            }
             Queues::Local(h) => h.post_send(self.qpn, wrs),
         }
     }

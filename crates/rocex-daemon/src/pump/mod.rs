@@ -212,6 +212,19 @@ impl QpPump {
         }
     }
 
+    /// Tells the client, in its SQ ring's header, how many request messages the QP's
+    /// responder has completed: after a request packet that ended a message, so that a
+    /// client waiting for its peer's WRITE sees it land without a system call.
+    pub(crate) fn publish_msn(&self, engine: &Engine) {
+        let (Ok(st), Some(r)) = (
+            engine.qp_status(self.qpn),
+            ring_at(&self.map, self.sq.off, self.sq.spec),
+        ) else {
+            return;
+        };
+        let _ = r.publish_responder_msn(st.msn);
+    }
+
     /// Arms the doorbells of both rings before the daemon sleeps; true when work raced in
     /// (do not sleep). A ring whose descriptors wait for room in the engine is not armed:
     /// what frees the room is the engine's, which no doorbell announces ([`Self::stalled`]).

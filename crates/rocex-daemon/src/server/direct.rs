@@ -92,14 +92,10 @@ impl Direct {
         }
     }
 
-    /// Looks at a packet the daemon received: one for a granted slot's QP can only come
-    /// through a group without its program, which any member may remove
+    /// Looks at a packet the daemon received for `qpn`: one for a granted slot's QP can
+    /// only come through a group without its program, which any member may remove
     /// (`docs/security.md`).
-    pub(super) fn received(&mut self, payload: &[u8]) {
-        let Ok(bth) = rocex_wire::bth::Header::new_checked(payload) else {
-            return;
-        };
-        let qpn = bth.dest_qp();
+    pub(super) fn received(&mut self, qpn: u32) {
         let slot = self.group.slot_of(qpn);
         if qpn != rocex_proto::GSI_QPN && slot != 0 && self.group.is_granted(slot) {
             self.misrouted += 1;

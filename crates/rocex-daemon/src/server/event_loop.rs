@@ -63,10 +63,24 @@ impl Hooks for Rings<'_> {
         busy
     }
 
-    fn received(&mut self, meta: &RxMeta, payload: &[u8]) {
+    /// Records the packet; after a request that ended a message, stores the QP's
+    /// responder MSN in its SQ ring at once, before the client can have seen what the
+    /// message wrote and posted again (docs/verbs.md, "Lingering on the daemon path").
+    fn received(&mut self, engine: &Engine, meta: &RxMeta, payload: &[u8]) {
         self.watch.received(meta, payload);
+        let Ok(bth) = rocex_wire::bth::Header::new_checked(payload) else {
+            return;
+        };
+        let qpn = bth.dest_qp();
         if let Some(d) = &mut self.direct {
-            d.received(payload);
+            d.received(qpn);
+        }
+        let ended = bth
+            .opcode()
+            .info()
+            .is_some_and(|i| i.position.ends() && !i.operation.is_response());
+        if ended && let Some(qp) = self.clients.values().find_map(|c| c.qps.get(&qpn)) {
+            qp.publish_msn(engine);
         }
     }
 

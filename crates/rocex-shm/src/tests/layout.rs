@@ -7,6 +7,7 @@ fn layout_sizes_and_offsets() {
     assert_eq!(size_of::<RingHeader>(), 512);
     assert_eq!(ring_off::PRODUCER, 128);
     assert_eq!(ring_off::CONSUMER, 256);
+    assert_eq!(ring_off::RESPONDER_MSN, 260);
     assert_eq!(ring_off::NEED_WAKEUP, 384);
     assert_eq!(size_of::<SendDesc>(), 128);
     assert_eq!(size_of::<RecvDesc>(), 16);

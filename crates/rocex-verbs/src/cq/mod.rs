@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use rocex_verbs_types::WorkCompletion;
 
 use crate::direct::{Host, Notify};
-use crate::{Context, Dev, Error, Result};
+use crate::{AnswerWait, Context, Dev, Error, Lingered, Result};
 pub use channel::CompChannel;
 use ring::RingCq;
 
@@ -146,6 +146,9 @@ impl Cq {
     /// an error only when it comes first.
     pub fn poll_with(&mut self, max: usize, f: impl FnMut(WorkCompletion)) -> Result<usize> {
         let r = self.take_with(max, f);
+        if let Some(w) = self.answer_wait() {
+            self.lingered(w.run());
+        }
         if matches!(r, Ok(0)) {
             self.empty_polls = self.empty_polls.saturating_add(1);
             if self.empty_polls > EMPTY_POLLS_BEFORE_YIELD {
@@ -164,6 +167,28 @@ impl Cq {
         match &mut self.imp {
             Imp::Ring(r) => r.take_with(max, f),
             Imp::Local { host, .. } => host.poll_cq(self.cq, max, &mut f),
+        }
+    }
+
+    /// After a poll that took completions from rocexd's ring, the last a SEND's or a
+    /// WRITE's: a wait, yielding the core, for the peer's answer to land in this
+    /// process's memory, when the peer has sent nothing since the request was posted
+    /// (`docs/verbs.md`, "Lingering on the daemon path"). [`poll`](Self::poll) runs it;
+    /// a caller of [`take_with`](Self::take_with) runs it without its locks and hands
+    /// the result to [`lingered`](Self::lingered). A direct context's poll lingers
+    /// itself: `None`.
+    pub fn answer_wait(&mut self) -> Option<AnswerWait> {
+        match &mut self.imp {
+            Imp::Ring(r) => r.answer_wait(),
+            Imp::Local { .. } => None,
+        }
+    }
+
+    /// A wait [`answer_wait`](Self::answer_wait) gave has run: the next ones' window,
+    /// and their backing off when it was in vain.
+    pub fn lingered(&mut self, l: Lingered) {
+        if let Imp::Ring(r) = &self.imp {
+            r.lingered(l);
         }
     }
 

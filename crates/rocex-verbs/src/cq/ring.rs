@@ -9,7 +9,7 @@ use rocex_shm::control::{Request, Response};
 use rocex_shm::{CqReader, ReadError, RingKind, RingSpec, SharedRegion, SleepCheck};
 use rocex_verbs_types::WorkCompletion;
 
-use crate::{Channel, Error, Result, map_rings, proto, ring_in};
+use crate::{AnswerWait, Channel, Error, Lingered, Result, map_rings, proto, ring_in};
 
 /// The CQ's ring in the memfd rocexd made for it.
 #[derive(Debug)]
@@ -22,6 +22,8 @@ pub(super) struct RingCq {
     /// Rings [`RingCq::resize`] replaced, oldest first, each read to its end before the
     /// next.
     retired: VecDeque<Retired>,
+    /// The last completion the last poll took, for [`RingCq::answer_wait`].
+    last: Option<WorkCompletion>,
 }
 
 /// A CQ ring that a resize replaced: the daemon writes no more into it, and the
@@ -97,6 +99,7 @@ fn ring_of(
         off,
         head: 0,
         retired: VecDeque::new(),
+        last: None,
     })
 }
 
@@ -170,6 +173,12 @@ impl RingCq {
         max: usize,
         mut f: impl FnMut(WorkCompletion),
     ) -> Result<usize> {
+        let last = &mut self.last;
+        *last = None;
+        let mut f = |wc: WorkCompletion| {
+            *last = Some(wc);
+            f(wc)
+        };
         let mut n = 0;
         let mut err = None;
         // Rings a resize replaced first: the daemon writes no more into them, so one that
@@ -214,6 +223,18 @@ impl RingCq {
             Ok(SleepCheck::Ready(_)) => Ok(true),
             Err(e) => Err(Error::BadCompletion(ReadError::Ring(e))),
         }
+    }
+
+    /// After a poll that took completions: the wait for the peer's answer to the request
+    /// the last of them completed, if one is due (`answer.rs`).
+    pub(super) fn answer_wait(&mut self) -> Option<AnswerWait> {
+        let wc = self.last.take()?;
+        self.ch.answers.borrow_mut().begin(&wc)
+    }
+
+    /// A wait [`RingCq::answer_wait`] gave has run.
+    pub(super) fn lingered(&self, l: Lingered) {
+        self.ch.answers.borrow_mut().ended(l);
     }
 
     /// Takes the arm as the daemon takes it when a completion comes.

@@ -26,19 +26,7 @@ use rocex_proto::{Instant, QpStatus};
 use super::Core;
 use super::lease::LEASE;
 use super::waits::Waits;
-
-/// How long a poll waits for the peer's answer at least: a few of the peer's system calls
-/// (its ACK, its return from the poll, its post), measured 4-7 us on this machine for an
-/// answer of one packet.
-const MIN_WINDOW: Duration = Duration::from_micros(10);
-
-/// How long at most: a larger answer takes the peer longer to land the request and to
-/// send (64 KiB: 30-40 us here), but past a few wake-ups of the progress thread waiting
-/// costs more than it saves.
-const MAX_WINDOW: Duration = Duration::from_micros(100);
-
-/// The chances skipped after misses in a row grow no further than 2^this - 1.
-const MAX_BACKOFF: u32 = 10;
+use crate::patience::{Backoff, MIN_WINDOW, Patience};
 
 /// How soon after an answered linger the program must post or poll again for the held
 /// ACK to have cost its peer nothing worth the saving: the shortest window, a few of the
@@ -48,11 +36,8 @@ const PROMPT: Duration = MIN_WINDOW;
 /// Whether lingering has been paying.
 #[derive(Debug)]
 pub(super) struct Linger {
-    /// How long the next linger waits: twice the last answer's delay, doubled after one
-    /// in vain.
-    window: Duration,
-    /// Lingers in vain back off.
-    lingers: Backoff,
+    /// How long the next linger waits, and whether it does.
+    patience: Patience,
     /// The QP of the last post of requests and the PSN its responder expected then: one
     /// that has moved on since received the peer's answer already.
     asked_at: Option<(u32, u32)>,
@@ -61,11 +46,7 @@ pub(super) struct Linger {
     held_at: Option<Instant>,
     /// Late returns after a hold back off.
     holds: Backoff,
-    /// Lingers a packet ended, lingers in vain, and chances skipped after one in vain;
-    /// answered lingers that held, and returns that came late.
-    answered: u64,
-    in_vain: u64,
-    skipped: u64,
+    /// Answered lingers that held, and returns that came late.
     held: u64,
     held_late: u64,
 }
@@ -86,14 +67,10 @@ pub(super) struct Lingering {
 impl Default for Linger {
     fn default() -> Self {
         Self {
-            window: MIN_WINDOW,
-            lingers: Backoff::default(),
+            patience: Patience::new(MIN_WINDOW),
             asked_at: None,
             held_at: None,
             holds: Backoff::default(),
-            answered: 0,
-            in_vain: 0,
-            skipped: 0,
             held: 0,
             held_late: 0,
         }
@@ -102,14 +79,12 @@ impl Default for Linger {
 
 impl Linger {
     /// Its counters, as a direct context's `stats` reports them (group `direct`).
-    pub(super) fn counters(&self) -> [(&'static str, u64); 5] {
-        [
-            ("linger_answered", self.answered),
-            ("linger_in_vain", self.in_vain),
-            ("linger_skipped", self.skipped),
+    pub(super) fn counters(&self) -> impl Iterator<Item = (&'static str, u64)> {
+        let held = [
             ("linger_held", self.held),
             ("linger_held_late", self.held_late),
-        ]
+        ];
+        self.patience.counters().into_iter().chain(held)
     }
 
     /// An answered linger returns: whether it keeps the lease and holds the ACK.
@@ -133,33 +108,6 @@ impl Linger {
         }
         self.holds.missed();
         self.held_late += 1;
-    }
-}
-
-/// Backing off after misses in a row: the next 1, 3, 7, ... chances are skipped, up to
-/// 2^[`MAX_BACKOFF`] - 1, until one pays again.
-#[derive(Debug, Default)]
-struct Backoff {
-    misses: u32,
-    /// Chances left to skip.
-    skip: u32,
-}
-
-impl Backoff {
-    /// Whether this chance is skipped (one fewer left).
-    fn skip(&mut self) -> bool {
-        let skip = self.skip > 0;
-        self.skip -= u32::from(skip);
-        skip
-    }
-
-    fn missed(&mut self) {
-        self.misses = (self.misses + 1).min(MAX_BACKOFF);
-        self.skip = (1 << self.misses) - 1;
-    }
-
-    fn paid(&mut self) {
-        self.misses = 0;
     }
 }
 
@@ -194,13 +142,9 @@ impl Core {
         if answered && !qp.receiving {
             return None;
         }
-        if self.linger.lingers.skip() {
-            self.linger.skipped += 1;
-            return None;
-        }
+        let window = self.linger.patience.chance()?;
         // A packet must not wake the progress thread to queue on the engine's lock.
         self.extend_lease(w);
-        let window = self.linger.window;
         Some(Lingering {
             qpn,
             began: now,
@@ -234,17 +178,9 @@ impl Core {
     pub(super) fn end_linger(&mut self, l: Lingering, w: &Waits) {
         let now = self.driver.now();
         let g = &mut self.linger;
-        if let Some(after) = l.heard {
-            g.window = (after * 2).clamp(MIN_WINDOW, MAX_WINDOW);
-            g.lingers.paid();
-            g.answered += 1;
-            if g.hold(now) {
-                return;
-            }
-        } else {
-            g.window = (l.window * 2).min(MAX_WINDOW);
-            g.lingers.missed();
-            g.in_vain += 1;
+        g.patience.ended(l.window, l.heard);
+        if l.heard.is_some() && g.hold(now) {
+            return;
         }
         let _ = self.driver.send_now();
         self.release_lease(w);

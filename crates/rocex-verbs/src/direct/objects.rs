@@ -293,7 +293,7 @@ impl Host {
                 qps.push(qp_stat(c, q)?);
             }
             let spun = [("spin_received", c.spun)];
-            let direct = stat_group("direct", c.linger.counters().into_iter().chain(spun));
+            let direct = stat_group("direct", c.linger.counters().chain(spun));
             Ok(Stats {
                 groups: vec![group, direct],
                 qps,

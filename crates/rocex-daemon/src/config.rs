@@ -198,6 +198,33 @@ impl std::fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// What rxe takes off the link's MTU for the headers of a RoCE v2 packet
+/// (`RXE_MAX_HDR_LENGTH`).
+const HEADERS: u32 = 80;
+
+/// The port MTU for a link of `link_mtu` bytes, as rxe sets its active MTU
+/// (`eth_mtu_int_to_enum`): the largest IB MTU that fits once the headers are off, 256 at
+/// least. A 1500-byte Ethernet link gives 1024.
+pub(crate) fn mtu_for_link(link_mtu: u32) -> Mtu {
+    [Mtu::M4096, Mtu::M2048, Mtu::M1024, Mtu::M512]
+        .into_iter()
+        .find(|m| m.bytes() + HEADERS <= link_mtu)
+        .unwrap_or(Mtu::M256)
+}
+
+/// The port MTU when none is given: what the link of `addr` carries ([`mtu_for_link`]),
+/// 4096 when no interface holds the address or the host will not say.
+fn default_mtu(addr: IpAddr) -> Mtu {
+    match rocex_io::link_mtu(addr) {
+        Ok(Some(link)) => mtu_for_link(link),
+        Ok(None) => Mtu::M4096,
+        Err(e) => {
+            tracing::warn!("the MTU of {addr}'s link: {e}; the port MTU is 4096");
+            Mtu::M4096
+        }
+    }
+}
+
 fn mtu_of(bytes: u32) -> Result<Mtu, ConfigError> {
     [Mtu::M256, Mtu::M512, Mtu::M1024, Mtu::M2048, Mtu::M4096]
         .into_iter()
@@ -255,7 +282,10 @@ impl Args {
                 .socket
                 .or(file.socket)
                 .unwrap_or_else(|| default_socket(addr)),
-            mtu: mtu_of(self.mtu.or(file.mtu).unwrap_or(4096))?,
+            mtu: match self.mtu.or(file.mtu) {
+                Some(bytes) => mtu_of(bytes)?,
+                None => default_mtu(addr),
+            },
             backend,
             gso: !self.no_gso && file.gso.unwrap_or(true),
             peers_are_rocex: self.peers_are_rocex || file.peers_are_rocex.unwrap_or(false),
@@ -460,5 +490,28 @@ mod tests {
         let a = Args::parse_from(["rocexd", "--config", path, "--dcqcn", "g=0.5"]);
         assert!(matches!(a.settings(), Err(ConfigError::DirectDcqcn)));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_default_mtu_is_what_the_link_carries_as_rxe_counts() {
+        // rxe: eth_mtu_int_to_enum(mtu - RXE_MAX_HDR_LENGTH).
+        for (link, mtu) in [
+            (65536, Mtu::M4096),
+            (9000, Mtu::M4096),
+            (4176, Mtu::M4096),
+            (4175, Mtu::M2048),
+            (1500, Mtu::M1024),
+            (1104, Mtu::M1024),
+            (1103, Mtu::M512),
+            (576, Mtu::M256),
+            (68, Mtu::M256),
+        ] {
+            assert_eq!(mtu_for_link(link), mtu, "link MTU {link}");
+        }
+        // Loopback's link carries 65536; an address no interface holds, the largest.
+        let lo = Args::parse_from(["rocexd", "--addr", "127.0.0.1"])
+            .settings()
+            .unwrap();
+        assert_eq!(lo.mtu, Mtu::M4096);
     }
 }

@@ -69,6 +69,21 @@ fn perf_uring() {
     perf_on(BACKENDS[2], "perf_uring");
 }
 
+#[test]
+fn a_daemon_on_a_1500_byte_link_takes_the_port_mtu_it_carries() {
+    // rxe's rule: the largest IB MTU that fits the link once 80 header bytes are off, so
+    // 1024 on ordinary Ethernet. A port MTU of 4096 there (the old default) lost every
+    // packet of a message over 1 KiB at the sender, and each WRITE failed with RETRY_EXC.
+    let Some(net) = Net::up_with_mtu("mtu_1500", &LAYOUT, 1500) else {
+        return;
+    };
+    let d = net.daemons("udp");
+    let ctx = Context::open(&d[0].sock).unwrap();
+    assert_eq!(ctx.query_port(1).unwrap().active_mtu, Mtu::M1024 as u8);
+    drop(ctx);
+    perf(&d, "write", "bw", &["-s", "65536"], 100);
+}
+
 fn verbs_on(backend: &str, test: &str) {
     let Some(net) = Net::up(test, &LAYOUT) else {
         return;

@@ -15,6 +15,7 @@ mod afpacket;
 mod backend;
 mod driver;
 mod inject;
+mod link;
 mod poll;
 mod sockopt;
 mod steer;
@@ -27,6 +28,7 @@ pub use backend::{
 };
 pub use driver::{Driver, Hooks};
 pub use inject::{Faults, FaultsError, Injected, To};
+pub use link::link_mtu;
 pub use rocex_faults::FaultCounters;
 pub use steer::{Granted, MAX_SLOT_BITS, SteerGroup};
 pub use udp::UdpPort;

@@ -25,9 +25,14 @@ pub(crate) struct Net {
 impl Net {
     /// `None` when the machine lacks what `test` needs (`rocex_testkit::cannot_run`).
     pub(crate) fn up(test: &str, layout: &'static Layout) -> Option<Self> {
+        Self::up_with_mtu(test, layout, 9000)
+    }
+
+    /// [`up`](Self::up) with a link MTU of `mtu` bytes.
+    pub(crate) fn up_with_mtu(test: &str, layout: &'static Layout, mtu: u32) -> Option<Self> {
         let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
         Some(Self {
-            pair: VethPair::up(test, *layout, 9000)?,
+            pair: VethPair::up(test, *layout, mtu)?,
             _serial: serial,
         })
     }

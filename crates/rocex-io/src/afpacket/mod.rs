@@ -24,7 +24,7 @@ mod frames;
 mod link;
 mod neigh;
 mod ring;
-mod sys;
+pub(crate) mod sys;
 mod tx;
 
 use std::io;

@@ -156,15 +156,15 @@ pub(super) fn try_recv(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>
 
 /// One entry of getifaddrs(3): an interface and one of its addresses.
 #[derive(Debug)]
-pub(super) struct IfAddr {
-    pub(super) name: String,
-    pub(super) flags: u32,
-    pub(super) addr: IfAddrKind,
+pub(crate) struct IfAddr {
+    pub(crate) name: String,
+    pub(crate) flags: u32,
+    pub(crate) addr: IfAddrKind,
 }
 
 /// What an [`IfAddr`] holds.
 #[derive(Debug)]
-pub(super) enum IfAddrKind {
+pub(crate) enum IfAddrKind {
     /// An IP address.
     Ip(std::net::IpAddr),
     /// The link layer: interface index and hardware address.
@@ -174,7 +174,7 @@ pub(super) enum IfAddrKind {
 }
 
 /// Every interface address of the calling thread's network namespace.
-pub(super) fn interfaces() -> io::Result<Vec<IfAddr>> {
+pub(crate) fn interfaces() -> io::Result<Vec<IfAddr>> {
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills `head` with a list we free below.
     if unsafe { libc::getifaddrs(&mut head) } != 0 {
@@ -232,7 +232,7 @@ pub(super) fn interfaces() -> io::Result<Vec<IfAddr>> {
 }
 
 /// The MTU of interface `name`.
-pub(super) fn mtu(name: &str) -> io::Result<u32> {
+pub(crate) fn mtu(name: &str) -> io::Result<u32> {
     let s =
         std::net::UdpSocket::bind("0.0.0.0:0").or_else(|_| std::net::UdpSocket::bind("[::]:0"))?;
     // SAFETY: ifreq is plain data; all zeroes is a valid value.

@@ -205,24 +205,38 @@ const HEADERS: u32 = 80;
 /// The port MTU for a link of `link_mtu` bytes, as rxe sets its active MTU
 /// (`eth_mtu_int_to_enum`): the largest IB MTU that fits once the headers are off, 256 at
 /// least. A 1500-byte Ethernet link gives 1024.
-pub(crate) fn mtu_for_link(link_mtu: u32) -> Mtu {
+fn mtu_for_link(link_mtu: u32) -> Mtu {
     [Mtu::M4096, Mtu::M2048, Mtu::M1024, Mtu::M512]
         .into_iter()
         .find(|m| m.bytes() + HEADERS <= link_mtu)
         .unwrap_or(Mtu::M256)
 }
 
-/// The port MTU when none is given: what the link of `addr` carries ([`mtu_for_link`]),
-/// 4096 when no interface holds the address or the host will not say.
-fn default_mtu(addr: IpAddr) -> Mtu {
-    match rocex_io::link_mtu(addr) {
-        Ok(Some(link)) => mtu_for_link(link),
-        Ok(None) => Mtu::M4096,
-        Err(e) => {
+/// The port MTU: `given` (bytes), else what the link of `addr` carries
+/// ([`mtu_for_link`]), 4096 when no interface holds the address or the host will not say.
+/// A given MTU the link cannot carry is kept, with a warning: its longer packets are
+/// dropped at the sender.
+fn port_mtu(addr: IpAddr, given: Option<u32>) -> Result<Mtu, ConfigError> {
+    let given = given.map(mtu_of).transpose()?;
+    let link = match rocex_io::link_mtu(addr) {
+        Ok(link) => link,
+        Err(e) if given.is_none() => {
             tracing::warn!("the MTU of {addr}'s link: {e}; the port MTU is 4096");
-            Mtu::M4096
+            None
         }
+        Err(_) => None,
+    };
+    let fits = link.map(mtu_for_link);
+    match (given, link, fits) {
+        (Some(m), Some(link), Some(fits)) if fits.bytes() < m.bytes() => tracing::warn!(
+            "MTU {} is more than {addr}'s link carries (its MTU {link}: at most {}); \
+             longer packets are dropped at the sender",
+            m.bytes(),
+            fits.bytes(),
+        ),
+        _ => {}
     }
+    Ok(given.or(fits).unwrap_or(Mtu::M4096))
 }
 
 fn mtu_of(bytes: u32) -> Result<Mtu, ConfigError> {
@@ -282,10 +296,7 @@ impl Args {
                 .socket
                 .or(file.socket)
                 .unwrap_or_else(|| default_socket(addr)),
-            mtu: match self.mtu.or(file.mtu) {
-                Some(bytes) => mtu_of(bytes)?,
-                None => default_mtu(addr),
-            },
+            mtu: port_mtu(addr, self.mtu.or(file.mtu))?,
             backend,
             gso: !self.no_gso && file.gso.unwrap_or(true),
             peers_are_rocex: self.peers_are_rocex || file.peers_are_rocex.unwrap_or(false),

@@ -100,17 +100,6 @@ fn seed() -> [u8; 32] {
 }
 
 fn run(settings: config::Settings) -> Result<(), Box<dyn std::error::Error>> {
-    if let Ok(Some(link)) = rocex_io::link_mtu(settings.addr)
-        && config::mtu_for_link(link).bytes() < settings.mtu.bytes()
-    {
-        tracing::warn!(
-            "MTU {} is more than {addr}'s link carries (its MTU {link}: at most {}); \
-             longer packets are dropped at the sender",
-            settings.mtu.bytes(),
-            config::mtu_for_link(link).bytes(),
-            addr = settings.addr,
-        );
-    }
     let mut cfg = Config::new(settings.addr, seed());
     cfg.port_mtu = settings.mtu;
     cfg.max_cqe = 1 << 16;

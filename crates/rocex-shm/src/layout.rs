@@ -105,9 +105,10 @@ pub struct RingHeader {
     /// Free-running count of slots the consumer has finished with.
     pub consumer_index: u32,
     /// SQ only: the request messages the QP's responder has completed (its MSN, 24 bits),
-    /// stored by the daemon after each pass that received a packet for the QP. A client
-    /// waiting for its peer's answer (a WRITE into its memory) learns here, with no
-    /// system call, that the answer has landed (`rocex-verbs`' ring-path lingering).
+    /// stored by the daemon as soon as it has handled a request packet that ends a
+    /// message. A client waiting for its peer's answer (a WRITE into its memory) learns
+    /// here, with no system call, that the answer has landed (`rocex-verbs`' ring-path
+    /// lingering).
     pub responder_msn: u32,
     _pad2: [u32; 30],
     /// Nonzero while the consumer is asleep, or about to sleep, and wants the eventfd.

@@ -65,8 +65,13 @@ enum Slot {
         req: Box<ReqRepr>,
         psn: u32,
     },
-    /// A handshake or connection in progress, with the client's QP.
-    Live { conn: Box<Conn>, qpn: u32 },
+    /// A handshake or connection in progress, with the client's QP, which is a direct
+    /// client's own (in its engine: the client moves it) or rocexd's.
+    Live {
+        conn: Box<Conn>,
+        qpn: u32,
+        direct: bool,
+    },
     /// A SIDR_REQ waiting for the listening client's `CmAccept` or `CmReject`.
     SidrPending { tid: u64, req: Box<SidrReqRepr> },
     /// A SIDR_REQ sent for the client's UD QP, waiting for the SIDR_REP.
@@ -77,6 +82,31 @@ enum Slot {
         rep: Box<Mad>,
         until: Instant,
     },
+}
+
+/// The QPs a client's CM requests may name.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ClientQps<'a> {
+    /// Its QPs in rocexd's engine, which the CM moves.
+    Daemon(&'a HashMap<u32, QpPump>),
+    /// A direct client's: every QPN whose low `bits` bits are its `slot`. They live in the
+    /// client's engine, so the client says what rocexd would read of them (UD or not, the
+    /// Q_Key) and moves them itself, as rdma-core's librdmacm moves the QPs of its process
+    /// with the attributes the kernel's rdma_cm reports (`CmEventKind::ConnectResponse`).
+    Direct { slot: u32, bits: u8 },
+}
+
+impl ClientQps<'_> {
+    fn holds(&self, qpn: u32) -> bool {
+        match *self {
+            Self::Daemon(qps) => qps.contains_key(&qpn),
+            Self::Direct { slot, bits } => qpn != GSI_QPN && qpn & ((1 << bits) - 1) == slot,
+        }
+    }
+
+    fn direct(&self) -> bool {
+        matches!(self, Self::Direct { .. })
+    }
 }
 
 /// Counters of the CM (logged at shutdown).
@@ -226,7 +256,7 @@ impl Cm {
     pub(crate) fn request(
         &mut self,
         client: u64,
-        qps: &HashMap<u32, QpPump>,
+        qps: ClientQps<'_>,
         engine: &mut Engine,
         now: Instant,
         req: Request,
@@ -258,19 +288,24 @@ impl Cm {
             }
             Request::CmConnect {
                 qpn,
+                ud,
                 addr,
                 port,
                 src_port,
                 tos,
                 private_data,
             } => {
-                if !qps.contains_key(&qpn) {
+                if !qps.holds(qpn) {
                     return Response::error(libc::ENOENT, "no such QP");
                 }
                 if addr.is_ipv4() != self.local.is_ipv4() {
                     return Response::error(libc::EAFNOSUPPORT, "address family differs");
                 }
-                if engine.qp_status(qpn).is_ok_and(|s| s.qp_type == QpType::Ud) {
+                let ud = match qps.direct() {
+                    true => ud,
+                    false => engine.qp_status(qpn).is_ok_and(|s| s.qp_type == QpType::Ud),
+                };
+                if ud {
                     let ports = (src_port, port);
                     return self.sidr_connect(client, engine, now, addr, ports, &private_data);
                 }
@@ -312,6 +347,7 @@ impl Cm {
                         slot: Slot::Live {
                             conn: Box::new(c),
                             qpn,
+                            direct: qps.direct(),
                         },
                     },
                 );
@@ -321,16 +357,18 @@ impl Cm {
             Request::CmAccept {
                 id,
                 qpn,
+                qkey,
                 private_data,
             } => {
-                if !qps.contains_key(&qpn) {
+                if !qps.holds(qpn) {
                     return Response::error(libc::ENOENT, "no such QP");
                 }
                 let Some(e) = self.conns.get(&id).filter(|e| e.client == client) else {
                     return no_conn();
                 };
                 if matches!(e.slot, Slot::SidrPending { .. }) {
-                    return self.sidr_accept(engine, now, id, qpn, &private_data);
+                    let qkey = qps.direct().then_some(qkey);
+                    return self.sidr_accept(engine, now, id, (qpn, qkey), &private_data);
                 }
                 let Slot::Pending { tid, ref req, psn } = e.slot else {
                     return Response::error(libc::EINVAL, "the connection is not a request");
@@ -352,7 +390,9 @@ impl Cm {
                     self.refuse(engine, now, id, rej::REASON_CONSUMER, &[]);
                     return Response::error(libc::EINVAL, "the request's path MTU is invalid");
                 };
-                if let Err(e) = ready(engine, qpn, &params) {
+                // A direct client readied its QP with the request's attributes before it
+                // accepted.
+                if let (false, Err(e)) = (qps.direct(), ready(engine, qpn, &params)) {
                     self.refuse(engine, now, id, rej::REASON_CONSUMER, &[]);
                     return Response::error(libc::EINVAL, format!("QP {qpn:#x}: {e}"));
                 }
@@ -360,6 +400,7 @@ impl Cm {
                     e.slot = Slot::Live {
                         conn: Box::new(c),
                         qpn,
+                        direct: qps.direct(),
                     };
                 }
                 self.flush(engine, now, id);
@@ -389,13 +430,33 @@ impl Cm {
                     self.conns.remove(&id);
                     return Response::Done(kind::CM_DISCONNECT);
                 }
-                let Slot::Live { conn, qpn } = &mut e.slot else {
+                let Slot::Live { conn, qpn, direct } = &mut e.slot else {
                     return Response::error(libc::EINVAL, "the connection is not up");
                 };
-                pump::to_error(engine, *qpn);
+                if !*direct {
+                    pump::to_error(engine, *qpn);
+                }
                 conn.disconnect(now);
                 self.flush(engine, now, id);
                 Response::Done(kind::CM_DISCONNECT)
+            }
+            Request::CmEstablish { id } => {
+                let Some(e) = self.conns.get_mut(&id).filter(|e| e.client == client) else {
+                    return no_conn();
+                };
+                match &mut e.slot {
+                    Slot::Live {
+                        conn, direct: true, ..
+                    } if conn.state() == State::RepRcvd => conn.establish(),
+                    _ => {
+                        return Response::error(
+                            libc::EINVAL,
+                            "the connection awaits no RTU (no ConnectResponse to answer)",
+                        );
+                    }
+                }
+                self.flush(engine, now, id);
+                Response::Done(kind::CM_ESTABLISH)
             }
             Request::CmPoll => {
                 Response::CmPoll(self.events.get_mut(&client).and_then(VecDeque::pop_front))
@@ -542,11 +603,12 @@ impl Cm {
             return;
         };
         let (client, peer) = (e.client, e.peer);
-        let Slot::Live { conn, qpn } = &mut e.slot else {
+        let Slot::Live { conn, qpn, direct } = &mut e.slot else {
             return self.flush_sidr(engine, now, id);
         };
-        let qpn = *qpn;
+        let (qpn, direct) = (*qpn, *direct);
         let mut out: Vec<(CmEventKind, u16, Vec<u8>)> = Vec::new();
+        let mut response = None;
         let mut failed = false;
         while !failed {
             while let Some(m) = conn.poll_transmit() {
@@ -554,6 +616,11 @@ impl Cm {
             }
             let Some(ev) = conn.poll_event() else { break };
             match ev {
+                // The client moves its own QP, then answers with `CmEstablish`.
+                Event::Reply(params) if direct => {
+                    response = Some(conn_info(&params));
+                    out.push((CmEventKind::ConnectResponse, 0, Vec::new()));
+                }
                 Event::Reply(params) => match ready(engine, qpn, &params) {
                     Ok(()) => conn.establish(),
                     Err(err) => {
@@ -574,7 +641,9 @@ impl Cm {
                 }
                 Event::TimedOut => out.push((CmEventKind::Unreachable, 0, Vec::new())),
                 Event::Disconnected => {
-                    pump::to_error(engine, qpn);
+                    if !direct {
+                        pump::to_error(engine, qpn);
+                    }
                     out.push((CmEventKind::Disconnected, 0, Vec::new()));
                 }
             }
@@ -590,8 +659,12 @@ impl Cm {
             let ev = self.event(client, kind, id, peer);
             ev.reason = reason;
             ev.private_data = data;
-            if kind == CmEventKind::Established {
-                ev.conn = settled.map(|p| conn_info(&p)).unwrap_or_default();
+            match kind {
+                CmEventKind::Established => {
+                    ev.conn = settled.map(|p| conn_info(&p)).unwrap_or_default();
+                }
+                CmEventKind::ConnectResponse => ev.conn = response.unwrap_or_default(),
+                _ => {}
             }
         }
     }

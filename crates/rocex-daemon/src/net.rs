@@ -64,6 +64,10 @@ pub(crate) fn open(settings: &Settings) -> io::Result<(Box<dyn Backend>, Option<
         return Ok((backend, None));
     }
     let group = SteerGroup::open(settings.addr, SLOT_BITS, options(settings))?;
+    match group.no_coalescing() {
+        None => tracing::info!("direct slots take coalesced runs (UDP GRO)"),
+        Some(why) => tracing::info!("direct slots take datagrams one by one: {why}"),
+    }
     Ok((Box::new(group.port()?), Some(group)))
 }
 

@@ -16,7 +16,7 @@ use rocex_shm::ABI_VERSION;
 use rocex_shm::control::{Request, Response, encode_frame, kind, response_fds};
 
 use crate::client::{Client, Frame, Gone};
-use crate::cm::Cm;
+use crate::cm::{ClientQps, Cm};
 use crate::config::Settings;
 use crate::limits::{MrBytes, OverLimit};
 use crate::net::Watch;
@@ -306,7 +306,14 @@ impl Server {
             | Request::CmAccept { .. }
             | Request::CmReject { .. }
             | Request::CmDisconnect { .. }
-            | Request::CmPoll) => Reply::ok(self.cm.request(id, &c.qps, engine, now, req)),
+            | Request::CmEstablish { .. }
+            | Request::CmPoll) => {
+                let qps = match self.direct.as_ref().and_then(|d| d.slot(id)) {
+                    Some((slot, bits)) => ClientQps::Direct { slot, bits },
+                    None => ClientQps::Daemon(&c.qps),
+                };
+                Reply::ok(self.cm.request(id, qps, engine, now, req))
+            }
             Request::QueryDevice => Reply::ok(Response::QueryDevice(self.device_attr())),
             Request::AllocPd => pd_mr::alloc_pd(engine, limits, c),
             Request::DeallocPd { pd } => pd_mr::dealloc_pd(engine, c, pd),

@@ -1,11 +1,13 @@
 //! rdma_cm through two `rocexd` processes on loopback addresses: each daemon's QP1 carries
-//! the CM MADs, and the daemons move their clients' QPs (`docs/abi.md` §6.5).
+//! the CM MADs, and the daemons move their clients' QPs (`docs/abi.md` §6.5); a direct
+//! client's QPs are its own engine's, which it moves with what the CM settled, on either
+//! side and against a daemon-path peer.
 
 use std::net::IpAddr;
 
 mod common;
 
-use common::{ACCESS, Daemon, End, T, end, ok, pattern, ring_daemon};
+use common::{ACCESS, Daemon, End, T, end, ok, pattern, ring_daemon, rocexd};
 use rocex_verbs::verbs::{AttrMask, QpAttr, QpState, RecvWr, SendOp, WcOpcode};
 use rocex_verbs::{CmEvent, CmEventKind, Context};
 
@@ -35,16 +37,37 @@ fn state(e: &End) -> QpState {
     e.qp.query().unwrap().0.qp_state
 }
 
-const ADDR_A: [u8; 4] = [127, 0, 9, 1];
-const ADDR_B: [u8; 4] = [127, 0, 9, 2];
-
 #[test]
 fn connect_accept_move_data_and_disconnect() {
     let da = ring_daemon("127.0.9.1", &[]);
     let db = ring_daemon("127.0.9.2", &[]);
-    let mut a = cm_end(&da);
-    let mut b = cm_end(&db);
-    b.ctx.cm_listen(7471).unwrap();
+    connect_accept_move_data_and_disconnect_on(&da, &db, 7471, (false, false));
+}
+
+#[test]
+fn direct_clients_connect_on_either_side_and_against_a_daemon_path_peer() {
+    // Granting direct slots whether or not `ROCEX_TEST_DIRECT` is set.
+    let direct = |addr| rocexd(addr).daemon_path().args(["--direct"]).start();
+    let (da, db) = (direct("127.0.9.15"), direct("127.0.9.16"));
+    connect_accept_move_data_and_disconnect_on(&da, &db, 7471, (true, true));
+    let dc = ring_daemon("127.0.9.17", &[]);
+    connect_accept_move_data_and_disconnect_on(&da, &dc, 7472, (true, false));
+    connect_accept_move_data_and_disconnect_on(&dc, &db, 7473, (false, true));
+}
+
+/// A client of `da` connects to one of `db` listening on rdma_cm `port`, which accepts;
+/// data moves both ways; a disconnects. `direct`: whether each end's context is direct.
+fn connect_accept_move_data_and_disconnect_on(
+    da: &Daemon,
+    db: &Daemon,
+    port: u16,
+    direct: (bool, bool),
+) {
+    let mut a = cm_end(da);
+    let mut b = cm_end(db);
+    assert_eq!((a.ctx.is_direct(), b.ctx.is_direct()), direct);
+    let (addr_a, addr_b) = (a.ctx.gid_addr(), b.ctx.gid_addr());
+    b.ctx.cm_listen(port).unwrap();
     // The listener's receive is posted before it accepts, as rdma_cm applications do.
     b.qp.post_recv(&[RecvWr {
         wr_id: 7,
@@ -54,14 +77,14 @@ fn connect_accept_move_data_and_disconnect() {
 
     let id_a = a
         .ctx
-        .cm_connect(&a.qp, IpAddr::from(ADDR_B), 7471, b"rocex cm test")
+        .cm_connect(&a.qp, addr_b, port, b"rocex cm test")
         .unwrap();
     let req = event(&b.ctx, CmEventKind::ConnectRequest);
-    assert_eq!((req.peer, req.port), (IpAddr::from(ADDR_A), 7471));
+    assert_eq!((req.peer, req.port), (addr_a, port));
     assert_eq!(&req.private_data[..13], b"rocex cm test");
     b.ctx.cm_accept_with(req.id, &b.qp, b"rep data").unwrap();
     let up = event(&a.ctx, CmEventKind::Established);
-    assert_eq!((up.id, up.peer), (id_a, IpAddr::from(ADDR_B)));
+    assert_eq!((up.id, up.peer), (id_a, addr_b));
     // The REP's whole private-data field, as the kernel's rdma_cm hands it on.
     assert_eq!(up.private_data.len(), 196);
     assert_eq!(&up.private_data[..8], b"rep data");

@@ -7,7 +7,6 @@ use core::ffi::c_int;
 use std::net::IpAddr;
 
 use rocex_shm::control::{CM_REJ_PRIVATE_DATA_LEN, CM_REP_PRIVATE_DATA_LEN};
-use rocex_verbs::CmEventKind;
 
 use crate::abi::*;
 use crate::ctx::Ctx;
@@ -22,20 +21,6 @@ fn addr_of(family: u32, raw: &[u8; 16]) -> Option<IpAddr> {
         libc::AF_INET6 => Some(IpAddr::from(*raw)),
         _ => None,
     }
-}
-
-/// `ibv_open_device` on the daemon path only: rdma_cm's contexts, whose QPs rocexd's CM
-/// moves in its own engine (a direct context's engine is out of its reach).
-///
-/// # Safety
-///
-/// `device` is a device of this library.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn rocex_open_device_daemon_path(
-    device: *mut ibv_device,
-) -> *mut ibv_context {
-    // SAFETY: per the contract.
-    unsafe { crate::device::open_device(device, |p| rocex_verbs::Context::open_daemon_path(p)) }
 }
 
 /// The device's own address: its family, and the address in `addr`.
@@ -241,13 +226,8 @@ pub unsafe extern "C" fn rocex_cm_poll(
     let mut pd = [0u8; CM_REP_PRIVATE_DATA_LEN];
     let n = e.private_data.len().min(CM_REP_PRIVATE_DATA_LEN);
     pd[..n].copy_from_slice(&e.private_data[..n]);
-    let kind = match e.kind {
-        CmEventKind::ConnectRequest => 1,
-        CmEventKind::Established => 2,
-        CmEventKind::Rejected => 3,
-        CmEventKind::Unreachable => 4,
-        CmEventKind::Disconnected => 5,
-    };
+    // The wire's values (a direct context answers `ConnectResponse` itself).
+    let kind = e.kind as u32;
     // SAFETY: per the contract.
     unsafe {
         event.write(rocex_cm_event {
@@ -278,7 +258,6 @@ pub unsafe extern "C" fn rocex_cm_poll(
 }
 
 symver! {
-    rocex_open_device_daemon_path @ "ROCEX_PRIVATE_1",
     rocex_context_addr @ "ROCEX_PRIVATE_1",
     rocex_cm_listen @ "ROCEX_PRIVATE_1",
     rocex_cm_unlisten @ "ROCEX_PRIVATE_1",

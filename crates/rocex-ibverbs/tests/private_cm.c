@@ -21,7 +21,6 @@ struct rocex_cm_event {
 	uint8_t path_mtu, max_rd_atomic, max_dest_rd_atomic, retry_cnt, rnr_retry, timeout,
 		traffic_class;
 };
-struct ibv_context *rocex_open_device_daemon_path(struct ibv_device *);
 int rocex_context_addr(struct ibv_context *, uint8_t (*)[16]);
 int rocex_cm_listen(struct ibv_context *, uint16_t, uint16_t);
 int rocex_cm_connect(struct ibv_qp *, uint32_t, const uint8_t (*)[16], uint16_t, uint16_t, uint8_t,
@@ -46,9 +45,9 @@ static struct ibv_context *open_at(const char *sock)
 	int n;
 	setenv("ROCEX_SOCKET", sock, 1);
 	struct ibv_device **l = ibv_get_device_list(&n);
-	/* As librdmacm opens it: rocexd's CM moves the QPs in its own engine, so the context
-	 * stays on the daemon path even when rocexd grants direct slots. */
-	return l && n == 1 ? rocex_open_device_daemon_path(l[0]) : NULL;
+	/* As librdmacm opens it: a direct context when rocexd grants a slot (its QPs are this
+	 * process's, which the CM calls move), else the daemon path. */
+	return l && n == 1 ? ibv_open_device(l[0]) : NULL;
 }
 
 static int setup(struct end *e, const char *sock)

@@ -7,7 +7,8 @@
 //! The tests take turns (`rocex_testkit::serial`): a child between `fork` and `exec` holds
 //! a copy of every descriptor of this process, a socket given back included, and the group
 //! rightly skips a slot whose socket another process holds. A sender's batch for QPs of two
-//! slots reaches both.
+//! slots reaches both; a run coalesced for one slot arrives whole, one that mixes slots
+//! reaches no client.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -26,8 +27,10 @@ fn datagram(qpn: u32, tag: u8) -> Vec<u8> {
     d
 }
 
+/// The tag after a datagram's BTH (a sender may add 4 bytes of ICRC after it), or the
+/// last byte of one too short for a BTH.
 fn tag_of(d: &[u8]) -> u8 {
-    *d.last().unwrap()
+    d.get(12).or(d.last()).copied().unwrap()
 }
 
 fn group(last: u8) -> (IpAddr, SteerGroup) {
@@ -168,11 +171,15 @@ fn every_slot_granted_means_no_grant() {
 }
 
 fn setsockopt<T>(s: &UdpSocket, name: libc::c_int, v: &T) -> io::Result<()> {
+    setsockopt_at(s, libc::SOL_SOCKET, name, v)
+}
+
+fn setsockopt_at<T>(s: &UdpSocket, level: libc::c_int, name: libc::c_int, v: &T) -> io::Result<()> {
     // SAFETY: `v` points to a live `T` of the size passed; the kernel only reads it.
     let r = unsafe {
         libc::setsockopt(
             s.as_raw_fd(),
-            libc::SOL_SOCKET,
+            level,
             name,
             (v as *const T).cast(),
             size_of::<T>() as libc::socklen_t,
@@ -314,6 +321,7 @@ fn a_port_is_made_only_on_a_socket_bound_to_its_address() {
 fn a_batch_for_two_slots_reaches_both() {
     let _serial = rocex_testkit::serial();
     let (ip, mut g) = group(7);
+    let opts = g.options();
     let _rocexd = g.port().unwrap();
     let a = g.grant().unwrap().unwrap();
     let b = g.grant().unwrap().unwrap();
@@ -325,19 +333,75 @@ fn a_batch_for_two_slots_reaches_both() {
         tx.send(ip, 4791, 0, &packet(qpn, tag)).unwrap();
     }
     tx.flush().unwrap();
-    let tags = |s: &UdpSocket, last| {
+    let port = |g: rocex_io::Granted| UdpPort::from_socket(g.socket, ip, opts).unwrap();
+    assert_eq!(port_tags_until(&mut port(a), 11), [10, 11]);
+    assert_eq!(port_tags_until(&mut port(b), 21), [20, 21]);
+}
+
+/// `UDP_SEGMENT` sends of `segment`-byte datagrams from one socket: each buffer leaves as
+/// one run, which the receiving kernel steers whole by its first datagram.
+fn send_runs(to: IpAddr, segment: u16, runs: &[Vec<u8>]) {
+    let s = UdpSocket::bind(SocketAddr::new(IpAddr::from([127, 0, 219, 252]), 0)).unwrap();
+    setsockopt_at(
+        &s,
+        libc::SOL_UDP,
+        libc::UDP_SEGMENT,
+        &libc::c_int::from(segment),
+    )
+    .unwrap();
+    for run in runs {
+        s.send_to(run, SocketAddr::new(to, 4791)).unwrap();
+    }
+}
+
+/// On a link that joins no datagrams (loopback) a group's sockets take UDP GRO, and each
+/// handed-out socket's eBPF filter reads every datagram of a run: a run of its own slot
+/// arrives as one buffer, a run that also holds another slot's datagram is dropped whole
+/// (its holder never reads the other's), whichever slot comes first. Loading the filter
+/// takes CAP_BPF: this test fails without it.
+#[test]
+fn a_run_of_one_slot_arrives_whole_and_a_run_that_mixes_slots_reaches_no_one() {
+    let _serial = rocex_testkit::serial();
+    let (ip, mut g) = group(9);
+    assert_eq!(g.no_coalescing(), None);
+    assert!(!g.options().no_gro);
+    let _rocexd = g.port().unwrap();
+    let a = g.grant().unwrap().unwrap();
+    let b = g.grant().unwrap().unwrap();
+    let (qa, qb) = (0x100 | a.slot, 0x200 | b.slot);
+    let run = |d: &[(u32, u8)]| d.iter().flat_map(|&(q, t)| datagram(q, t)).collect();
+    let seg = datagram(0, 0).len() as u16;
+    send_runs(
+        ip,
+        seg,
+        &[
+            run(&[(qa, 1), (qa, 2), (qa, 3)]),
+            run(&[(qa, 4), (qb, 5)]),
+            run(&[(qb, 6), (qa, 7)]),
+            run(&[(qb, 8), (qb, 9)]),
+            run(&[(qa, 10), (0x300 | a.slot, 11)]),
+        ],
+    );
+    send(ip, &[(qa, 12), (qb, 13)]);
+    let buffers = |s: &UdpSocket, marker| {
         let end = Instant::now() + Duration::from_secs(10);
-        let (mut got, mut buf) = (Vec::new(), [0u8; 64]);
-        while got.last() != Some(&last) {
-            assert!(Instant::now() < end, "no {last}; got {got:?}");
+        let (mut got, mut buf) = (Vec::new(), [0u8; 256]);
+        while got
+            .last()
+            .is_none_or(|b: &Vec<u8>| b[b.len() - 1] != marker)
+        {
+            assert!(Instant::now() < end, "no marker {marker}; got {got:?}");
             match s.recv(&mut buf) {
-                Ok(_) => got.push(buf[12]),
+                Ok(n) => got.push(buf[..n].chunks(usize::from(seg)).map(tag_of).collect()),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
                 Err(e) => panic!("{e}"),
             }
         }
         got
     };
-    assert_eq!(tags(&a.socket, 11), [10, 11]);
-    assert_eq!(tags(&b.socket, 21), [20, 21]);
+    assert_eq!(
+        buffers(&a.socket, 12),
+        [vec![1, 2, 3], vec![10, 11], vec![12]]
+    );
+    assert_eq!(buffers(&b.socket, 13), [vec![8, 9], vec![13]]);
 }

@@ -230,9 +230,9 @@ fn open_all(v: &Verbs) -> Vec<Dev> {
     }
     let mut devs = Vec::new();
     for i in 0..n.max(0) as usize {
-        // On the daemon path: rocexd's CM moves the QPs, which a direct context's engine
-        // would hold out of its reach. SAFETY: the list holds `n` devices.
-        let ctx = unsafe { (v.rocex_open_device_daemon_path)(*list.add(i)) };
+        // A direct context when rocexd grants a slot: its QPs are this process's, moved
+        // with what rocexd's CM settles. SAFETY: the list holds `n` devices.
+        let ctx = unsafe { (v.ibv_open_device)(*list.add(i)) };
         if ctx.is_null() {
             continue;
         }

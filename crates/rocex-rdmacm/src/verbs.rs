@@ -52,7 +52,7 @@ table! {
     ibv_destroy_qp: "IBVERBS_1.1" => fn(*mut ibv_qp) -> c_int;
     ibv_create_srq: "IBVERBS_1.1" => fn(*mut ibv_pd, *mut ibv_srq_init_attr) -> *mut ibv_srq;
     ibv_destroy_srq: "IBVERBS_1.1" => fn(*mut ibv_srq) -> c_int;
-    rocex_open_device_daemon_path: "ROCEX_PRIVATE_1" => fn(*mut ibv_device) -> Ctx;
+    ibv_open_device: "IBVERBS_1.1" => fn(*mut ibv_device) -> Ctx;
     rocex_context_addr: "ROCEX_PRIVATE_1" => fn(Ctx, *mut [u8; 16]) -> c_int;
     rocex_cm_listen: "ROCEX_PRIVATE_1" => fn(Ctx, u16, u16) -> c_int;
     rocex_cm_unlisten: "ROCEX_PRIVATE_1" => fn(Ctx, u16, u16) -> c_int;

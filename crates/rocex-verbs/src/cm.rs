@@ -1,7 +1,8 @@
 //! rdma_cm through the daemon (`docs/abi.md` §6.5): the daemon runs the CM on its QP1,
 //! sends and answers the MADs and moves the QPs; this end names QPs and connections and
-//! takes the events. A direct context's QPs live in this process's engine, which the
-//! daemon's CM cannot move: every call answers [`Error::Unsupported`].
+//! takes the events. A direct context's QPs live in this process's engine, so this end
+//! moves them with the attributes the CM settled (`direct::cm`), and answers a
+//! `ConnectResponse` with `CmEstablish` inside [`Context::cm_poll_event`].
 
 use std::io;
 use std::net::IpAddr;
@@ -12,7 +13,9 @@ use rocex_shm::control::{
     Response,
 };
 
-use crate::{Context, Error, Qp, Result, proto};
+use crate::channel::Channel;
+use crate::direct::Seen;
+use crate::{Context, Dev, Error, Qp, Result, proto};
 
 /// rdma_cm's TCP port space (`RDMA_PS_TCP`).
 const PS_TCP: u16 = 0x0106;
@@ -30,7 +33,7 @@ impl Context {
     /// `rdma_listen` on `port` of rdma_cm port space `ps` (`RDMA_PS_TCP` 0x0106: REQs;
     /// `RDMA_PS_UDP` 0x0111: SIDR requests).
     pub fn cm_listen_in(&self, ps: u16, port: u16) -> Result<()> {
-        self.daemon("rdma_listen")?
+        self.cm_channel("rdma_listen")?
             .done(&Request::CmListen { ps, port })
     }
 
@@ -42,7 +45,7 @@ impl Context {
 
     /// [`cm_unlisten`](Self::cm_unlisten) in port space `ps`.
     pub fn cm_unlisten_in(&self, ps: u16, port: u16) -> Result<()> {
-        self.daemon("rdma_cm")?
+        self.cm_channel("rdma_cm")?
             .done(&Request::CmUnlisten { ps, port })
     }
 
@@ -67,22 +70,34 @@ impl Context {
         private_data: &[u8],
     ) -> Result<u32> {
         too_long(private_data, CM_SIDR_PRIVATE_DATA_LEN, "a SIDR_REQ")?;
+        let qpn = qp.qpn();
         let req = Request::CmConnect {
-            qpn: qp.qpn(),
+            qpn,
+            // rocexd reads it of its own QPs.
+            ud: match &self.dev {
+                Dev::Direct(h) => h.is_ud(qpn)?,
+                Dev::Daemon(_) => false,
+            },
             addr,
             port,
             src_port,
             tos,
             private_data: private_data.to_vec(),
         };
-        match self.daemon("rdma_connect")?.call(&req, &[])?.0 {
-            Response::CmConnect { id } => Ok(id),
+        match self.cm_channel("rdma_connect")?.call(&req, &[])?.0 {
+            Response::CmConnect { id } => {
+                if let Dev::Direct(h) = &self.dev {
+                    h.cm_connecting(id, qpn, addr);
+                }
+                Ok(id)
+            }
             r => Err(proto(format!("unexpected {r:?}"))),
         }
     }
 
     /// `rdma_accept`: answers the request `id` with `qp` (an RC QP in INIT), which the
-    /// daemon moves to RTS before it sends the REP; `Established` follows the peer's RTU.
+    /// daemon (or on a direct context this end) moves to RTS before the REP leaves;
+    /// `Established` follows the peer's RTU.
     pub fn cm_accept(&self, id: u32, qp: &Qp) -> Result<()> {
         self.cm_accept_with(id, qp, &[])
     }
@@ -92,9 +107,17 @@ impl Context {
     pub fn cm_accept_with(&self, id: u32, qp: &Qp, private_data: &[u8]) -> Result<()> {
         too_long(private_data, CM_REP_PRIVATE_DATA_LEN, "a REP")?;
         let private_data = private_data.to_vec();
-        self.daemon("rdma_accept")?.done(&Request::CmAccept {
+        let ch = self.cm_channel("rdma_accept")?;
+        let qpn = qp.qpn();
+        // rocexd reads its own QPs' Q_Key.
+        let qkey = match &self.dev {
+            Dev::Direct(h) => h.cm_accepting(id, qpn)?,
+            Dev::Daemon(_) => 0,
+        };
+        ch.done(&Request::CmAccept {
             id,
-            qpn: qp.qpn(),
+            qpn,
+            qkey,
             private_data,
         })
     }
@@ -109,26 +132,52 @@ impl Context {
     pub fn cm_reject_with(&self, id: u32, private_data: &[u8]) -> Result<()> {
         too_long(private_data, CM_REJ_PRIVATE_DATA_LEN, "a REJ")?;
         let private_data = private_data.to_vec();
-        self.daemon("rdma_reject")?
-            .done(&Request::CmReject { id, private_data })
+        self.cm_channel("rdma_reject")?
+            .done(&Request::CmReject { id, private_data })?;
+        if let Dev::Direct(h) = &self.dev {
+            h.cm_forget(id);
+        }
+        Ok(())
     }
 
     /// `rdma_disconnect`: moves the connection's QP to ERROR and sends a DREQ; both ends
     /// get a `Disconnected` event.
     pub fn cm_disconnect(&self, id: u32) -> Result<()> {
-        self.daemon("rdma_disconnect")?
-            .done(&Request::CmDisconnect { id })
+        let ch = self.cm_channel("rdma_disconnect")?;
+        if let Dev::Direct(h) = &self.dev {
+            h.cm_disconnecting(id)?;
+        }
+        ch.done(&Request::CmDisconnect { id })
     }
 
-    /// The next CM event, if one is waiting.
+    /// The next CM event, if one is waiting. On a direct context a `ConnectResponse` is
+    /// answered here (the QP moved to RTS, then `CmEstablish`), never returned.
     pub fn cm_poll_event(&self) -> Result<Option<CmEvent>> {
-        match self
-            .daemon("rdma_cm events")?
-            .call(&Request::CmPoll, &[])?
-            .0
-        {
-            Response::CmPoll(e) => Ok(e),
-            r => Err(proto(format!("unexpected {r:?}"))),
+        let ch = self.cm_channel("rdma_cm events")?;
+        loop {
+            let mut e = match ch.call(&Request::CmPoll, &[])?.0 {
+                Response::CmPoll(e) => e,
+                r => return Err(proto(format!("unexpected {r:?}"))),
+            };
+            let (Some(ev), Dev::Direct(h)) = (&mut e, &self.dev) else {
+                return Ok(e);
+            };
+            match h.cm_event(ev) {
+                Seen::Pass => return Ok(e),
+                Seen::Establish => ch.done(&Request::CmEstablish { id: ev.id })?,
+            }
+        }
+    }
+
+    /// The connection to rocexd that CM requests go through: a direct context's own, which
+    /// holds its grant. An engine started without a daemon has no CM.
+    fn cm_channel(&self, what: &'static str) -> Result<&Channel> {
+        match &self.dev {
+            Dev::Daemon(ch) => Ok(ch),
+            Dev::Direct(h) => h.ctl.as_ref().ok_or(Error::Unsupported {
+                what,
+                why: "rdma_cm runs in rocexd, and this engine was started without one",
+            }),
         }
     }
 

@@ -288,19 +288,6 @@ impl Context {
         }
     }
 
-    /// rocexd's control channel, for what only the daemon serves: a direct context
-    /// answers [`Error::Unsupported`] naming `what`.
-    pub(crate) fn daemon(&self, what: &'static str) -> Result<&Channel> {
-        match &self.dev {
-            Dev::Daemon(ch) => Ok(ch),
-            Dev::Direct(_) => Err(Error::Unsupported {
-                what,
-                why: "rdma_cm runs in rocexd's engine, which does not hold a direct \
-                      context's QPs",
-            }),
-        }
-    }
-
     /// Connects to [`default_socket`]: `$ROCEX_SOCKET`, else the only daemon running.
     pub fn open_default() -> Result<Self> {
         Self::open(default_socket()?)
@@ -323,13 +310,14 @@ impl Context {
     /// rxe's hw_counters names (group `engine`), the daemon's (`daemon`) and, when the
     /// daemon injects faults, what it injected (`inject`). QPs come in ascending QPN order.
     pub fn stats(&self) -> Result<Stats> {
-        if let Dev::Direct(h) = &self.dev {
-            return h.stats(None);
-        }
-        let mut all = self.stat_page(0, 0)?;
+        let ch = match &self.dev {
+            Dev::Direct(h) => return h.stats(None),
+            Dev::Daemon(ch) => ch,
+        };
+        let mut all = stat_page(ch, 0, 0)?;
         let mut cursor = all.next;
         while cursor != 0 {
-            let page = self.stat_page(0, cursor)?;
+            let page = stat_page(ch, 0, cursor)?;
             if page.next != 0 && page.next <= cursor {
                 return Err(proto("Stat cursor does not advance"));
             }
@@ -357,19 +345,8 @@ impl Context {
             return Err(proto("QPN 0 names no QP"));
         }
         match &self.dev {
-            Dev::Daemon(_) => self.stat_page(qpn, 0),
+            Dev::Daemon(ch) => stat_page(ch, qpn, 0),
             Dev::Direct(h) => h.stats(Some(qpn)),
-        }
-    }
-
-    fn stat_page(&self, qpn: u32, cursor: u32) -> Result<Stats> {
-        match self
-            .daemon("paged statistics")?
-            .call(&Request::Stat { qpn, cursor }, &[])?
-            .0
-        {
-            Response::Stat(s) => Ok(s),
-            r => Err(proto(format!("unexpected {r:?}"))),
         }
     }
 
@@ -437,6 +414,15 @@ fn map_rings(fd: OwnedFd) -> Result<SharedRegion> {
         return Err(proto("the ring region's header does not match this ABI"));
     }
     Ok(map)
+}
+
+/// One page of rocexd's `Stat` answer: the device's counters and QPs from `cursor` on, or
+/// only `qpn`'s.
+fn stat_page(ch: &Channel, qpn: u32, cursor: u32) -> Result<Stats> {
+    match ch.call(&Request::Stat { qpn, cursor }, &[])?.0 {
+        Response::Stat(s) => Ok(s),
+        r => Err(proto(format!("unexpected {r:?}"))),
+    }
 }
 
 /// zerocopy's trait, through rocex-shm's re-export of the header type.

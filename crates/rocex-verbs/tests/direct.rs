@@ -3,7 +3,8 @@
 //! make progress when their applications call no verb: a passive responder acknowledges,
 //! a WRITE lands in memory that is only watched (also after the application polled and
 //! took the socket, or drove the engine itself), an armed CQ's channel fires, and a peer
-//! that stops answering ends in RETRY_EXC_ERR.
+//! that stops answering ends in RETRY_EXC_ERR. Posts behind requests in flight leave with
+//! the next poll, or at the lease's end when none comes.
 
 mod common;
 
@@ -247,6 +248,33 @@ fn an_armed_cq_writes_its_channel() {
     assert!(b.cq.req_notify().unwrap(), "a completion was waiting");
 }
 
+/// A QP the program moves to ERROR flushes its receives into an armed CQ: the channel fires
+/// though no packet comes to turn the engine (rping's server waits so for its CQ thread
+/// after a disconnect).
+#[test]
+fn requests_flushed_by_a_move_to_error_write_an_armed_cqs_channel() {
+    let ctx = open("127.0.19.31", 1);
+    let chan = ctx.create_comp_channel().unwrap();
+    let mut b = end_on(ctx, Some(&chan));
+    let a = end(open("127.0.19.32", 2));
+    connect(&a, &b, |x| x);
+    b.qp.post_recv(&[RecvWr::new(4, [b.mr.sge(0, 64)])])
+        .unwrap();
+    assert!(!b.cq.req_notify().unwrap());
+    let err = QpAttr {
+        qp_state: rocex_verbs::verbs::QpState::Err,
+        ..QpAttr::default()
+    };
+    b.qp.modify(&err, rocex_verbs::verbs::AttrMask::STATE)
+        .unwrap();
+    assert!(chan.wait(Some(LIMIT)).unwrap(), "no event within the limit");
+    let wc = b.cq.poll(4).unwrap();
+    assert_eq!(
+        wc.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        [(4, WcStatus::WrFlushErr)]
+    );
+}
+
 #[test]
 fn a_peer_that_stops_answering_gives_retry_exceeded() {
     let (mut a, b) = (end(open("127.0.19.11", 3)), end(open("127.0.19.12", 4)));
@@ -305,4 +333,72 @@ fn what_a_direct_context_does_not_offer_is_refused_by_name() {
     let attr = a.ctx.query_device().unwrap();
     assert_eq!(a.ctx.gid_addr(), "127.0.19.13".parse::<IpAddr>().unwrap());
     assert_eq!((attr.mtu, attr.port_state), (Mtu::M1024 as u8, 4));
+}
+
+/// A window of SENDs posted while the program polls leaves with its next poll (one GSO
+/// send, which the peer's socket takes as one coalesced run), in order and byte for byte;
+/// a request alone in flight leaves at once.
+#[test]
+fn posts_behind_requests_in_flight_leave_with_the_next_poll() {
+    let (mut a, mut b) = pair("127.0.19.27", "127.0.19.28");
+    const N: u64 = 64;
+    let wrs: Vec<_> = (0..N)
+        .map(|i| RecvWr::new(i, [b.mr.sge(i * 64, 64)]))
+        .collect();
+    b.qp.post_recv(&wrs).unwrap();
+    for i in 0..N {
+        a.mr.write(i as usize * 64, &pattern(100 + i, 64)).unwrap();
+    }
+    // The poll finds nothing and takes the lease; every post but the first has requests
+    // in flight before it (all of them wait unless the lease ran out meanwhile, which a
+    // loaded machine may make happen).
+    assert!(a.cq.poll(1).unwrap().is_empty());
+    for i in 0..N {
+        a.qp.post_send(&[SendWr::new(i, SendOp::Send, [a.mr.sge(i * 64, 64)])])
+            .unwrap();
+    }
+    let corked = direct_counter(&a.ctx, "posts_corked");
+    assert!((1..N).contains(&corked), "{corked} posts corked");
+    for i in 0..N {
+        let wc = one(&mut b.cq);
+        assert_eq!(
+            (wc.wr_id, wc.status, wc.byte_len),
+            (i, WcStatus::Success, 64)
+        );
+        let mut got = [0; 64];
+        b.mr.read(i as usize * 64, &mut got).unwrap();
+        assert_eq!(got[..], pattern(100 + i, 64)[..], "SEND {i}");
+    }
+    let mut done = 0;
+    while done < N {
+        for wc in a.cq.poll(16).unwrap() {
+            assert_eq!((wc.wr_id, wc.status), (done, WcStatus::Success));
+            done += 1;
+        }
+    }
+    // Nothing in flight: the next SEND leaves at once.
+    b.qp.post_recv(&[RecvWr::new(N, [b.mr.sge(0, 64)])])
+        .unwrap();
+    assert!(a.cq.poll(1).unwrap().is_empty());
+    a.qp.post_send(&[SendWr::new(N, SendOp::Send, [a.mr.sge(0, 64)])])
+        .unwrap();
+    assert_eq!(direct_counter(&a.ctx, "posts_corked"), corked);
+    assert_eq!(one(&mut b.cq).wr_id, N);
+}
+
+/// A program that posts behind a request in flight and then stops polling: the progress
+/// thread takes the engine back at the lease's end and sends what waits.
+#[test]
+fn posts_left_for_a_poll_that_never_comes_leave_when_the_lease_ends() {
+    let (mut a, mut b) = pair("127.0.19.29", "127.0.19.30");
+    let wrs: Vec<_> = (0..2).map(|i| RecvWr::new(i, [b.mr.sge(0, 64)])).collect();
+    b.qp.post_recv(&wrs).unwrap();
+    assert!(a.cq.poll(1).unwrap().is_empty());
+    for i in 0..2 {
+        a.qp.post_send(&[SendWr::new(i, SendOp::Send, [a.mr.sge(0, 64)])])
+            .unwrap();
+    }
+    assert_eq!(direct_counter(&a.ctx, "posts_corked"), 1);
+    // A does nothing more; B takes both.
+    assert_eq!((one(&mut b.cq).wr_id, one(&mut b.cq).wr_id), (0, 1));
 }

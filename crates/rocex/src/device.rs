@@ -51,8 +51,10 @@ impl Device {
     }
 
     /// Opens the device whose daemon listens on the Unix socket `path`, on the daemon path
-    /// (`docs/verbs.md`, "Direct mode"): a device's connections may be made by rdma_cm,
-    /// whose QPs rocexd's CM moves in its own engine.
+    /// (`docs/verbs.md`, "Direct mode"): a connection made by rdma_cm learns of the peer's
+    /// disconnect from its QP, which rocexd's CM moves to ERROR on the DREQ, where a direct
+    /// context's QP moves only once its CM events are polled, which this API does only
+    /// while it connects.
     pub fn open_at(path: impl AsRef<Path>) -> Result<Self> {
         let ctx = Context::open_daemon_path(path)?;
         let attr = ctx.query_device()?;

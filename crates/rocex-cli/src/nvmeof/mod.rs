@@ -82,7 +82,9 @@ type Failure = Box<dyn std::error::Error>;
 
 fn go(a: &Args) -> Result<(), Failure> {
     let socket = crate::choose::daemon(a.socket.as_deref())?;
-    // NVMe/RDMA connects by rdma_cm, which needs the daemon path.
+    // The daemon path: NVMe/RDMA connects by rdma_cm, and a queue learns of the target's
+    // disconnect from its QP, which rocexd moves to ERROR on the DREQ (a direct context's
+    // moves only when its CM events are polled).
     let ctx = rocex_verbs::Context::open_daemon_path(&socket)?;
     let hostid = io::host_id();
     let hostnqn = a

@@ -66,20 +66,21 @@ impl Cm {
     }
 
     /// `CmAccept` of SIDR request `id` with the client's UD QP `qpn`: the SIDR_REP with its
-    /// QPN and Q_Key and up to 136 bytes of private data.
+    /// QPN and Q_Key and up to 136 bytes of private data. The Q_Key is the client's word
+    /// for a direct client's QP (`Some`), else read from rocexd's engine.
     pub(super) fn sidr_accept(
         &mut self,
         engine: &mut Engine,
         now: Instant,
         id: u32,
-        qpn: u32,
+        (qpn, said): (u32, Option<u32>),
         private_data: &[u8],
     ) -> Response {
         if let Some(refused) = over_rep_private_data(private_data) {
             return refused;
         }
-        let ud = engine.qp_status(qpn).is_ok_and(|s| s.qp_type == QpType::Ud);
-        let qkey = engine.query_qp(qpn).map(|(a, _)| a.qkey);
+        let ud = said.is_some() || engine.qp_status(qpn).is_ok_and(|s| s.qp_type == QpType::Ud);
+        let qkey = said.map_or_else(|| engine.query_qp(qpn).map(|(a, _)| a.qkey), Ok);
         let (true, Ok(qkey)) = (ud, qkey) else {
             return Response::error(libc::EINVAL, format!("QP {qpn:#x} is not a UD QP"));
         };

@@ -233,8 +233,34 @@ pub(crate) fn interfaces() -> io::Result<Vec<IfAddr>> {
 
 /// The MTU of interface `name`.
 pub(crate) fn mtu(name: &str) -> io::Result<u32> {
-    let s =
-        std::net::UdpSocket::bind("0.0.0.0:0").or_else(|_| std::net::UdpSocket::bind("[::]:0"))?;
+    let mut req = ifreq(name)?;
+    interface_ioctl(libc::SIOCGIFMTU, &mut req)?;
+    // SAFETY: SIOCGIFMTU filled the MTU member of the union.
+    Ok(unsafe { req.ifr_ifru.ifru_mtu } as u32)
+}
+
+/// Whether interface `name` has generic receive offload on (`ETHTOOL_GGRO`), under which
+/// its driver's NAPI joins the datagrams of a flow before any socket is looked up.
+pub(crate) fn gro(name: &str) -> io::Result<bool> {
+    /// `struct ethtool_value`.
+    #[repr(C)]
+    struct EthtoolValue {
+        cmd: u32,
+        data: u32,
+    }
+    const ETHTOOL_GGRO: u32 = 0x2b;
+    let mut value = EthtoolValue {
+        cmd: ETHTOOL_GGRO,
+        data: 0,
+    };
+    let mut req = ifreq(name)?;
+    req.ifr_ifru.ifru_data = (&mut value as *mut EthtoolValue).cast();
+    interface_ioctl(libc::SIOCETHTOOL, &mut req)?;
+    Ok(value.data != 0)
+}
+
+/// An `ifreq` naming interface `name`, all else zero.
+fn ifreq(name: &str) -> io::Result<libc::ifreq> {
     // SAFETY: ifreq is plain data; all zeroes is a valid value.
     let mut req: libc::ifreq = unsafe { mem::zeroed() };
     let bytes = name.as_bytes();
@@ -247,11 +273,17 @@ pub(crate) fn mtu(name: &str) -> io::Result<u32> {
     for (d, s) in req.ifr_name.iter_mut().zip(bytes) {
         *d = *s as libc::c_char;
     }
-    // SAFETY: SIOCGIFMTU reads the name from and writes the MTU into `req`, which lives
-    // for the call.
-    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFMTU, &mut req) } != 0 {
+    Ok(req)
+}
+
+/// An interface ioctl `request` on `req` (and what it points to), through a UDP socket.
+fn interface_ioctl(request: libc::c_ulong, req: &mut libc::ifreq) -> io::Result<()> {
+    let s =
+        std::net::UdpSocket::bind("0.0.0.0:0").or_else(|_| std::net::UdpSocket::bind("[::]:0"))?;
+    // SAFETY: the request reads the name from and writes its answer into `req`, or into
+    // the buffer `req` points to, all of which live for the call.
+    if unsafe { libc::ioctl(s.as_raw_fd(), request, req as *mut libc::ifreq) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    // SAFETY: SIOCGIFMTU filled the MTU member of the union.
-    Ok(unsafe { req.ifr_ifru.ifru_mtu } as u32)
+    Ok(())
 }

@@ -19,8 +19,13 @@
 //! is granted again only when no other process still holds its socket (`/proc/<pid>/fd`):
 //! a process that kept it would read the next holder's packets (its filter keeps that
 //! slot's), so until then the slot is skipped and its QPNs stay the daemon's.
+//!
+//! A group's sockets take UDP GRO only where each handed-out socket's filter checks every
+//! datagram of a coalesced run (`segments`) and the address's link does not join datagrams
+//! before the program steers them ([`SteerGroup::coalesces`]).
 
 mod program;
+mod segments;
 
 use std::io;
 use std::mem::MaybeUninit;
@@ -62,14 +67,15 @@ pub struct SteerGroup {
     handed: Vec<bool>,
     /// Datagrams found in sockets when their slot was granted or given back.
     drained: u64,
+    /// Why the sockets take no UDP GRO, when they do not.
+    no_coalescing: Option<String>,
 }
 
 impl SteerGroup {
     /// Makes the group of `2^bits` sockets on `local:4791`, slot order = join order,
-    /// each made as [`UdpPort::open`] makes its socket with `opts` but without UDP GRO
-    /// (GRO would join datagrams of one flow for different QPs before the program sees
-    /// the first one: a rocex peer sends every QP's packets from port 4791). The address
-    /// must be free: another group of this user would otherwise join this one.
+    /// each made as [`UdpPort::open`] makes its socket with `opts`, UDP GRO only where
+    /// [`no_coalescing`] allows it. The address must be free: another group of this user
+    /// would otherwise join this one.
     pub fn open(local: IpAddr, bits: u8, opts: BackendOptions) -> io::Result<Self> {
         if !(1..=MAX_SLOT_BITS).contains(&bits) {
             return Err(io::Error::new(
@@ -79,17 +85,19 @@ impl SteerGroup {
         }
         bound_elsewhere(local, &[])?;
         let slots = 1 << bits;
+        let no_coalescing = no_coalescing(local, bits, opts);
         let mut g = Self {
             local,
             bits,
             opts: BackendOptions {
-                no_gro: true,
+                no_gro: no_coalescing.is_some(),
                 ..opts
             },
             members: Vec::with_capacity(slots),
             granted: vec![false; slots],
             handed: vec![false; slots],
             drained: 0,
+            no_coalescing,
         };
         for slot in 0..slots as u32 {
             g.join(slot)?;
@@ -137,6 +145,12 @@ impl SteerGroup {
     /// Datagrams found waiting in a socket when its slot was granted or given back.
     pub fn drained(&self) -> u64 {
         self.drained
+    }
+
+    /// Why the group's sockets take datagrams one by one (no UDP GRO), or `None` when they
+    /// take coalesced runs.
+    pub fn no_coalescing(&self) -> Option<&str> {
+        self.no_coalescing.as_deref()
     }
 
     /// A port on slot 0's socket, the group's owner's.
@@ -209,12 +223,36 @@ impl SteerGroup {
         bind_roce_port(&s, self.local)?;
         let sock: UdpSocket = s.into();
         configure(&sock, self.local.is_ipv4(), self.opts)?;
-        if slot != 0 {
+        if slot != 0 && self.no_coalescing.is_some() {
             let filter = program::slot_filter(self.bits, slot);
             set_program(&sock, libc::SO_ATTACH_FILTER, filter)?;
+        } else if slot != 0 {
+            let filter = segments::load(&segments::program(self.bits, slot))?;
+            segments::attach(&sock, &filter)?;
         }
         self.members.push(sock);
         Ok(())
+    }
+}
+
+/// Why a group on `local` must take datagrams one by one, if it must: UDP GRO off in
+/// `opts`; no eBPF filter to check each datagram of a run (loading one takes `CAP_BPF`);
+/// or a link that joins datagrams itself. A NIC's GRO (or a veth pair's, when on) joins
+/// consecutive same-size datagrams of one flow before the program steers the run by its
+/// first: a rocex peer sends every QP's packets from port 4791, so a run may hold several
+/// slots' packets, which the filter would then drop whole, a loss for each of them.
+fn no_coalescing(local: IpAddr, bits: u8, opts: BackendOptions) -> Option<String> {
+    if opts.no_gro {
+        return Some("UDP GRO is off".into());
+    }
+    if let Err(e) = segments::load(&segments::program(bits, 1)) {
+        return Some(format!("no segment filter ({e})"));
+    }
+    match crate::link::link_gro(local) {
+        Ok(Some(false)) => None,
+        Ok(Some(true)) => Some(format!("the link of {local} joins datagrams (GRO on)")),
+        Ok(None) => Some(format!("no interface holds {local}")),
+        Err(e) => Some(format!("the GRO flag of {local}'s link: {e}")),
     }
 }
 

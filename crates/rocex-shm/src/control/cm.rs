@@ -2,6 +2,8 @@
 
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use rocex_verbs_types::{AddressVector, Mtu, QpAttr};
+
 use super::codec::{BodyError, Get, Put, read_fields};
 
 /// Most private-data bytes a `CmConnect` carries: a REQ's 92 less rdma_cm's 36-byte
@@ -49,6 +51,10 @@ pub(super) fn get_private(g: &mut Get<'_>, max: usize) -> Result<Vec<u8>, BodyEr
     Ok(g.take(n.into(), "private_data")?.to_vec())
 }
 
+/// The RNR NAK timer a connected QP advertises (12: 0.64 ms), as rdma_cm sets it
+/// (`cm_init_qp_rtr_attr`).
+const MIN_RNR_TIMER: u8 = 12;
+
 /// What happened to a CM connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CmEventKind {
@@ -60,8 +66,15 @@ pub enum CmEventKind {
     Rejected = 3,
     /// The peer never answered.
     Unreachable = 4,
-    /// The connection ended (either side's DREQ); the QP is in ERROR.
+    /// The connection ended (either side's DREQ); the QP is in ERROR (a direct client's
+    /// own engine moves it there).
     Disconnected = 5,
+    /// The peer accepted (REP) a connection of a direct client's QP: the client moves the
+    /// QP to RTR and RTS with `conn`, then answers [`Request::CmEstablish`], which sends the
+    /// RTU; `Established` follows. A QP of rocexd's engine never sees it (rocexd moves it).
+    ///
+    /// [`Request::CmEstablish`]: super::Request::CmEstablish
+    ConnectResponse = 6,
 }
 
 impl CmEventKind {
@@ -72,6 +85,7 @@ impl CmEventKind {
             3 => Self::Rejected,
             4 => Self::Unreachable,
             5 => Self::Disconnected,
+            6 => Self::ConnectResponse,
             _ => return None,
         })
     }
@@ -105,6 +119,28 @@ pub struct CmConn {
 }
 
 impl CmConn {
+    /// Every attribute the connection settled for the local RC QP toward `peer`, as a
+    /// direct client moves its own QP with them ([`QpAttr::rc_steps`] picks each state's,
+    /// as rocexd's CM moves its QPs: rocex-cm's `QpParams`); `None` for a path MTU that is
+    /// not one.
+    pub fn qp_attr(&self, peer: IpAddr) -> Option<QpAttr> {
+        Some(QpAttr {
+            ah_attr: Some(AddressVector { dest: peer }),
+            traffic_class: self.traffic_class,
+            path_mtu: Mtu::from_ibv(self.path_mtu)?,
+            dest_qp_num: self.remote_qpn,
+            rq_psn: self.rq_psn,
+            max_dest_rd_atomic: self.max_dest_rd_atomic,
+            min_rnr_timer: MIN_RNR_TIMER,
+            timeout: self.timeout,
+            retry_cnt: self.retry_cnt,
+            rnr_retry: self.rnr_retry,
+            sq_psn: self.sq_psn,
+            max_rd_atomic: self.max_rd_atomic,
+            ..QpAttr::default()
+        })
+    }
+
     pub(super) fn put(&self, p: &mut Put) {
         p.u32(self.remote_qpn).u32(self.sq_psn).u32(self.rq_psn);
         p.u8(self.path_mtu)

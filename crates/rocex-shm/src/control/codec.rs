@@ -131,6 +131,13 @@ impl<'a> Get<'a> {
     pub(super) fn u16(&mut self, field: &'static str) -> Result<u16, BodyError> {
         Ok(u16::from_le_bytes(self.arr(field)?))
     }
+    /// A byte that is 0 or 1.
+    pub(super) fn flag(&mut self, field: &'static str) -> Result<bool, BodyError> {
+        match self.u8(field)? {
+            v @ 2.. => Err(self.bad(field, v.into())),
+            v => Ok(v == 1),
+        }
+    }
     pub(super) fn u32(&mut self, field: &'static str) -> Result<u32, BodyError> {
         Ok(u32::from_le_bytes(self.arr(field)?))
     }

@@ -50,7 +50,7 @@ impl std::error::Error for FrameError {}
 
 fn known(kind: u16) -> bool {
     let base = kind & !kind::RESPONSE;
-    kind == kind::ERROR || (kind::HELLO..=kind::OPEN_DIRECT).contains(&base)
+    kind == kind::ERROR || (kind::HELLO..=kind::CM_ESTABLISH).contains(&base)
 }
 
 /// One frame: header and body.

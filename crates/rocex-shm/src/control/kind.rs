@@ -57,6 +57,8 @@ pub const LOCAL_INV: u16 = 27;
 /// Ask for a QPN slot and its steered socket, to run the engine in the client (added in
 /// ABI 4 without a version change, §6.6).
 pub const OPEN_DIRECT: u16 = 28;
+/// A direct client's QP is in RTS: send the connection's RTU (ABI 6).
+pub const CM_ESTABLISH: u16 = 29;
 /// Set on responses.
 pub const RESPONSE: u16 = 0x8000;
 /// An error response.

@@ -166,6 +166,9 @@ pub enum Request {
     CmConnect {
         /// The client's QP.
         qpn: u32,
+        /// The QP is UD: resolve the UD service (SIDR). rocexd reads this of a QP its
+        /// engine holds; a direct client's QP is in the client's engine, which says it.
+        ud: bool,
         /// The listener's address.
         addr: IpAddr,
         /// Its rdma_cm port.
@@ -185,8 +188,18 @@ pub enum Request {
         id: u32,
         /// The client's QP.
         qpn: u32,
+        /// A UD QP's Q_Key, which a SIDR request's answer carries (0 for RC). rocexd
+        /// reads it of a QP its engine holds; a direct client's QP is the client's to say.
+        qkey: u32,
         /// Private data for the REP, at most [`CM_REP_PRIVATE_DATA_LEN`] bytes.
         private_data: Vec<u8>,
+    },
+    /// A direct client moved its QP to RTR and RTS with a
+    /// [`CmEventKind::ConnectResponse`]'s attributes: send the RTU (rdma_cm's own library
+    /// answers the kernel so for a QP of its process). `Established` follows.
+    CmEstablish {
+        /// The connection id.
+        id: u32,
     },
     /// Reject the request `id`.
     CmReject {
@@ -257,6 +270,7 @@ impl Request {
             Self::CmAccept { .. } => kind::CM_ACCEPT,
             Self::CmReject { .. } => kind::CM_REJECT,
             Self::CmDisconnect { .. } => kind::CM_DISCONNECT,
+            Self::CmEstablish { .. } => kind::CM_ESTABLISH,
             Self::CmPoll => kind::CM_POLL,
             Self::OpenDirect => kind::OPEN_DIRECT,
         }
@@ -365,13 +379,14 @@ impl Request {
             }
             Self::CmConnect {
                 qpn,
+                ud,
                 addr,
                 port,
                 src_port,
                 tos,
                 private_data,
             } => {
-                p.u32(*qpn);
+                p.u32(*qpn).u8(u8::from(*ud));
                 put_addr(&mut p, *addr);
                 p.u16(*port).u16(*src_port).u8(*tos);
                 put_private(&mut p, private_data, CM_SIDR_PRIVATE_DATA_LEN);
@@ -379,16 +394,17 @@ impl Request {
             Self::CmAccept {
                 id,
                 qpn,
+                qkey,
                 private_data,
             } => {
-                p.u32(*id).u32(*qpn);
+                p.u32(*id).u32(*qpn).u32(*qkey);
                 put_private(&mut p, private_data, CM_REP_PRIVATE_DATA_LEN);
             }
             Self::CmReject { id, private_data } => {
                 p.u32(*id);
                 put_private(&mut p, private_data, CM_REJ_PRIVATE_DATA_LEN);
             }
-            Self::CmDisconnect { id } => {
+            Self::CmDisconnect { id } | Self::CmEstablish { id } => {
                 p.u32(*id);
             }
         }
@@ -505,6 +521,7 @@ impl Request {
             kind::CM_UNLISTEN => read_fields!(g, Self::CmUnlisten { ps: u16, port: u16 }),
             kind::CM_CONNECT => Self::CmConnect {
                 qpn: g.u32("qpn")?,
+                ud: g.flag("ud")?,
                 addr: get_addr(&mut g)?,
                 port: g.u16("port")?,
                 src_port: g.u16("src_port")?,
@@ -514,6 +531,7 @@ impl Request {
             kind::CM_ACCEPT => Self::CmAccept {
                 id: g.u32("id")?,
                 qpn: g.u32("qpn")?,
+                qkey: g.u32("qkey")?,
                 private_data: get_private(&mut g, CM_REP_PRIVATE_DATA_LEN)?,
             },
             kind::CM_REJECT => Self::CmReject {
@@ -521,6 +539,7 @@ impl Request {
                 private_data: get_private(&mut g, CM_REJ_PRIVATE_DATA_LEN)?,
             },
             kind::CM_DISCONNECT => Self::CmDisconnect { id: g.u32("id")? },
+            kind::CM_ESTABLISH => Self::CmEstablish { id: g.u32("id")? },
             kind::CM_POLL => Self::CmPoll,
             kind::OPEN_DIRECT => Self::OpenDirect,
             k => return Err(BodyError::Kind(k)),

@@ -401,7 +401,8 @@ impl Response {
             | kind::CM_UNLISTEN
             | kind::CM_ACCEPT
             | kind::CM_REJECT
-            | kind::CM_DISCONNECT) => Self::Done(k),
+            | kind::CM_DISCONNECT
+            | kind::CM_ESTABLISH) => Self::Done(k),
             _ => return Err(BodyError::Kind(kind)),
         };
         g.finish()?;

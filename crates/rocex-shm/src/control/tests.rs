@@ -110,6 +110,7 @@ fn requests() -> Vec<Request> {
         },
         Request::CmConnect {
             qpn: 0x12,
+            ud: false,
             addr: IpAddr::from([198, 18, 0, 2]),
             port: 7471,
             src_port: 0,
@@ -118,6 +119,7 @@ fn requests() -> Vec<Request> {
         },
         Request::CmConnect {
             qpn: 0x12,
+            ud: true,
             addr: "fd00::2".parse().unwrap(),
             port: 1,
             src_port: 40000,
@@ -127,6 +129,7 @@ fn requests() -> Vec<Request> {
         Request::CmAccept {
             id: 5,
             qpn: 0x13,
+            qkey: 0x1111_1111,
             private_data: vec![0x5a; CM_REP_PRIVATE_DATA_LEN],
         },
         Request::CmReject {
@@ -134,6 +137,7 @@ fn requests() -> Vec<Request> {
             private_data: vec![0xc3; CM_REJ_PRIVATE_DATA_LEN],
         },
         Request::CmDisconnect { id: 7 },
+        Request::CmEstablish { id: 8 },
         Request::CmPoll,
         Request::OpenDirect,
     ]
@@ -275,6 +279,7 @@ fn responses() -> Vec<Response> {
         Response::Done(kind::MODIFY_QP),
         Response::Done(kind::CM_LISTEN),
         Response::Done(kind::CM_UNLISTEN),
+        Response::Done(kind::CM_ESTABLISH),
         Response::CmConnect { id: 9 },
         Response::CmPoll(None),
         Response::CmPoll(Some(CmEvent {
@@ -441,6 +446,20 @@ fn bad_values_are_refused() {
     let mut b = good;
     b[8 + 13 + 15] = 1; // nonzero padding after an IPv4 address
     assert!(Request::decode(kind::MODIFY_QP, &b).is_err());
+    let mut b = requests()
+        .into_iter()
+        .find(|r| matches!(r, Request::CmConnect { .. }))
+        .unwrap()
+        .encode();
+    b[4] = 2; // ud, after the QPN: a flag
+    assert!(matches!(
+        Request::decode(kind::CM_CONNECT, &b),
+        Err(BodyError::BadValue {
+            field: "ud",
+            value: 2,
+            ..
+        })
+    ));
     assert_eq!(Request::decode(0x8001, &[]), Err(BodyError::Kind(0x8001)));
     assert_eq!(Response::decode(kind::HELLO, &[]), Err(BodyError::Kind(1)));
     let mut e = Response::error(1, "x").encode();

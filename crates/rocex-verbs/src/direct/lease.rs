@@ -126,6 +126,23 @@ impl Core {
         false
     }
 
+    /// Whether a post of `posted` send requests to `qpn` leaves with the program's next
+    /// poll instead of at once: when the program holds the lease (it polls, and a poll
+    /// sends what waits) and the QP had requests in flight before it, whose answers that
+    /// poll waits for. A window of posts then leaves as one GSO send, which a peer's
+    /// steered socket takes as one coalesced run, where each post's own send cost the
+    /// kernel's whole path per datagram (64 B SEND ... `docs/performance.md`). A request
+    /// alone in flight (a ping-pong's) leaves at once; a program that stops polling gets the
+    /// progress thread back at the lease's end, whose turn sends them.
+    pub(super) fn corks(&self, qpn: u32, posted: usize) -> bool {
+        matches!(self.lease, Lease::Held(_))
+            && self
+                .driver
+                .engine
+                .qp_status(qpn)
+                .is_ok_and(|q| q.sq_wqes > posted)
+    }
+
     /// Sets the timerfd to the engine's next deadline.
     fn arm_engine_timer(&mut self, w: &Waits) {
         let t = self.driver.engine.poll_timeout();

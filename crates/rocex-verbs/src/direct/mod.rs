@@ -12,6 +12,7 @@
 //! the lease's end: the poller takes the packets and runs the timers, and nothing wakes a
 //! second thread to contend for the lock. It uses no CPU while the device is idle.
 
+mod cm;
 pub(crate) mod grant;
 mod lease;
 mod linger;
@@ -21,6 +22,7 @@ mod progress;
 pub(crate) mod region;
 mod waits;
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -33,6 +35,8 @@ use rocex_io::Driver;
 use rocex_proto::{Event, Instant};
 use rocex_shm::EventFd;
 
+use self::cm::CmIds;
+pub(crate) use self::cm::Seen;
 use self::lease::{LEASE, Lease};
 use self::linger::Linger;
 use self::waits::Waits;
@@ -53,6 +57,8 @@ pub(crate) struct Host {
     /// Never written: what a waiter watches in place of the control socket when there is
     /// no daemon to lose.
     quiet: EventFd,
+    /// The connection ids of rdma_cm on this context, whose QPs this process moves.
+    cm: RefCell<CmIds>,
 }
 
 impl fmt::Debug for Host {
@@ -94,6 +100,8 @@ pub(crate) struct Core {
     linger: Linger,
     /// Turns of the progress thread's spin that took packets (`progress::spin`).
     spun: u64,
+    /// Send posts left for the next poll to send ([`Core::corks`]).
+    corked: u64,
 }
 
 /// A CQ's completion channel and whether it is armed.
@@ -144,12 +152,17 @@ impl Core {
         self.driven_at.is_some_and(|t| now < t + d)
     }
 
-    /// What a post calls for: its packets sent at once, nothing received (the next poll
-    /// or the progress thread does that, so a burst of posts is not a burst of empty
-    /// receives), and the events of what completed at once (a post to a QP in error).
-    pub(crate) fn after_post(&mut self) {
+    /// What a post calls for: its packets sent at once unless `corked`, nothing received
+    /// (the next poll or the progress thread does that, so a burst of posts is not a burst
+    /// of empty receives), and the events of what completed at once (a post to a QP in
+    /// error).
+    pub(crate) fn after_post(&mut self, corked: bool) {
         self.linger.came_back(self.driver.now());
-        let _ = self.driver.send_now();
+        if corked {
+            self.corked += 1;
+        } else {
+            let _ = self.driver.send_now();
+        }
         self.deliver_events();
     }
 
@@ -182,19 +195,23 @@ impl Host {
                 driven_at: None,
                 linger: Linger::default(),
                 spun: 0,
+                corked: 0,
             })),
             waits: Waits::new(sock, daemon)?,
             stop: AtomicBool::new(false),
         });
         let s = shared.clone();
-        let progress = std::thread::Builder::new()
-            .name("rocex-progress".into())
-            .spawn(move || progress::run(&s))?;
+        let progress = with_signals_blocked(|| {
+            std::thread::Builder::new()
+                .name("rocex-progress".into())
+                .spawn(move || progress::run(&s))
+        })?;
         Ok(Self {
             shared,
             progress: Some(progress),
             ctl,
             quiet: EventFd::new()?,
+            cm: RefCell::default(),
         })
     }
 
@@ -291,6 +308,25 @@ fn enter<T>(
     let r = f(core, w);
     core.arm_earlier_timer(w);
     Ok(r)
+}
+
+/// Runs `f` with every signal blocked in the calling thread, whose mask the progress thread
+/// `f` starts inherits, then restores the caller's mask. A signal raised at the process
+/// goes to a thread that does not block it: a program that blocks one to take it from a
+/// signalfd (tgtd: SIGUSR2) would otherwise be killed by its default action in this
+/// library's thread.
+fn with_signals_blocked<T>(f: impl FnOnce() -> T) -> T {
+    // SAFETY: sigset_t is plain data that sigfillset initialises; pthread_sigmask reads
+    // `all` and writes `old`, both live locals.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let r = f();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        r
+    }
 }
 
 /// A descriptor of the progress thread's own for `fd`.

@@ -238,28 +238,35 @@ impl Host {
         self.engine(|e| e.destroy_qp(qpn))
     }
 
-    /// Posts `wrs` and sends at once, in the caller's thread. [`Error::QueueFull`], and
-    /// none posted, when the queue has room for some but not all; otherwise the engine
-    /// checks each, and the first it refuses ends the list (those before it are posted,
-    /// as `ibv_post_send`'s `bad_wr` reports).
+    /// Posts `wrs` in the caller's thread, which sends them at once or with its next poll
+    /// ([`Core::corks`]). [`Error::QueueFull`], and none posted, when the queue has room
+    /// for some but not all; otherwise the engine checks each, and the first it refuses
+    /// ends the list (those before it are posted, as `ibv_post_send`'s `bad_wr` reports).
     pub(crate) fn post_send(&self, qpn: u32, wrs: &[SendWr]) -> Result<()> {
-        self.post(qpn, wrs, Engine::send_room, Engine::post_send, Core::asked)
+        self.post(
+            qpn,
+            wrs,
+            Engine::send_room,
+            Engine::post_send,
+            Some(Core::asked),
+        )
     }
 
-    /// Posts receive requests, as [`post_send`](Self::post_send).
+    /// Posts receive requests, as [`post_send`](Self::post_send), and sends what waits at
+    /// once.
     pub(crate) fn post_recv(&self, qpn: u32, wrs: &[RecvWr]) -> Result<()> {
-        self.post(qpn, wrs, Engine::recv_room, Engine::post_recv, |_, _| {})
+        self.post(qpn, wrs, Engine::recv_room, Engine::post_recv, None)
     }
 
-    /// [`post_send`](Self::post_send) for either queue: its room, its post, and what is
-    /// noted of it before it is sent.
+    /// [`post_send`](Self::post_send) for either queue: its room, its post, and for the
+    /// send queue what is noted of a post before it is sent.
     fn post<W: Clone>(
         &self,
         qpn: u32,
         wrs: &[W],
         room: fn(&Engine, u32) -> usize,
         post: fn(&mut Engine, Instant, u32, W) -> std::result::Result<(), VerbsError>,
-        note: fn(&mut Core, u32),
+        sends: Option<fn(&mut Core, u32)>,
     ) -> Result<()> {
         self.with(|c| {
             let room = room(&c.driver.engine, qpn);
@@ -270,8 +277,14 @@ impl Host {
             let posted = wrs
                 .iter()
                 .try_for_each(|wr| post(&mut c.driver.engine, now, qpn, wr.clone()));
-            note(c, qpn);
-            c.after_post();
+            let corked = match sends {
+                Some(note) => {
+                    note(c, qpn);
+                    c.corks(qpn, wrs.len())
+                }
+                None => false,
+            };
+            c.after_post(corked);
             posted.map_err(refused)
         })?
     }
@@ -292,8 +305,8 @@ impl Host {
             for q in qpns {
                 qps.push(qp_stat(c, q)?);
             }
-            let spun = [("spin_received", c.spun)];
-            let direct = stat_group("direct", c.linger.counters().chain(spun));
+            let own = [("spin_received", c.spun), ("posts_corked", c.corked)];
+            let direct = stat_group("direct", c.linger.counters().chain(own));
             Ok(Stats {
                 groups: vec![group, direct],
                 qps,
@@ -302,12 +315,19 @@ impl Host {
         })?
     }
 
-    /// Runs one engine call under the lock, its refusal as rocexd's.
-    fn engine<T>(
+    /// Runs one engine call under the lock, its refusal as rocexd's, then its events: a QP
+    /// moved to ERROR flushes its requests into CQs whose channels a waiter sleeps on, and
+    /// no packet may come to turn the engine after it.
+    pub(super) fn engine<T>(
         &self,
         f: impl FnOnce(&mut rocex_proto::Engine) -> Result<T, VerbsError>,
     ) -> Result<T> {
-        self.control(|c| f(&mut c.driver.engine))?.map_err(refused)
+        self.control(|c| {
+            let r = f(&mut c.driver.engine);
+            c.deliver_events();
+            r
+        })?
+        .map_err(refused)
     }
 }
 

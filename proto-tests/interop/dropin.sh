@@ -3,7 +3,8 @@
 # (also ib_send_bw -R), rping, ucmatose and udaddy binaries under `rocex run` on the host side of
 # the lab's bridge (a rocexd there, started per case by dropin_host.sh) against the same
 # programs on kernel rxe in the guest (the rxe lab), in both roles, with and without 5% loss
-# on the guest's egress, through rocexd and on the direct path (rocexd --direct). Each run's capture must pass
+# on the guest's egress, through rocexd and on the direct path (rocexd --direct, rdma_cm
+# programs included). Each run's capture must pass
 # `rocex dump --check` and `rocex conform replay`. Prints one line per case and
 # "dropin-interop: N passed, N failed"; exits non-zero on any failure. Needs root.
 #
@@ -101,6 +102,14 @@ EOF_DIRECT
         delay=$late
         [[ $p == send_bw_rdma_cm && -n $late ]] && delay="DROPIN_WAIT=8 "
         peer_case "dropin-rxe_$role-$p" "$p" "$role" "" "$delay$host ${!p}"
+        # On the direct path the program's process moves its QPs with what rocexd's CM
+        # settled (docs/abi.md §6.5). Not ib_send_bw -R against a guest server: its client
+        # then sends its second REQ about 20 ms after the first RTU, before the guest's
+        # perftest listens again (REJ, reason 8), and perftest 4.5 crashes on the retry.
+        if [[ $p != send_bw_rdma_cm || $role != server ]]; then
+            peer_case "dropin-rxe_$role-$p-direct" "$p" "$role" "" \
+                "ROCEXD_ARGS=--direct $delay$host ${!p}"
+        fi
         # UD does not resend: a datagram lost leaves udaddy waiting for it (the SIDR_REQ
         # is resent, the datagrams are not), so udaddy has no loss case.
         [[ $p == udaddy ]] && continue

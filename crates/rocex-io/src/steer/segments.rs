@@ -7,18 +7,18 @@
 //! sees only that one. This filter reads `__sk_buff.gso_size` and the destination QPN of
 //! every segment (IBA 9.2), and drops the run whole when any is not its slot's (QP1
 //! never is): a client then reads only its own slot's packets, coalesced or not. The
-//! kernel coalesces at most 64 datagrams (`UDP_GRO_CNT_MAX`, as `UDP_MAX_SEGMENTS` for
-//! GSO), so the check is unrolled that many times and needs no loop.
+//! kernel's GRO joins at most 64 datagrams (`UDP_GRO_CNT_MAX`), and a rocex sender's GSO
+//! send holds at most 64 (`udp::batch`), so the check is unrolled that many times and needs
+//! no loop; a longer run (another sender's GSO send) is dropped.
 //!
 //! Loading an eBPF program takes `CAP_BPF` (or `kernel.unprivileged_bpf_disabled=0`):
 //! without it a group keeps the classic filters and GRO off (`SteerGroup::open`).
 
 use std::io;
+use std::net::UdpSocket;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use std::net::UdpSocket;
-
-/// Most segments one coalesced buffer holds (the kernel's `UDP_GRO_CNT_MAX`).
+/// Most segments a run the filter keeps holds (the kernel's `UDP_GRO_CNT_MAX`).
 const MAX_SEGMENTS: usize = 64;
 /// `struct __sk_buff` offsets (`include/uapi/linux/bpf.h`).
 const SKB_LEN: i16 = 0;

@@ -48,6 +48,7 @@ impl fmt::Display for FrameError {
 
 impl std::error::Error for FrameError {}
 
+/// Error, or a request kind or its response's, `Hello` to the newest (`CmEstablish`).
 fn known(kind: u16) -> bool {
     let base = kind & !kind::RESPONSE;
     kind == kind::ERROR || (kind::HELLO..=kind::CM_ESTABLISH).contains(&base)

@@ -29,7 +29,9 @@ pub unsafe extern "C" fn rdma_listen(id: *mut rdma_cm_id, _backlog: c_int) -> c_
     };
     let me = id.cast::<Id>();
     // SAFETY: per the contract.
-    let m = unsafe { &mut *me };
+    let Some(m) = (unsafe { Id::of(id) }) else {
+        return fail(libc::EINVAL);
+    };
     match m.state {
         State::Listening => return 0,
         State::Idle => {
@@ -123,7 +125,9 @@ pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, param: *mut rdma_conn
     };
     let me = id.cast::<Id>();
     // SAFETY: per the contract.
-    let m = unsafe { &mut *me };
+    let Some(m) = (unsafe { Id::of(id) }) else {
+        return fail(libc::EINVAL);
+    };
     let (State::RouteResolved, Some(d), Some(dst)) = (m.state, m.dev, m.dst()) else {
         return fail(libc::EINVAL);
     };
@@ -192,7 +196,9 @@ pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, param: *mut rdma_conn_
     };
     let me = id.cast::<Id>();
     // SAFETY: per the contract.
-    let m = unsafe { &mut *me };
+    let Some(m) = (unsafe { Id::of(id) }) else {
+        return fail(libc::EINVAL);
+    };
     let (State::Requested(cid), Some(d)) = (m.state, m.dev) else {
         return fail(libc::EINVAL);
     };
@@ -245,9 +251,10 @@ pub unsafe fn reject(
     let Some((v, mut g)) = enter() else {
         return -1;
     };
-    let me = id.cast::<Id>();
     // SAFETY: per the contract.
-    let m = unsafe { &mut *me };
+    let Some(m) = (unsafe { Id::of(id) }) else {
+        return fail(libc::EINVAL);
+    };
     let (State::Requested(cid), Some(d)) = (m.state, m.dev) else {
         return fail(libc::EINVAL);
     };
@@ -284,7 +291,9 @@ pub unsafe extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
         return -1;
     };
     // SAFETY: per the contract.
-    let m = unsafe { Id::of(id) };
+    let Some(m) = (unsafe { Id::of(id) }) else {
+        return fail(libc::EINVAL);
+    };
     match (m.state, m.dev) {
         (State::Connected(cid) | State::Connecting(cid), Some(d)) => {
             // SAFETY: the device's open context.
@@ -328,8 +337,8 @@ fn connected(id: *mut rdma_cm_id) -> c_int {
         return -1;
     };
     // SAFETY: the caller passes a live id.
-    match unsafe { Id::of(id) }.state {
-        State::Connecting(_) | State::Connected(_) | State::Requested(_) => 0,
+    match unsafe { Id::of(id) }.map(|m| m.state) {
+        Some(State::Connecting(_) | State::Connected(_) | State::Requested(_)) => 0,
         _ => fail(libc::EINVAL),
     }
 }
@@ -353,7 +362,11 @@ pub unsafe extern "C" fn rdma_init_qp_attr(
         return fail(libc::EINVAL);
     }
     // SAFETY: per the contract.
-    let (m, a) = unsafe { (Id::of(id), &mut *attr) };
+    let Some(m) = (unsafe { Id::of(id) }) else {
+        return fail(libc::EINVAL);
+    };
+    // SAFETY: per the contract.
+    let a = unsafe { &mut *attr };
     if m.c.verbs.is_null() {
         return fail(libc::EINVAL);
     }

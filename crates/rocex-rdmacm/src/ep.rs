@@ -50,7 +50,9 @@ pub unsafe extern "C" fn rdma_create_ep(
             let ok = bind_addr(cm, r.ai_src_addr) == 0;
             if ok && !attr.is_null() {
                 let _g = lock();
-                Id::of(cm).ep = Some((*attr, pd));
+                if let Some(m) = Id::of(cm) {
+                    m.ep = Some((*attr, pd));
+                }
             }
             ok
         } else {
@@ -108,7 +110,9 @@ pub unsafe extern "C" fn rdma_get_request(
     let (channel, ep) = {
         let _g = lock();
         // SAFETY: per the contract.
-        let l = unsafe { Id::of(listen) };
+        let Some(l) = (unsafe { Id::of(listen) }) else {
+            return fail(libc::EINVAL);
+        };
         (l.c.channel, l.ep)
     };
     let mut e = core::ptr::null_mut();

@@ -2,7 +2,9 @@
 //! to, and the device list.
 
 use core::ffi::{c_int, c_void};
+use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::abi::*;
 use crate::channel::{Channel, ack_event, event, get_event};
@@ -67,15 +69,30 @@ pub struct Id {
     pub settled: Option<crate::qp::Settled>,
 }
 
+/// The ids this library made and has not destroyed, by address. A program's pointer is
+/// looked up here before it is read: perftest 4.5 calls `rdma_resolve_addr` again on an id
+/// it destroyed after a rejection, where rdma-core's library reads freed memory; here it
+/// gets `EINVAL`.
+static LIVE: Mutex<BTreeSet<usize>> = Mutex::new(BTreeSet::new());
+
+fn live() -> MutexGuard<'static, BTreeSet<usize>> {
+    LIVE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl Id {
-    /// The library's id behind a program's pointer.
+    /// The library's id behind a program's pointer, `None` when it is not an id of this
+    /// library that is still alive (NULL, destroyed, or never one).
     ///
     /// # Safety
     ///
-    /// `id` came from this library and was not destroyed.
-    pub unsafe fn of<'a>(id: *mut rdma_cm_id) -> &'a mut Self {
-        // SAFETY: per the contract; `Id` starts with the `rdma_cm_id`.
-        unsafe { &mut *id.cast::<Self>() }
+    /// No other reference to the id is in use.
+    pub unsafe fn of<'a>(id: *mut rdma_cm_id) -> Option<&'a mut Self> {
+        if !live().contains(&(id as usize)) {
+            return None;
+        }
+        // SAFETY: a live id of this library (`Id` starts with the `rdma_cm_id`); per the
+        // contract, not referenced elsewhere.
+        Some(unsafe { &mut *id.cast::<Self>() })
     }
 
     /// Queues an event of `kind` with `status` and no private data on the id's channel.
@@ -144,7 +161,7 @@ pub fn new_id(
     c.context = context;
     c.ps = ps;
     c.qp_type = qp_type;
-    Ok(Box::into_raw(Box::new(Id {
+    let made = Box::into_raw(Box::new(Id {
         c,
         state: State::Idle,
         dev: None,
@@ -158,7 +175,9 @@ pub fn new_id(
         ep: None,
         tos: None,
         settled: None,
-    })))
+    }));
+    live().insert(made as usize);
+    Ok(made)
 }
 
 /// The QP type of a port space: RC for TCP and IB, UD for UDP (rocexd's CM resolves the
@@ -333,7 +352,7 @@ pub fn detach(channel: *mut rdma_event_channel) {
 ///
 /// `id` is a live id of this library, not used again.
 pub unsafe fn destroy_id(id: *mut rdma_cm_id) -> c_int {
-    if id.is_null() {
+    if !live().remove(&(id as usize)) {
         return fail(libc::EINVAL);
     }
     let Some((v, mut g)) = enter() else {
@@ -382,7 +401,9 @@ pub unsafe extern "C" fn rdma_migrate_id(
         return -1;
     };
     // SAFETY: per the contract.
-    let m = unsafe { Id::of(id) };
+    let Some(m) = (unsafe { Id::of(id) }) else {
+        return fail(libc::EINVAL);
+    };
     let old = m.sync;
     if channel.is_null() {
         match Channel::new() {
@@ -468,7 +489,10 @@ pub unsafe fn bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -> c_int
         return -1;
     };
     // SAFETY: per the contract.
-    status(bind(v, &mut g, unsafe { Id::of(id) }, sa))
+    match unsafe { Id::of(id) } {
+        Some(m) => status(bind(v, &mut g, m, sa)),
+        None => fail(libc::EINVAL),
+    }
 }
 
 /// `rdma_set_option`, with the kernel's answers (`ucma_set_option_id`,
@@ -497,7 +521,9 @@ pub unsafe extern "C" fn rdma_set_option(
         return -1;
     };
     // SAFETY: per the contract.
-    let m = unsafe { Id::of(id) };
+    let Some(m) = (unsafe { Id::of(id) }) else {
+        return fail(libc::EINVAL);
+    };
     let int = || {
         // SAFETY: per the contract, checked to be an int's size.
         (optlen == size_of::<c_int>()).then(|| unsafe { optval.cast::<c_int>().read_unaligned() })
@@ -570,7 +596,7 @@ fn port_be(a: Option<SocketAddr>) -> u16 {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_get_src_port(id: *mut rdma_cm_id) -> u16 {
     // SAFETY: per the contract.
-    port_be(unsafe { Id::of(id) }.src())
+    unsafe { Id::of(id) }.map_or(0, |m| port_be(m.src()))
 }
 
 /// `rdma_get_dst_port`.
@@ -581,7 +607,7 @@ pub unsafe extern "C" fn rdma_get_src_port(id: *mut rdma_cm_id) -> u16 {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_get_dst_port(id: *mut rdma_cm_id) -> u16 {
     // SAFETY: per the contract.
-    port_be(unsafe { Id::of(id) }.dst())
+    unsafe { Id::of(id) }.map_or(0, |m| port_be(m.dst()))
 }
 
 /// `rdma_get_devices`: every rocex device's context (the ones ids use), NULL-terminated.

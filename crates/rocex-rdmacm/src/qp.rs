@@ -266,7 +266,11 @@ pub unsafe fn create_qp_ex(id: *mut rdma_cm_id, attr: *mut ibv_qp_init_attr_ex) 
         return -1;
     };
     // SAFETY: per the contract.
-    let (m, a) = unsafe { (Id::of(id), &mut *attr) };
+    let Some(m) = (unsafe { Id::of(id) }) else {
+        return fail(libc::EINVAL);
+    };
+    // SAFETY: per the contract.
+    let a = unsafe { &mut *attr };
     if m.c.verbs.is_null() || !m.c.qp.is_null() {
         return fail(libc::EINVAL);
     }
@@ -368,7 +372,9 @@ pub unsafe fn destroy_qp(id: *mut rdma_cm_id) {
         return;
     }
     // SAFETY: per the contract.
-    let m = unsafe { Id::of(id) };
+    let Some(m) = (unsafe { Id::of(id) }) else {
+        return;
+    };
     if !m.c.qp.is_null() {
         // SAFETY: the id's QP; the program is done with it.
         unsafe { (v.ibv_destroy_qp)(m.c.qp) };
@@ -394,7 +400,9 @@ pub unsafe fn create_srq(
         return -1;
     };
     // SAFETY: per the contract.
-    let m = unsafe { Id::of(id) };
+    let Some(m) = (unsafe { Id::of(id) }) else {
+        return fail(libc::EINVAL);
+    };
     let pd = if pd.is_null() { m.c.pd } else { pd };
     if pd.is_null() || !m.c.srq.is_null() {
         return fail(libc::EINVAL);
@@ -453,7 +461,9 @@ pub unsafe fn destroy_srq(id: *mut rdma_cm_id) {
         return;
     }
     // SAFETY: per the contract.
-    let m = unsafe { Id::of(id) };
+    let Some(m) = (unsafe { Id::of(id) }) else {
+        return;
+    };
     if !m.c.srq.is_null() {
         // SAFETY: the id's SRQ; the program is done with it.
         unsafe { (v.ibv_destroy_srq)(m.c.srq) };

@@ -45,7 +45,9 @@ pub unsafe fn resolve_addr(
         return -1;
     };
     // SAFETY: per the contract.
-    let m = unsafe { Id::of(id) };
+    let Some(m) = (unsafe { Id::of(id) }) else {
+        return fail(libc::EINVAL);
+    };
     if m.state == State::Idle {
         let local = from.unwrap_or(SocketAddr::new(sockaddr::any_like(to.ip()), 0));
         let e = bind(v, &mut g, m, local);
@@ -96,7 +98,9 @@ pub unsafe fn resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_int) -> c_int {
         return -1;
     };
     // SAFETY: per the contract.
-    let m = unsafe { Id::of(id) };
+    let Some(m) = (unsafe { Id::of(id) }) else {
+        return fail(libc::EINVAL);
+    };
     let (State::AddrResolved, Some(d)) = (m.state, m.dev) else {
         return fail(libc::EINVAL);
     };

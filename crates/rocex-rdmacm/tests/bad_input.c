@@ -118,6 +118,11 @@ int main(int argc, char **argv)
 	SAY("disconnect_rejected", rdma_disconnect(id));
 	rdma_destroy_qp(id);
 	rdma_destroy_id(id);
+	/* perftest 4.5 resolves again on the id it has just destroyed after a rejection:
+	 * rdma-core's library reads freed memory there; rocex's answers EINVAL, and a second
+	 * destroy too. */
+	SAY("resolve_destroyed", rdma_resolve_addr(id, NULL, (struct sockaddr *)&peer, 2000));
+	SAY("destroy_destroyed", rdma_destroy_id(id));
 
 	/* rdma_cm over UD: the peer's CM answers a SIDR_REQ for a port nobody listens on
 	 * with status 1 (service ID not supported), UNREACHABLE with that status; 181 bytes

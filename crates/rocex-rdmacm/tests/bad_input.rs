@@ -59,6 +59,8 @@ fn rdma_cm_refuses_bad_input_as_rdma_core_does() {
                 connect 0 ok\n\
                 connect_event RDMA_CM_EVENT_REJECTED 8\n\
                 disconnect_rejected 0 ok\n\
+                resolve_destroyed -1 Invalid argument\n\
+                destroy_destroyed -1 Invalid argument\n\
                 create_id_udp 0 ok\n\
                 create_qp_ud 0 ok\n\
                 connect_ud_181_bytes -1 Invalid argument\n\

@@ -26,7 +26,10 @@ use rocex_shm::control::{
 
 use crate::pump::{self, QpPump};
 
+mod relisten;
 mod sidr;
+
+use relisten::{GRACE, Held, Relisten};
 
 /// The Q_Key of QP1 (IBTA chapter 13's well-known GSI Q_Key).
 const GSI_QKEY: u32 = 0x8001_0000;
@@ -118,6 +121,8 @@ pub(crate) struct CmStats {
     pub(crate) unserved: u64,
     /// Events dropped because the client did not take them.
     pub(crate) dropped_events: u64,
+    /// REQs held for a port's next listener (`relisten`).
+    pub(crate) held: u64,
 }
 
 /// QP1 and every client's CM connections.
@@ -129,6 +134,8 @@ pub(crate) struct Cm {
     mem: Arc<VecRegion>,
     /// Listening `(port space, port)` to its client.
     listeners: BTreeMap<(u16, u16), u64>,
+    /// REQs for ports given up a moment ago, waiting for the next listener.
+    relisten: Relisten,
     /// `CmListen` requests granted.
     listens: u64,
     conns: BTreeMap<u32, Entry>,
@@ -180,6 +187,7 @@ impl Cm {
             lkey: keys.lkey,
             mem,
             listeners: BTreeMap::new(),
+            relisten: Relisten::default(),
             listens: 0,
             conns: BTreeMap::new(),
             next_id: 1,
@@ -276,6 +284,11 @@ impl Cm {
                 _ => {
                     self.listeners.insert((ps, port), client);
                     self.listens += 1;
+                    if ps == cma::PS_TCP {
+                        for h in self.relisten.take(port) {
+                            self.requested(engine, h, client);
+                        }
+                    }
                     Response::Done(kind::CM_LISTEN)
                 }
             },
@@ -284,6 +297,9 @@ impl Cm {
                     return Response::error(libc::ENOENT, format!("not listening on {port}"));
                 }
                 self.listeners.remove(&(ps, port));
+                if ps == cma::PS_TCP {
+                    self.relisten.gave_up(port, now);
+                }
                 Response::Done(kind::CM_UNLISTEN)
             }
             Request::CmConnect {
@@ -511,6 +527,9 @@ impl Cm {
                 }
             }
         }
+        for h in self.relisten.expired(now) {
+            self.unserved(engine, now, h.src, h.tid, &h.req);
+        }
         // Empty (no allocation) unless a retransmission or timeout is due.
         let due: Vec<u32> = self
             .conns
@@ -566,15 +585,50 @@ impl Cm {
         let Message::Req(req) = mad.msg else { return };
         let target = conn::rdma_cm_target(&req)
             .filter(|&(ps, _, hdr)| ps == cma::PS_TCP && hdr.src == src)
-            .and_then(|(_, port, hdr)| {
-                Some((port, hdr, *self.listeners.get(&(cma::PS_TCP, port))?))
-            });
-        let Some((port, hdr, client)) = target.filter(|_| req.transport_service_type == 0) else {
-            self.stats.unserved += 1;
-            let rej = conn::reject(mad.tid, &req, rej::REASON_INVALID_SERVICE_ID);
-            Self::send(engine, now, src, &rej);
-            return;
+            .filter(|_| req.transport_service_type == 0);
+        let Some((_, port, hdr)) = target else {
+            return self.unserved(engine, now, src, mad.tid, &req);
         };
+        let held = Held {
+            until: now + GRACE,
+            src,
+            tid: mad.tid,
+            req: Box::new(req),
+            port,
+            hdr,
+        };
+        match self.listeners.get(&(cma::PS_TCP, port)) {
+            Some(&client) => self.requested(engine, held, client),
+            None if self.relisten.hold(now, held) => self.stats.held += 1,
+            None => self.unserved(engine, now, src, mad.tid, &req),
+        }
+    }
+
+    /// A REQ for a port nobody listens on: REJ, reason 8 (invalid service ID).
+    fn unserved(
+        &mut self,
+        engine: &mut Engine,
+        now: Instant,
+        src: IpAddr,
+        tid: u64,
+        req: &ReqRepr,
+    ) {
+        self.stats.unserved += 1;
+        let rej = conn::reject(tid, req, rej::REASON_INVALID_SERVICE_ID);
+        Self::send(engine, now, src, &rej);
+    }
+
+    /// A REQ for `client`'s listener: a pending request and its `ConnectRequest` event.
+    fn requested(&mut self, engine: &mut Engine, h: Held, client: u64) {
+        let Held {
+            src,
+            tid,
+            req,
+            port,
+            hdr,
+            ..
+        } = h;
+        let req = *req;
         let id = self.new_id();
         let psn = engine.random_psn();
         let settled = QpParams::for_passive(src, &req, &accept_params(engine, psn));
@@ -584,7 +638,7 @@ impl Cm {
                 client,
                 peer: src,
                 slot: Slot::Pending {
-                    tid: mad.tid,
+                    tid,
                     req: Box::new(req),
                     psn,
                 },

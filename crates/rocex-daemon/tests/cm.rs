@@ -131,6 +131,33 @@ fn connect_accept_move_data_and_disconnect_on(
     assert_eq!((state(&a), state(&b)), (QpState::Err, QpState::Err));
 }
 
+/// A program that listens again on a port it has just given up (perftest's `-R`, between
+/// its control and its test connections) gets the REQ that came in between, as if it had
+/// listened all along: rocexd holds it up to a second (`cm/relisten.rs`).
+#[test]
+fn a_request_between_a_listen_given_up_and_the_next_waits_for_the_next() {
+    let da = ring_daemon("127.0.9.18", &[]);
+    let db = ring_daemon("127.0.9.19", &[]);
+    let (a, b) = (cm_end(&da), cm_end(&db));
+    b.ctx.cm_listen(7475).unwrap();
+    b.ctx.cm_unlisten(7475).unwrap();
+    let id = a
+        .ctx
+        .cm_connect(&a.qp, b.ctx.gid_addr(), 7475, &[])
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(b.ctx.cm_poll_event().unwrap().is_none());
+    assert!(
+        a.ctx.cm_poll_event().unwrap().is_none(),
+        "no REJ while held"
+    );
+    b.ctx.cm_listen(7475).unwrap();
+    let req = event(&b.ctx, CmEventKind::ConnectRequest);
+    b.ctx.cm_accept(req.id, &b.qp).unwrap();
+    assert_eq!(event(&a.ctx, CmEventKind::Established).id, id);
+    assert_eq!(event(&b.ctx, CmEventKind::Established).id, req.id);
+}
+
 #[test]
 fn nobody_listening_and_a_refusal_are_rejections() {
     let da = ring_daemon("127.0.9.3", &[]);

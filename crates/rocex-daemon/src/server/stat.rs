@@ -167,6 +167,7 @@ impl Server {
             counters: [
                 ("bad_mads", cm.bad_mads),
                 ("unserved", cm.unserved),
+                ("held", cm.held),
                 ("dropped_events", cm.dropped_events),
             ]
             .map(|(n, v)| (n.to_owned(), v))

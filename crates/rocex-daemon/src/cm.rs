@@ -14,6 +14,7 @@ use std::sync::Arc;
 use rocex_cm::conn::{self, AcceptParams, Conn, ConnectParams, Event, Local, QpParams, State};
 use rocex_cm::query::Query;
 use rocex_cm::{MAD_LEN, Mad, Message, ReqRepr, SidrReqRepr, cma, rej};
+use rocex_io::SteerGroup;
 use rocex_proto::VerbsError;
 use rocex_proto::verbs::{
     AttrMask, QpAttr, QpCap, QpState, QpType, RecvWr, SendData, SendOp, SendWr, Sge, UdDest,
@@ -92,18 +93,18 @@ enum Slot {
 pub(crate) enum ClientQps<'a> {
     /// Its QPs in rocexd's engine, which the CM moves.
     Daemon(&'a HashMap<u32, QpPump>),
-    /// A direct client's: every QPN whose low `bits` bits are its `slot`. They live in the
-    /// client's engine, so the client says what rocexd would read of them (UD or not, the
-    /// Q_Key) and moves them itself, as rdma-core's librdmacm moves the QPs of its process
-    /// with the attributes the kernel's rdma_cm reports (`CmEventKind::ConnectResponse`).
-    Direct { slot: u32, bits: u8 },
+    /// A direct client's: every QPN of its `slot` in `group`. They live in the client's
+    /// engine, so the client says what rocexd would read of them (UD or not, the Q_Key)
+    /// and moves them itself, as rdma-core's librdmacm moves the QPs of its process with
+    /// the attributes the kernel's rdma_cm reports (`CmEventKind::ConnectResponse`).
+    Direct { slot: u32, group: &'a SteerGroup },
 }
 
 impl ClientQps<'_> {
     fn holds(&self, qpn: u32) -> bool {
         match *self {
             Self::Daemon(qps) => qps.contains_key(&qpn),
-            Self::Direct { slot, bits } => qpn != GSI_QPN && qpn & ((1 << bits) - 1) == slot,
+            Self::Direct { slot, group } => qpn != GSI_QPN && group.slot_of(qpn) == slot,
         }
     }
 
@@ -802,18 +803,7 @@ fn conn_info(p: &QpParams) -> CmConn {
     }
 }
 
-/// INIT → RTR → RTS with the connection's attributes. A QP the program already moved on
-/// with `rdma_init_qp_attr`'s attributes (as rdma-core's own librdmacm lets it before
-/// `rdma_accept`) goes on from where it stands.
+/// INIT → RTR → RTS with the connection's attributes, from where the QP stands.
 fn ready(engine: &mut Engine, qpn: u32, p: &QpParams) -> Result<(), VerbsError> {
-    let state = engine.qp_status(qpn)?.state;
-    if state == QpState::Init {
-        let (a, m) = p.rtr();
-        engine.modify_qp(qpn, &a, m)?;
-    }
-    if matches!(state, QpState::Init | QpState::Rtr) {
-        let (a, m) = p.rts();
-        engine.modify_qp(qpn, &a, m)?;
-    }
-    Ok(())
+    engine.ready_rc(qpn, p.rtr(), p.rts())
 }

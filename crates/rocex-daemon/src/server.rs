@@ -309,7 +309,7 @@ impl Server {
             | Request::CmEstablish { .. }
             | Request::CmPoll) => {
                 let qps = match self.direct.as_ref().and_then(|d| d.slot(id)) {
-                    Some((slot, bits)) => ClientQps::Direct { slot, bits },
+                    Some((slot, group)) => ClientQps::Direct { slot, group },
                     None => ClientQps::Daemon(&c.qps),
                 };
                 Reply::ok(self.cm.request(id, qps, engine, now, req))

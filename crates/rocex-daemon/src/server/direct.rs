@@ -45,9 +45,9 @@ impl Direct {
         self.slots.len() as u64
     }
 
-    /// Client `id`'s slot and the group's slot bits, when it holds one.
-    pub(super) fn slot(&self, id: u64) -> Option<(u32, u8)> {
-        Some((*self.slots.get(&id)?, self.group.bits()))
+    /// Client `id`'s slot and the group it is of, when it holds one.
+    pub(super) fn slot(&self, id: u64) -> Option<(u32, &SteerGroup)> {
+        Some((*self.slots.get(&id)?, &self.group))
     }
 
     /// Datagrams found in a slot's socket when it was granted or given back.

@@ -22,7 +22,7 @@
 //!
 //! A group's sockets take UDP GRO only where each handed-out socket's filter checks every
 //! datagram of a coalesced run (`segments`) and the address's link does not join datagrams
-//! before the program steers them ([`SteerGroup::coalesces`]).
+//! before the program steers them ([`SteerGroup::no_coalescing`]).
 
 mod program;
 mod segments;

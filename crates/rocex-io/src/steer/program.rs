@@ -9,12 +9,12 @@ use libc::sock_filter;
 
 /// Offset of the BTH word holding the destination QPN in the UDP payload, where the
 /// reuseport program starts reading (`reuseport_select_sock` pulls the UDP header).
-const DEST_QP_WORD: u32 = 4;
+pub(super) const DEST_QP_WORD: u32 = 4;
 /// A socket filter on a UDP socket reads from the UDP header (`udp_queue_rcv_one_skb`).
-const UDP_HEADER: u32 = 8;
-const QPN_BITS: u32 = 0x00ff_ffff;
+pub(super) const UDP_HEADER: u32 = 8;
+pub(super) const QPN_BITS: u32 = 0x00ff_ffff;
 /// QP1, the GSI: CM MADs, which rocexd answers for every client.
-const GSI: u32 = 1;
+pub(super) const GSI: u32 = 1;
 /// A socket filter's "keep all of it".
 const ACCEPT: u32 = u32::MAX;
 

@@ -18,17 +18,13 @@ use std::io;
 use std::net::UdpSocket;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+use super::program::{DEST_QP_WORD, GSI, QPN_BITS, UDP_HEADER};
+
 /// Most segments a run the filter keeps holds (the kernel's `UDP_GRO_CNT_MAX`).
 const MAX_SEGMENTS: usize = 64;
 /// `struct __sk_buff` offsets (`include/uapi/linux/bpf.h`).
 const SKB_LEN: i16 = 0;
 const SKB_GSO_SIZE: i16 = 176;
-/// A socket filter on a UDP socket reads from the UDP header (`udp_queue_rcv_one_skb`).
-const UDP_HEADER: i32 = 8;
-/// The BTH word with the reserved byte and the 24-bit destination QP, from a segment's start.
-const DEST_QP_WORD: i32 = 4;
-const QPN_BITS: i32 = 0x00ff_ffff;
-const GSI: i32 = 1;
 
 /// One eBPF instruction (`struct bpf_insn`): the destination register in the low nibble of
 /// `regs`, the source in the high one.
@@ -82,16 +78,16 @@ pub(crate) fn program(bits: u8, slot: u32) -> Vec<Insn> {
         // Not coalesced: one segment, the whole datagram.
         insn(JNE_K, step, 0, 1, 0),
         insn(MOV64_X, step, len, 0, 0),
-        insn(MOV64_K, at, 0, 0, UDP_HEADER),
+        insn(MOV64_K, at, 0, 0, UDP_HEADER as i32),
     ];
     let mut jumps = Vec::new();
     for _ in 0..MAX_SEGMENTS {
         jumps.push((p.len(), To::Keep));
         p.push(insn(JGE_X, at, len, 0, 0));
-        p.push(insn(LD_IND_W, 0, at, 0, DEST_QP_WORD));
-        p.push(insn(AND64_K, 0, 0, 0, QPN_BITS));
+        p.push(insn(LD_IND_W, 0, at, 0, DEST_QP_WORD as i32));
+        p.push(insn(AND64_K, 0, 0, 0, QPN_BITS as i32));
         jumps.push((p.len(), To::Drop));
-        p.push(insn(JEQ_K, 0, 0, 0, GSI));
+        p.push(insn(JEQ_K, 0, 0, 0, GSI as i32));
         p.push(insn(AND64_K, 0, 0, 0, (1 << bits) - 1));
         jumps.push((p.len(), To::Drop));
         p.push(insn(JNE_K, 0, 0, 0, slot as i32));

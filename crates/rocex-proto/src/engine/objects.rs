@@ -279,6 +279,27 @@ impl Engine {
         Ok(())
     }
 
+    /// Moves a connected QP on to RTS with `rtr` and `rts` (each a modify's attributes and
+    /// mask), from where it stands: INIT takes both, RTR the second, RTS neither. The CM's
+    /// step (rocexd's for its QPs, a direct context's for its own): a program may already
+    /// have moved the QP with `rdma_init_qp_attr`'s attributes, as rdma-core's librdmacm
+    /// lets it before `rdma_accept`.
+    pub fn ready_rc(
+        &mut self,
+        qpn: u32,
+        (rtr, rtr_mask): (QpAttr, AttrMask),
+        (rts, rts_mask): (QpAttr, AttrMask),
+    ) -> Result<(), VerbsError> {
+        let state = self.qp_status(qpn)?.state;
+        if state == QpState::Init {
+            self.modify_qp(qpn, &rtr, rtr_mask)?;
+        }
+        if matches!(state, QpState::Init | QpState::Rtr) {
+            self.modify_qp(qpn, &rts, rts_mask)?;
+        }
+        Ok(())
+    }
+
     /// A QP's attributes and capabilities.
     pub fn query_qp(&self, qpn: u32) -> Result<(QpAttr, QpCap), VerbsError> {
         let qp = self.qps.get(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;

@@ -115,20 +115,11 @@ impl Host {
         Seen::Pass
     }
 
-    /// INIT → RTR → RTS with what the connection settled, from where the QP stands (a
-    /// program may have moved it on with `rdma_init_qp_attr`'s attributes already).
+    /// INIT → RTR → RTS with what the connection settled, from where the QP stands.
     fn ready(&self, qpn: u32, conn: &CmConn, peer: IpAddr) -> Result<()> {
         let bad_mtu = || device_error(Errno::INVAL, "the connection's path MTU is invalid");
-        let attr = conn.qp_attr(peer).ok_or_else(bad_mtu)?;
-        let [_, (rtr, rtr_mask), (rts, rts_mask)] = attr.rc_steps();
-        let state = self.query_qp(qpn)?.0.qp_state;
-        if state == QpState::Init {
-            self.modify_qp(qpn, &rtr, rtr_mask)?;
-        }
-        if matches!(state, QpState::Init | QpState::Rtr) {
-            self.modify_qp(qpn, &rts, rts_mask)?;
-        }
-        Ok(())
+        let [_, rtr, rts] = conn.qp_attr(peer).ok_or_else(bad_mtu)?.rc_steps();
+        self.engine(|e| e.ready_rc(qpn, rtr, rts))
     }
 
     fn to_error(&self, qpn: u32) -> Result<()> {

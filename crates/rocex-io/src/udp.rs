@@ -665,6 +665,21 @@ mod tests {
     }
 
     #[test]
+    fn a_port_gets_its_8_mib_buffers_past_the_sysctl_caps() {
+        // Needs CAP_NET_ADMIN (CI runs as root). The kernel reports twice the size asked
+        // (its bookkeeping share); without the FORCE options the size would stop at twice
+        // net.core.rmem_max / wmem_max, 416 KiB on a default kernel, 8 MiB on this host.
+        let port = UdpPort::bind(IpAddr::from([127, 0, 201, 11])).unwrap();
+        let fd = port.fd();
+        let sock = socket2::SockRef::from(&fd);
+        let (rx, tx) = (
+            sock.recv_buffer_size().unwrap(),
+            sock.send_buffer_size().unwrap(),
+        );
+        assert_eq!((rx, tx), (16 << 20, 16 << 20), "SO_RCVBUF, SO_SNDBUF");
+    }
+
+    #[test]
     fn a_closed_port_can_be_bound_again_at_once() {
         // What SO_REUSEADDR was once set for: a restarted engine takes its address back.
         let a = IpAddr::from([127, 0, 201, 10]);

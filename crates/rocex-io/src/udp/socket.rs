@@ -28,9 +28,7 @@ pub(crate) fn unbound_roce_socket(local: IpAddr, opts: BackendOptions) -> io::Re
         Type::DGRAM,
         Some(Protocol::UDP),
     )?;
-    // Large buffers: a burst of a 128-packet window must not be dropped by the kernel.
-    let _ = s.set_recv_buffer_size(8 << 20);
-    let _ = s.set_send_buffer_size(8 << 20);
+    set_buffers(&s);
     set_pmtudisc_do(&s, local.is_ipv4())?;
     set_tos(&s, local.is_ipv4(), opts)?;
     if local.is_ipv6() {
@@ -49,6 +47,23 @@ pub(crate) fn configure(sock: &UdpSocket, v4: bool, opts: BackendOptions) -> io:
         let _ = sys::enable_gro(sock.as_fd());
     }
     sys::enable_recv_tos(sock.as_fd(), v4)
+}
+
+/// 8 MiB each way: a window of 128 requests of 64 KiB arrives as one burst, and a receive
+/// buffer that overflows drops packets the sender must then resend (go-back-N resends the
+/// whole window). The plain options are capped at `net.core.rmem_max`/`wmem_max`, 208 KiB
+/// by default, about 25 packets of 4 KiB in a slow receiver's queue; the `FORCE` options
+/// pass the cap with `CAP_NET_ADMIN` (rocexd, and so its direct clients' sockets), the
+/// plain ones do what the cap allows without it.
+fn set_buffers(s: &Socket) {
+    const SIZE: libc::c_int = 8 << 20;
+    let fd = s.as_fd();
+    if sys::set_int_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, SIZE).is_err() {
+        let _ = s.set_recv_buffer_size(SIZE as usize);
+    }
+    if sys::set_int_opt(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, SIZE).is_err() {
+        let _ = s.set_send_buffer_size(SIZE as usize);
+    }
 }
 
 /// Sends datagrams with the options' DSCP and ECN (`IP_TOS`/`IPV6_TCLASS`) unless their

@@ -59,6 +59,11 @@ pub struct BackendCounters {
     pub tx_dropped: u64,
     /// Received frames that were not RoCE v2 for this address, or were malformed.
     pub rx_ignored: u64,
+    /// Datagrams the kernel dropped at the socket before rocex could read them: its
+    /// receive queue was full (lost; the transport resends them), or its filter refused
+    /// them (a direct slot's socket: another slot's packets). UDP and uring backends
+    /// (`SO_MEMINFO`), read when the counters are.
+    pub rx_kernel_dropped: u64,
 }
 
 /// Options every backend takes.

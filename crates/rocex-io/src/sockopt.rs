@@ -1,4 +1,4 @@
-//! setsockopt(2), for the options socket2 does not cover (packet rings, UDP GRO, path MTU
+//! setsockopt(2) and getsockopt(2), for the options socket2 does not cover (packet rings, UDP GRO, path MTU
 //! discovery), shared by every backend.
 
 use std::io;
@@ -25,6 +25,33 @@ pub(crate) fn set<T: Copy>(
     };
     if r == 0 {
         Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Reads option `name` at `level` of `fd` into a plain-data `T` (zeroed where the kernel
+/// writes less).
+pub(crate) fn get<T: Copy + Default>(
+    fd: &impl AsRawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+) -> io::Result<T> {
+    let mut value = T::default();
+    let mut len = mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: `value` is a live, writable `T` of `len` bytes; the kernel writes at most
+    // `len`.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&mut value as *mut T).cast(),
+            &mut len,
+        )
+    };
+    if r == 0 {
+        Ok(value)
     } else {
         Err(io::Error::last_os_error())
     }

@@ -37,7 +37,7 @@ use crate::{Backend, BackendCounters, BackendKind, BackendOptions, MAX_PACKET, R
 use batch::{Queued, Run};
 pub(crate) use holder::{bind_roce_port, bound_elsewhere, held_elsewhere, socket_inode};
 use ids::IdDeltas;
-pub(crate) use socket::{configure, roce_socket, unbound_roce_socket};
+pub(crate) use socket::{configure, kernel_drops, roce_socket, unbound_roce_socket};
 use sys::{RxDatagram, TxMsg};
 
 /// Receive slots per `recvmmsg`: 8 GRO bursts (512 KiB) are still in L2 when the ICRC check
@@ -426,7 +426,10 @@ impl Backend for UdpPort {
     }
 
     fn counters(&self) -> BackendCounters {
-        self.counters
+        BackendCounters {
+            rx_kernel_dropped: kernel_drops(&self.sock),
+            ..self.counters
+        }
     }
 }
 
@@ -677,6 +680,30 @@ mod tests {
             sock.send_buffer_size().unwrap(),
         );
         assert_eq!((rx, tx), (16 << 20, 16 << 20), "SO_RCVBUF, SO_SNDBUF");
+    }
+
+    #[test]
+    fn datagrams_the_kernel_dropped_at_a_full_queue_are_counted() {
+        // 30 000 datagrams of 1000 bytes at a port that reads none (~60 MB of kernel
+        // memory against its 16 MiB): every one is either read afterwards or counted.
+        let a = IpAddr::from([127, 0, 201, 12]);
+        let mut port = UdpPort::bind(a).unwrap();
+        let tx = UdpSocket::bind((a, 0)).unwrap();
+        const SENT: u64 = 30_000;
+        for i in 0..SENT {
+            let mut d = [0u8; 1000];
+            d[..8].copy_from_slice(&i.to_le_bytes());
+            tx.send_to(&d, SocketAddr::new(a, ROCE_V2_PORT)).unwrap();
+        }
+        let mut read = 0u64;
+        while port.recv(&mut |_, _| read += 1).unwrap() > 0 {}
+        let dropped = port.counters().rx_kernel_dropped;
+        assert!(dropped > 0, "read {read} of {SENT}: the queue never filled");
+        assert_eq!(
+            read + dropped,
+            SENT,
+            "read {read}, counted dropped {dropped}"
+        );
     }
 
     #[test]

@@ -208,4 +208,8 @@ impl Nic for LocalNic {
     fn fault_counters(&self) -> Option<FaultCounters> {
         self.driver.fault_counters()
     }
+
+    fn kernel_dropped(&self) -> Option<u64> {
+        Some(self.driver.backend_counters().rx_kernel_dropped)
+    }
 }

@@ -474,6 +474,13 @@ fn session(
     // The peer's last request may still need our ACK, and a lost one an answer again.
     ctx.nic.linger(Duration::from_millis(300))?;
     crate::device::report_faults("rocex perf", ctx.nic.fault_counters());
+    if let Some(n) = ctx.nic.kernel_dropped().filter(|&n| n > 0) {
+        // Each one was resent (go-back-N resends what followed it too).
+        eprintln!(
+            "rocex perf: the kernel dropped {n} datagrams at this engine's socket (receive queue full: \
+             without CAP_NET_ADMIN its size stops at net.core.rmem_max)"
+        );
+    }
     p.iters = out.iters;
     if rows {
         report::print_footer(&p, &out, ctx.nic.counters().as_ref());

@@ -66,4 +66,8 @@ pub(crate) trait Nic {
     fn fault_counters(&self) -> Option<rocex_io::FaultCounters> {
         None
     }
+    /// Datagrams the kernel dropped at this process's socket (an engine in this process).
+    fn kernel_dropped(&self) -> Option<u64> {
+        None
+    }
 }

@@ -142,6 +142,7 @@ impl Server {
                 ("icrc_foreign_id", b.icrc_foreign_id),
                 ("tx_dropped", b.tx_dropped),
                 ("rx_ignored", b.rx_ignored),
+                ("rx_kernel_dropped", b.rx_kernel_dropped),
             ],
         ));
         if let Some(c) = self.driver.fault_counters() {

@@ -66,6 +66,17 @@ fn set_buffers(s: &Socket) {
     }
 }
 
+/// The datagrams the kernel has dropped at the socket (`SO_MEMINFO`'s `SK_MEMINFO_DROPS`,
+/// `linux/sock_diag.h`): a full receive queue, a filter's refusal. 0 where unreadable.
+pub(crate) fn kernel_drops(sock: &UdpSocket) -> u64 {
+    /// `SK_MEMINFO_VARS` and `SK_MEMINFO_DROPS`.
+    const VARS: usize = 9;
+    const DROPS: usize = 8;
+    let info: io::Result<[u32; VARS]> =
+        crate::sockopt::get(sock, libc::SOL_SOCKET, libc::SO_MEMINFO);
+    info.map_or(0, |i| u64::from(i[DROPS]))
+}
+
 /// Sends datagrams with the options' DSCP and ECN (`IP_TOS`/`IPV6_TCLASS`) unless their
 /// message says otherwise.
 fn set_tos(s: &Socket, v4: bool, opts: BackendOptions) -> io::Result<()> {

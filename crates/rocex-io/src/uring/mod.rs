@@ -306,7 +306,10 @@ impl Backend for UringPort {
     }
 
     fn counters(&self) -> BackendCounters {
-        self.counters
+        BackendCounters {
+            rx_kernel_dropped: crate::udp::kernel_drops(&self.sock),
+            ..self.counters
+        }
     }
 }
 

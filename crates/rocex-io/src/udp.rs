@@ -672,7 +672,7 @@ mod tests {
         // Needs CAP_NET_ADMIN (CI runs as root). The kernel reports twice the size asked
         // (its bookkeeping share); without the FORCE options the size would stop at twice
         // net.core.rmem_max / wmem_max, 416 KiB on a default kernel, 8 MiB on this host.
-        let port = UdpPort::bind(IpAddr::from([127, 0, 201, 11])).unwrap();
+        let port = UdpPort::bind(IpAddr::from([127, 0, 201, 20])).unwrap();
         let fd = port.fd();
         let sock = socket2::SockRef::from(&fd);
         let (rx, tx) = (
@@ -686,7 +686,7 @@ mod tests {
     fn datagrams_the_kernel_dropped_at_a_full_queue_are_counted() {
         // 30 000 datagrams of 1000 bytes at a port that reads none (~60 MB of kernel
         // memory against its 16 MiB): every one is either read afterwards or counted.
-        let a = IpAddr::from([127, 0, 201, 12]);
+        let a = IpAddr::from([127, 0, 201, 21]);
         let mut port = UdpPort::bind(a).unwrap();
         let tx = UdpSocket::bind((a, 0)).unwrap();
         const SENT: u64 = 30_000;
@@ -709,7 +709,7 @@ mod tests {
     #[test]
     fn a_closed_port_can_be_bound_again_at_once() {
         // What SO_REUSEADDR was once set for: a restarted engine takes its address back.
-        let a = IpAddr::from([127, 0, 201, 10]);
+        let a = IpAddr::from([127, 0, 201, 22]);
         for _ in 0..3 {
             drop(UdpPort::bind(a).unwrap());
         }

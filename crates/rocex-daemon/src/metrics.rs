@@ -31,16 +31,7 @@ const DAEMON_GAUGES: [&str; 5] = ["clients", "qps", "mrs", "registered_bytes", "
 
 /// Per-QP values that are levels (PSNs, queue depths, retries left); the others
 /// (retransmissions, NAKs, duplicates) are counts.
-const QP_GAUGES: [&str; 8] = [
-    "sq_psn",
-    "unacked_psn",
-    "rq_psn",
-    "msn",
-    "sq_wqes",
-    "rq_wqes",
-    "retry_left",
-    "rnr_retry_left",
-];
+const QP_GAUGES: [&str; 8] = rocex_proto::QpStatus::LEVEL_NAMES;
 
 /// Binds the endpoint's address, so that a bad or taken one stops the daemon at start.
 pub(crate) fn bind(addr: SocketAddr) -> io::Result<TcpListener> {

@@ -124,11 +124,47 @@ fn connect_accept_move_data_and_disconnect_on(
     a.mr.read(262_144, &mut got).unwrap();
     assert_eq!(got, w);
 
+    // A direct end's QP is in its own engine; rocexd's `Stat` shows it as its board says.
+    for (e, d) in [(&a, da), (&b, db)]
+        .into_iter()
+        .filter(|(e, _)| e.ctx.is_direct())
+    {
+        shown_by_the_daemon_as_in_the_engine(e, d);
+    }
+
     // DREQ from a: both QPs leave RTS, both ends hear of it.
     a.ctx.cm_disconnect(id_a).unwrap();
     assert_eq!(event(&a.ctx, CmEventKind::Disconnected).id, id_a);
     assert_eq!(event(&b.ctx, CmEventKind::Disconnected).id, req.id);
     assert_eq!((state(&a), state(&b)), (QpState::Err, QpState::Err));
+}
+
+/// What a daemon-path context of `d` reads of direct end `e`'s QP (`rocex stat`'s view)
+/// matches the engine's own, the owner's pid included, within the board's lag.
+fn shown_by_the_daemon_as_in_the_engine(e: &End, d: &Daemon) {
+    let qpn = e.qp.qpn();
+    let watcher = Context::open_daemon_path(&d.sock).unwrap();
+    let named = |s: &rocex_verbs::Stats, name: &str| {
+        let q = s.qps.iter().find(|q| q.qpn == qpn).unwrap();
+        q.counters.iter().find(|(n, _)| n == name).unwrap().1
+    };
+    let own = e.ctx.qp_stats(qpn).unwrap();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        let seen = watcher.qp_stats(qpn).unwrap();
+        let same = ["sq_psn", "rq_psn", "msn"].map(|n| named(&seen, n) == named(&own, n));
+        if same == [true; 3] {
+            assert_eq!(named(&seen, "client_pid"), u64::from(std::process::id()));
+            assert_eq!(seen.qps[0].state, QpState::Rts);
+            assert!(watcher.stats().unwrap().qps.iter().any(|q| q.qpn == qpn));
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "rocexd shows {seen:?}, the engine {own:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// A program that listens again on a port it has just given up (perftest's `-R`, between

@@ -6,7 +6,8 @@
 //! when the connection closes the slot's QPNs come back to the daemon and the slot goes
 //! to the next client, unless a process still holds its socket; a client that
 //! removes the group's program has it attached again; a new daemon on the address waits
-//! until the old one's clients let their sockets go. Daemons on 127.0.47.1 to 127.0.47.6.
+//! until the old one's clients let their sockets go; `Stat` shows a client's QPs as its
+//! QP board says, but only those of its slot. Daemons on 127.0.47.1 to 127.0.47.7.
 //! The tests take turns (`rocex_testkit::serial`): starting a daemon forks this process,
 //! and until it execs the child holds a copy of every slot socket the other tests hold,
 //! which rocexd rightly takes for a process keeping a slot.
@@ -20,15 +21,21 @@ use std::os::unix::net::UnixStream;
 use std::time::Instant;
 
 use common::{T, rocexd, socket_in};
-use rocex_shm::ABI_VERSION;
-use rocex_shm::control::{DirectGrant, HEADER_LEN, Request, Response, decode_header, encode_frame};
+use rocex_proto::QpStatus;
+use rocex_shm::control::{
+    DirectGrant, HEADER_LEN, Request, Response, Stats, decode_header, encode_frame, qp_type_to_wire,
+};
 use rocex_shm::region::{recv_fds, send_fds};
+use rocex_shm::{ABI_VERSION, Board, BoardEntry};
+use rocex_verbs::verbs::{QpState, QpType};
 use rocex_wire::icrc::{self, IcrcForm};
 
 /// A control connection speaking frames, as rocex-verbs does.
 struct Control {
     sock: UnixStream,
     seq: u64,
+    /// The QP board of the last grant.
+    board: Option<OwnedFd>,
 }
 
 impl Control {
@@ -36,6 +43,7 @@ impl Control {
         let mut c = Self {
             sock: UnixStream::connect(path).unwrap(),
             seq: 0,
+            board: None,
         };
         let (r, _) = c.call(&Request::Hello {
             abi_version: ABI_VERSION,
@@ -68,11 +76,12 @@ impl Control {
         }
     }
 
-    /// `OpenDirect`: the grant and the slot's socket.
+    /// `OpenDirect`: the grant and the slot's socket (its QP board kept in `board`).
     fn open_direct(&mut self) -> Result<(DirectGrant, UdpSocket), (u32, String)> {
         match self.call(&Request::OpenDirect) {
             (Response::Direct(g), mut fds) => {
-                assert_eq!(fds.len(), 1, "one socket with the grant");
+                assert_eq!(fds.len(), 2, "a socket and a QP board with the grant");
+                self.board = fds.pop();
                 Ok((g, UdpSocket::from(fds.pop().unwrap())))
             }
             (Response::Error { errno, detail }, fds) => {
@@ -83,11 +92,17 @@ impl Control {
         }
     }
 
+    /// `Stat` of QP `qpn`, or of the device and its first page of QPs (`qpn` 0).
+    fn stat(&mut self, qpn: u32) -> Stats {
+        match self.call(&Request::Stat { qpn, cursor: 0 }) {
+            (Response::Stat(s), _) => s,
+            (other, _) => panic!("{other:?}"),
+        }
+    }
+
     /// A counter of the device's `Stat` groups.
     fn counter(&mut self, group: &str, name: &str) -> u64 {
-        let (Response::Stat(s), _) = self.call(&Request::Stat { qpn: 0, cursor: 0 }) else {
-            panic!("no Stat answer");
-        };
+        let s = self.stat(0);
         let g = s.groups.iter().find(|g| g.name == group).unwrap();
         g.counters.iter().find(|(n, _)| n == name).unwrap().1
     }
@@ -366,4 +381,59 @@ fn a_new_daemon_waits_until_the_old_ones_clients_let_go() {
         .daemon_path()
         .args(["--direct"])
         .start();
+}
+
+#[test]
+fn stat_shows_a_direct_clients_qps_as_its_board_says_and_only_its_slots() {
+    let _serial = rocex_testkit::serial();
+    let sock = socket_in("direct-board");
+    let _d = rocexd("127.0.47.7")
+        .socket(&sock)
+        .daemon_path()
+        .args(["--direct"])
+        .start();
+    let mut a = Control::open(&sock);
+    let (g, _slot_sock) = a.open_direct().unwrap();
+    let values = QpStatus::names().count();
+    let board = Board::from_fd(a.board.take().unwrap(), values).unwrap();
+    let entry = |qpn: u32, state: u8, first: u64| BoardEntry {
+        qpn,
+        qp_type: qp_type_to_wire(QpType::Rc),
+        state,
+        values: (first..).take(values).collect(),
+    };
+    let rts = QpState::Rts as u8;
+    let mine = 0x77 << 5 | g.slot;
+    let others = 0x78 << 5 | (g.slot + 1);
+    // One of its own; another slot's, QP1 and an unknown state are not its to show.
+    board.publish([
+        entry(mine, rts, 100),
+        entry(others, rts, 200),
+        entry(1, rts, 300),
+        entry(0x79 << 5 | g.slot, 99, 400),
+    ]);
+    let s = a.stat(0);
+    let shown: Vec<_> = s.qps.iter().filter(|q| q.qpn != 1).collect();
+    assert_eq!(shown.len(), 1, "{:?}", s.qps);
+    let q = shown[0];
+    assert_eq!(
+        (q.qpn, q.qp_type, q.state),
+        (mine, QpType::Rc, QpState::Rts)
+    );
+    let want: Vec<(String, u64)> = QpStatus::names()
+        .zip(100..)
+        .map(|(n, v)| (n.to_owned(), v))
+        .chain([("client_pid".to_owned(), u64::from(std::process::id()))])
+        .collect();
+    assert_eq!(q.counters, want);
+    assert_eq!(a.stat(mine).qps, vec![q.clone()]);
+    assert_eq!(a.counter("daemon", "direct_board_refused"), 3 * 3);
+    // Gone with the connection that holds the slot.
+    drop(a);
+    let mut b = Control::open(&sock);
+    let end = Instant::now() + T;
+    while b.stat(0).qps.iter().any(|q| q.qpn == mine) {
+        assert!(Instant::now() < end, "QP {mine:#x} still shown");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }

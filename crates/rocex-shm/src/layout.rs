@@ -15,7 +15,7 @@ use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout};
 
 /// Version of the ring and descriptor layout. Any change to a struct in this crate or to the
 /// protocol in `docs/abi.md` bumps it; the control channel refuses a client that differs.
-pub const ABI_VERSION: u32 = 6;
+pub const ABI_VERSION: u32 = 7;
 
 /// `b"ROCEXSHM"` as a native-endian u64 at offset 0 of every region.
 pub const REGION_MAGIC: u64 = u64::from_le_bytes(*b"ROCEXSHM");

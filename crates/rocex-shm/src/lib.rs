@@ -24,10 +24,12 @@
 //! ```
 //!
 //! Under `cfg(loom)` the atomics come from loom ([`sync`](crate) shim) and the OS-facing
-//! modules (`region`, `doorbell`) are left out.
+//! modules (`region`, `doorbell`, `board`) are left out.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+#[cfg(not(loom))]
+pub mod board;
 pub mod control;
 pub mod desc;
 #[cfg(not(loom))]
@@ -45,6 +47,8 @@ mod loom_tests;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
+#[cfg(not(loom))]
+pub use board::{Board, BoardEntry};
 pub use desc::{Cqe, EncodeError, RecvDesc, SendDesc, SgeDesc, encode_recv, encode_send};
 #[cfg(not(loom))]
 pub use doorbell::EventFd;

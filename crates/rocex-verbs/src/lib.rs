@@ -242,7 +242,9 @@ impl Context {
         };
         if direct {
             match direct::grant::ask(&ch) {
-                Ok(Some((grant, sock))) => return Self::granted(ch, attr, grant, sock),
+                Ok(Some((grant, sock, board))) => {
+                    return Self::granted(ch, attr, grant, sock, board);
+                }
                 Ok(None) => {}
                 // A daemon older than the request closes the connection that sends it
                 // (docs/abi.md §6.4): a new one, which does not ask, is the daemon path.

@@ -2,10 +2,13 @@
 //! a QPN slot and its socket of the daemon's steering group, and runs the engine in its
 //! own process; the slot is the connection's until it closes.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 
 use rocex_io::SteerGroup;
-use rocex_shm::control::{DirectGrant, Response};
+use rocex_proto::QpStatus;
+use rocex_shm::control::{DirectGrant, QpStat, Response, qp_state_from_wire, qp_type_from_wire};
+use rocex_shm::{Board, BoardEntry};
 
 use super::Reply;
 
@@ -17,6 +20,11 @@ pub(crate) struct Direct {
     template: DirectGrant,
     /// Slots by client.
     slots: BTreeMap<u64, u32>,
+    /// Each slot holder's QP board, which its engine fills for `Stat`.
+    boards: BTreeMap<u64, Board>,
+    /// Board entries not reported: a QPN outside the holder's slot, an unknown type or
+    /// state, or a board that never held still while read.
+    pub(super) board_refused: Cell<u64>,
     /// `OpenDirect`s refused: every slot taken, or a second one on a connection.
     pub(super) refused: u64,
     /// Packets of a granted slot that reached the daemon: the group had lost its program.
@@ -33,6 +41,8 @@ impl Direct {
             group,
             template,
             slots: BTreeMap::new(),
+            boards: BTreeMap::new(),
+            board_refused: Cell::new(0),
             refused: 0,
             misrouted: 0,
             reattached: 0,
@@ -64,16 +74,26 @@ impl Direct {
                 format!("this connection holds direct slot {slot} already"),
             );
         }
+        let board = Board::create(self.template.max_qp as usize, QpStatus::names().count())
+            .and_then(|b| Ok((b.fd().try_clone_to_owned()?, b)));
+        let (board_fd, board) = match board {
+            Ok(b) => b,
+            Err(e) => {
+                self.refused += 1;
+                return Reply::err(libc::EIO, format!("direct slot's QP board: {e}"));
+            }
+        };
         match self.group.grant() {
             Ok(Some(g)) => {
                 self.slots.insert(id, g.slot);
+                self.boards.insert(id, board);
                 tracing::info!(client = id, slot = g.slot, "direct slot granted");
                 Reply {
                     resp: Response::Direct(DirectGrant {
                         slot: g.slot,
                         ..self.template
                     }),
-                    fds: vec![g.socket.into()],
+                    fds: vec![g.socket.into(), board_fd],
                 }
             }
             Ok(None) => {
@@ -125,8 +145,49 @@ impl Direct {
         }
     }
 
+    /// The QPs the slot holders' boards show, with `pid_of` their holder's process (0 when
+    /// unknown), as `Stat` reports the daemon's own. Only QPNs of the holder's slot count:
+    /// a client cannot show a QP as another's.
+    pub(super) fn qps(&self, pid_of: impl Fn(u64) -> u64) -> Vec<QpStat> {
+        let names: Vec<_> = QpStatus::names().collect();
+        let mut out = Vec::new();
+        for (id, board) in &self.boards {
+            let Some(&slot) = self.slots.get(id) else {
+                continue;
+            };
+            let Some(entries) = board.read() else {
+                self.board_refused.set(self.board_refused.get() + 1);
+                continue;
+            };
+            for e in entries {
+                match self.stat_of(slot, &names, pid_of(*id), e) {
+                    Some(q) => out.push(q),
+                    None => self.board_refused.set(self.board_refused.get() + 1),
+                }
+            }
+        }
+        out
+    }
+
+    fn stat_of(&self, slot: u32, names: &[&str], pid: u64, e: BoardEntry) -> Option<QpStat> {
+        let mine = e.qpn != rocex_proto::GSI_QPN && self.group.slot_of(e.qpn) == slot;
+        mine.then_some(())?;
+        Some(QpStat {
+            qpn: e.qpn,
+            qp_type: qp_type_from_wire(e.qp_type)?,
+            state: qp_state_from_wire(e.state)?,
+            counters: names
+                .iter()
+                .zip(e.values)
+                .map(|(n, v)| ((*n).to_owned(), v))
+                .chain([("client_pid".to_owned(), pid)])
+                .collect(),
+        })
+    }
+
     /// Client `id` is gone: its slot's QPNs come back to the daemon.
     pub(super) fn close(&mut self, id: u64) {
+        self.boards.remove(&id);
         let Some(slot) = self.slots.remove(&id) else {
             return;
         };

@@ -36,6 +36,16 @@ impl Server {
     /// `Stat`: the device's counter groups and a page of QPs (every client's: the socket's
     /// permissions decide who may see them, as for every other request).
     pub(super) fn stat(&self, qpn: u32, cursor: u32) -> Reply {
+        // A direct client's QPs are in its own engine: its board shows them. Read first,
+        // so that the groups count what this read refused.
+        let pid_of = |id: u64| {
+            let c = self.clients.get(&id);
+            c.and_then(|c| c.pid).map_or(0, |p| p as u64)
+        };
+        let mut direct = self
+            .direct
+            .as_ref()
+            .map_or_else(Vec::new, |d| d.qps(pid_of));
         let mut body = StatBody {
             groups: self.stat_groups(),
             ..StatBody::default()
@@ -58,17 +68,20 @@ impl Server {
             })
         };
         if qpn != 0 {
-            match qp_stat(qpn) {
+            match qp_stat(qpn).or_else(|| direct.into_iter().find(|q| q.qpn == qpn)) {
                 Some(q) => body.qps.push(q),
                 None => return Reply::err(libc::ENOENT, format!("no QP {qpn:#x}")),
             }
             return Reply::ok(Response::Stat(body));
         }
-        let mut qpns: Vec<u32> = self.driver.engine.qpns().filter(|&q| q >= cursor).collect();
-        qpns.sort_unstable();
+        let own = self.driver.engine.qpns().filter(|&q| q >= cursor);
+        let mut qps: Vec<QpStat> = own.filter_map(qp_stat).collect();
+        direct.retain(|q| q.qpn >= cursor);
+        qps.append(&mut direct);
+        qps.sort_unstable_by_key(|q| q.qpn);
         let mut len = body.encoded_len();
-        for q in qpns {
-            let Some(s) = qp_stat(q) else { continue };
+        for s in qps {
+            let q = s.qpn;
             len += s.encoded_len();
             if len > STAT_BUDGET || body.qps.len() == usize::from(u16::MAX) {
                 body.next = q;
@@ -92,9 +105,16 @@ impl Server {
             (q + c.qps.len() as u64, m + c.mrs.len() as u64)
         });
         let registered: u64 = self.mr_bytes.values().map(MrBytes::total).sum();
-        // Slots granted, refused, datagrams drained, program attached again.
-        let direct = self.direct.as_ref().map_or((0, 0, 0, 0), |d| {
-            (d.in_use(), d.refused, d.drained(), d.reattached)
+        // Slots granted, refused, datagrams drained, program attached again, board
+        // entries not reported.
+        let direct = self.direct.as_ref().map_or((0, 0, 0, 0, 0), |d| {
+            (
+                d.in_use(),
+                d.refused,
+                d.drained(),
+                d.reattached,
+                d.board_refused.get(),
+            )
         });
         let mut groups = vec![
             group("engine", &engine),
@@ -114,6 +134,7 @@ impl Server {
                     ("direct_refused", s.direct_refused + direct.1),
                     ("direct_drained", direct.2),
                     ("direct_reattached", direct.3),
+                    ("direct_board_refused", direct.4),
                     ("bad_descriptors", s.pump.bad_descriptors),
                     ("broken_rings", s.pump.broken_rings),
                     ("refused_wrs", s.pump.refused),

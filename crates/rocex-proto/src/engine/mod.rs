@@ -223,21 +223,44 @@ pub struct QpStatus {
 }
 
 impl QpStatus {
+    /// [`named`](Self::named)'s names before the counters': the PSNs, queue depths and
+    /// retries left, levels where the counters are counts.
+    pub const LEVEL_NAMES: [&'static str; 8] = [
+        "sq_psn",
+        "unacked_psn",
+        "rq_psn",
+        "msn",
+        "sq_wqes",
+        "rq_wqes",
+        "retry_left",
+        "rnr_retry_left",
+    ];
+
     /// The PSNs, queue depths and retries left, then the counters, by the names `rocex
     /// stat` reports them under (rxe's for the counters).
     pub fn named(&self) -> impl Iterator<Item = (&'static str, u64)> {
-        [
-            ("sq_psn", u64::from(self.sq_psn)),
-            ("unacked_psn", u64::from(self.unacked_psn)),
-            ("rq_psn", u64::from(self.rq_psn)),
-            ("msn", u64::from(self.msn)),
-            ("sq_wqes", self.sq_wqes as u64),
-            ("rq_wqes", self.rq_wqes as u64),
-            ("retry_left", u64::from(self.retry_left)),
-            ("rnr_retry_left", u64::from(self.rnr_retry_left)),
-        ]
-        .into_iter()
-        .chain(self.counters.iter())
+        let own = [
+            u64::from(self.sq_psn),
+            u64::from(self.unacked_psn),
+            u64::from(self.rq_psn),
+            u64::from(self.msn),
+            self.sq_wqes as u64,
+            self.rq_wqes as u64,
+            u64::from(self.retry_left),
+            u64::from(self.rnr_retry_left),
+        ];
+        Self::LEVEL_NAMES
+            .into_iter()
+            .zip(own)
+            .chain(self.counters.iter())
+    }
+
+    /// The names [`named`](Self::named) yields, in its order: what a reader of values
+    /// copied in that order (a direct client's QP board) names them by.
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        let counters = QpCounters::default();
+        let names: Vec<_> = counters.iter().map(|(n, _)| n).collect();
+        Self::LEVEL_NAMES.into_iter().chain(names)
     }
 }
 

@@ -137,7 +137,7 @@ pub enum Response {
     },
     /// The next CM event, `None` when there is none (`CmPoll`).
     CmPoll(Option<CmEvent>),
-    /// A QPN slot granted (`OpenDirect`), with the slot's socket.
+    /// A QPN slot granted (`OpenDirect`), with the slot's socket and its QP board.
     Direct(DirectGrant),
     /// A request with an empty response succeeded; the request kind.
     Done(u16),
@@ -153,8 +153,8 @@ pub enum Response {
 /// File descriptors a response of `kind` (response kind, with [`kind::RESPONSE`]) carries.
 pub const fn response_fds(kind: u16) -> usize {
     match kind & !kind::RESPONSE {
-        kind::CREATE_COMP_CHANNEL | kind::CREATE_CQ | kind::RESIZE_CQ | kind::OPEN_DIRECT => 1,
-        kind::CREATE_QP => 2,
+        kind::CREATE_COMP_CHANNEL | kind::CREATE_CQ | kind::RESIZE_CQ => 1,
+        kind::CREATE_QP | kind::OPEN_DIRECT => 2,
         _ => 0,
     }
 }

@@ -370,7 +370,7 @@ fn responses_round_trip() {
     }
     assert_eq!(response_fds(kind::CREATE_QP | kind::RESPONSE), 2);
     assert_eq!(response_fds(kind::CREATE_CQ | kind::RESPONSE), 1);
-    assert_eq!(response_fds(kind::OPEN_DIRECT | kind::RESPONSE), 1);
+    assert_eq!(response_fds(kind::OPEN_DIRECT | kind::RESPONSE), 2);
     assert_eq!(Request::fds(kind::OPEN_DIRECT), 0);
     assert_eq!(Request::fds(kind::REG_MR_SHARED), 1);
     assert_eq!(Request::fds(kind::HELLO), 0);

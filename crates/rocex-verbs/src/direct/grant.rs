@@ -6,7 +6,8 @@ use std::os::fd::OwnedFd;
 
 use rocex_io::{BackendOptions, UdpPort};
 use rocex_proto::verbs::Mtu;
-use rocex_proto::{Config, QpnSlot};
+use rocex_proto::{Config, QpStatus, QpnSlot};
+use rocex_shm::Board;
 use rocex_shm::control::{DeviceAttr, DirectGrant, Request, Response};
 
 use crate::{Channel, Context, Error, Result, proto};
@@ -16,12 +17,15 @@ pub(crate) fn wanted() -> bool {
     std::env::var_os("ROCEX_DIRECT").is_none_or(|v| v != "0")
 }
 
-/// The daemon's grant and the slot's socket, or `None` when it grants none (started
-/// without `--direct`, every slot taken, a daemon that does not know the request): the
-/// context then runs on the daemon as before.
-pub(crate) fn ask(ch: &Channel) -> Result<Option<(DirectGrant, OwnedFd)>> {
+/// The daemon's grant, the slot's socket and its QP board, or `None` when it grants none
+/// (started without `--direct`, every slot taken, a daemon that does not know the
+/// request): the context then runs on the daemon as before.
+pub(crate) fn ask(ch: &Channel) -> Result<Option<(DirectGrant, OwnedFd, OwnedFd)>> {
     match ch.call(&Request::OpenDirect, &[]) {
-        Ok((Response::Direct(g), mut fds)) if fds.len() == 1 => Ok(Some((g, fds.remove(0)))),
+        Ok((Response::Direct(g), fds)) if fds.len() == 2 => {
+            let [sock, board] = <[OwnedFd; 2]>::try_from(fds).map_err(|_| proto("grant fds"))?;
+            Ok(Some((g, sock, board)))
+        }
         Ok((r, _)) => Err(proto(format!("unexpected {r:?}"))),
         Err(Error::Daemon { .. } | Error::Limit { .. }) => Ok(None),
         Err(e) => Err(e),
@@ -30,12 +34,14 @@ pub(crate) fn ask(ch: &Channel) -> Result<Option<(DirectGrant, OwnedFd)>> {
 
 impl Context {
     /// The direct context on `grant`'s socket `sock`, which keeps `ch` (the connection
-    /// that holds the slot) and presents the daemon's device `attr`.
+    /// that holds the slot), fills the QP board `board` for rocexd and presents the
+    /// daemon's device `attr`.
     pub(crate) fn granted(
         ch: Channel,
         attr: DeviceAttr,
         grant: DirectGrant,
         sock: OwnedFd,
+        board: OwnedFd,
     ) -> Result<Self> {
         let opts = BackendOptions {
             peers_are_rocex: grant.peers_are_rocex,
@@ -46,7 +52,8 @@ impl Context {
             ecn: grant.tos & 3,
         };
         let port = UdpPort::from_socket(sock.into(), grant.addr, opts)?;
-        let ctx = Self::direct(port, config(&grant)?, Some(ch))?;
+        let board = Board::from_fd(board, QpStatus::names().count())?;
+        let ctx = Self::direct(port, config(&grant)?, Some(ch), Some(board))?;
         Ok(Self { attr, ..ctx })
     }
 }

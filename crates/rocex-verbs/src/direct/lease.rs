@@ -43,7 +43,7 @@ impl Core {
         if self.lease != Lease::Free {
             return;
         }
-        let Some(t) = self.driver.engine.poll_timeout() else {
+        let Some(t) = self.deadline() else {
             return;
         };
         if self.wakes_at.is_none_or(|at| t < at) {
@@ -143,9 +143,9 @@ impl Core {
                 .is_ok_and(|q| q.sq_wqes > posted)
     }
 
-    /// Sets the timerfd to the engine's next deadline.
+    /// Sets the timerfd to the engine's next deadline (or the board's).
     fn arm_engine_timer(&mut self, w: &Waits) {
-        let t = self.driver.engine.poll_timeout();
+        let t = self.deadline();
         self.wakes_at = t;
         w.arm_timer(t.map(|t| t.since(self.driver.now())));
     }

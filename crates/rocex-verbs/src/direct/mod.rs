@@ -12,6 +12,7 @@
 //! the lease's end: the poller takes the packets and runs the timers, and nothing wakes a
 //! second thread to contend for the lock. It uses no CPU while the device is idle.
 
+mod board;
 mod cm;
 pub(crate) mod grant;
 mod lease;
@@ -33,7 +34,7 @@ use std::time::Duration;
 
 use rocex_io::Driver;
 use rocex_proto::{Event, Instant};
-use rocex_shm::EventFd;
+use rocex_shm::{Board, EventFd};
 
 use self::cm::CmIds;
 pub(crate) use self::cm::Seen;
@@ -102,6 +103,10 @@ pub(crate) struct Core {
     spun: u64,
     /// Send posts left for the next poll to send ([`Core::corks`]).
     corked: u64,
+    /// The QP board rocexd reads (a granted engine's), and when it is next copied to
+    /// (`None`: it shows the engine as it is).
+    board: Option<Board>,
+    board_due: Option<Instant>,
 }
 
 /// A CQ's completion channel and whether it is armed.
@@ -137,6 +142,7 @@ impl Core {
     pub(crate) fn poll_turn(&mut self) {
         let now = self.driver.now();
         self.linger.came_back(now);
+        self.board_tick(now);
         if self.drives_within(now, FRESH) {
             return;
         }
@@ -157,7 +163,9 @@ impl Core {
     /// of empty receives), and the events of what completed at once (a post to a QP in
     /// error).
     pub(crate) fn after_post(&mut self, corked: bool) {
-        self.linger.came_back(self.driver.now());
+        let now = self.driver.now();
+        self.linger.came_back(now);
+        self.board_tick(now);
         if corked {
             self.corked += 1;
         } else {
@@ -182,8 +190,12 @@ impl Core {
 
 impl Host {
     /// Starts the progress thread for the engine on `driver`; `ctl` is the connection to
-    /// rocexd that granted it, if one did.
-    pub(crate) fn start(driver: Driver, ctl: Option<Channel>) -> Result<Self> {
+    /// rocexd that granted it, if one did, and `board` the QP board that came with it.
+    pub(crate) fn start(
+        driver: Driver,
+        ctl: Option<Channel>,
+        board: Option<Board>,
+    ) -> Result<Self> {
         let sock = dup(driver.fd())?;
         let daemon = ctl.as_ref().map(|c| dup(&c.sock)).transpose()?;
         let shared = Arc::new(Shared {
@@ -196,6 +208,8 @@ impl Host {
                 linger: Linger::default(),
                 spun: 0,
                 corked: 0,
+                board,
+                board_due: None,
             })),
             waits: Waits::new(sock, daemon)?,
             stop: AtomicBool::new(false),
@@ -250,7 +264,11 @@ impl Host {
         if self.daemon_gone() {
             return Err(Error::DaemonGone);
         }
-        self.with(f)
+        self.with(|c| {
+            let r = f(c);
+            c.publish();
+            r
+        })
     }
 
     /// Registers `cq`'s channel and arm for the engine's events.

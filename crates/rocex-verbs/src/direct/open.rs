@@ -6,6 +6,7 @@ use std::rc::Rc;
 
 use rocex_io::{Backend, Driver, UdpPort};
 use rocex_proto::Config;
+use rocex_shm::Board;
 use rocex_shm::control::DeviceAttr;
 
 use super::Host;
@@ -17,17 +18,22 @@ impl Context {
     /// `port`. What [`Context::open`] makes when the daemon grants a slot, for programs
     /// and tests that own their address outright; nothing else may use the port.
     pub fn in_process(port: UdpPort, config: Config) -> Result<Self> {
-        Self::direct(port, config, None)
+        Self::direct(port, config, None, None)
     }
 
     /// The engine on `port`, its progress thread started, and the daemon connection that
-    /// granted it, if one did.
-    pub(crate) fn direct(port: UdpPort, mut config: Config, ctl: Option<Channel>) -> Result<Self> {
+    /// granted it and the QP board it gave, if one did.
+    pub(crate) fn direct(
+        port: UdpPort,
+        mut config: Config,
+        ctl: Option<Channel>,
+        board: Option<Board>,
+    ) -> Result<Self> {
         config.udp_source_port = port.fixed_source_port();
         let attr = device_attr(&config);
         let driver = Driver::new(rocex_proto::Engine::new(config), port);
         Ok(Self {
-            dev: Dev::Direct(Rc::new(Host::start(driver, ctl)?)),
+            dev: Dev::Direct(Rc::new(Host::start(driver, ctl, board)?)),
             attr,
             next_iova: Rc::new(Cell::new(1 << 40)),
         })

@@ -62,7 +62,10 @@ pub(super) fn run(shared: &Shared) {
         if core.lease != Lease::Free {
             continue;
         }
-        let sleep = core.driver.timeout(FOREVER);
+        let now = core.driver.now();
+        core.board_tick(now);
+        let board = core.board_due.map_or(FOREVER, |t| t.since(now));
+        let sleep = core.driver.timeout(FOREVER).min(board);
         let armed = (sleep < FOREVER).then_some(sleep);
         core.wakes_at = armed.map(|d| core.driver.now() + d);
         w.arm_timer(armed);

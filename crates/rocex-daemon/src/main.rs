@@ -126,7 +126,7 @@ fn run(settings: config::Settings) -> Result<(), Box<dyn std::error::Error>> {
     }
     let direct = group.map(|g| {
         let grant = net::grant(&cfg, g.options());
-        server::Direct::new(g, grant)
+        server::Direct::new(g, grant, settings.limits.max_qps as usize)
     });
     let engine = Engine::new(cfg);
     let tap = match &settings.pcap {

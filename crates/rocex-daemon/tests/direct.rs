@@ -390,12 +390,13 @@ fn stat_shows_a_direct_clients_qps_as_its_board_says_and_only_its_slots() {
     let _d = rocexd("127.0.47.7")
         .socket(&sock)
         .daemon_path()
-        .args(["--direct"])
+        .args(["--direct", "--max-qps", "4"])
         .start();
     let mut a = Control::open(&sock);
     let (g, _slot_sock) = a.open_direct().unwrap();
     let values = QpStatus::names().count();
     let board = Board::from_fd(a.board.take().unwrap(), values).unwrap();
+    assert_eq!(board.capacity(), 4, "the per-client QP limit");
     let entry = |qpn: u32, state: u8, first: u64| BoardEntry {
         qpn,
         qp_type: qp_type_to_wire(QpType::Rc),
@@ -403,14 +404,13 @@ fn stat_shows_a_direct_clients_qps_as_its_board_says_and_only_its_slots() {
         values: (first..).take(values).collect(),
     };
     let rts = QpState::Rts as u8;
-    let mine = 0x77 << 5 | g.slot;
-    let others = 0x78 << 5 | (g.slot + 1);
+    let mine = |n: u32| n << 5 | g.slot;
     // One of its own; another slot's, QP1 and an unknown state are not its to show.
     board.publish([
-        entry(mine, rts, 100),
-        entry(others, rts, 200),
+        entry(mine(0x77), rts, 100),
+        entry(0x78 << 5 | (g.slot + 1), rts, 200),
         entry(1, rts, 300),
-        entry(0x79 << 5 | g.slot, 99, 400),
+        entry(mine(0x79), 99, 400),
     ]);
     let s = a.stat(0);
     let shown: Vec<_> = s.qps.iter().filter(|q| q.qpn != 1).collect();
@@ -418,7 +418,7 @@ fn stat_shows_a_direct_clients_qps_as_its_board_says_and_only_its_slots() {
     let q = shown[0];
     assert_eq!(
         (q.qpn, q.qp_type, q.state),
-        (mine, QpType::Rc, QpState::Rts)
+        (mine(0x77), QpType::Rc, QpState::Rts)
     );
     let want: Vec<(String, u64)> = QpStatus::names()
         .zip(100..)
@@ -426,14 +426,18 @@ fn stat_shows_a_direct_clients_qps_as_its_board_says_and_only_its_slots() {
         .chain([("client_pid".to_owned(), u64::from(std::process::id()))])
         .collect();
     assert_eq!(q.counters, want);
-    assert_eq!(a.stat(mine).qps, vec![q.clone()]);
+    assert_eq!(a.stat(mine(0x77)).qps, vec![q.clone()]);
     assert_eq!(a.counter("daemon", "direct_board_refused"), 3 * 3);
+    // No more than the board holds, in QPN order among the daemon's own.
+    board.publish((0u32..6).map(|n| entry(mine(0x100 - n), rts, u64::from(n))));
+    let qpns: Vec<u32> = a.stat(0).qps.iter().map(|q| q.qpn).collect();
+    assert_eq!(qpns, [1, mine(0xfd), mine(0xfe), mine(0xff), mine(0x100)]);
     // Gone with the connection that holds the slot.
     drop(a);
     let mut b = Control::open(&sock);
     let end = Instant::now() + T;
-    while b.stat(0).qps.iter().any(|q| q.qpn == mine) {
-        assert!(Instant::now() < end, "QP {mine:#x} still shown");
+    while b.stat(0).qps.len() > 1 {
+        assert!(Instant::now() < end, "a board still shown");
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }

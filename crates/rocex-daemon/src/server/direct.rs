@@ -18,6 +18,9 @@ pub(crate) struct Direct {
     group: SteerGroup,
     /// The grant every client gets, but for its slot: the daemon's own settings.
     template: DirectGrant,
+    /// QPs a slot's board holds: the per-client QP limit (`max_qps`), which bounds what a
+    /// `Stat` copies of it.
+    board_qps: usize,
     /// Slots by client.
     slots: BTreeMap<u64, u32>,
     /// Each slot holder's QP board, which its engine fills for `Stat`.
@@ -36,10 +39,12 @@ pub(crate) struct Direct {
 }
 
 impl Direct {
-    pub(crate) fn new(group: SteerGroup, template: DirectGrant) -> Self {
+    /// Slots of `group`, granted with `template`, each with a QP board of `board_qps`.
+    pub(crate) fn new(group: SteerGroup, template: DirectGrant, board_qps: usize) -> Self {
         Self {
             group,
             template,
+            board_qps,
             slots: BTreeMap::new(),
             boards: BTreeMap::new(),
             board_refused: Cell::new(0),
@@ -74,7 +79,7 @@ impl Direct {
                 format!("this connection holds direct slot {slot} already"),
             );
         }
-        let board = Board::create(self.template.max_qp as usize, QpStatus::names().count())
+        let board = Board::create(self.board_qps, QpStatus::names().count())
             .and_then(|b| Ok((b.fd().try_clone_to_owned()?, b)));
         let (board_fd, board) = match board {
             Ok(b) => b,
@@ -145,14 +150,13 @@ impl Direct {
         }
     }
 
-    /// The QPs the slot holders' boards show, with `pid_of` their holder's process (0 when
-    /// unknown), as `Stat` reports the daemon's own. Only QPNs of the holder's slot count:
-    /// a client cannot show a QP as another's.
-    pub(super) fn qps(&self, pid_of: impl Fn(u64) -> u64) -> Vec<QpStat> {
-        let names: Vec<_> = QpStatus::names().collect();
+    /// The QPs the slot holders' boards show, each with its holder's id. Only QPNs of the
+    /// holder's slot, with a known type and state, count: a client cannot show a QP as
+    /// another's.
+    pub(super) fn board_qps(&self) -> Vec<(u64, BoardEntry)> {
         let mut out = Vec::new();
-        for (id, board) in &self.boards {
-            let Some(&slot) = self.slots.get(id) else {
+        for (&id, board) in &self.boards {
+            let Some(&slot) = self.slots.get(&id) else {
                 continue;
             };
             let Some(entries) = board.read() else {
@@ -160,29 +164,17 @@ impl Direct {
                 continue;
             };
             for e in entries {
-                match self.stat_of(slot, &names, pid_of(*id), e) {
-                    Some(q) => out.push(q),
-                    None => self.board_refused.set(self.board_refused.get() + 1),
+                let mine = e.qpn != rocex_proto::GSI_QPN && self.group.slot_of(e.qpn) == slot;
+                let known =
+                    qp_type_from_wire(e.qp_type).is_some() && qp_state_from_wire(e.state).is_some();
+                if mine && known {
+                    out.push((id, e));
+                } else {
+                    self.board_refused.set(self.board_refused.get() + 1);
                 }
             }
         }
         out
-    }
-
-    fn stat_of(&self, slot: u32, names: &[&str], pid: u64, e: BoardEntry) -> Option<QpStat> {
-        let mine = e.qpn != rocex_proto::GSI_QPN && self.group.slot_of(e.qpn) == slot;
-        mine.then_some(())?;
-        Some(QpStat {
-            qpn: e.qpn,
-            qp_type: qp_type_from_wire(e.qp_type)?,
-            state: qp_state_from_wire(e.state)?,
-            counters: names
-                .iter()
-                .zip(e.values)
-                .map(|(n, v)| ((*n).to_owned(), v))
-                .chain([("client_pid".to_owned(), pid)])
-                .collect(),
-        })
     }
 
     /// Client `id` is gone: its slot's QPNs come back to the daemon.
@@ -196,4 +188,19 @@ impl Direct {
             Err(e) => tracing::warn!(client = id, slot, "direct slot {slot}: {e}"),
         }
     }
+}
+
+/// A board's entry as `Stat` shows it, `pid` its holder's process (0 when unknown); `None`
+/// for a type or state [`Direct::board_qps`] would not have passed.
+pub(super) fn board_stat(e: &BoardEntry, pid: u64) -> Option<QpStat> {
+    Some(QpStat {
+        qpn: e.qpn,
+        qp_type: qp_type_from_wire(e.qp_type)?,
+        state: qp_state_from_wire(e.state)?,
+        counters: QpStatus::names()
+            .zip(e.values.iter().copied())
+            .map(|(n, v)| (n.to_owned(), v))
+            .chain([("client_pid".to_owned(), pid)])
+            .collect(),
+    })
 }

@@ -5,7 +5,9 @@ use std::net::IpAddr;
 
 use rocex_shm::control::{DeviceAttr, QpStat, Response, STAT_BUDGET, StatGroup, Stats as StatBody};
 
+use super::direct::board_stat;
 use super::{Reply, Server};
+use crate::client::Client;
 use crate::limits::MrBytes;
 use crate::pump;
 
@@ -38,22 +40,16 @@ impl Server {
     pub(super) fn stat(&self, qpn: u32, cursor: u32) -> Reply {
         // A direct client's QPs are in its own engine: its board shows them. Read first,
         // so that the groups count what this read refused.
-        let pid_of = |id: u64| {
-            let c = self.clients.get(&id);
-            c.and_then(|c| c.pid).map_or(0, |p| p as u64)
-        };
-        let mut direct = self
+        let direct = self
             .direct
             .as_ref()
-            .map_or_else(Vec::new, |d| d.qps(pid_of));
+            .map_or_else(Vec::new, |d| d.board_qps());
         let mut body = StatBody {
             groups: self.stat_groups(),
             ..StatBody::default()
         };
-        let owner_pid = |qpn: u32| {
-            let owner = self.clients.values().find(|c| c.qps.contains_key(&qpn));
-            owner.and_then(|c| c.pid).map_or(0, |p| p as u64)
-        };
+        let pid = |c: Option<&Client>| c.and_then(|c| c.pid).map_or(0, |p| p as u64);
+        let owner_pid = |qpn: u32| pid(self.clients.values().find(|c| c.qps.contains_key(&qpn)));
         let qp_stat = |qpn: u32| {
             self.driver.engine.qp_status(qpn).ok().map(|s| QpStat {
                 qpn,
@@ -67,21 +63,29 @@ impl Server {
                     .collect(),
             })
         };
+        // Row `i` of a page: the daemon's QP `qpn` (`None`), or `direct[i]`.
+        let row = |qpn: u32, i: Option<usize>| match i {
+            None => qp_stat(qpn),
+            Some(i) => board_stat(&direct[i].1, pid(self.clients.get(&direct[i].0))),
+        };
+        let boards = direct
+            .iter()
+            .enumerate()
+            .map(|(i, (_, e))| (e.qpn, Some(i)));
         if qpn != 0 {
-            match qp_stat(qpn).or_else(|| direct.into_iter().find(|q| q.qpn == qpn)) {
+            let found = std::iter::once((qpn, None)).chain(boards.filter(|r| r.0 == qpn));
+            match found.filter_map(|(q, i)| row(q, i)).next() {
                 Some(q) => body.qps.push(q),
                 None => return Reply::err(libc::ENOENT, format!("no QP {qpn:#x}")),
             }
             return Reply::ok(Response::Stat(body));
         }
-        let own = self.driver.engine.qpns().filter(|&q| q >= cursor);
-        let mut qps: Vec<QpStat> = own.filter_map(qp_stat).collect();
-        direct.retain(|q| q.qpn >= cursor);
-        qps.append(&mut direct);
-        qps.sort_unstable_by_key(|q| q.qpn);
+        let own = self.driver.engine.qpns().map(|q| (q, None));
+        let mut rows: Vec<_> = own.chain(boards).filter(|r| r.0 >= cursor).collect();
+        rows.sort_unstable_by_key(|r| r.0);
         let mut len = body.encoded_len();
-        for s in qps {
-            let q = s.qpn;
+        for (q, i) in rows {
+            let Some(s) = row(q, i) else { continue };
             len += s.encoded_len();
             if len > STAT_BUDGET || body.qps.len() == usize::from(u16::MAX) {
                 body.next = q;

@@ -62,7 +62,8 @@ pub struct BackendCounters {
     /// Datagrams the kernel dropped at the socket before rocex could read them: its
     /// receive queue was full (lost; the transport resends them), or its filter refused
     /// them (a direct slot's socket: another slot's packets). UDP and uring backends
-    /// (`SO_MEMINFO`), read when the counters are.
+    /// (`SO_MEMINFO`), read by [`Driver::backend_counters`](crate::Driver::backend_counters)
+    /// ([`Backend::kernel_dropped`]).
     pub rx_kernel_dropped: u64,
 }
 
@@ -151,8 +152,14 @@ pub trait Backend: fmt::Debug + Send {
     fn next_due(&self) -> Option<Instant> {
         None
     }
-    /// What the backend has counted.
+    /// What the backend has counted (no system call: a driver's turn may ask), but
+    /// [`kernel_dropped`](Self::kernel_dropped), which reads 0 here.
     fn counters(&self) -> BackendCounters;
+    /// Datagrams the kernel dropped at the backend's socket
+    /// ([`BackendCounters::rx_kernel_dropped`]): a system call, for reports, not turns.
+    fn kernel_dropped(&self) -> u64 {
+        0
+    }
     /// Whether a busy poller's first packet of a turn (its answer) should leave in a send
     /// of its own, ahead of the ACKs built after it. It pays where a send returns as soon
     /// as the peer's socket has the packet (UDP: 9.5 against 11.5 us round trips on a
@@ -206,6 +213,9 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
     }
     fn counters(&self) -> BackendCounters {
         (**self).counters()
+    }
+    fn kernel_dropped(&self) -> u64 {
+        (**self).kernel_dropped()
     }
     fn answer_alone(&self) -> bool {
         (**self).answer_alone()

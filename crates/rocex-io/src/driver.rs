@@ -89,9 +89,18 @@ impl Driver {
         self.port.fault_counters()
     }
 
-    /// What the backend has counted.
+    /// What the backend has counted, the kernel's drops at its socket included (a system
+    /// call: for reports; a turn asks [`rx_packets`](Self::rx_packets)).
     pub fn backend_counters(&self) -> BackendCounters {
-        self.port.counters()
+        BackendCounters {
+            rx_kernel_dropped: self.port.kernel_dropped(),
+            ..self.port.counters()
+        }
+    }
+
+    /// Datagrams the backend has received, without a system call.
+    pub fn rx_packets(&self) -> u64 {
+        self.port.counters().rx_packets
     }
 
     /// The backend.

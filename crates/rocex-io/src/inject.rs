@@ -222,6 +222,10 @@ impl<B: Backend> Backend for Injected<B> {
         self.inner.counters()
     }
 
+    fn kernel_dropped(&self) -> u64 {
+        self.inner.kernel_dropped()
+    }
+
     /// What this injector has done (or, when it injects nothing, the inner backend's).
     fn fault_counters(&self) -> Option<FaultCounters> {
         match &self.injector {

@@ -306,10 +306,11 @@ impl Backend for UringPort {
     }
 
     fn counters(&self) -> BackendCounters {
-        BackendCounters {
-            rx_kernel_dropped: crate::udp::kernel_drops(&self.sock),
-            ..self.counters
-        }
+        self.counters
+    }
+
+    fn kernel_dropped(&self) -> u64 {
+        crate::udp::kernel_drops(&self.sock)
     }
 }
 

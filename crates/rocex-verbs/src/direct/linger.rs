@@ -112,16 +112,11 @@ impl Linger {
 }
 
 impl Core {
-    /// Datagrams the port has received.
-    fn rx_packets(&self) -> u64 {
-        self.driver.backend_counters().rx_packets
-    }
-
     /// One turn ([`Core::turn`]); whether it received a datagram.
     pub(super) fn turn_heard(&mut self) -> bool {
-        let rx = self.rx_packets();
+        let rx = self.driver.rx_packets();
         self.turn();
-        self.rx_packets() != rx
+        self.driver.rx_packets() != rx
     }
 
     /// Run by a poll that took completions, the last of them a request's of `qpn` (whose
@@ -149,7 +144,7 @@ impl Core {
             qpn,
             began: now,
             end: now + window,
-            rx: self.rx_packets(),
+            rx: self.driver.rx_packets(),
             heard: None,
             window,
         })
@@ -161,7 +156,7 @@ impl Core {
     pub(super) fn linger_turn(&mut self, l: &mut Lingering) -> bool {
         self.step();
         let now = self.driver.now();
-        let rx = self.rx_packets();
+        let rx = self.driver.rx_packets();
         if rx == l.rx {
             return now >= l.end;
         }

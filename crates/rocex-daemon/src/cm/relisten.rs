@@ -15,10 +15,10 @@ use std::time::Duration;
 use rocex_cm::{ReqRepr, cma};
 use rocex_proto::Instant;
 
-/// How long after a `CmUnlisten` a REQ for the port waits for a listener: well inside the
+/// How long after a `CmUnlisten` a REQ for the port waits for a listener: inside the
 /// peer's REQ retry timeout (about 4.3 s, `conn::CM_RESPONSE_TIMEOUT`), so the peer never
-/// sees the wait.
-pub(super) const GRACE: Duration = Duration::from_secs(1);
+/// sees the wait, and long enough for a program on a loaded 2-core machine to listen again.
+pub(super) const GRACE: Duration = Duration::from_secs(3);
 
 /// A REQ waiting for its port's next listener.
 #[derive(Debug)]

@@ -261,7 +261,20 @@ pub(crate) fn tshark(file: &std::path::Path, filter: &str, fields: &[&str]) -> V
 }
 
 impl Drop for Hosts {
+    /// A failing test also prints each rocexd's `rocex stat` (its CM and QP counters),
+    /// which tells a program stuck in its connection from one stuck in its transfer.
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            for d in &self.daemons {
+                let stat = Command::new(&bins().0)
+                    .arg("stat")
+                    .arg("--socket")
+                    .arg(&d.sock)
+                    .output();
+                let stat = stat.map_or_else(|e| e.to_string(), |o| text(&o));
+                eprintln!("rocex stat of {}:\n{stat}", d.sock.display());
+            }
+        }
         self.daemons.clear();
         self.remove();
     }

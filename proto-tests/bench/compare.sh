@@ -7,10 +7,11 @@
 #
 # The data path applications take (the table "through rocexd, pinned and unpinned") runs
 # the same measurements twice, pinned as above and with nothing pinned, as users run: 8 B
-# WRITE round trips and 64 B SEND rate through two rocexd, and with the engine in each
-# application's process (rocexd --direct), against the engine in the perf process, 64 KiB
+# WRITE round trips and 64 B SEND rate through two rocexd (rocexd --no-direct), and with the
+# engine in each application's process (rocexd's default, the direct data path), against
+# the engine in the perf process, 64 KiB
 # WRITE on both paths against iperf3, and an idle daemon's CPU and an
-# idle client's context switches over 10 s. --path-only runs just that table; side_by_side.sh
+# idle client's context switches (all its threads) over 10 s, on rocexd's defaults. --path-only runs just that table; side_by_side.sh
 # runs it for two builds in alternation.
 #
 # References: iperf3 and `rocex baseline` (the kernel's own UDP path, native: one datagram
@@ -199,12 +200,12 @@ except Exception: print("nan nan nan")')"
   echo "${out:-nan nan nan}"
 }
 
-# goal 1 as the issue words it: two rocexd (UDP backend, GSO/GRO), each client on its
+# goal 1 as the issue words it: two rocexd (UDP backend, GSO/GRO, --no-direct), each client on its
 # daemon's cpu; the client writes 64 KiB messages for $SECS s; prints its Gb/s ("nan" when
 # the run failed)
 daemon_bw() {
   local sp j=""
-  daemons_up b udp
+  daemons_up b udp --no-direct
   inB timeout 30 "$ROCEX" perf write bw --size 65536 --mtu 4096 --socket "$SB" >/dev/null 2>&1 &
   sp=$!; PIDS+=("$sp")
   wait_tcp 18515 "$sp" &&
@@ -227,13 +228,13 @@ path_lat() {
 }
 
 # the data-path table for one placement ($1: pinned or unpinned): the application's path
-# through the two rocexd ("rocexd"), then with the engine in each application's process
-# and rocexd keeping the control path (rocexd --direct, "direct")
+# through the two rocexd (--no-direct, "rocexd"), then with the engine in each
+# application's process and rocexd keeping the control path (--direct, "direct")
 path_table() {
   local mode="$1" j bps via
   PIN=1; [ "$mode" = unpinned ] && PIN=0
   for via in rocexd direct; do
-    if [ "$via" = direct ]; then daemons_up p udp --direct; else daemons_up p udp; fi
+    if [ "$via" = direct ]; then daemons_up p udp --direct; else daemons_up p udp --no-direct; fi
     read -r a b <<<"$(path_lat daemon)"; record "$run" "path_${mode}_${via}_lat_p50_us" "$a"; record "$run" "path_${mode}_${via}_lat_p99_us" "$b"
     SRV_ARGS=(--size 64 --iters 200000 --socket "$SB")
     j="$(rocex_pair "$run" "path_send64_$via" send bw --size 64 --iters 200000 --socket "$SA")"
@@ -262,12 +263,13 @@ except Exception: print("nan")')"
 
 # CPU seconds (user + system) a process has used
 cpu_s() { awk -v t="$(getconf CLK_TCK)" '{print ($14 + $15) / t}' "/proc/$1/stat" 2>/dev/null || echo nan; }
-# its context switches, voluntary plus involuntary
-ctxsw() { awk '/ctxt_switches/ {n += $2} END {print n + 0}' "/proc/$1/status" 2>/dev/null || echo nan; }
+# its context switches, voluntary plus involuntary, summed over its threads
+ctxsw() { [ -d "/proc/$1" ] && awk '/ctxt_switches/ {n += $2} END {print n + 0}' /proc/"$1"/task/*/status 2>/dev/null || echo nan; }
 
-# idle: two rocexd (nothing pinned), a client of daemon B connected and set up (a `rocex
-# perf` server: device open, PD allocated, waiting for its peer), no traffic for 10 s;
-# records both daemons' CPU (% of a core) and the client's context switches
+# idle: two rocexd on their defaults (nothing pinned), a client of daemon B connected and
+# set up (a `rocex perf` server: device open, PD allocated, waiting for its peer), no
+# traffic for 10 s; records both daemons' CPU (% of a core) and the client's context
+# switches
 path_idle() {
   local sp c0 a0 b0 s0 t0 t1
   PIN=0

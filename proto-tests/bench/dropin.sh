@@ -6,16 +6,16 @@
 # B (UDP backend, MTU 4096); each run does the four measurements one after another, first
 # with nothing pinned, then with daemon A and the client on cpu0, daemon B and the server on
 # cpu1. Prints every run's figures and a markdown table of the medians and the ratios
-# drop-in / rocex perf. With --direct the daemons run with `--direct`: each program's
-# engine runs in its own process (docs/architecture.md, "The direct data path"). A
-# benchmark, not a test: it asserts nothing. Needs root.
+# drop-in / rocex perf. The daemons run with `--no-direct`; with --direct, with `--direct`:
+# each program's engine runs in its own process (docs/architecture.md, "The direct data
+# path"). A benchmark, not a test: it asserts nothing. Needs root.
 #
 #   proto-tests/bench/dropin.sh [--runs N] [--secs S] [--lat-iters N] [--direct]
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
-RUNS=5 SECS=4 LAT_ITERS=2000 DAEMON_FLAGS=()
+RUNS=5 SECS=4 LAT_ITERS=2000 DAEMON_FLAGS=(--no-direct)
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) RUNS="$2"; shift 2 ;;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The data-path table of compare.sh: through two rocexd, and with the engine in each
-application's process (rocexd --direct), against the engine in the perf process and the
-kernel's references, pinned and unpinned, and the idle costs.
+application's process (the direct data path, rocexd's default), against the engine in the
+perf process and the kernel's references, pinned and unpinned, and the idle costs.
 
   path_report.py RESULTS.tsv CONDITIONS RUNS  -> markdown on stdout
 """
@@ -11,7 +11,7 @@ from report import fmt, load, med
 
 MODES = ("pinned", "unpinned")
 # The application's two paths: through the daemons, and with the engine in its process.
-VIAS = (("rocexd", "through rocexd"), ("direct", "with rocexd --direct"))
+VIAS = (("rocexd", "through rocexd (--no-direct)"), ("direct", "direct (rocexd's default)"))
 
 
 def main():
@@ -32,13 +32,13 @@ def main():
         ("same, p99", "us", "rocexd_lat_p99_us", 2),
         ("8 B WRITE round trip, engine in the perf process (UDP), p50", "us", "inproc_lat_p50_us", 2),
         ("same, p99", "us", "inproc_lat_p99_us", 2),
-        ("8 B WRITE round trip, engine in each application (rocexd --direct), p50", "us", "direct_lat_p50_us", 2),
+        ("8 B WRITE round trip, engine in each application (direct), p50", "us", "direct_lat_p50_us", 2),
         ("same, p99", "us", "direct_lat_p99_us", 2),
         ("64 KiB WRITE through two rocexd, 3 s", "Gb/s", "rocexd_wbw_gbps", 2),
-        ("64 KiB WRITE, rocexd --direct, 3 s", "Gb/s", "direct_wbw_gbps", 2),
+        ("64 KiB WRITE, direct, 3 s", "Gb/s", "direct_wbw_gbps", 2),
         ("iperf3 TCP, 1 stream, 3 s", "Gb/s", "iperf3_gbps", 2),
         ("64 B SEND through two rocexd, 1 QP", "M msg/s", "rocexd_send64_mpps", 3),
-        ("64 B SEND, rocexd --direct, 1 QP", "M msg/s", "direct_send64_mpps", 3),
+        ("64 B SEND, direct, 1 QP", "M msg/s", "direct_send64_mpps", 3),
         ("64 B SEND, engine in the perf process, 1 QP", "M msg/s", "inproc_send64_mpps", 3),
     ]
     for name, unit, key, nd in rows:
@@ -70,13 +70,13 @@ def main():
             cells.append(f"{v} ({rng})" if rng != "-" else v)
         out.append(f"| {name} | {cells[0]} | {cells[1]} | {target} |")
     out.append("")
-    out.append("| idle, 10 s, nothing pinned | unit | median | min-max |")
+    out.append("| idle, 10 s, nothing pinned, rocexd's defaults (a direct client) | unit | median | min-max |")
     out.append("|---|---|---:|---:|")
     for name, unit, key, nd in [
         ("rocexd with a client connected, no traffic", "% of a core", "path_idle_daemon_client_pct", 2),
         ("rocexd with no client", "% of a core", "path_idle_daemon_alone_pct", 2),
         ("rocexd's wakeups (context switches) with a client connected", "1/s", "path_idle_daemon_wakeups_per_s", 1),
-        ("the idle client's context switches", "in 10 s", "path_idle_client_ctxsw", 0),
+        ("the idle client's context switches, all its threads", "in 10 s", "path_idle_client_ctxsw", 0),
     ]:
         v, rng = fmt(med(series(key)), nd, runs)
         out.append(f"| {name} | {unit} | {v} | {rng} |")

@@ -46,7 +46,8 @@ for role in "${roles[@]}"; do
     # rxe plays $role; the drop-in the other side. The host program's path MTU is the lab's.
     while IFS='|' read -r name scenario lab args; do
         [[ -z $name ]] && continue
-        peer_case "dropin-rxe_$role-$name" "$scenario" "$role" "$lab" "$host $args {peer}"
+        peer_case "dropin-rxe_$role-$name" "$scenario" "$role" "$lab" \
+            "ROCEXD_ARGS=--no-direct $host $args {peer}"
     done <<EOF_CASES
 write_bw-64k|write_bw|--set SIZE=65536 --set ITERS=200|ib_write_bw -d rocex0 -m \$RXE_LAB_MTU -s 65536 -n 200 -F
 rc_pingpong-4k|rc_pingpong|--set SIZE=4096 --set ITERS=100|ibv_rc_pingpong -d rocex0 -g 1 -m \$RXE_LAB_MTU -s 4096 -n 100
@@ -61,8 +62,9 @@ read_bw-16k-loss5|read_bw|--loss 5 --set SIZE=16384 --set ITERS=50|ib_read_bw -d
 send_lat-4k-loss5|send_lat|--loss 5 --set SIZE=4096 --set ITERS=50|ib_send_lat -d rocex0 -m \$RXE_LAB_MTU -s 4096 -n 50 -F
 atomic_bw-faa-loss5|atomic_bw_faa|--loss 5 --set ITERS=200|ib_atomic_bw -d rocex0 -m \$RXE_LAB_MTU -A FETCH_AND_ADD -n 200 -F
 EOF_CASES
-    # rocexd --direct: the program's engine runs in its own process on the slot's steered
-    # socket (docs/architecture.md, "The direct data path"); the wire is the same.
+    # rocexd --direct (its default; the cases above take --no-direct): the program's engine
+    # runs in its own process on the slot's steered socket (docs/architecture.md, "The
+    # direct data path"); the wire is the same.
     while IFS='|' read -r name scenario lab args; do
         [[ -z $name ]] && continue
         peer_case "dropin-rxe_$role-$name-direct" "$scenario" "$role" "$lab" \
@@ -78,7 +80,7 @@ EOF_DIRECT
     # rocexd --ecn: its packets ECT(0), DCQCN on (docs/congestion.md); rxe ignores both.
     peer_case "dropin-rxe_$role-write_bw-64k-ecn" write_bw "$role" \
         "--set SIZE=65536 --set ITERS=200" \
-        "ROCEXD_ARGS=--ecn $host ib_write_bw -d rocex0 -m \$RXE_LAB_MTU -s 65536 -n 200 -F {peer}"
+        "ROCEXD_ARGS='--ecn --no-direct' $host ib_write_bw -d rocex0 -m \$RXE_LAB_MTU -s 65536 -n 200 -F {peer}"
     # rping, ucmatose and ib_send_bw -R: the connection made by CM MADs on QP1 between
     # rocexd's CM and the kernel's, through rocex's librdmacm; udaddy: the UD service
     # resolved by SIDR_REQ and SIDR_REP between them. Where the guest serves, the
@@ -101,7 +103,7 @@ EOF_DIRECT
     for p in rping ucmatose udaddy send_bw_rdma_cm; do
         delay=$late
         [[ $p == send_bw_rdma_cm && -n $late ]] && delay="DROPIN_WAIT=8 "
-        peer_case "dropin-rxe_$role-$p" "$p" "$role" "" "$delay$host ${!p}"
+        peer_case "dropin-rxe_$role-$p" "$p" "$role" "" "ROCEXD_ARGS=--no-direct $delay$host ${!p}"
         # On the direct path the program's process moves its QPs with what rocexd's CM
         # settled (docs/abi.md §6.5). Not ib_send_bw -R against a guest server: its client
         # then sends its second REQ about 20 ms after the first RTU, before the guest's
@@ -113,10 +115,11 @@ EOF_DIRECT
         # UD does not resend: a datagram lost leaves udaddy waiting for it (the SIDR_REQ
         # is resent, the datagrams are not), so udaddy has no loss case.
         [[ $p == udaddy ]] && continue
-        peer_case "dropin-rxe_$role-$p-loss5" "$p" "$role" "--loss 5" "$delay$host ${!p}"
+        peer_case "dropin-rxe_$role-$p-loss5" "$p" "$role" "--loss 5" \
+            "ROCEXD_ARGS=--no-direct $delay$host ${!p}"
     done
     if [[ $role == server ]]; then
-        tos_case "dropin-rxe_server-ucmatose-tos" "$late$host $ucmatose -t 184"
+        tos_case "dropin-rxe_server-ucmatose-tos" "ROCEXD_ARGS=--no-direct $late$host $ucmatose -t 184"
     fi
 done
 interop_end dropin-interop

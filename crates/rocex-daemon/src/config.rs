@@ -75,11 +75,15 @@ pub(crate) struct Args {
     /// (e.g. 127.0.0.1:9479).
     #[arg(long, value_name = "ADDR:PORT")]
     pub(crate) metrics: Option<SocketAddr>,
-    /// Offer clients the direct data path: each may run the engine in its own process, the
-    /// kernel steering its QPs' packets to it by QPN slot (docs/architecture.md, "The direct
-    /// data path"). Only with the udp backend.
-    #[arg(long)]
+    /// Offer clients the direct data path, or stop: each may run the engine in its own
+    /// process, the kernel steering its QPs' packets to it by QPN slot (docs/architecture.md,
+    /// "The direct data path"). Offered by default where it fits: the udp backend, DCQCN's
+    /// default parameters, no --pcap and no --inject (which see only the daemon's packets).
+    #[arg(long, conflicts_with = "no_direct")]
     pub(crate) direct: bool,
+    /// Serve every client through the daemon: no direct slots.
+    #[arg(long)]
+    pub(crate) no_direct: bool,
     /// Per-client limits.
     #[command(flatten)]
     pub(crate) limits: crate::limits::LimitArgs,
@@ -141,8 +145,8 @@ pub(crate) struct Settings {
     pub(crate) inject: Option<rocex_io::Faults>,
     /// Where the Prometheus endpoint listens.
     pub(crate) metrics: Option<SocketAddr>,
-    /// Direct slots offered (`--direct`).
-    pub(crate) direct: bool,
+    /// Whether clients get direct slots.
+    pub(crate) direct: DirectSlots,
     /// Per-client limits.
     pub(crate) limits: crate::limits::Limits,
 }
@@ -166,12 +170,56 @@ pub(crate) enum ConfigError {
     Backend(rocex_io::UnknownBackend),
     /// A DCQCN parameter that is not one, or a value it cannot take.
     Dcqcn(rocex_proto::DcqcnParamError),
-    /// `--direct` with a backend other than udp: clients get UDP sockets of the daemon's
-    /// `SO_REUSEPORT` group.
-    DirectBackend(rocex_io::BackendKind),
-    /// `--direct` with DCQCN parameters of its own: a direct client's engine runs the
-    /// defaults, and would pace differently from the daemon's.
-    DirectDcqcn,
+    /// `--direct` (or `direct = true`) with settings the direct data path cannot serve.
+    Direct(DirectUnfit),
+}
+
+/// Whether rocexd offers direct slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DirectSlots {
+    /// `--no-direct`, or settings it cannot serve ([`DirectUnfit`]).
+    Off,
+    /// The default where the settings fit: a steering group the host refuses leaves every
+    /// client on the daemon path, with a warning.
+    Offered,
+    /// `--direct` or `direct = true`: rocexd stops when it cannot offer them.
+    Required,
+}
+
+/// Why the direct data path cannot serve the settings: off by default then, an error when
+/// asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DirectUnfit {
+    /// A backend other than udp: clients get UDP sockets of the daemon's `SO_REUSEPORT`
+    /// group.
+    Backend(rocex_io::BackendKind),
+    /// DCQCN parameters of its own: a direct client's engine runs the defaults, and would
+    /// pace differently from the daemon's.
+    Dcqcn,
+    /// A capture: it would miss the direct clients' packets.
+    Pcap,
+    /// Fault injection: the direct clients' packets would go out unharmed.
+    Inject,
+}
+
+impl std::fmt::Display for DirectUnfit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Backend(b) => write!(
+                f,
+                "the direct data path needs the udp backend, not {b}: direct clients share its UDP port"
+            ),
+            Self::Dcqcn => f.write_str(
+                "the direct data path with DCQCN parameters: a direct client's engine runs DCQCN's defaults",
+            ),
+            Self::Pcap => f.write_str(
+                "the direct data path with --pcap: the capture would miss the direct clients' packets",
+            ),
+            Self::Inject => f.write_str(
+                "the direct data path with --inject: the direct clients' packets would go out unharmed",
+            ),
+        }
+    }
 }
 
 impl std::fmt::Display for ConfigError {
@@ -185,13 +233,7 @@ impl std::fmt::Display for ConfigError {
             Self::Dscp(d) => write!(f, "DSCP {d} is not in 0..=63"),
             Self::Backend(e) => write!(f, "{e}"),
             Self::Dcqcn(e) => write!(f, "{e}"),
-            Self::DirectBackend(b) => write!(
-                f,
-                "--direct needs the udp backend, not {b}: direct clients share its UDP port"
-            ),
-            Self::DirectDcqcn => f.write_str(
-                "--direct with DCQCN parameters: a direct client's engine runs DCQCN's defaults",
-            ),
+            Self::Direct(why) => write!(f, "--direct: {why}"),
         }
     }
 }
@@ -283,13 +325,36 @@ impl Args {
             return Err(ConfigError::Dscp(dscp));
         }
         let congestion = dcqcn(file.dcqcn.as_ref(), self.dcqcn.as_deref())?;
-        let direct = self.direct || file.direct.unwrap_or(false);
-        if direct && backend != rocex_io::BackendKind::Udp {
-            return Err(ConfigError::DirectBackend(backend));
-        }
-        if direct && congestion != rocex_proto::Congestion::default() {
-            return Err(ConfigError::DirectDcqcn);
-        }
+        let pcap = self.pcap.or(file.pcap);
+        let inject = match (self.inject, file.inject) {
+            (Some(f), _) => Some(f),
+            (None, Some(text)) => Some(text.parse().map_err(ConfigError::Inject)?),
+            (None, None) => None,
+        };
+        let unfit = if backend != rocex_io::BackendKind::Udp {
+            Some(DirectUnfit::Backend(backend))
+        } else if congestion != rocex_proto::Congestion::default() {
+            Some(DirectUnfit::Dcqcn)
+        } else if pcap.is_some() {
+            Some(DirectUnfit::Pcap)
+        } else {
+            inject.map(|_| DirectUnfit::Inject)
+        };
+        let asked = match (self.direct, self.no_direct) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => file.direct,
+        };
+        let direct = match (asked, unfit) {
+            (Some(true), Some(why)) => return Err(ConfigError::Direct(why)),
+            (Some(true), None) => DirectSlots::Required,
+            (Some(false), _) => DirectSlots::Off,
+            (None, Some(why)) => {
+                tracing::info!("no direct slots: {why}");
+                DirectSlots::Off
+            }
+            (None, None) => DirectSlots::Offered,
+        };
         Ok(Settings {
             addr,
             socket: self
@@ -305,13 +370,9 @@ impl Args {
             ecn: self.ecn || file.ecn.unwrap_or(false),
             dscp,
             congestion,
-            pcap: self.pcap.or(file.pcap),
+            pcap,
             spin_limit: self.spin_limit.or(file.spin_limit).unwrap_or(2000),
-            inject: match (self.inject, file.inject) {
-                (Some(f), _) => Some(f),
-                (None, Some(text)) => Some(text.parse().map_err(ConfigError::Inject)?),
-                (None, None) => None,
-            },
+            inject,
             metrics: self.metrics.or(file.metrics),
             direct,
             limits: self.limits.merge(file.limits),
@@ -473,33 +534,56 @@ mod tests {
     }
 
     #[test]
-    fn direct_only_on_the_udp_backend_and_default_dcqcn() {
+    fn direct_by_default_where_it_fits_and_an_error_when_asked_where_not() {
         let dir = std::env::temp_dir().join(format!("rocexd-direct-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let f = dir.join("c.toml");
         std::fs::write(&f, "addr = \"10.0.0.1\"\ndirect = true\n").unwrap();
         let path = f.to_str().unwrap();
-        assert!(
-            Args::parse_from(["rocexd", "--config", path])
-                .settings()
-                .unwrap()
-                .direct
-        );
-        let a = Args::parse_from(["rocexd", "--addr", "10.0.0.1"]);
-        assert!(!a.settings().unwrap().direct);
-        let a = Args::parse_from(["rocexd", "--addr", "10.0.0.1", "--direct", "--ecn"]);
-        assert!(a.settings().unwrap().direct);
-        for backend in ["afpacket", "uring"] {
-            let a = Args::parse_from(["rocexd", "--config", path, "--backend", backend]);
-            let e = a.settings().unwrap_err();
-            assert!(matches!(e, ConfigError::DirectBackend(_)), "{backend}");
+        let direct = |args: &[&str]| {
+            let a = Args::parse_from(["rocexd", "--addr", "10.0.0.1"].iter().chain(args));
+            a.settings().map(|s| s.direct)
+        };
+        let off = |args: &[&str]| direct(args).unwrap() == DirectSlots::Off;
+        assert_eq!(direct(&[]).unwrap(), DirectSlots::Offered);
+        assert_eq!(direct(&["--ecn"]).unwrap(), DirectSlots::Offered);
+        assert_eq!(direct(&["--direct"]).unwrap(), DirectSlots::Required);
+        assert!(off(&["--no-direct"]));
+        assert_eq!(direct(&["--config", path]).unwrap(), DirectSlots::Required);
+        assert!(off(&["--config", path, "--no-direct"]));
+        let unfit: [(&[&str], DirectUnfit); 5] = [
+            (
+                &["--backend", "afpacket"],
+                DirectUnfit::Backend(rocex_io::BackendKind::AfPacket),
+            ),
+            (
+                &["--backend", "uring"],
+                DirectUnfit::Backend(rocex_io::BackendKind::Uring),
+            ),
+            (&["--dcqcn", "g=0.5"], DirectUnfit::Dcqcn),
+            (&["--pcap", "x.pcap"], DirectUnfit::Pcap),
+            (&["--inject", "loss=0.1"], DirectUnfit::Inject),
+        ];
+        for (args, why) in unfit {
+            assert!(off(args), "{args:?} turns the default off");
+            let asked = [args, &["--direct"]].concat();
+            match direct(&asked) {
+                Err(ConfigError::Direct(w)) => assert_eq!(w, why, "{args:?}"),
+                other => panic!("{args:?} --direct: {other:?}"),
+            }
+            let file = [args, &["--config", path]].concat();
             assert!(
-                e.to_string().starts_with("--direct needs the udp backend"),
-                "{e}"
+                matches!(direct(&file), Err(ConfigError::Direct(_))),
+                "{args:?}"
             );
         }
-        let a = Args::parse_from(["rocexd", "--config", path, "--dcqcn", "g=0.5"]);
-        assert!(matches!(a.settings(), Err(ConfigError::DirectDcqcn)));
+        let e = direct(&["--backend", "uring", "--direct"]).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("--direct: the direct data path needs the udp backend, not uring"),
+            "{e}"
+        );
+        assert!(Args::try_parse_from(["rocexd", "--direct", "--no-direct"]).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -148,7 +148,7 @@ fn run(settings: config::Settings) -> Result<(), Box<dyn std::error::Error>> {
         ecn = settings.ecn,
         dscp = settings.dscp,
         metrics = ?settings.metrics,
-        direct = settings.direct,
+        direct = ?settings.direct,
         "rocexd serving"
     );
     let socket = settings.socket.clone();

@@ -10,7 +10,7 @@ use rocex_io::{Backend, BackendOptions, Driver, RxMeta, SteerGroup};
 use rocex_proto::{Config, Engine, Instant, Transmit};
 use rocex_shm::control::DirectGrant;
 
-use crate::config::Settings;
+use crate::config::{DirectSlots, Settings};
 use crate::pcap::Tap;
 use crate::wire_latency::WireLatency;
 
@@ -56,14 +56,25 @@ pub(crate) fn grant(cfg: &Config, opts: BackendOptions) -> DirectGrant {
     }
 }
 
-/// Opens the backend the settings name; with `--direct`, on slot 0 of a steering group,
-/// which comes with it.
+/// Opens the backend the settings name; with direct slots, on slot 0 of a steering group,
+/// which comes with it. A group the host refuses (its port taken aside) falls back to the
+/// plain backend where the slots were only offered.
 pub(crate) fn open(settings: &Settings) -> io::Result<(Box<dyn Backend>, Option<SteerGroup>)> {
-    if !settings.direct {
-        let backend = rocex_io::open(settings.backend, settings.addr, options(settings))?;
-        return Ok((backend, None));
-    }
-    let group = SteerGroup::open(settings.addr, SLOT_BITS, options(settings))?;
+    let plain = || rocex_io::open(settings.backend, settings.addr, options(settings));
+    let group = match settings.direct {
+        DirectSlots::Off => return Ok((plain()?, None)),
+        DirectSlots::Required => SteerGroup::open(settings.addr, SLOT_BITS, options(settings))?,
+        DirectSlots::Offered => {
+            match SteerGroup::open(settings.addr, SLOT_BITS, options(settings)) {
+                Ok(g) => g,
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse => return Err(e),
+                Err(e) => {
+                    tracing::warn!("no direct slots: the steering group: {e}");
+                    return Ok((plain()?, None));
+                }
+            }
+        }
+    };
     match group.no_coalescing() {
         None => tracing::info!("direct slots take coalesced runs (UDP GRO)"),
         Some(why) => tracing::info!("direct slots take datagrams one by one: {why}"),

@@ -48,7 +48,7 @@ pub(crate) struct Stats {
     pub(crate) over_limit: u64,
     /// Ring faults.
     pub(crate) pump: PumpStats,
-    /// `OpenDirect`s refused for want of `--direct` (the slots' own refusals are
+    /// `OpenDirect`s refused for want of direct slots (the slots' own refusals are
     /// [`Direct::refused`]).
     pub(crate) direct_refused: u64,
 }
@@ -141,7 +141,7 @@ pub(crate) struct Server {
     turns: u32,
     /// Whether an empty pass polls again or sleeps.
     spin: Spin,
-    /// The direct data path's slots (`--direct`).
+    /// The direct data path's slots (none with `--no-direct`).
     direct: Option<Direct>,
 }
 
@@ -254,7 +254,7 @@ impl Server {
             c.fds.clear();
         }
         // A refused OpenDirect is an answer, not a bad request: every client of a daemon
-        // without `--direct` asks, and `direct_refused` counts it.
+        // without direct slots asks, and `direct_refused` counts it.
         if let Response::Error { errno, detail } = &reply.resp
             && k != kind::OPEN_DIRECT
         {
@@ -296,7 +296,8 @@ impl Server {
                     self.stats.direct_refused += 1;
                     Reply::err(
                         libc::EOPNOTSUPP,
-                        "direct data path: rocexd was started without --direct",
+                        "direct data path: rocexd offers no direct slots (--no-direct, or \
+                         settings it cannot serve: rocexd's log says which)",
                     )
                 }
             },

@@ -47,7 +47,7 @@ fn connect_accept_move_data_and_disconnect() {
 #[test]
 fn direct_clients_connect_on_either_side_and_against_a_daemon_path_peer() {
     // Granting direct slots whether or not `ROCEX_TEST_DIRECT` is set.
-    let direct = |addr| rocexd(addr).daemon_path().args(["--direct"]).start();
+    let direct = |addr| rocexd(addr).args(["--direct"]).start();
     let (da, db) = (direct("127.0.9.15"), direct("127.0.9.16"));
     connect_accept_move_data_and_disconnect_on(&da, &db, 7471, (true, true));
     let dc = ring_daemon("127.0.9.17", &[]);

@@ -2,12 +2,13 @@
 //! grants a QPN slot with the daemon's settings and a UDP socket on which RoCE packets
 //! for that slot's QPNs arrive, while packets for other slots still reach the daemon
 //! (which counts them as for no QP); a second request on the connection, a full set of
-//! slots and a daemon without `--direct` are refused with errors a client tells apart;
+//! slots and a daemon without direct slots (`--no-direct`, or given options they do not
+//! fit, as by default) are refused with errors a client tells apart;
 //! when the connection closes the slot's QPNs come back to the daemon and the slot goes
 //! to the next client, unless a process still holds its socket; a client that
 //! removes the group's program has it attached again; a new daemon on the address waits
 //! until the old one's clients let their sockets go; `Stat` shows a client's QPs as its
-//! QP board says, but only those of its slot. Daemons on 127.0.47.1 to 127.0.47.7.
+//! QP board says, but only those of its slot. Daemons on 127.0.47.1 to 127.0.47.9.
 //! The tests take turns (`rocex_testkit::serial`): starting a daemon forks this process,
 //! and until it execs the child holds a copy of every slot socket the other tests hold,
 //! which rocexd rightly takes for a process keeping a slot.
@@ -298,9 +299,42 @@ fn direct_takes_only_the_udp_backend() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("--direct needs the udp backend, not uring"),
+        err.contains("--direct: the direct data path needs the udp backend, not uring"),
         "{err}"
     );
+}
+
+/// Given no direct option, a daemon grants slots where its options fit, and refuses them
+/// (serving every client through itself) where they do not: another backend, a capture.
+#[test]
+fn slots_are_granted_by_default_where_the_options_fit() {
+    let _serial = rocex_testkit::serial();
+    let pcap = std::env::temp_dir().join(format!("direct-default-{}.pcap", std::process::id()));
+    let pcap = pcap.to_str().unwrap().to_owned();
+    // Each on an address of its own: an io_uring's sockets close after its process exits.
+    let cases: [(&str, &[&str], bool); 3] = [
+        ("127.0.47.4", &[], true),
+        ("127.0.47.8", &["--backend", "uring"], false),
+        ("127.0.47.9", &["--pcap", &pcap], false),
+    ];
+    for (addr, args, granted) in cases {
+        let sock = socket_in("direct-default");
+        let _d = rocexd(addr)
+            .socket(&sock)
+            .direct_default()
+            .args(args)
+            .start();
+        let mut c = Control::open(&sock);
+        match c.open_direct() {
+            Ok((g, _)) => assert!(granted, "{args:?}: granted slot {}", g.slot),
+            Err((errno, detail)) => {
+                assert!(!granted, "{args:?}: {detail}");
+                assert_eq!(errno, libc::EOPNOTSUPP as u32, "{detail}");
+                assert_eq!(c.counter("daemon", "direct_refused"), 1);
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&pcap);
 }
 
 #[test]

@@ -39,8 +39,9 @@ pub struct Rocexd {
 }
 
 /// Whether the tests run their clients on the direct data path: `ROCEX_TEST_DIRECT=1`
-/// starts every daemon with `--direct`, so that each client's `Context::open` is granted
-/// a QPN slot and runs the engine itself (docs/verbs.md, "Direct mode").
+/// starts every daemon with its default, direct slots where its options fit, so that each
+/// client's `Context::open` is granted a QPN slot and runs the engine itself (docs/verbs.md,
+/// "Direct mode"); otherwise every daemon runs with `--no-direct`.
 pub fn direct_mode() -> bool {
     std::env::var_os("ROCEX_TEST_DIRECT").is_some_and(|v| v == "1")
 }
@@ -49,8 +50,8 @@ impl Rocexd {
     /// `rocexd --addr addr --spin-limit 200` ([`bins::rocexd`](crate::bins::rocexd)), on a
     /// socket in a fresh directory named for the address unless [`socket`](Self::socket)
     /// names one. The spin limit keeps an idle daemon from holding a core the tests share.
-    /// With `ROCEX_TEST_DIRECT=1` ([`direct_mode`]) it also grants direct slots
-    /// (`--direct`).
+    /// Without `ROCEX_TEST_DIRECT=1` ([`direct_mode`]) it grants no direct slots
+    /// (`--no-direct`).
     pub fn new(addr: &str) -> Self {
         Self {
             bin: None,
@@ -109,10 +110,17 @@ impl Rocexd {
         self
     }
 
-    /// Grants no direct slots even under `ROCEX_TEST_DIRECT=1`: for a test of the daemon
-    /// path itself.
+    /// Grants no direct slots even under `ROCEX_TEST_DIRECT=1` (unless the test's own
+    /// options say `--direct`): for a test of the daemon path itself.
     pub fn daemon_path(mut self) -> Self {
         self.direct = false;
+        self
+    }
+
+    /// Leaves the direct slots to the daemon's default, whatever `ROCEX_TEST_DIRECT`
+    /// says: for a test of that default.
+    pub fn direct_default(mut self) -> Self {
+        self.direct = true;
         self
     }
 
@@ -154,8 +162,12 @@ impl Rocexd {
             ),
             false => cmd.arg("--socket").arg(&sock),
         };
-        if self.direct && direct_fits(&self.args) {
-            cmd.arg("--direct");
+        let chosen = self
+            .args
+            .iter()
+            .any(|a| a == "--direct" || a == "--no-direct");
+        if !self.direct && !chosen {
+            cmd.arg("--no-direct");
         }
         cmd.args(&self.args)
             .env("RUST_LOG", "warn")
@@ -192,24 +204,6 @@ impl Rocexd {
         }
         d
     }
-}
-
-/// Whether a daemon with `args` can grant direct slots and its clients still test what
-/// the options ask: only the udp backend shares its port, a direct client's engine runs
-/// DCQCN's defaults, and the daemon's fault injection and capture see only the daemon's
-/// own packets (a configuration file may set any of these).
-fn direct_fits(args: &[OsString]) -> bool {
-    let mut args = args.iter().map(|a| a.to_string_lossy());
-    while let Some(a) = args.next() {
-        let daemon_only = ["--inject", "--pcap", "--config", "--dcqcn"]
-            .iter()
-            .any(|o| a.starts_with(o));
-        let other_backend = a == "--backend" && args.next().is_some_and(|b| b != "udp");
-        if daemon_only || other_backend || a.starts_with("--backend=") && a != "--backend=udp" {
-            return false;
-        }
-    }
-    true
 }
 
 fn log_path(sock: &Path) -> PathBuf {

@@ -18,7 +18,7 @@ const LIMIT: Duration = Duration::from_secs(20);
 fn daemon(addr: &str, direct: bool) -> Daemon {
     let d = Rocexd::new(addr).tag(&format!("granted-{addr}"));
     match direct {
-        true => d.args(["--direct"]).daemon_path(),
+        true => d.args(["--direct"]),
         false => d.daemon_path(),
     }
     .start()

@@ -57,8 +57,8 @@ pub(crate) fn grant(cfg: &Config, opts: BackendOptions) -> DirectGrant {
 }
 
 /// Opens the backend the settings name; with direct slots, on slot 0 of a steering group,
-/// which comes with it. A group the host refuses (its port taken aside) falls back to the
-/// plain backend where the slots were only offered.
+/// which comes with it. A group the host refuses (an address taken or missing aside)
+/// falls back to the plain backend where the slots were only offered.
 pub(crate) fn open(settings: &Settings) -> io::Result<(Box<dyn Backend>, Option<SteerGroup>)> {
     let plain = || rocex_io::open(settings.backend, settings.addr, options(settings));
     let group = match settings.direct {
@@ -67,7 +67,15 @@ pub(crate) fn open(settings: &Settings) -> io::Result<(Box<dyn Backend>, Option<
         DirectSlots::Offered => {
             match SteerGroup::open(settings.addr, SLOT_BITS, options(settings)) {
                 Ok(g) => g,
-                Err(e) if e.kind() == io::ErrorKind::AddrInUse => return Err(e),
+                // The address's own faults: the plain socket would meet them too.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::AddrInUse | io::ErrorKind::AddrNotAvailable
+                    ) =>
+                {
+                    return Err(e);
+                }
                 Err(e) => {
                     tracing::warn!("no direct slots: the steering group: {e}");
                     return Ok((plain()?, None));

@@ -1,6 +1,6 @@
-//! The direct data path's slots (`--direct`, `docs/abi.md` §6.6): a client that asks gets
-//! a QPN slot and its socket of the daemon's steering group, and runs the engine in its
-//! own process; the slot is the connection's until it closes.
+//! The direct data path's slots (rocexd's default where they fit, `docs/abi.md` §6.6): a
+//! client that asks gets a QPN slot and its socket of the daemon's steering group, and
+//! runs the engine in its own process; the slot is the connection's until it closes.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;

@@ -18,8 +18,8 @@ pub(crate) fn wanted() -> bool {
 }
 
 /// The daemon's grant, the slot's socket and its QP board, or `None` when it grants none
-/// (started without `--direct`, every slot taken, a daemon that does not know the
-/// request): the context then runs on the daemon as before.
+/// (`--no-direct` or options the slots do not fit, every slot taken, a daemon that does
+/// not know the request): the context then runs on the daemon as before.
 pub(crate) fn ask(ch: &Channel) -> Result<Option<(DirectGrant, OwnedFd, OwnedFd)>> {
     match ch.call(&Request::OpenDirect, &[]) {
         Ok((Response::Direct(g), fds)) if fds.len() == 2 => {

@@ -86,37 +86,33 @@ EOF_DIRECT
     # resolved by SIDR_REQ and SIDR_REP between them. Where the guest serves, the
     # host starts 3 s late (DROPIN_WAIT in dropin_host.sh). ib_send_bw -R makes two RC
     # connections between the same two addresses; `rocex conform replay` tells them apart
-    # by the QPNs of their CM REQ and REP. Its client starts 8 s late: perftest 4.5-0.17
-    # retries a rejected connect on the node array it has just freed (docs/verbs.md), so a
-    # REJ from a guest not yet listening ends it in a crash.
+    # by the QPNs of their CM REQ and REP. Only with rxe as the client: against a guest
+    # server, the drop-in's client sends its second REQ 13-35 ms after the first RTU (on
+    # either path), before the guest's perftest listens again; the guest's CM rejects it
+    # (reason 8) and perftest 4.5-0.17 crashes in its retry (docs/verbs.md).
     send_bw_rdma_cm="ib_send_bw -d rocex0 -R -m \$RXE_LAB_MTU -s 4096 -n 20 -F"
+    programs=(rping ucmatose udaddy)
     if [[ $role == server ]]; then
         late="DROPIN_WAIT=3 " rping="rping -c -a \$RXE_LAB_GUEST_IP -v -V -C 5 -S 64"
         ucmatose="ucmatose -s \$RXE_LAB_GUEST_IP -b \$RXE_LAB_HOST_IP -c 1 -C 5 -S 64"
         udaddy="udaddy -s \$RXE_LAB_GUEST_IP -b \$RXE_LAB_HOST_IP -c 1 -C 5 -S 64"
-        send_bw_rdma_cm+=" \$RXE_LAB_GUEST_IP"
     else
         late= rping="rping -s -a \$RXE_LAB_HOST_IP -v -C 5 -S 64"
         ucmatose="ucmatose -b \$RXE_LAB_HOST_IP -c 1 -C 5 -S 64"
         udaddy="udaddy -b \$RXE_LAB_HOST_IP -c 1 -C 5 -S 64"
+        programs+=(send_bw_rdma_cm)
     fi
-    for p in rping ucmatose udaddy send_bw_rdma_cm; do
-        delay=$late
-        [[ $p == send_bw_rdma_cm && -n $late ]] && delay="DROPIN_WAIT=8 "
-        peer_case "dropin-rxe_$role-$p" "$p" "$role" "" "ROCEXD_ARGS=--no-direct $delay$host ${!p}"
+    for p in "${programs[@]}"; do
+        peer_case "dropin-rxe_$role-$p" "$p" "$role" "" "ROCEXD_ARGS=--no-direct $late$host ${!p}"
         # On the direct path the program's process moves its QPs with what rocexd's CM
-        # settled (docs/abi.md §6.5). Not ib_send_bw -R against a guest server: its client
-        # then sends its second REQ about 20 ms after the first RTU, before the guest's
-        # perftest listens again (REJ, reason 8), and perftest 4.5 crashes on the retry.
-        if [[ $p != send_bw_rdma_cm || $role != server ]]; then
-            peer_case "dropin-rxe_$role-$p-direct" "$p" "$role" "" \
-                "ROCEXD_ARGS=--direct $delay$host ${!p}"
-        fi
+        # settled (docs/abi.md §6.5).
+        peer_case "dropin-rxe_$role-$p-direct" "$p" "$role" "" \
+            "ROCEXD_ARGS=--direct $late$host ${!p}"
         # UD does not resend: a datagram lost leaves udaddy waiting for it (the SIDR_REQ
         # is resent, the datagrams are not), so udaddy has no loss case.
         [[ $p == udaddy ]] && continue
         peer_case "dropin-rxe_$role-$p-loss5" "$p" "$role" "--loss 5" \
-            "ROCEXD_ARGS=--no-direct $delay$host ${!p}"
+            "ROCEXD_ARGS=--no-direct $late$host ${!p}"
     done
     if [[ $role == server ]]; then
         tos_case "dropin-rxe_server-ucmatose-tos" "ROCEXD_ARGS=--no-direct $late$host $ucmatose -t 184"

@@ -61,27 +61,26 @@ pub(crate) fn grant(cfg: &Config, opts: BackendOptions) -> DirectGrant {
 /// falls back to the plain backend where the slots were only offered.
 pub(crate) fn open(settings: &Settings) -> io::Result<(Box<dyn Backend>, Option<SteerGroup>)> {
     let plain = || rocex_io::open(settings.backend, settings.addr, options(settings));
+    let steer = || SteerGroup::open(settings.addr, SLOT_BITS, options(settings));
     let group = match settings.direct {
         DirectSlots::Off => return Ok((plain()?, None)),
-        DirectSlots::Required => SteerGroup::open(settings.addr, SLOT_BITS, options(settings))?,
-        DirectSlots::Offered => {
-            match SteerGroup::open(settings.addr, SLOT_BITS, options(settings)) {
-                Ok(g) => g,
-                // The address's own faults: the plain socket would meet them too.
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::AddrInUse | io::ErrorKind::AddrNotAvailable
-                    ) =>
-                {
-                    return Err(e);
-                }
-                Err(e) => {
-                    tracing::warn!("no direct slots: the steering group: {e}");
-                    return Ok((plain()?, None));
-                }
+        DirectSlots::Required => steer()?,
+        DirectSlots::Offered => match steer() {
+            Ok(g) => g,
+            // The address's own faults: the plain socket would meet them too.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::AddrInUse | io::ErrorKind::AddrNotAvailable
+                ) =>
+            {
+                return Err(e);
             }
-        }
+            Err(e) => {
+                tracing::warn!("no direct slots: the steering group: {e}");
+                return Ok((plain()?, None));
+            }
+        },
     };
     match group.no_coalescing() {
         None => tracing::info!("direct slots take coalesced runs (UDP GRO)"),

@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 
 use rocex_io::SteerGroup;
 use rocex_proto::QpStatus;
+use rocex_proto::verbs::{QpState, QpType};
+use rocex_shm::Board;
 use rocex_shm::control::{DirectGrant, QpStat, Response, qp_state_from_wire, qp_type_from_wire};
-use rocex_shm::{Board, BoardEntry};
 
 use super::Reply;
 
@@ -150,10 +151,9 @@ impl Direct {
         }
     }
 
-    /// The QPs the slot holders' boards show, each with its holder's id. Only QPNs of the
-    /// holder's slot, with a known type and state, count: a client cannot show a QP as
-    /// another's.
-    pub(super) fn board_qps(&self) -> Vec<(u64, BoardEntry)> {
+    /// The QPs the slot holders' boards show. Only QPNs of the holder's slot, with a known
+    /// type and state, count: a client cannot show a QP as another's.
+    pub(super) fn board_qps(&self) -> Vec<BoardQp> {
         let mut out = Vec::new();
         for (&id, board) in &self.boards {
             let Some(&slot) = self.slots.get(&id) else {
@@ -165,12 +165,16 @@ impl Direct {
             };
             for e in entries {
                 let mine = e.qpn != rocex_proto::GSI_QPN && self.group.slot_of(e.qpn) == slot;
-                let known =
-                    qp_type_from_wire(e.qp_type).is_some() && qp_state_from_wire(e.state).is_some();
-                if mine && known {
-                    out.push((id, e));
-                } else {
-                    self.board_refused.set(self.board_refused.get() + 1);
+                let known = qp_type_from_wire(e.qp_type).zip(qp_state_from_wire(e.state));
+                match known.filter(|_| mine) {
+                    Some((qp_type, state)) => out.push(BoardQp {
+                        holder: id,
+                        qpn: e.qpn,
+                        qp_type,
+                        state,
+                        values: e.values,
+                    }),
+                    None => self.board_refused.set(self.board_refused.get() + 1),
                 }
             }
         }
@@ -190,17 +194,29 @@ impl Direct {
     }
 }
 
-/// A board's entry as `Stat` shows it, `pid` its holder's process (0 when unknown); `None`
-/// for a type or state [`Direct::board_qps`] would not have passed.
-pub(super) fn board_stat(e: &BoardEntry, pid: u64) -> Option<QpStat> {
-    Some(QpStat {
-        qpn: e.qpn,
-        qp_type: qp_type_from_wire(e.qp_type)?,
-        state: qp_state_from_wire(e.state)?,
-        counters: QpStatus::names()
-            .zip(e.values.iter().copied())
-            .map(|(n, v)| (n.to_owned(), v))
-            .chain([("client_pid".to_owned(), pid)])
-            .collect(),
-    })
+/// A QP a slot holder's board shows, as [`Direct::board_qps`] checked it.
+pub(super) struct BoardQp {
+    /// The holder's client id.
+    pub(super) holder: u64,
+    pub(super) qpn: u32,
+    qp_type: QpType,
+    state: QpState,
+    /// The board's values, named by [`QpStatus::names`].
+    values: Vec<u64>,
+}
+
+impl BoardQp {
+    /// The QP as `Stat` shows it, `pid` its holder's process (0 when unknown).
+    pub(super) fn stat(&self, pid: u64) -> QpStat {
+        QpStat {
+            qpn: self.qpn,
+            qp_type: self.qp_type,
+            state: self.state,
+            counters: QpStatus::names()
+                .zip(self.values.iter().copied())
+                .map(|(n, v)| (n.to_owned(), v))
+                .chain([("client_pid".to_owned(), pid)])
+                .collect(),
+        }
+    }
 }

@@ -5,7 +5,6 @@ use std::net::IpAddr;
 
 use rocex_shm::control::{DeviceAttr, QpStat, Response, STAT_BUDGET, StatGroup, Stats as StatBody};
 
-use super::direct::board_stat;
 use super::{Reply, Server};
 use crate::client::Client;
 use crate::limits::MrBytes;
@@ -66,12 +65,9 @@ impl Server {
         // Row `i` of a page: the daemon's QP `qpn` (`None`), or `direct[i]`.
         let row = |qpn: u32, i: Option<usize>| match i {
             None => qp_stat(qpn),
-            Some(i) => board_stat(&direct[i].1, pid(self.clients.get(&direct[i].0))),
+            Some(i) => Some(direct[i].stat(pid(self.clients.get(&direct[i].holder)))),
         };
-        let boards = direct
-            .iter()
-            .enumerate()
-            .map(|(i, (_, e))| (e.qpn, Some(i)));
+        let boards = direct.iter().enumerate().map(|(i, q)| (q.qpn, Some(i)));
         if qpn != 0 {
             let found = std::iter::once((qpn, None)).chain(boards.filter(|r| r.0 == qpn));
             match found.filter_map(|(q, i)| row(q, i)).next() {

@@ -84,7 +84,7 @@ fuzz TARGET *ARGS:
     cd proto-tests/fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run {{TARGET}} corpus/{{TARGET}} {{ARGS}}
 
 # Performance side by side on a veth pair: iperf3, raw UDP, rocex perf, 1 to 4096 QPs, and
-# the path through rocexd and the direct path (rocexd --direct), pinned and unpinned
+# the path through rocexd (--no-direct) and the direct path (rocexd's default), pinned and unpinned
 # (writes docs/performance.md and its charts, docs/perf/; `--path-only` runs just the
 # data-path table). Needs root.
 bench-compare *ARGS:
@@ -99,8 +99,8 @@ bench-lab *ARGS:
 
 # Debian's ib_write_bw and ib_write_lat through the drop-in library and rocex perf, on the
 # same pair of rocexd (veth), 5 runs each unpinned and pinned, for docs/performance.md:
-# the drop-in against rocex perf, medians and ratios; `--direct` runs the daemons with
-# `--direct`. Needs root and perftest.
+# the drop-in against rocex perf, medians and ratios, the daemons with `--no-direct`;
+# `--direct` runs them with `--direct`. Needs root and perftest.
 bench-dropin *ARGS:
     proto-tests/bench/dropin.sh {{ARGS}}
 

@@ -3,7 +3,9 @@
 # docs/performance.md): two Debian guests under QEMU on the lab's bridge run
 # ib_write_bw / ib_write_lat over rdma_rxe, then the host-built rocex (shipped in with
 # run.sh --rocex) runs `rocex perf write bw` / `write lat` over the same eth0 with its own
-# UDP engine, same sizes, iterations and MTU. One lab run at a time (it waits for others).
+# UDP engine, same sizes, iterations and MTU: the bandwidth runs take perftest's default of
+# 5000 iterations (a shorter run measures the guests' start more than the transfer). One
+# lab run at a time (it waits for others).
 #
 #   proto-tests/bench/lab_compare.sh [--runs N] [--out FILE] [--no-doc]
 #
@@ -16,7 +18,7 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 RUNS=3
 OUT="$ROOT/docs/performance.md"
 WRITE_DOC=1
-MTU=4096 BW_SIZE=65536 BW_ITERS=500 LAT_SIZE=8 LAT_ITERS=1000
+MTU=4096 BW_SIZE=65536 BW_ITERS=5000 LAT_SIZE=8 LAT_ITERS=1000
 source "$HERE/args.sh"
 bench_args "$@"
 
@@ -65,7 +67,14 @@ for run in $(seq 1 "$RUNS"); do
 done
 echo "done in $((SECONDS - T0)) s" >&2
 
-COND="two Debian 13 guests ($(sed -n 1p "$RXE_LAB_VERSIONS" | cut -d' ' -f1-2)), 1 vCPU each under QEMU TCG, on the lab's bridge, MTU $MTU; WRITE bw ${BW_SIZE} B x $BW_ITERS, WRITE lat ${LAT_SIZE} B x $LAT_ITERS; $RUNS runs, medians (min-max); rocex $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?') ($(date -u +%Y-%m-%dT%H:%MZ))"
+# USO as the guests' init reported it: on only if every run's guests had it.
+uso_state() {
+  local s
+  s=$(grep -ho 'uso=[a-z]*' "$WORK"/*.log 2>/dev/null | sort -u | tr '\n' ' ' || true)
+  if [ "$s" = "uso=on " ]; then echo on; else echo "off (${s:-not reported})"; fi
+}
+QEMU=$(qemu-system-x86_64 --version | sed -n '1s/.*version \([^ ]*\).*/\1/p')
+COND="two Debian 13 guests ($(sed -n 1p "$RXE_LAB_VERSIONS" | cut -d' ' -f1-2)), 1 vCPU each under QEMU $QEMU TCG (run.sh's CPU model), virtio-net with USO $(uso_state), on the lab's bridge, MTU $MTU; WRITE bw ${BW_SIZE} B x $BW_ITERS, WRITE lat ${LAT_SIZE} B x $LAT_ITERS; $RUNS runs, medians (min-max); rocex $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?') ($(date -u +%Y-%m-%dT%H:%MZ))"
 "$PY" "$HERE/lab_report.py" table "$RES" "$COND" "$RUNS" >"$WORK/table.md"
 cat "$WORK/table.md"
 if [ "$WRITE_DOC" = 1 ]; then

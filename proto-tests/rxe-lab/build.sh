@@ -37,14 +37,15 @@ done
 # Userland that goes into the guest (plus the shared-library closure).
 GUEST_PKGS=(busybox-static iproute2 libibverbs1 ibverbs-providers librdmacm1t64
             ibverbs-utils rdmacm-utils perftest
-            open-iscsi targetcli-fb fio nvme-cli)
+            open-iscsi targetcli-fb fio nvme-cli ethtool)
 # Programs among their dependencies that the guest needs too (targetcli's Python).
 GUEST_EXTRA_RE='^(python3(\.[0-9]+)?(-minimal)?|python3-.*|gir1\.2-.*)$'
 # Only for compiling the probe (sysroot, not in the guest).
 DEV_PKGS=(libibverbs-dev librdmacm-dev libc6-dev)
 
-# Kernel modules the guest loads, in addition to their dependencies.
-MODULES=(virtio_pci virtio_net crc32_generic rdma_rxe rdma_ucm ib_uverbs
+# Kernel modules the guest loads, in addition to their dependencies. crc32_pclmul: rxe's
+# ICRC with PCLMULQDQ, as udev loads it on a real host (crc32_generic is the fallback).
+MODULES=(virtio_pci virtio_net crc32_generic crc32_pclmul rdma_rxe rdma_ucm ib_uverbs
          ib_umad sch_netem sch_prio cls_u32)
 # Storage over RDMA (iSER initiator and target, NVMe-oF over RDMA, a filesystem on the
 # block device): in the image, loaded by the scenarios that use them (lab_storage_modules),
@@ -57,21 +58,6 @@ APT=$RXE_LAB_CACHE/apt
 mkdir -p "$APT"/{etc/apt.conf.d,etc/preferences.d,etc/sources.list.d,etc/trusted.gpg.d,state/lists/partial,cache/archives/partial}
 : >"$APT/state/status"
 
-# The Debian mirror is whatever this host's apt already uses.
-host_mirror() {
-  local f uri=
-  for f in /etc/apt/sources.list.d/*.sources; do
-    [[ -r $f ]] || continue
-    uri=$(awk '/^URIs:/ {for (i=2;i<=NF;i++) print $i}' "$f" | grep -v -- '-security' | grep -v security | head -n1)
-    [[ -n $uri ]] && break
-  done
-  if [[ -z $uri && -r /etc/apt/sources.list ]]; then
-    uri=$(awk '$1=="deb" {for (i=2;i<=NF;i++) if ($i !~ /^\[/ && $i !~ /\]$/ && $i ~ /:\/\//) {print $i; break}}' \
-            /etc/apt/sources.list | grep -v security | head -n1)
-  fi
-  [[ -n $uri ]] || die "no Debian mirror found in /etc/apt/sources.list{,.d}"
-  echo "${uri%/}"
-}
 MIRROR=${RXE_LAB_MIRROR:-$(host_mirror)}
 KEYRING=${RXE_LAB_KEYRING:-/usr/share/keyrings/debian-archive-keyring.gpg}
 [[ -r $KEYRING ]] || die "keyring $KEYRING missing: apt-get install debian-archive-keyring"
@@ -179,7 +165,7 @@ for p in $resolved; do
   case $p in
     lib*-dev|libc-dev-bin|linux-libc-dev|libcrypt-dev|rpcsvc-proto|libnl-*-dev) continue ;;
     lib*|zlib1g|ibverbs-providers|busybox-static|iproute2|ibverbs-utils|rdmacm-utils|perftest) guest_set+=("$p") ;;
-    open-iscsi|targetcli-fb|fio|nvme-cli) guest_set+=("$p") ;;
+    open-iscsi|targetcli-fb|fio|nvme-cli|ethtool) guest_set+=("$p") ;;
     *) [[ $p =~ $GUEST_EXTRA_RE ]] && guest_set+=("$p") ;;
   esac
 done

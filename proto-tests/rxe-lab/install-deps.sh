@@ -31,14 +31,41 @@ if [[ ${RXE_LAB_WITH_TSHARK:-0} == 1 ]] && ! command -v tshark >/dev/null; then
   missing+=(tshark)
 fi
 
-if ((${#missing[@]} == 0)); then
-  echo "rxe-lab deps: all present"
-  exit 0
-fi
-
-echo "rxe-lab deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 if [[ ${EUID} -ne 0 ]]; then SUDO=sudo; else SUDO=; fi
-$SUDO apt-get update -qq || $SUDO apt-get update
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if ((${#missing[@]} == 0)); then
+  echo "rxe-lab deps: all present"
+else
+  echo "rxe-lab deps: installing ${missing[*]}"
+  $SUDO apt-get update -qq || $SUDO apt-get update
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# QEMU 8.1 or later: its virtio-net offers UDP segmentation offload, which the guests turn
+# on (docs/rxe-lab.md). Debian 12 ships 7.2 and its backports suite a later one, taken from
+# the mirror this host's apt already uses. Without it the lab still runs, without USO.
+qemu_version() { qemu-system-x86_64 --version | sed -n '1s/.*version \([0-9]*\)\.\([0-9]*\).*/\1 \2/p'; }
+read -r major minor < <(qemu_version)
+if ((major < 8 || (major == 8 && minor < 1))); then
+  codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+  if [[ $codename == bookworm ]]; then
+    source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+    list=$(mktemp)
+    trap 'rm -f "$list"' EXIT
+    # The host's own list (if any) plus backports; the host's sources.list.d still counts.
+    { [[ -r /etc/apt/sources.list ]] && cat /etc/apt/sources.list
+      echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(host_mirror) bookworm-backports main"
+    } >"$list"
+    echo "rxe-lab deps: QEMU $major.$minor has no virtio-net USO; installing bookworm-backports' qemu-system-x86"
+    bpo=(-o "Dir::Etc::SourceList=$list")
+    if $SUDO apt-get "${bpo[@]}" update -qq && $SUDO apt-get "${bpo[@]}" install -y -qq \
+        --no-install-recommends -t bookworm-backports qemu-system-x86 >/dev/null; then
+      echo "rxe-lab deps: $(qemu-system-x86_64 --version | head -n1)"
+    else
+      echo "rxe-lab deps: WARNING: no QEMU from bookworm-backports; the lab runs on QEMU $major.$minor without USO" >&2
+    fi
+  else
+    echo "rxe-lab deps: WARNING: QEMU $major.$minor has no virtio-net USO (8.1 or later has)" >&2
+  fi
+fi
 echo "rxe-lab deps: done"

@@ -13,6 +13,22 @@ RXE_LAB_VERSIONS=$RXE_LAB_IMAGE/versions.txt
 log() { printf '[rxe-lab %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
+# The Debian mirror is whatever this host's apt already uses.
+host_mirror() {
+  local f uri=
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [[ -r $f ]] || continue
+    uri=$(awk '/^URIs:/ {for (i=2;i<=NF;i++) print $i}' "$f" | grep -v -- '-security' | grep -v security | head -n1)
+    [[ -n $uri ]] && break
+  done
+  if [[ -z $uri && -r /etc/apt/sources.list ]]; then
+    uri=$(awk '$1=="deb" {for (i=2;i<=NF;i++) if ($i !~ /^\[/ && $i !~ /\]$/ && $i ~ /:\/\//) {print $i; break}}' \
+            /etc/apt/sources.list | grep -v security | head -n1)
+  fi
+  [[ -n $uri ]] || die "no Debian mirror found in /etc/apt/sources.list{,.d}"
+  echo "${uri%/}"
+}
+
 # run.sh's exit status when a guest's kernel crashed (an oops or a panic on its console):
 # such a run says nothing about rocex or rxe's protocol.
 RXE_LAB_GUEST_CRASH=75

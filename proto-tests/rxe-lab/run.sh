@@ -163,7 +163,13 @@ detect_accel() {
 [[ $ACCEL == auto ]] && ACCEL=$(detect_accel)
 case $ACCEL in
   kvm) ACCEL_ARGS=(-accel kvm -cpu host) ;;
-  tcg) ACCEL_ARGS=(-accel tcg -cpu max) ;;
+  # TCG's `max` CPU less what TCG runs many times slower than hardware does, for rxe and
+  # rocex alike (docs/rxe-lab.md): AVX (the host runs a guest's 256-bit code as host AVX and
+  # leaves the upper halves dirty, so every SSE helper after it, PCLMULQDQ for the ICRC,
+  # pays the SSE/AVX transition: 2-4x a guest's ICRC in some builds of rocex) and ERMS/FSRM
+  # (with them the guest kernel copies with `rep movsb`, one byte per TCG step: 6.6 us per
+  # 4 KiB, where an 8-byte copy loop takes 1.1 us; without them it moves 8 bytes a step).
+  tcg) ACCEL_ARGS=(-accel tcg -cpu max,avx=off,avx2=off,erms=off,fsrm=off) ;;
   *) die "--accel must be auto, kvm or tcg" ;;
 esac
 

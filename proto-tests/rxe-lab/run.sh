@@ -173,6 +173,14 @@ case $ACCEL in
   *) die "--accel must be auto, kvm or tcg" ;;
 esac
 
+# Receive-side USO (QEMU 8.1+) lets the host hand a guest whole GSO sends, so the bridge
+# takes the UDP GSO feature and a capture on it holds a host-side rocex's sends as frames
+# of up to 64 KiB that no wire carries. Off but for --rocex runs (docs/rxe-lab.md).
+NIC_OPTS=
+if [[ -z $ROCEX_BIN ]] && qemu-system-x86_64 -device virtio-net-pci,help 2>/dev/null | grep -q guest_uso4; then
+  NIC_OPTS=,guest_uso4=off,guest_uso6=off
+fi
+
 # Network --------------------------------------------------------------------
 BRMTU=$NETMTU
 ((BRMTU < 576)) && BRMTU=576 # the bridge carries the host's frames too
@@ -238,7 +246,7 @@ for i in $(seq 1 ${#roles[@]}); do
     -kernel "$RXE_LAB_VMLINUX" -initrd "$TMP/g$i.initrd" \
     -append "console=ttyS0 quiet loglevel=3 panic=-1 mitigations=off rdinit=/init" \
     -netdev "tap,id=n0,ifname=tap$i,script=no,downscript=no" \
-    -device "virtio-net-pci,netdev=n0,mac=52:54:00:18:00:1$i" \
+    -device "virtio-net-pci,netdev=n0,mac=52:54:00:18:00:1$i$NIC_OPTS" \
     >"$TMP/q$i.out" 2>&1 &
   QPIDS+=($!)
 done

@@ -73,8 +73,7 @@ uso_state() {
   s=$(grep -ho 'uso=[a-z]*' "$WORK"/*.log 2>/dev/null | sort -u | tr '\n' ' ' || true)
   if [ "$s" = "uso=on " ]; then echo on; else echo "off (${s:-not reported})"; fi
 }
-QEMU=$(qemu-system-x86_64 --version | sed -n '1s/.*version \([^ ]*\).*/\1/p')
-COND="two Debian 13 guests ($(sed -n 1p "$RXE_LAB_VERSIONS" | cut -d' ' -f1-2)), 1 vCPU each under QEMU $QEMU TCG (run.sh's CPU model), virtio-net with USO $(uso_state), on the lab's bridge, MTU $MTU; WRITE bw ${BW_SIZE} B x $BW_ITERS, WRITE lat ${LAT_SIZE} B x $LAT_ITERS; $RUNS runs, medians (min-max); rocex $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?') ($(date -u +%Y-%m-%dT%H:%MZ))"
+COND="two Debian 13 guests ($(sed -n 1p "$RXE_LAB_VERSIONS" | cut -d' ' -f1-2)), 1 vCPU each under QEMU $(qemu_version) TCG (run.sh's CPU model), virtio-net with USO $(uso_state), on the lab's bridge, MTU $MTU; WRITE bw ${BW_SIZE} B x $BW_ITERS, WRITE lat ${LAT_SIZE} B x $LAT_ITERS; $RUNS runs, medians (min-max); rocex $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?') ($(date -u +%Y-%m-%dT%H:%MZ))"
 "$PY" "$HERE/lab_report.py" table "$RES" "$COND" "$RUNS" >"$WORK/table.md"
 cat "$WORK/table.md"
 if [ "$WRITE_DOC" = 1 ]; then

@@ -59,7 +59,7 @@ mkdir -p "$APT"/{etc/apt.conf.d,etc/preferences.d,etc/sources.list.d,etc/trusted
 : >"$APT/state/status"
 
 MIRROR=${RXE_LAB_MIRROR:-$(host_mirror)}
-KEYRING=${RXE_LAB_KEYRING:-/usr/share/keyrings/debian-archive-keyring.gpg}
+KEYRING=$RXE_LAB_KEYRING
 [[ -r $KEYRING ]] || die "keyring $KEYRING missing: apt-get install debian-archive-keyring"
 
 echo "deb [signed-by=$KEYRING] $MIRROR $RXE_LAB_SUITE main" >"$APT/etc/sources.list"

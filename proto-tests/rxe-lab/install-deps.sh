@@ -44,17 +44,16 @@ fi
 # QEMU 8.1 or later: its virtio-net offers UDP segmentation offload, which the guests turn
 # on (docs/rxe-lab.md). Debian 12 ships 7.2 and its backports suite a later one, taken from
 # the mirror this host's apt already uses. Without it the lab still runs, without USO.
-qemu_version() { qemu-system-x86_64 --version | sed -n '1s/.*version \([0-9]*\)\.\([0-9]*\).*/\1 \2/p'; }
-read -r major minor < <(qemu_version)
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+IFS=. read -r major minor _ < <(qemu_version)
 if ((major < 8 || (major == 8 && minor < 1))); then
   codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
   if [[ $codename == bookworm ]]; then
-    source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
     list=$(mktemp)
     trap 'rm -f "$list"' EXIT
     # The host's own list (if any) plus backports; the host's sources.list.d still counts.
     { [[ -r /etc/apt/sources.list ]] && cat /etc/apt/sources.list
-      echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(host_mirror) bookworm-backports main"
+      echo "deb [signed-by=$RXE_LAB_KEYRING] $(host_mirror) bookworm-backports main"
     } >"$list"
     echo "rxe-lab deps: QEMU $major.$minor has no virtio-net USO; installing bookworm-backports' qemu-system-x86"
     bpo=(-o "Dir::Etc::SourceList=$list")

@@ -13,6 +13,12 @@ RXE_LAB_VERSIONS=$RXE_LAB_IMAGE/versions.txt
 log() { printf '[rxe-lab %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
+# The keyring that verifies Debian's archive (the guests' suite and the host's backports).
+RXE_LAB_KEYRING=${RXE_LAB_KEYRING:-/usr/share/keyrings/debian-archive-keyring.gpg}
+
+# The version of the host's QEMU, "10.0.2".
+qemu_version() { qemu-system-x86_64 --version | sed -n '1s/.*version \([0-9.]*\).*/\1/p'; }
+
 # The Debian mirror is whatever this host's apt already uses.
 host_mirror() {
   local f uri=

@@ -4,8 +4,10 @@
 # ib_write_bw / ib_write_lat over rdma_rxe, then the host-built rocex (shipped in with
 # run.sh --rocex) runs `rocex perf write bw` / `write lat` over the same eth0 with its own
 # UDP engine, same sizes, iterations and MTU: the bandwidth runs take perftest's default of
-# 5000 iterations (a shorter run measures the guests' start more than the transfer). One
-# lab run at a time (it waits for others).
+# 5000 iterations (a shorter run measures the guests' start more than the transfer). rocex
+# runs its bandwidth test twice: with its defaults (kernel rxe's window of 128 PSNs) and
+# with --window 512 (docs/wire.md, "Recovery"). One lab run at a time (it waits for
+# others).
 #
 #   proto-tests/bench/lab_compare.sh [--runs N] [--out FILE] [--no-doc]
 #
@@ -18,7 +20,7 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 RUNS=3
 OUT="$ROOT/docs/performance.md"
 WRITE_DOC=1
-MTU=4096 BW_SIZE=65536 BW_ITERS=5000 LAT_SIZE=8 LAT_ITERS=1000
+MTU=4096 BW_SIZE=65536 BW_ITERS=5000 LAT_SIZE=8 LAT_ITERS=1000 WIDE=512
 source "$HERE/args.sh"
 bench_args "$@"
 
@@ -41,17 +43,17 @@ wait_lab() {
   done
 }
 
-# $1 run, $2 scenario, $3 size, $4 iterations, rest: run.sh options
+# $1 run, $2 name of its results, $3 scenario, $4 size, $5 iterations, rest: run.sh options
 lab() {
-  local run="$1" scn="$2" size="$3" iters="$4"; shift 4
-  local log="$WORK/$scn.$run.log"
+  local run="$1" name="$2" scn="$3" size="$4" iters="$5"; shift 5
+  local log="$WORK/$name.$run.log"
   wait_lab
   if ! lab_run "$log" "$scn" --mtu "$MTU" --set "SIZE=$size" --set "ITERS=$iters" --timeout 300 \
       --out "$WORK/$scn.pcap" "$@"; then
-    echo "  $scn failed: $(tail -1 "$log")" >&2
+    echo "  $name failed: $(tail -1 "$log")" >&2
   fi
   "$PY" "$HERE/lab_report.py" parse "$log" | while IFS=$'\t' read -r k v; do
-    printf '%s\t%s_%s\t%s\n' "$run" "$scn" "$k" "$v" >>"$RES"
+    printf '%s\t%s_%s\t%s\n' "$run" "$name" "$k" "$v" >>"$RES"
   done
 }
 
@@ -60,10 +62,12 @@ echo "rocex vs rxe in the lab guests: $RUNS runs, MTU $MTU, write bw ${BW_SIZE} 
 T0=$SECONDS
 for run in $(seq 1 "$RUNS"); do
   echo "run $run/$RUNS ($((SECONDS - T0)) s)" >&2
-  lab "$run" write_bw "$BW_SIZE" "$BW_ITERS"
-  lab "$run" rocex_write_bw "$BW_SIZE" "$BW_ITERS" --rocex "$ROCEX"
-  lab "$run" write_lat "$LAT_SIZE" "$LAT_ITERS"
-  lab "$run" rocex_write_lat "$LAT_SIZE" "$LAT_ITERS" --rocex "$ROCEX"
+  lab "$run" write_bw write_bw "$BW_SIZE" "$BW_ITERS"
+  lab "$run" rocex_write_bw rocex_write_bw "$BW_SIZE" "$BW_ITERS" --rocex "$ROCEX"
+  lab "$run" rocex_wide_write_bw rocex_write_bw "$BW_SIZE" "$BW_ITERS" --rocex "$ROCEX" \
+    --set "WINDOW=$WIDE"
+  lab "$run" write_lat write_lat "$LAT_SIZE" "$LAT_ITERS"
+  lab "$run" rocex_write_lat rocex_write_lat "$LAT_SIZE" "$LAT_ITERS" --rocex "$ROCEX"
 done
 echo "done in $((SECONDS - T0)) s" >&2
 
@@ -73,7 +77,7 @@ uso_state() {
   s=$(grep -ho 'uso=[a-z]*' "$WORK"/*.log 2>/dev/null | sort -u | tr '\n' ' ' || true)
   if [ "$s" = "uso=on " ]; then echo on; else echo "off (${s:-not reported})"; fi
 }
-COND="two Debian 13 guests ($(sed -n 1p "$RXE_LAB_VERSIONS" | cut -d' ' -f1-2)), 1 vCPU each under QEMU $(qemu_version) TCG (run.sh's CPU model), virtio-net with USO $(uso_state), on the lab's bridge, MTU $MTU; WRITE bw ${BW_SIZE} B x $BW_ITERS, WRITE lat ${LAT_SIZE} B x $LAT_ITERS; $RUNS runs, medians (min-max); rocex $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?') ($(date -u +%Y-%m-%dT%H:%MZ))"
+COND="two Debian 13 guests ($(sed -n 1p "$RXE_LAB_VERSIONS" | cut -d' ' -f1-2)), 1 vCPU each under QEMU $(qemu_version) TCG (run.sh's CPU model), virtio-net with USO $(uso_state), on the lab's bridge, MTU $MTU; WRITE bw ${BW_SIZE} B x $BW_ITERS, WRITE lat ${LAT_SIZE} B x $LAT_ITERS; rocex's wide window $WIDE PSNs; $RUNS runs, medians (min-max); rocex $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?') ($(date -u +%Y-%m-%dT%H:%MZ))"
 "$PY" "$HERE/lab_report.py" table "$RES" "$COND" "$RUNS" >"$WORK/table.md"
 cat "$WORK/table.md"
 if [ "$WRITE_DOC" = 1 ]; then

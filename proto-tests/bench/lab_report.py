@@ -60,6 +60,7 @@ def table(path, cond, n):
     rows = [
         ("kernel rxe, ib_write_bw", "Gb/s", "write_bw_gbps", 3),
         ("rocex perf write bw", "Gb/s", "rocex_write_bw_gbps", 3),
+        ("rocex perf write bw --window (wide)", "Gb/s", "rocex_wide_write_bw_gbps", 3),
         ("kernel rxe, ib_write_lat, typical (half round trip)", "us", "write_lat_p50_us", 0),
         ("rocex perf write lat, p50 (half round trip)", "us", "rocex_write_lat_p50_us", 0),
         ("kernel rxe, ib_write_lat, p99", "us", "write_lat_p99_us", 0),
@@ -76,6 +77,7 @@ def table(path, cond, n):
     out += ["", "| goal 6: rocex / rxe (ratio per run, then median) | median | min-max |", "|---|---:|---:|"]
     for name, a, b in [
         ("WRITE bw throughput (higher is better for rocex)", "rocex_write_bw_gbps", "write_bw_gbps"),
+        ("WRITE bw throughput, rocex --window (wide)", "rocex_wide_write_bw_gbps", "write_bw_gbps"),
         ("WRITE lat p50 (lower is better for rocex)", "rocex_write_lat_p50_us", "write_lat_p50_us"),
         ("WRITE lat p99 (lower is better for rocex)", "rocex_write_lat_p99_us", "write_lat_p99_us"),
     ]:

@@ -91,6 +91,12 @@ pub(crate) struct PortArgs {
     /// first SEND or WRITE fails with a remote invalid request error.
     #[arg(long)]
     selective_repeat: bool,
+    /// PSNs an RC QP keeps in flight at most, 128 (kernel rxe's) by default (rocexd's
+    /// `--window`; docs/wire.md, "Recovery"): under go-back-N it grows to this on a clean
+    /// path and falls back to 128 after a loss.
+    #[arg(long, value_name = "N", default_value_t = rocex_proto::MAX_UNACKED_PSNS,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(rocex_proto::MAX_WINDOW)))]
+    window: u32,
 }
 
 /// A fresh engine for `local` on the backend `port` asks for, with `inject`'s faults.
@@ -108,6 +114,7 @@ pub(crate) fn open_driver(
     let mut cfg = config(local);
     cfg.udp_source_port = backend.fixed_source_port();
     cfg.selective_repeat = port.selective_repeat;
+    cfg.window = port.window;
     Ok(injected(
         Driver::with_backend(Engine::new(cfg), backend),
         inject,

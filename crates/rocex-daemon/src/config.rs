@@ -41,6 +41,12 @@ pub(crate) struct Args {
     /// repeat"). Never towards kernel rxe or hardware, which drop those opcodes.
     #[arg(long)]
     pub(crate) selective_repeat: bool,
+    /// PSNs an RC QP keeps in flight at most, 1..=8192 [default: 128, kernel rxe's]. Under
+    /// go-back-N a wider window grows to this on a clean path and falls back to 128 after
+    /// a loss; for long or loaded round trips, at the cost of more queue at a slow peer
+    /// (docs/wire.md, "Recovery"). Under selective repeat, at most 256.
+    #[arg(long, value_name = "N")]
+    pub(crate) window: Option<u32>,
     /// Send RC and UC packets ECT(0), so that a marking switch marks them CE rather than
     /// dropping them; DCQCN answers the marks with CNPs and slows the QP a CNP names
     /// (docs/congestion.md). Off: TOS 0, as kernel rxe sends.
@@ -56,7 +62,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "KEY=VALUE,...")]
     pub(crate) dcqcn: Option<String>,
     /// A TOML file with the same keys (addr, socket, mtu, backend, gso, peers_are_rocex,
-    /// rxe_recovery, selective_repeat, ecn, dscp, pcap, spin_limit, inject, metrics,
+    /// rxe_recovery, selective_repeat, window, ecn, dscp, pcap, spin_limit, inject, metrics,
     /// direct, [limits], [dcqcn]).
     #[arg(long)]
     pub(crate) config: Option<PathBuf>,
@@ -101,6 +107,7 @@ struct FileConfig {
     peers_are_rocex: Option<bool>,
     rxe_recovery: Option<bool>,
     selective_repeat: Option<bool>,
+    window: Option<u32>,
     ecn: Option<bool>,
     dscp: Option<u8>,
     pcap: Option<PathBuf>,
@@ -131,6 +138,8 @@ pub(crate) struct Settings {
     pub(crate) rxe_recovery: bool,
     /// Selective repeat towards every RC peer (`Config::selective_repeat`).
     pub(crate) selective_repeat: bool,
+    /// PSNs in flight at most (`Config::window`).
+    pub(crate) window: u32,
     /// ECN and DCQCN (`Congestion::ecn`).
     pub(crate) ecn: bool,
     /// The DSCP of packets whose QP has no traffic class.
@@ -166,6 +175,8 @@ pub(crate) enum ConfigError {
     Mtu(u32),
     /// A DSCP past 63 (six bits).
     Dscp(u8),
+    /// A window of no PSNs, or wider than `rocex_proto::MAX_WINDOW`.
+    Window(u32),
     /// A backend name that is not one of udp, afpacket, uring.
     Backend(rocex_io::UnknownBackend),
     /// A DCQCN parameter that is not one, or a value it cannot take.
@@ -231,6 +242,11 @@ impl std::fmt::Display for ConfigError {
             Self::NoAddr => f.write_str("no address: give --addr IP or `addr` in the config"),
             Self::Mtu(m) => write!(f, "MTU {m} is not one of 256, 512, 1024, 2048, 4096"),
             Self::Dscp(d) => write!(f, "DSCP {d} is not in 0..=63"),
+            Self::Window(w) => write!(
+                f,
+                "window {w} is not in 1..={} PSNs",
+                rocex_proto::MAX_WINDOW
+            ),
             Self::Backend(e) => write!(f, "{e}"),
             Self::Dcqcn(e) => write!(f, "{e}"),
             Self::Direct(why) => write!(f, "--direct: {why}"),
@@ -324,6 +340,13 @@ impl Args {
         if dscp > 63 {
             return Err(ConfigError::Dscp(dscp));
         }
+        let window = self
+            .window
+            .or(file.window)
+            .unwrap_or(rocex_proto::MAX_UNACKED_PSNS);
+        if !(1..=rocex_proto::MAX_WINDOW).contains(&window) {
+            return Err(ConfigError::Window(window));
+        }
         let congestion = dcqcn(file.dcqcn.as_ref(), self.dcqcn.as_deref())?;
         let pcap = self.pcap.or(file.pcap);
         let inject = match (self.inject, file.inject) {
@@ -367,6 +390,7 @@ impl Args {
             peers_are_rocex: self.peers_are_rocex || file.peers_are_rocex.unwrap_or(false),
             rxe_recovery: self.rxe_recovery || file.rxe_recovery.unwrap_or(false),
             selective_repeat: self.selective_repeat || file.selective_repeat.unwrap_or(false),
+            window,
             ecn: self.ecn || file.ecn.unwrap_or(false),
             dscp,
             congestion,
@@ -485,6 +509,19 @@ mod tests {
         assert_eq!(a.settings().unwrap().dscp, 46);
         let a = Args::parse_from(["rocexd", "--addr", "10.0.0.1", "--ecn", "--dscp", "64"]);
         assert!(matches!(a.settings(), Err(ConfigError::Dscp(64))));
+        assert_eq!(s.window, 128, "kernel rxe's by default");
+        std::fs::write(&f, "addr = \"10.0.0.1\"\nwindow = 512\n").unwrap();
+        let a = Args::parse_from(["rocexd", "--config", f.to_str().unwrap()]);
+        assert_eq!(a.settings().unwrap().window, 512);
+        for bad in ["0", "8193"] {
+            let a = Args::parse_from(["rocexd", "--addr", "10.0.0.1", "--window", bad]);
+            let e = a.settings().unwrap_err();
+            assert!(matches!(e, ConfigError::Window(_)), "{bad}: {e:?}");
+            assert_eq!(
+                e.to_string(),
+                format!("window {bad} is not in 1..=8192 PSNs")
+            );
+        }
         let _ = std::fs::remove_dir_all(dir);
     }
 

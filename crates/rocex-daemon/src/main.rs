@@ -105,6 +105,7 @@ fn run(settings: config::Settings) -> Result<(), Box<dyn std::error::Error>> {
     cfg.max_cqe = 1 << 16;
     cfg.rxe_recovery = settings.rxe_recovery;
     cfg.selective_repeat = settings.selective_repeat;
+    cfg.window = settings.window;
     cfg.congestion = settings.congestion;
     cfg.congestion.ecn = settings.ecn;
     // Checked before the port is taken, so that a bad path fails before anything else.

@@ -46,7 +46,7 @@ pub(crate) fn grant(cfg: &Config, opts: BackendOptions) -> DirectGrant {
         max_qp: cfg.max_qp as u32,
         max_cqe: cfg.max_cqe as u32,
         selective_repeat: cfg.selective_repeat,
-        sr_window: cfg.sr_window,
+        window: cfg.window,
         rxe_recovery: cfg.rxe_recovery,
         ecn: cfg.congestion.ecn,
         no_gso: opts.no_gso,

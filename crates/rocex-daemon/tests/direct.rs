@@ -178,7 +178,7 @@ fn a_slot_steers_its_qpns_to_the_client_until_the_connection_closes() {
             max_qp: grant.max_qp,
             max_cqe: 1 << 16,
             selective_repeat: false,
-            sr_window: 128,
+            window: 128,
             rxe_recovery: false,
             ecn: true,
             no_gso: false,

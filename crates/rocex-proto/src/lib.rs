@@ -27,7 +27,8 @@ pub use engine::{
 };
 pub use qp::state::TransitionError;
 pub use qp::{
-    Congestion, DcqcnParamError, DcqcnParams, MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, RateState,
+    Congestion, DcqcnParamError, DcqcnParams, MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, MAX_WINDOW,
+    RateState,
 };
 pub use rocex_mem::{Access, Keys, MemError, MwBinding, PdId, Region, SubRegion, VecRegion};
 pub use rocex_wire::Ecn;

@@ -7,70 +7,9 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use rocex_proto::verbs::{AddressVector, AttrMask, Mtu, QpAttr, QpCap, QpState, SendOp, WcStatus};
-use rocex_proto::{Access, Engine, QpInit};
+use rocex_proto::verbs::{SendOp, WcStatus};
 use rocex_sim::faults::Dice;
 use rocex_sim::{Bottleneck, Link};
-
-/// Brings QP `qpn` to RTS towards `peer`'s QP `peer_qpn`, both starting at PSN 0.
-fn connect(e: &mut Engine, qpn: u32, peer: std::net::IpAddr, peer_qpn: u32) {
-    let mut attr = QpAttr {
-        qp_state: QpState::Init,
-        qp_access_flags: Access::REMOTE_WRITE,
-        port_num: 1,
-        ..QpAttr::default()
-    };
-    let init = AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS;
-    e.modify_qp(qpn, &attr, init).unwrap();
-    attr.qp_state = QpState::Rtr;
-    attr.ah_attr = Some(AddressVector { dest: peer });
-    attr.path_mtu = Mtu::M1024;
-    attr.dest_qp_num = peer_qpn;
-    attr.max_dest_rd_atomic = 16;
-    attr.min_rnr_timer = 1;
-    let rtr = AttrMask::STATE
-        | AttrMask::AV
-        | AttrMask::PATH_MTU
-        | AttrMask::DEST_QPN
-        | AttrMask::RQ_PSN
-        | AttrMask::MAX_DEST_RD_ATOMIC
-        | AttrMask::MIN_RNR_TIMER;
-    e.modify_qp(qpn, &attr, rtr).unwrap();
-    attr.qp_state = QpState::Rts;
-    (
-        attr.timeout,
-        attr.retry_cnt,
-        attr.rnr_retry,
-        attr.max_rd_atomic,
-    ) = (14, 7, 7, 16);
-    let rts = AttrMask::STATE
-        | AttrMask::SQ_PSN
-        | AttrMask::TIMEOUT
-        | AttrMask::RETRY_CNT
-        | AttrMask::RNR_RETRY
-        | AttrMask::MAX_QP_RD_ATOMIC;
-    e.modify_qp(qpn, &attr, rts).unwrap();
-}
-
-/// Another QP from a to b on a CQ of its own, whose WRITEs are the other traffic through
-/// b's queue: `(QPN, CQ)`.
-fn other_qp(p: &mut Pair, a: &Side, b: &Side) -> (u32, u32) {
-    let cap = QpCap {
-        max_send_wr: 64,
-        max_recv_wr: 1,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
-    let ea = p.fabric.node(a.node);
-    let cq = ea.create_cq(1024).unwrap();
-    let init = |pd, cq| QpInit::rc(pd, cq, cap);
-    let qa = ea.create_qp(init(a.pd, cq)).unwrap();
-    let qb = p.fabric.node(b.node).create_qp(init(b.pd, b.cq)).unwrap();
-    connect(p.fabric.node(a.node), qa, b.addr, qb);
-    connect(p.fabric.node(b.node), qb, a.addr, qa);
-    (qa, cq)
-}
 
 /// Bursts of other traffic into the responder's queue: one WRITE of `bytes` at random
 /// times `every` apart on average, which the measured QP's packets wait behind in order
@@ -110,15 +49,12 @@ fn run_with(
     rxe_recovery: bool,
     bursts: Option<Bursts>,
 ) -> Outcome {
-    let mut p = Pair::new(
-        seed,
-        link,
-        Params {
-            rxe_recovery,
-            buf_len: 8 << 20,
-            ..Params::default()
-        },
-    );
+    let params = Params {
+        rxe_recovery,
+        buf_len: 8 << 20,
+        ..Params::default()
+    };
+    let mut p = Pair::new(seed, link, params);
     let (a, b) = (p.side('a'), p.side('b'));
     p.fabric.set_link(b.node, a.node, back);
     p.fabric.set_bottleneck(
@@ -129,7 +65,9 @@ fn run_with(
             capacity: usize::MAX,
         },
     );
-    let other = bursts.map(|burst| (burst, other_qp(&mut p, &a, &b)));
+    // Another QP from a to b on a CQ of its own, whose WRITEs are the other traffic
+    // through b's queue.
+    let other = bursts.map(|burst| (burst, p.second_qp(&params, 64)));
     let mut dice = Dice::new(seed);
     let mut next_burst = p.now();
     let mut burst_id = 0;

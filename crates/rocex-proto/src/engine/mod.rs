@@ -62,16 +62,20 @@ pub struct Config {
     /// ECN marking, CNPs and DCQCN (all quiet by default: no ECN on the wire).
     pub congestion: Congestion,
     /// Retransmit only when rxe would: after the QP's whole ACK timeout, a READ response
-    /// gap left to it (off: sooner, with the same packets; `docs/wire.md`, "Recovery").
+    /// gap left to it (off: sooner, with the same packets; `docs/wire.md`, "Recovery");
+    /// and keep rxe's window, whatever [`Config::window`] says.
     pub rxe_recovery: bool,
     /// Every RC QP's peer is a rocex engine with selective repeat on (rocexd's
     /// `--selective-repeat`): RC QPs recover from loss by selective repeat, on rocex's own
     /// opcodes, instead of go-back-N (`docs/wire.md`, "Selective repeat"). Off, and for a
     /// QP [`Engine::set_selective_repeat`] turns off, the wire is rxe's.
     pub selective_repeat: bool,
-    /// Under selective repeat, the packets a QP keeps in flight at most (1 to 256; 128,
-    /// rxe's window, by default).
-    pub sr_window: u32,
+    /// The PSNs an RC QP keeps in flight at most: 128, rxe's window
+    /// ([`MAX_UNACKED_PSNS`](crate::MAX_UNACKED_PSNS)), by default. Under go-back-N a wider
+    /// one (up to [`MAX_WINDOW`](crate::MAX_WINDOW)) is a ceiling the window grows to on a
+    /// clean path and falls from after a loss (`docs/wire.md`, "Recovery"); under
+    /// selective repeat the window is this, up to 256.
+    pub window: u32,
     /// The low bits every QP number this engine makes carries, when several engines share
     /// one device address: a kernel steering program routes each packet to the process
     /// whose slot its destination QPN names (`docs/architecture.md`, "The direct data
@@ -126,7 +130,7 @@ impl Config {
             congestion: Congestion::default(),
             rxe_recovery: false,
             selective_repeat: false,
-            sr_window: crate::qp::sr::DEFAULT_WINDOW,
+            window: crate::MAX_UNACKED_PSNS,
             qpn_slot: Some(QpnSlot::ALONE),
         }
     }

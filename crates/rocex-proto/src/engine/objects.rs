@@ -188,7 +188,8 @@ impl Engine {
             init.cap,
         );
         let sr = self.config.selective_repeat && init.qp_type == QpType::Rc;
-        qp.sr = crate::qp::sr::Sr::new(sr, self.config.sr_window);
+        qp.sr = crate::qp::sr::Sr::new(sr, self.config.window);
+        qp.window = crate::qp::Window::new(self.config.window);
         self.qps.insert(qpn, qp);
         qpn
     }
@@ -197,7 +198,7 @@ impl Engine {
     /// INIT), for a caller that learns per connection whether the peer speaks it (rocex's
     /// tools' out-of-band exchange); `Config::selective_repeat` sets every QP's default.
     pub fn set_selective_repeat(&mut self, qpn: u32, on: bool) -> Result<(), VerbsError> {
-        let window = self.config.sr_window;
+        let window = self.config.window;
         let qp = self.qps.get_mut(&qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
         if qp.qp_type != QpType::Rc {
             return Err(VerbsError::BadRequest("selective repeat is for RC QPs"));

@@ -219,6 +219,9 @@ impl Qp {
         self.comp.retry_left = self.attr.retry_cnt;
         self.comp.rnr_left = self.attr.rnr_retry;
         self.comp.rtt.progress(self.comp.psn, ctx.now);
+        if !ctx.rxe_recovery {
+            self.window.acked(self.comp.psn);
+        }
         if self.comp.psn.is_before(self.req.high_psn) {
             self.arm_timer(ctx);
         } else {

@@ -9,6 +9,7 @@ mod responder;
 mod sge;
 pub(crate) mod sr;
 pub(crate) mod state;
+mod window;
 
 use std::collections::VecDeque;
 
@@ -28,9 +29,12 @@ pub use dcqcn::{Congestion, DcqcnParamError, DcqcnParams, RateState};
 use dcqcn::{Notifier, RateLimiter};
 pub(crate) use requester::Requester;
 pub(crate) use responder::Responder;
+pub use window::MAX_WINDOW;
+pub(crate) use window::Window;
 
-/// The most PSNs a requester sends beyond the oldest unacknowledged one (rxe
-/// `RXE_MAX_UNACKED_PSNS`).
+/// The most PSNs rxe's requester sends beyond the oldest unacknowledged one
+/// (`RXE_MAX_UNACKED_PSNS`): rocex's go-back-N window by default, and where a wider one
+/// (`Config::window`) starts and falls back to after a loss.
 pub const MAX_UNACKED_PSNS: u32 = 128;
 /// A requester sets AckReq at least every this many packets (rxe `RXE_MAX_PKT_PER_ACK`).
 pub const MAX_PKT_PER_ACK: u32 = 64;
@@ -116,6 +120,8 @@ pub(crate) struct Qp {
     pub(crate) rate: RateLimiter,
     /// Selective repeat (off unless the peer speaks it).
     pub(crate) sr: sr::Sr,
+    /// How many PSNs the requester keeps unacknowledged under go-back-N.
+    pub(crate) window: Window,
 }
 
 /// The engine's bookkeeping of one QP: whether it waits in the engine's ready queue,
@@ -155,6 +161,7 @@ impl Qp {
             notify: Notifier::default(),
             rate: RateLimiter::default(),
             sr: sr::Sr::default(),
+            window: Window::default(),
         }
     }
 
@@ -240,6 +247,7 @@ impl Qp {
         self.notify = Notifier::default();
         self.rate = RateLimiter::default();
         self.sr.clear();
+        self.window.clear();
     }
 
     /// Moves the QP to ERROR: every outstanding work request completes with WR_FLUSH_ERR.

@@ -2,8 +2,9 @@
 //!
 //! Messages are cut at the path MTU; every packet takes the next PSN, a READ takes one PSN
 //! per response packet it asks for. AckReq is set on the last packet of a message and at
-//! least every [`MAX_PKT_PER_ACK`] packets; at most [`MAX_UNACKED_PSNS`] PSNs are in flight,
-//! and at most `max_rd_atomic` READ and atomic requests.
+//! least every [`MAX_PKT_PER_ACK`] packets; at most a window of PSNs is in flight (rxe's
+//! [`MAX_UNACKED_PSNS`](super::MAX_UNACKED_PSNS), or up to `Config::window` on a clean
+//! path: `window.rs`), and at most `max_rd_atomic` READ and atomic requests.
 //!
 //! rxe's `rxe_requester` runs its steps in one pass per packet; here they are:
 //!
@@ -11,7 +12,7 @@
 //! |---|---|
 //! | `req_next_wqe`, the QP-state checks | `Qp::requester_ready`: RTS, a WQE at `req.next` |
 //! | `wait_for_rnr_timer` (cleared by `rnr_nak_timer`) | `requester_ready`: `comp.rnr_until`, cleared in `Qp::handle_timer` |
-//! | `wait_psn`: `req.psn` past `comp.psn + RXE_MAX_UNACKED_PSNS` | `requester_ready`: [`MAX_UNACKED_PSNS`] |
+//! | `wait_psn`: `req.psn` past `comp.psn + RXE_MAX_UNACKED_PSNS` | `requester_ready`: `Qp::window` |
 //! | `rxe_wqe_is_fenced` (a fenced WQE waits for READs and atomics) | `requester_ready`: `fence` while `rd_atomic_outstanding` |
 //! | `check_init_depth` (`max_rd_atomic`) | `requester_ready`: `rd_atomic_outstanding` against `max_rd_atomic` |
 //! | `need_retry`, `req_retry` (back to `comp.psn`) | `Qp::resend_from` (the completer's): `Qp::go_back` points `req.next` and `req.offset` at the first PSN to resend |
@@ -37,7 +38,7 @@ use rocex_wire::{
     RethRepr,
 };
 
-use super::{MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, Qp, SendWqe};
+use super::{MAX_PKT_PER_ACK, Qp, SendWqe};
 use crate::time::Instant;
 use crate::verbs::{QpState, QpType, SendData, SendOp, WcStatus};
 use crate::{Ctx, Outgoing};
@@ -192,7 +193,7 @@ impl Qp {
             if !self.sr_window_open() {
                 return false;
             }
-        } else if self.req.psn.diff(self.comp.psn) >= MAX_UNACKED_PSNS as i32 {
+        } else if !self.window.open(self.req.psn, self.comp.psn) {
             return false;
         }
         if self.req.offset == 0 {

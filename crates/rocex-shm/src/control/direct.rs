@@ -27,8 +27,8 @@ pub struct DirectGrant {
     pub max_cqe: u32,
     /// Selective repeat towards every RC peer (`rocexd --selective-repeat`).
     pub selective_repeat: bool,
-    /// Packets in flight under selective repeat.
-    pub sr_window: u32,
+    /// PSNs an RC QP keeps in flight at most (`rocexd --window`, `Config::window`).
+    pub window: u32,
     /// Retransmit only when kernel rxe would (`rocexd --rxe-recovery`).
     pub rxe_recovery: bool,
     /// RC and UC packets marked ECT(0), DCQCN with its default parameters (`rocexd --ecn`).
@@ -58,7 +58,7 @@ impl DirectGrant {
                 self.no_gro,
                 self.peers_are_rocex,
             ]))
-            .u32(self.sr_window)
+            .u32(self.window)
             .u8(self.tos);
     }
 
@@ -96,7 +96,7 @@ impl DirectGrant {
             no_gso: bit(3),
             no_gro: bit(4),
             peers_are_rocex: bit(5),
-            sr_window: g.u32("sr_window")?,
+            window: g.u32("window")?,
             tos: g.u8("tos")?,
         })
     }

@@ -152,7 +152,7 @@ fn grant() -> DirectGrant {
         max_qp: 1 << 16,
         max_cqe: 1 << 16,
         selective_repeat: true,
-        sr_window: 128,
+        window: 128,
         rxe_recovery: false,
         ecn: true,
         no_gso: false,

@@ -57,6 +57,8 @@ pub struct Params {
     pub rxe_recovery: bool,
     /// Selective repeat on side a and on side b (`Config::selective_repeat`).
     pub selective_repeat: (bool, bool),
+    /// PSNs in flight at most (`Config::window`).
+    pub window: u32,
 }
 
 impl Default for Params {
@@ -80,6 +82,7 @@ impl Default for Params {
             depth: 1024,
             rxe_recovery: false,
             selective_repeat: (false, false),
+            window: rocex_proto::MAX_UNACKED_PSNS,
         }
     }
 }
@@ -92,6 +95,7 @@ fn side(fabric: &mut Fabric, i: u8, p: &Params, base: u64) -> Side {
     let mut config = Config::new(addr, [i; 32]);
     config.port_mtu = Mtu::M4096;
     config.rxe_recovery = p.rxe_recovery;
+    config.window = p.window;
     config.selective_repeat = if i == 1 {
         p.selective_repeat.0
     } else {
@@ -195,6 +199,31 @@ impl Pair {
             &p,
         );
         Self { fabric, a, b }
+    }
+
+    /// Another RC QP from a to b with `p`'s attributes, both ends at PSN 0, a's on a CQ
+    /// of its own with room for `max_send_wr` sends: `(QPN, CQ)` on a. Its WRITEs share
+    /// the fabric, and b's queue, with the pair's.
+    pub fn second_qp(&mut self, p: &Params, max_send_wr: u32) -> (u32, u32) {
+        let cap = QpCap {
+            max_send_wr,
+            max_recv_wr: 1,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        };
+        let (a, b) = (self.a.clone(), self.b.clone());
+        let ea = self.fabric.node(a.node);
+        let cq = ea.create_cq(1024).unwrap();
+        let qa = ea.create_qp(QpInit::rc(a.pd, cq, cap)).unwrap();
+        let qb = self
+            .fabric
+            .node(b.node)
+            .create_qp(QpInit::rc(b.pd, b.cq, cap))
+            .unwrap();
+        connect_qp(self.fabric.node(a.node), qa, (b.addr, qb, 0), 0, p);
+        connect_qp(self.fabric.node(b.node), qb, (a.addr, qa, 0), 0, p);
+        (qa, cq)
     }
 
     pub fn side(&self, which: char) -> Side {

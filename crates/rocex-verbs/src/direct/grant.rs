@@ -68,7 +68,7 @@ fn config(grant: &DirectGrant) -> Result<Config> {
     c.max_qp = grant.max_qp as usize;
     c.max_cqe = grant.max_cqe as usize;
     c.selective_repeat = grant.selective_repeat;
-    c.sr_window = grant.sr_window;
+    c.window = grant.window;
     c.rxe_recovery = grant.rxe_recovery;
     c.congestion.ecn = grant.ecn;
     c.qpn_slot = Some(QpnSlot {

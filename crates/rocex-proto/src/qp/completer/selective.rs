@@ -386,14 +386,15 @@ impl Qp {
 
     /// Resends from `from` (the retransmit timer, a sequence NAK): under selective repeat
     /// `from` again whatever is known of it, and every later packet the peer is not known
-    /// to hold (a READ: its missing ranges), else go-back-N. The timer runs from the last
-    /// packet sent or response received, so when it runs out the responder has had time
+    /// to hold (a READ: its missing ranges), else go-back-N, with the window back to rxe's.
+    /// The timer runs from the last packet sent or response received, so when it runs out the responder has had time
     /// to acknowledge, with a SACK, anything it got past a hole: what it has not
     /// acknowledged is lost. Resending only the oldest cost a timeout per packet when a
     /// burst took the end of a window (a GSO burst dropped whole: 0.03 of lossless
     /// goodput at 10% loss in bench-loss).
     pub(super) fn resend_from(&mut self, from: Psn) {
         if !self.sr.on {
+            self.window.went_back(self.comp.psn);
             return self.go_back(from);
         }
         self.sr.send.sync(self.comp.psn);
@@ -424,7 +425,7 @@ impl Qp {
         })
     }
 
-    /// Whether the window lets a new packet go: fewer than `sr_window` packets in flight
+    /// Whether the window lets a new packet go: fewer than `Config::window` packets in flight
     /// (sent, and neither acknowledged nor held by the peer: IRN's BDP cap), and the
     /// packet within the responder's [`SPAN`] of the first request it may not have
     /// (`Qp::sr_unarrived`). Capped by the distance from the oldest unacknowledged PSN

@@ -23,17 +23,14 @@ pub(crate) use window::{Deferred, EndKind, MsgEnd, RespWindow, Slot};
 /// PSNs past the expected one a responder holds, and the SACK bitmap's span.
 pub(crate) const SPAN: u32 = rocex_wire::sack::SPAN;
 
-/// Packets a requester keeps in flight by default: rxe's window of unacknowledged PSNs,
-/// which at 1 KiB packets is the bandwidth-delay product of 10 Gb/s over a 100 us round
-/// trip (IRN sizes its cap to the BDP).
-pub(crate) const DEFAULT_WINDOW: u32 = 128;
-
 /// Selective repeat on one QP.
 #[derive(Debug)]
 pub(crate) struct Sr {
     /// Whether the QP uses it (RC, and the peer speaks it).
     pub(crate) on: bool,
-    /// Packets in flight at most (PSNs past the oldest unacknowledged one), 1..=[`SPAN`].
+    /// Packets in flight at most (PSNs past the oldest unacknowledged one), 1..=[`SPAN`]:
+    /// rxe's window by default, which at 1 KiB packets is the bandwidth-delay product of
+    /// 10 Gb/s over a 100 us round trip (IRN sizes its cap to the BDP).
     pub(crate) window: u32,
     pub(crate) resp: RespWindow,
     pub(crate) send: Sender,
@@ -43,7 +40,7 @@ impl Default for Sr {
     fn default() -> Self {
         Self {
             on: false,
-            window: DEFAULT_WINDOW,
+            window: crate::MAX_UNACKED_PSNS,
             resp: RespWindow::default(),
             send: Sender::default(),
         }

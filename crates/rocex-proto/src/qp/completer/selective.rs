@@ -387,11 +387,11 @@ impl Qp {
     /// Resends from `from` (the retransmit timer, a sequence NAK): under selective repeat
     /// `from` again whatever is known of it, and every later packet the peer is not known
     /// to hold (a READ: its missing ranges), else go-back-N, with the window back to rxe's.
-    /// The timer runs from the last packet sent or response received, so when it runs out the responder has had time
-    /// to acknowledge, with a SACK, anything it got past a hole: what it has not
-    /// acknowledged is lost. Resending only the oldest cost a timeout per packet when a
-    /// burst took the end of a window (a GSO burst dropped whole: 0.03 of lossless
-    /// goodput at 10% loss in bench-loss).
+    /// The timer runs from the last packet sent or response received, so when it runs out
+    /// the responder has had time to acknowledge, with a SACK, anything it got past a
+    /// hole: what it has not acknowledged is lost. Resending only the oldest cost a timeout
+    /// per packet when a burst took the end of a window (a GSO burst dropped whole: 0.03 of
+    /// lossless goodput at 10% loss in bench-loss).
     pub(super) fn resend_from(&mut self, from: Psn) {
         if !self.sr.on {
             self.window.went_back(self.comp.psn);

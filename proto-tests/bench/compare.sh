@@ -242,6 +242,8 @@ path_table() {
     SRV_ARGS=(--size 65536 --mtu 4096 --socket "$SB")
     j="$(rocex_pair "$run" "path_wbw_$via" write bw --size 65536 --mtu 4096 --duration "$SECS" --socket "$SA")"
     record "$run" "path_${mode}_${via}_wbw_gbps" "$(jget gbps <<<"$j")"
+    record "$run" "path_${mode}_${via}_wbw_cpu_user_s" "$(jget cpu_user_s <<<"$j")"
+    record "$run" "path_${mode}_${via}_wbw_cpu_sys_s" "$(jget cpu_sys_s <<<"$j")"
     daemons_down
   done
   read -r a b <<<"$(path_lat inproc)"; record "$run" "path_${mode}_inproc_lat_p50_us" "$a"; record "$run" "path_${mode}_inproc_lat_p99_us" "$b"
@@ -258,6 +260,8 @@ except Exception: print("nan")')"
   fi
   wait "$sp" 2>/dev/null || true
   record "$run" "path_${mode}_iperf3_gbps" "$bps"
+  # the ICRC on one core: what the sender pays per byte on top of its kernel work
+  record "$run" "path_${mode}_icrc_gbps" "$(inA timeout 20 "$ROCEX" baseline icrc 1 2>/dev/null | jget gbps)"
   PIN=1
 }
 

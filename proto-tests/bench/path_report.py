@@ -21,8 +21,22 @@ def main():
     def series(key):
         return [r.get(key, float("nan")) for r in data.values()]
 
+    def div(x, y):
+        return x / y if y else float("nan")
+
     def ratio(a, b):
-        return [x / y if y else float("nan") for x, y in zip(series(a), series(b))]
+        return [div(x, y) for x, y in zip(series(a), series(b))]
+
+    # The direct sender's kernel share of its CPU, and the cores its process would need at
+    # iperf3's rate: that kernel work scaled up (the kernel's part of a stream grows with
+    # its bytes), plus one ICRC pass. Above 1, no user-space change reaches 1.0x iperf3.
+    for r in data.values():
+        for m in MODES:
+            g = lambda k: r.get(f"path_{m}_{k}", float("nan"))
+            share = div(g("direct_wbw_cpu_sys_s"), g("direct_wbw_cpu_user_s") + g("direct_wbw_cpu_sys_s"))
+            r[f"path_{m}_direct_wbw_kernel_share"] = share
+            tcp = g("iperf3_gbps")
+            r[f"path_{m}_direct_cores_at_tcp"] = share * div(tcp, g("direct_wbw_gbps")) + div(tcp, g("icrc_gbps"))
 
     out = [f"Conditions: {cond}.", ""]
     out.append("| measurement | unit | pinned | unpinned (nothing pinned) |")
@@ -36,6 +50,7 @@ def main():
         ("same, p99", "us", "direct_lat_p99_us", 2),
         ("64 KiB WRITE through two rocexd, 3 s", "Gb/s", "rocexd_wbw_gbps", 2),
         ("64 KiB WRITE, direct, 3 s", "Gb/s", "direct_wbw_gbps", 2),
+        ("same, the sender's kernel share of its CPU (getrusage)", "fraction", "direct_wbw_kernel_share", 2),
         ("iperf3 TCP, 1 stream, 3 s", "Gb/s", "iperf3_gbps", 2),
         ("64 B SEND through two rocexd, 1 QP", "M msg/s", "rocexd_send64_mpps", 3),
         ("64 B SEND, direct, 1 QP", "M msg/s", "direct_send64_mpps", 3),
@@ -58,6 +73,9 @@ def main():
     ] + [
         (f"64 KiB WRITE {how} / iperf3", f"{via}_wbw_gbps", "iperf3_gbps", 3, ">= 1.0")
         for via, how in VIAS
+    ] + [
+        ("(bound) direct sender's cores at iperf3's rate: its kernel work scaled up, plus the ICRC pass",
+         "direct_cores_at_tcp", None, 2, "<= 1 (else 1.0x iperf3 is out of reach)"),
     ] + [
         (f"64 B SEND {how} / in-process", f"{via}_send64_mpps", "inproc_send64_mpps", 3, ">= 0.9")
         for via, how in VIAS

@@ -44,7 +44,10 @@ if ! command -v iperf3 >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get install -y -q iperf3 >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q iperf3 >/dev/null; }
 fi
-PY="$(command -v python3)"
+# The interpreter itself, not a version manager's shim: a shim is a dozen shell processes
+# and 0.1 s of CPU per call. Every parse runs after the measurement it reads, never beside
+# it: on two cores a Python start preempted the latency runs it was piped from (p99 2-3x).
+PY="$(python3 -c 'import sys; print(sys.executable)')"
 PNAME="$(basename "$ROCEX" | cut -c1-15)"   # its name in /proc/PID/status
 
 NA="rxbA$$"; NB="rxbB$$"
@@ -222,7 +225,8 @@ path_lat() {
   local where=(--backend udp) srv=(--backend udp) r
   [ "$1" = daemon ] && where=(--socket "$SA") && srv=(--socket "$SB")
   SRV_ARGS=(--size 8 --iters 5000 "${srv[@]}")
-  r="$(FMT= rocex_pair "$run" "path_lat_$1" write lat --size 8 --iters 5000 "${where[@]}" | latrow)"
+  r="$(FMT= rocex_pair "$run" "path_lat_$1" write lat --size 8 --iters 5000 "${where[@]}")"
+  r="$(latrow <<<"$r")"
   read -r _ l50 l99 _ _ <<<"$r"
   "$PY" -c 'import sys; print(*(2 * float(x) for x in sys.argv[1:]))' "$l50" "$l99"
 }
@@ -254,14 +258,16 @@ path_table() {
   local sp=$!; PIDS+=("$sp")
   bps=nan
   if wait_tcp 5201; then
-    bps="$(inA timeout 20 iperf3 -c "$IPB" -t "$SECS" -J 2>/dev/null | "$PY" -c 'import json,sys
+    bps="$(inA timeout 20 iperf3 -c "$IPB" -t "$SECS" -J 2>/dev/null)"
+    bps="$(printf '%s' "$bps" | "$PY" -c 'import json,sys
 try: print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 1e9)
 except Exception: print("nan")')"
   fi
   wait "$sp" 2>/dev/null || true
   record "$run" "path_${mode}_iperf3_gbps" "$bps"
   # the ICRC on one core: what the sender pays per byte on top of its kernel work
-  record "$run" "path_${mode}_icrc_gbps" "$(inA timeout 20 "$ROCEX" baseline icrc 1 2>/dev/null | jget gbps)"
+  j="$(inA timeout 20 "$ROCEX" baseline icrc 1 2>/dev/null)"
+  record "$run" "path_${mode}_icrc_gbps" "$(jget gbps <<<"$j")"
   PIN=1
 }
 
@@ -323,7 +329,8 @@ except Exception: print("nan nan nan")')"
   record "$run" iperf3_cpu_rcv_pct "$crcv"
 
   # (1c) the ICRC on one core: what each end of a RoCE v2 stream pays per byte on top
-  record "$run" icrc_gbps "$(inA timeout 20 "$ROCEX" baseline icrc 1 2>/dev/null | jget gbps)"
+  j="$(inA timeout 20 "$ROCEX" baseline icrc 1 2>/dev/null)"
+  record "$run" icrc_gbps "$(jget gbps <<<"$j")"
 
   # (2) rocex write bw, 64 KiB, MTU 4096
   SRV_ARGS=(--size 65536 --mtu 4096)
@@ -365,7 +372,8 @@ except Exception: print("nan nan nan")')"
   for be in afpacket udp; do
     pre=rocex_lat; [ "$be" = udp ] && pre=rocex_udp_lat
     SRV_ARGS=(--size 8 --iters 20000 --backend "$be")
-    read -r lmin l50 l99 l999 lmax <<<"$(FMT= rocex_pair "$run" "write_lat_$be" write lat --size 8 --iters 20000 --backend "$be" | latrow)"
+    j="$(FMT= rocex_pair "$run" "write_lat_$be" write lat --size 8 --iters 20000 --backend "$be")"
+    read -r lmin l50 l99 l999 lmax <<<"$(latrow <<<"$j")"
     record "$run" "${pre}_min_us" "$lmin"
     record "$run" "${pre}_p50_us" "$l50"
     record "$run" "${pre}_p99_us" "$l99"

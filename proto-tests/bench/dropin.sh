@@ -116,7 +116,11 @@ pair() {
 # field N PATTERN: column N of the first input line whose first column is PATTERN ("nan"
 # when there is none).
 field() { awk -v n="$1" -v p="$2" '$1 == p { print $n; found = 1; exit } END { if (!found) print "nan" }'; }
-jget() { python3 -c 'import json, sys
+# The interpreter itself, not a version manager's shim (a dozen shell processes per call);
+# every parse runs after the measurement it reads: a Python start beside a latency run
+# preempts it on two cores.
+PY="$(python3 -c 'import sys; print(sys.executable)')"
+jget() { "$PY" -c 'import json, sys
 try:
     d = json.loads(sys.stdin.read().strip().splitlines()[-1])[sys.argv[1]]
     print("nan" if d is None else d)
@@ -125,12 +129,12 @@ except Exception:
 
 record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$RES"; echo "  $1 run $2 $3: $4" >&2; }
 
-median() { python3 -c 'import statistics, sys
+median() { "$PY" -c 'import statistics, sys
 v = [float(x) for x in sys.stdin.read().split() if x != "nan"]
 print(f"{statistics.median(v):.4g}" if v else "nan")'; }
 # med MODE METRIC: the median of a metric's runs.
 med() { awk -F'\t' -v m="$1" -v k="$2" '$1 == m && $3 == k { print $4 }' "$RES" | median; }
-ratio() { python3 -c 'import sys
+ratio() { "$PY" -c 'import sys
 a, b = (float(x) for x in sys.argv[1:])
 print("nan" if a != a or b != b or b == 0 else f"{a / b:.2f}")' "$1" "$2"; }
 
@@ -139,13 +143,13 @@ for PIN in "" 1; do
   mode=$([ -n "$PIN" ] && echo pinned || echo unpinned)
   daemons_up
   for run in $(seq "$RUNS"); do
-    v=$(pair "$ROCEX_BIN" perf write bw -s 65536 -m 4096 -D "$SECS" --json | jget gbps)
+    v=$(pair "$ROCEX_BIN" perf write bw -s 65536 -m 4096 -D "$SECS" --json); v=$(jget gbps <<<"$v")
     record "$mode" "$run" perf_bw "$v"
-    v=$(pair "$ROCEX_BIN" run -- ib_write_bw -s 65536 -m 4096 -D "$SECS" -F --report_gbits | field 4 65536)
+    v=$(pair "$ROCEX_BIN" run -- ib_write_bw -s 65536 -m 4096 -D "$SECS" -F --report_gbits); v=$(field 4 65536 <<<"$v")
     record "$mode" "$run" dropin_bw "$v"
-    v=$(pair "$ROCEX_BIN" perf write lat -s 8 -m 4096 -n "$LAT_ITERS" --json | jget lat_us_p50)
+    v=$(pair "$ROCEX_BIN" perf write lat -s 8 -m 4096 -n "$LAT_ITERS" --json); v=$(jget lat_us_p50 <<<"$v")
     record "$mode" "$run" perf_lat "$v"
-    v=$(pair "$ROCEX_BIN" run -- ib_write_lat -s 8 -m 4096 -n "$LAT_ITERS" -F | field 5 8)
+    v=$(pair "$ROCEX_BIN" run -- ib_write_lat -s 8 -m 4096 -n "$LAT_ITERS" -F); v=$(field 5 8 <<<"$v")
     record "$mode" "$run" dropin_lat "$v"
   done
   daemons_down

@@ -29,7 +29,7 @@ ROCEX="${ROCEX:-$ROOT/target/release/rocex}"
 if [ ! -x "$ROCEX" ]; then
   (cd "$ROOT" && cargo build --release -p rocex-cli)
 fi
-PY="$(command -v python3)"
+PY="$(python3 -c 'import sys; print(sys.executable)')"   # not a shim: see compare.sh
 source "$ROOT/proto-tests/rxe-lab/lib.sh"
 WORK="$(mktemp -d /tmp/rocex-labbench.XXXXXX)"
 RES="$WORK/results.tsv"

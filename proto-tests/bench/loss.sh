@@ -71,7 +71,7 @@ ROCEXD="${ROCEXD:-$(dirname "$ROCEX")/rocexd}"
 if [ ! -x "$ROCEX" ] || [ ! -x "$ROCEXD" ]; then
   (cd "$ROOT" && cargo build --release -p rocex-cli -p rocex-daemon)
 fi
-PY="$(command -v python3)"
+PY="$(python3 -c 'import sys; print(sys.executable)')"   # not a shim: see compare.sh
 
 NA="rxlA$$"; NB="rxlB$$"
 VA="vlA$$"; VB="vlB$$"

@@ -265,9 +265,6 @@ except Exception: print("nan")')"
   fi
   wait "$sp" 2>/dev/null || true
   record "$run" "path_${mode}_iperf3_gbps" "$bps"
-  # the ICRC on one core: what the sender pays per byte on top of its kernel work
-  j="$(inA timeout 20 "$ROCEX" baseline icrc 1 2>/dev/null)"
-  record "$run" "path_${mode}_icrc_gbps" "$(jget gbps <<<"$j")"
   PIN=1
 }
 
@@ -307,6 +304,11 @@ T0=$SECONDS
 for run in $(seq 1 "$RUNS"); do
   echo "run $run/$RUNS ($((SECONDS - T0)) s)" >&2
 
+  # (1c) the ICRC on one core: what each end of a RoCE v2 stream pays per byte on top of
+  # its kernel work (both tables' bound rows)
+  j="$(inA timeout 20 "$ROCEX" baseline icrc 1 2>/dev/null)"
+  record "$run" icrc_gbps "$(jget gbps <<<"$j")"
+
   # (8) the data path applications take, pinned and unpinned (its own table)
   for mode in pinned unpinned; do path_table "$mode"; done
   path_idle
@@ -327,10 +329,6 @@ except Exception: print("nan nan nan")')"
   record "$run" iperf3_gbps "$bps"
   record "$run" iperf3_cpu_snd_pct "$csnd"
   record "$run" iperf3_cpu_rcv_pct "$crcv"
-
-  # (1c) the ICRC on one core: what each end of a RoCE v2 stream pays per byte on top
-  j="$(inA timeout 20 "$ROCEX" baseline icrc 1 2>/dev/null)"
-  record "$run" icrc_gbps "$(jget gbps <<<"$j")"
 
   # (2) rocex write bw, 64 KiB, MTU 4096
   SRV_ARGS=(--size 65536 --mtu 4096)

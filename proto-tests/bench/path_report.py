@@ -7,7 +7,7 @@ perf process and the kernel's references, pinned and unpinned, and the idle cost
 """
 import sys
 
-from report import fmt, load, med
+from report import div, fmt, load, med, sender_bound
 
 MODES = ("pinned", "unpinned")
 # The application's two paths: through the daemons, and with the engine in its process.
@@ -21,22 +21,16 @@ def main():
     def series(key):
         return [r.get(key, float("nan")) for r in data.values()]
 
-    def div(x, y):
-        return x / y if y else float("nan")
-
     def ratio(a, b):
         return [div(x, y) for x, y in zip(series(a), series(b))]
 
-    # The direct sender's kernel share of its CPU, and the cores its process would need at
-    # iperf3's rate: that kernel work scaled up (the kernel's part of a stream grows with
-    # its bytes), plus one ICRC pass. Above 1, no user-space change reaches 1.0x iperf3.
+    # the direct sender's bound (report.sender_bound), against the same placement's iperf3
     for r in data.values():
         for m in MODES:
             g = lambda k: r.get(f"path_{m}_{k}", float("nan"))
-            share = div(g("direct_wbw_cpu_sys_s"), g("direct_wbw_cpu_user_s") + g("direct_wbw_cpu_sys_s"))
-            r[f"path_{m}_direct_wbw_kernel_share"] = share
-            tcp = g("iperf3_gbps")
-            r[f"path_{m}_direct_cores_at_tcp"] = share * div(tcp, g("direct_wbw_gbps")) + div(tcp, g("icrc_gbps"))
+            r[f"path_{m}_direct_wbw_kernel_share"], r[f"path_{m}_direct_cores_at_tcp"] = sender_bound(
+                g("direct_wbw_cpu_user_s"), g("direct_wbw_cpu_sys_s"), g("direct_wbw_gbps"),
+                g("iperf3_gbps"), r.get("icrc_gbps", float("nan")))
 
     out = [f"Conditions: {cond}.", ""]
     out.append("| measurement | unit | pinned | unpinned (nothing pinned) |")

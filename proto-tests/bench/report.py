@@ -32,6 +32,18 @@ def load(path):
     return runs
 
 
+def div(x, y):
+    return x / y if y else math.nan
+
+
+def sender_bound(user_s, sys_s, gbps, tcp_gbps, icrc_gbps):
+    """A busy sender's kernel share of its CPU, and the cores it would need at one TCP
+    stream's rate: that kernel work scaled up (it grows with the bytes), plus one ICRC
+    pass. Above 1, no user-space change reaches the TCP stream's rate."""
+    share = div(sys_s, user_s + sys_s)
+    return share, share * div(tcp_gbps, gbps) + div(tcp_gbps, icrc_gbps)
+
+
 def med(xs):
     xs = [x for x in xs if not math.isnan(x)]
     if not xs:
@@ -88,13 +100,10 @@ def main():
         r["rocex_wbw_frames_mpps"] = g(r, "rocex_wbw_msg_mpps") * FRAMES_PER_64K
         r["rocex_wbw_nogso_frames_mpps"] = g(r, "rocex_wbw_nogso_msg_mpps") * FRAMES_PER_64K
         # one end's ICRC pass at iperf3's rate, in cores
-        r["icrc_share_at_tcp"] = g(r, "iperf3_gbps") / g(r, "icrc_gbps")
-        # the busy sender's kernel share of its CPU, and what its core would need at
-        # iperf3's rate: that kernel work scaled up, plus the ICRC pass
-        busy = g(r, "rocex_wbw_cpu_user_s") + g(r, "rocex_wbw_cpu_sys_s")
-        r["rocex_wbw_kernel_share"] = g(r, "rocex_wbw_cpu_sys_s") / busy if busy else math.nan
-        r["sender_cores_at_tcp"] = (r["rocex_wbw_kernel_share"] * g(r, "iperf3_gbps")
-                                    / g(r, "rocex_wbw_gbps") + r["icrc_share_at_tcp"])
+        r["icrc_share_at_tcp"] = div(g(r, "iperf3_gbps"), g(r, "icrc_gbps"))
+        r["rocex_wbw_kernel_share"], r["sender_cores_at_tcp"] = sender_bound(
+            g(r, "rocex_wbw_cpu_user_s"), g(r, "rocex_wbw_cpu_sys_s"), g(r, "rocex_wbw_gbps"),
+            g(r, "iperf3_gbps"), g(r, "icrc_gbps"))
         for pre in ("rocex", "rocex_udp"):
             for p in ("p50", "p99"):
                 r[f"{pre}_rtt_{p}_us"] = 2 * g(r, f"{pre}_lat_{p}_us")
